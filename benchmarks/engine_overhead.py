@@ -1,0 +1,136 @@
+"""What does one engine op cost, compared with calling numpy directly?
+
+For a tiny array (1x16 float32) the work is nothing, so the time per op *is* the
+overhead: numpy's own ``np.add`` (the floor), ``engine.push`` of a numpy closure (the
+engine alone), and ``a + b`` on NDArrays (registry dispatch + shape rule + NDArray +
+engine), under each engine. For the lazy engines "push" is the time the caller's loop
+takes (what the user waits for while the workers run behind), "total" includes
+``wait_all``, and "cpu" is the CPU time of all threads per op (less sensitive than wall
+time to other processes sharing the cores). Medians of interleaved repeats, measured
+side by side in one run.
+
+    python3 benchmarks/engine_overhead.py [--ops 20000] [--repeats 7] [--profile]
+
+``--profile`` prints a cProfile of ``a + b`` on the NaiveEngine (where the time goes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import pstats
+import statistics
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from hybridlab import engine  # noqa: E402
+
+try:
+    from hybridlab import ndarray as nd
+except ImportError:  # the engine rows still run
+    nd = None
+
+ENGINES = {"NaiveEngine": lambda: engine.NaiveEngine(),
+           "ThreadedEngine(2)": lambda: engine.ThreadedEngine(2),
+           "ThreadedEngine(1)": lambda: engine.ThreadedEngine(1),
+           "StepEngine": lambda: engine.StepEngine()}
+
+
+def numpy_loop(n_ops: int) -> tuple[float, float, float]:
+    x, y = np.ones((1, 16), np.float32), np.ones((1, 16), np.float32)
+    start, cpu = time.perf_counter(), time.process_time()
+    for _ in range(n_ops):
+        np.add(x, y)
+    seconds = time.perf_counter() - start
+    return seconds, seconds, time.process_time() - cpu
+
+
+def push_loop(eng: engine.Engine, n_ops: int) -> tuple[float, float, float]:
+    x, y, out = np.ones((1, 16), np.float32), np.ones((1, 16), np.float32), {}
+    a, b, c = engine.Var("a"), engine.Var("b"), engine.Var("c")
+
+    def add() -> None:
+        out["c"] = np.add(x, y)
+    start, cpu = time.perf_counter(), time.process_time()
+    for _ in range(n_ops):
+        eng.push(add, (a, b), (c,), "add")
+    pushed = time.perf_counter()
+    eng.wait_all()
+    return pushed - start, time.perf_counter() - start, time.process_time() - cpu
+
+
+def ndarray_loop(eng: engine.Engine, n_ops: int) -> tuple[float, float, float]:
+    with engine.engine_scope(eng):
+        a, b = nd.ones((1, 16)), nd.ones((1, 16))
+        eng.wait_all()
+        start, cpu = time.perf_counter(), time.process_time()
+        for _ in range(n_ops):
+            a + b
+        pushed = time.perf_counter()
+        eng.wait_all()
+        return pushed - start, time.perf_counter() - start, time.process_time() - cpu
+
+
+def measure(n_ops: int, repeats: int) -> dict[str, list[tuple[float, float, float]]]:
+    engines = {name: make() for name, make in ENGINES.items()}
+    rows: dict = {"numpy np.add": lambda: numpy_loop(n_ops)}
+    for name, eng in engines.items():
+        rows[f"engine.push  {name}"] = lambda eng=eng: push_loop(eng, n_ops)
+    if nd is not None:
+        for name, eng in engines.items():
+            rows[f"a + b        {name}"] = lambda eng=eng: ndarray_loop(eng, n_ops)
+    times: dict[str, list[tuple[float, float, float]]] = {name: [] for name in rows}
+    for _ in range(repeats):
+        for name, fn in rows.items():
+            times[name].append(fn())
+            engines["StepEngine"].clear()  # its finished tasks would slow the GC for all rows
+    for eng in engines.values():
+        eng.close()
+    return times
+
+
+def report(times: dict[str, list[tuple[float, float, float]]], n_ops: int, repeats: int) -> None:
+    def median_us(name: str, which: int) -> float:
+        return statistics.median(t[which] for t in times[name]) / n_ops * 1e6
+    floor = median_us("numpy np.add", 0)
+    print(f"per-op time, (1,16) float32 add, {n_ops} ops, median of {repeats}")
+    print(f"{'':32}{'push µs':>9}{'total µs':>10}{'cpu µs':>8}{'push - numpy':>14}"
+          f"{'x numpy':>9}")
+    for name in times:
+        push, total, cpu = median_us(name, 0), median_us(name, 1), median_us(name, 2)
+        print(f"{name:32}{push:9.2f}{total:10.2f}{cpu:8.2f}{push - floor:14.2f}"
+              f"{push / floor:9.1f}")
+    if nd is None:
+        print("(hybridlab.ndarray not importable: only the engine rows were measured)")
+    print("targets: NaiveEngine a + b <= 3 µs above numpy; ThreadedEngine push <= 15 µs")
+
+
+def profile_naive(n_ops: int) -> None:
+    with engine.engine_scope("NaiveEngine"):
+        a, b = nd.ones((1, 16)), nd.ones((1, 16))
+        profiler = cProfile.Profile()
+        profiler.enable()
+        for _ in range(n_ops):
+            a + b
+        profiler.disable()
+    pstats.Stats(profiler).sort_stats("tottime").print_stats(12)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--ops", type=int, default=20000)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args()
+    print(f"load average at start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+    report(measure(args.ops, args.repeats), args.ops, args.repeats)
+    if args.profile and nd is not None:
+        profile_naive(args.ops)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,101 @@
+"""How much memory does planning save on a training step? (forward + backward graph)
+
+Run from the repository root: ``PYTHONPATH=. python3 benchmarks/memory_plan.py``.
+For the seeds' MLP (512->256->128->2) and a LeNet-style conv net (1x28x28), at batch
+64 and 1024, build the joint forward+backward graph (``graph.autodiff``), keep the
+parameter gradients as outputs, run the pass pipeline and print the plan's numbers:
+
+* unplanned: every intermediate result in its own buffer;
+* planned:   the buffers the greedy plan allocates (reuse + in-place);
+* bound:     the most bytes live at one step (no reuse plan can do better, in place aside).
+
+Targets: planned <= 1.1 x bound and planned <= 0.5 x unplanned. The second cannot be
+met when the results themselves (the parameter gradients, which must all exist when
+the step ends) are most of the bytes, so the table also shows the ratio for the
+intermediates alone.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from hybridlab.graph import autodiff, ir
+from hybridlab.graph.passes import run_pipeline
+from hybridlab.ops import Aval
+
+F32 = np.dtype("float32")
+# The parameter gradients are a fixed cost; the intermediates grow with the batch, so the
+# share that planning can save grows with it too.
+BATCHES = (64, 1024)
+
+
+def _param(name: str, *shape: int) -> ir.Node:
+    return ir.var(name, Aval(shape, F32))
+
+
+def mlp(batch: int = 64) -> ir.Graph:
+    data = ir.var("data", Aval((batch, 512), F32))
+    nodes, value = [data], data.out()
+    for i, (width, fan_in) in enumerate([(256, 512), (128, 256), (2, 128)]):
+        weight, bias = _param(f"fc{i}_weight", width, fan_in), _param(f"fc{i}_bias", width)
+        nodes += [weight, bias]
+        value = ir.call("FullyConnected", [value, weight.out(), bias.out()],
+                        {"num_hidden": width}, name=f"fc{i}").out()
+        if i < 2:
+            value = ir.call("relu", [value], name=f"relu{i}").out()
+    return ir.Graph.from_outputs([value], nodes)
+
+
+def lenet(batch: int = 64) -> ir.Graph:
+    data = ir.var("data", Aval((batch, 1, 28, 28), F32))
+    nodes, value = [data], data.out()
+    for i, (filters, channels) in enumerate([(6, 1), (16, 6)]):
+        weight = _param(f"conv{i}_weight", filters, channels, 5, 5)
+        bias = _param(f"conv{i}_bias", filters)
+        nodes += [weight, bias]
+        value = ir.call("Convolution", [value, weight.out(), bias.out()],
+                        {"kernel": (5, 5), "num_filter": filters}, name=f"conv{i}").out()
+        value = ir.call("relu", [value], name=f"crelu{i}").out()
+        value = ir.call("Pooling", [value], {"kernel": (2, 2), "stride": (2, 2),
+                                             "pool_type": "max"}, name=f"pool{i}").out()
+    value = ir.call("Flatten", [value], name="flatten0").out()
+    for i, (width, fan_in) in enumerate([(120, 256), (10, 120)]):
+        weight, bias = _param(f"fc{i}_weight", width, fan_in), _param(f"fc{i}_bias", width)
+        nodes += [weight, bias]
+        value = ir.call("FullyConnected", [value, weight.out(), bias.out()],
+                        {"num_hidden": width}, name=f"fc{i}").out()
+        if i == 0:
+            value = ir.call("relu", [value], name="frelu0").out()
+    return ir.Graph.from_outputs([value], nodes)
+
+
+def training_step(graph: ir.Graph) -> ir.Graph:
+    """Forward + backward, returning the loss head and the *parameter* gradients only."""
+    joint = autodiff.gradient_graph(graph)
+    param_grads = joint.outputs[len(graph.outputs) + 1:]  # input 0 is the data
+    # keep the joint graph's schedule; dead-code elimination drops the data gradient
+    return ir.Graph(joint.nodes, joint.inputs, joint.outputs[:len(graph.outputs)] + param_grads)
+
+
+def main() -> None:
+    print(f"{'model':<8}{'batch':>6}{'unplanned':>12}{'planned':>12}{'bound':>12}{'outputs':>12}"
+          f"{'plan/bound':>12}{'plan/unpl.':>12}{'(no outputs)':>14}{'arena':>12}"
+          f"{'in place':>10}")
+    for (name, build), batch in itertools.product([("MLP", mlp), ("LeNet", lenet)], BATCHES):
+        optimised, _ = run_pipeline(training_step(build(batch)), verify=True)
+        plan = optimised.meta["memory"]
+        # the results (loss head, parameter gradients) must all exist at the end: no plan
+        # can share them, so the last column compares the intermediates alone
+        outputs = sum(int(np.prod(v.aval.shape)) * v.aval.dtype.itemsize
+                      for v in optimised.outputs if v.node.kind == "call")
+        inner = (plan.planned - outputs) / (plan.unplanned - outputs)
+        print(f"{name:<8}{batch:>6}{plan.unplanned:>12,}{plan.planned:>12,}{plan.bound:>12,}"
+              f"{outputs:>12,}{plan.planned / plan.bound:>12.3f}"
+              f"{plan.planned / plan.unplanned:>12.3f}{inner:>14.3f}"
+              f"{plan.buffer_bytes[0]:>12,}{plan.inplace:>10}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,31 @@
+"""hybridlab: a compact imperative/symbolic deep-learning engine on numpy, for teaching.
+
+``import hybridlab as mx`` gives the MXNet-1.x-Gluon-compatible names. This module only
+collects public names; every module it imports is light (numpy only).
+"""
+
+# Every module below is light (numpy only); viz loads its drawing libraries on first use.
+# __init__ files re-export names, so ruff's F401 is off for them (pyproject.toml).
+from hybridlab import (
+    autograd,
+    base,
+    config,
+    context,
+    engine,
+    errors,
+    gluon,
+    initializer,
+    name,
+    ndarray,
+    ops,
+    profiler,
+    random,
+    symbol,
+    viz,
+)
+from hybridlab import initializer as init  # mx.init.Xavier()
+from hybridlab import ndarray as nd  # mx.nd, `from hybridlab import nd`
+from hybridlab import symbol as sym  # mx.sym, `from hybridlab import sym`
+from hybridlab.context import Context, cpu, current_context, gpu
+
+__version__ = "0.1.0"

@@ -1,0 +1,260 @@
+"""Automatic differentiation on a tape (``mx.autograd``).
+
+What this module teaches
+------------------------
+Inside ``with autograd.record():`` every operator that reads an array on the tape (one
+marked with ``x.attach_grad()``, or computed from one) is remembered as a :class:`Node`:
+the op, its attributes, its input and output arrays. ``y.backward()`` walks these nodes
+from ``y`` back to the marked arrays in reverse topological order and applies each op's
+gradient rule, the vector-Jacobian product ``op.grad(F, inputs, outputs, out_grads)``
+from the registry. There is no second set of derivatives: the same rule builds the
+symbolic backward graph of a hybridized block.
+
+There is no global tape list: the graph is reachable from the outputs, because each
+array's ``_ag`` field says where it came from:
+
+``None``               not on the tape (a constant: no gradient flows into it)
+``Leaf``               marked by ``attach_grad``: ``backward`` writes into ``leaf.grad``
+``(node, index)``      output ``index`` of a recorded ``node``
+
+For ``x.attach_grad(); with autograd.record(): y = (x * x).sum()`` the tape is::
+
+    x (Leaf) ==> Node(broadcast_mul, inputs=(x, x)) --> t ==> Node(sum, inputs=(t,)) --> y
+
+and ``y.backward()`` runs ``sum``'s rule (ones shaped like ``t``), then ``mul``'s rule,
+which returns one gradient per input; both are ``x``'s, so they are added: ``2 * x``.
+Ops without a gradient rule (samplers, ``argmax``) are not recorded: constants.
+
+Invariants
+----------
+* Gradients are summed per array, so an array used twice (``x * x``) gets both parts.
+* ``grad_req='write'`` overwrites ``x.grad``, ``'add'`` adds to it (gradient
+  accumulation over several backward calls), ``'null'`` leaves it alone.
+* ``backward`` frees the nodes it walked (their saved arrays) unless
+  ``retain_graph=True``; walking a freed node raises :class:`GraphReleasedError`.
+* The backward pass runs with recording paused, unless ``create_graph=True`` (then the
+  gradients are on the tape themselves, for higher-order derivatives).
+* The mode flags are per thread and live here, so ``ndarray`` reads them without a
+  circular import; this module imports ``ndarray`` only inside ``backward``/``grad``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from hybridlab.errors import GraphReleasedError, NotRecordedError
+from hybridlab.graph.ir import postorder
+
+GRAD_REQS = ("write", "add", "null")
+
+
+class _Mode(threading.local):
+    recording = False  # class attributes: the defaults every new thread starts with
+    training = False
+
+
+_MODE = _Mode()
+
+
+def is_recording() -> bool:
+    """True inside ``autograd.record()`` (and not inside ``pause()``)."""
+    return _MODE.recording
+
+
+def is_training() -> bool:
+    """True in train mode (``record()`` by default, ``train_mode()``): Dropout drops."""
+    return _MODE.training
+
+
+def set_recording(is_record: bool) -> bool:
+    """Turn recording on or off; returns the previous state."""
+    previous, _MODE.recording = _MODE.recording, bool(is_record)
+    return previous
+
+
+def set_training(train_mode: bool) -> bool:
+    """Turn train mode on or off; returns the previous state."""
+    previous, _MODE.training = _MODE.training, bool(train_mode)
+    return previous
+
+
+@contextlib.contextmanager
+def _scope(recording: bool | None, training: bool | None) -> Iterator[None]:
+    saved = (_MODE.recording, _MODE.training)
+    if recording is not None:
+        _MODE.recording = recording
+    if training is not None:
+        _MODE.training = training
+    try:
+        yield
+    finally:
+        _MODE.recording, _MODE.training = saved
+
+
+def record(train_mode: bool = True) -> contextlib.AbstractContextManager:
+    """Record operators for ``backward`` (in train mode unless ``train_mode=False``)."""
+    return _scope(True, train_mode)
+
+
+def pause(train_mode: bool = False) -> contextlib.AbstractContextManager:
+    """Stop recording inside a ``record()`` block (e.g. to compute a metric)."""
+    return _scope(False, train_mode)
+
+
+def train_mode() -> contextlib.AbstractContextManager:
+    """Train-mode behaviour (Dropout active) without changing recording."""
+    return _scope(None, True)
+
+
+def predict_mode() -> contextlib.AbstractContextManager:
+    """Inference behaviour (Dropout is the identity) without changing recording."""
+    return _scope(None, False)
+
+
+class Leaf:
+    """A variable marked by ``attach_grad``: where ``backward`` puts its gradient."""
+
+    __slots__ = ("grad", "grad_req")
+
+    def __init__(self, grad: Any, grad_req: str) -> None:
+        self.grad, self.grad_req = grad, grad_req
+
+
+class Node:
+    """One recorded operator call; ``inputs``/``outputs`` become None once freed."""
+
+    __slots__ = ("op", "attrs", "inputs", "outputs")
+
+    def __init__(self, op: Any, attrs: dict, inputs: tuple, outputs: tuple) -> None:
+        self.op, self.attrs, self.inputs, self.outputs = op, attrs, inputs, outputs
+
+
+def mark_variables(variables: Sequence[Any], gradients: Sequence[Any],
+                   grad_reqs: str | Sequence[str] = "write") -> None:
+    """Make each array a leaf whose gradient goes to the matching buffer (``attach_grad``)."""
+    reqs = [grad_reqs] * len(variables) if isinstance(grad_reqs, str) else list(grad_reqs)
+    for var, grad_buffer, req in zip(variables, gradients, reqs):
+        if req not in GRAD_REQS:
+            raise ValueError(f"grad_req must be one of {list(GRAD_REQS)}, got {req!r}")
+        var._ag = Leaf(grad_buffer, req)
+
+
+def record_op(op: Any, attrs: dict, inputs: Sequence[Any], outputs: Sequence[Any]) -> None:
+    """Called by ``ndarray`` while recording: put the call on the tape if it touches it.
+
+    Ops without a gradient rule (samplers, Dropout's mask, ``argmax``, ``one_hot``) are
+    not recorded: their outputs are constants for autograd, so no gradient flows back.
+    """
+    if op.grad is None:
+        return
+    for x in inputs:
+        if x._ag is not None:
+            node = Node(op, attrs, tuple(inputs), tuple(outputs))
+            for index, out in enumerate(outputs):
+                out._ag = (node, index)
+            return
+
+
+def _topological_order(heads: Sequence[Any]) -> list[Node]:
+    """Nodes reachable from ``heads``, each after every node that produced its inputs."""
+    def producers(node: Node) -> list[Node]:
+        if node.inputs is None:
+            raise GraphReleasedError(
+                f"the graph through '{node.op.name}' was already freed by a previous backward; "
+                f"pass retain_graph=True to the first backward() to run it twice")
+        return [x._ag[0] for x in node.inputs if isinstance(x._ag, tuple)]
+    return postorder([h._ag[0] for h in heads if isinstance(h._ag, tuple)], producers)
+
+
+def _check_heads(heads: Sequence[Any], head_grads: Sequence[Any]) -> None:
+    if len(head_grads) != len(heads):
+        raise ValueError(f"got {len(heads)} head(s) but {len(head_grads)} head gradient(s)")
+    for head in heads:
+        if head._ag is None:
+            raise NotRecordedError(
+                f"cannot differentiate an array of shape {head.shape} that no recorded "
+                f"operation produced; call x.attach_grad() and compute it inside "
+                f"`with autograd.record():`")
+
+
+def _accumulate(grads: dict, array: Any, grad: Any, op_name: str) -> None:
+    if tuple(grad.shape) != tuple(array.shape):
+        raise ValueError(f"gradient rule of '{op_name}' returned shape {grad.shape} for an "
+                         f"input of shape {array.shape} (a bug in the operator's grad)")
+    previous = grads.get(id(array))
+    grads[id(array)] = (array, grad if previous is None else previous[1] + grad)
+
+
+def _propagate(heads: list, head_grads: list, retain_graph: bool, create_graph: bool,
+               train_mode: bool) -> dict:
+    """Run every gradient rule from ``heads`` back; returns ``{id(array): (array, grad)}``."""
+    from hybridlab import ndarray as nd  # lazy: ndarray imports this module
+
+    _check_heads(heads, head_grads)
+    order = _topological_order(heads)
+    grads: dict = {}
+    with _scope(create_graph, train_mode):
+        for head, head_grad in zip(heads, head_grads):
+            if head_grad is None:
+                head_grad = nd.from_numpy(np.ones(head.shape, head.dtype))
+            _accumulate(grads, head, head_grad, "head_grads")
+        for node in reversed(order):
+            found = [grads.get(id(out)) for out in node.outputs]
+            if all(g is None for g in found):
+                continue
+            out_grads = [nd.from_numpy(np.zeros(out.shape, out.dtype)) if g is None else g[1]
+                         for out, g in zip(node.outputs, found)]
+            in_grads = node.op.grad(nd, list(node.inputs), list(node.outputs), out_grads,
+                                    **node.attrs)
+            for x, grad in zip(node.inputs, in_grads):
+                if grad is not None and x._ag is not None:
+                    _accumulate(grads, x, grad, node.op.name)
+    if not retain_graph:
+        for node in order:
+            node.inputs = node.outputs = None
+    return grads
+
+
+def _as_list(value: Any) -> list:
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False,
+             train_mode: bool = True) -> None:
+    """Compute the gradients of ``heads`` into the ``.grad`` of every marked array."""
+    from hybridlab import ndarray as nd  # lazy: ndarray imports this module
+
+    heads = _as_list(heads)
+    head_grads = [None] * len(heads) if head_grads is None else _as_list(head_grads)
+    grads = _propagate(heads, head_grads, retain_graph, False, train_mode)
+    for array, grad in grads.values():
+        leaf = array._ag
+        if isinstance(leaf, Leaf) and leaf.grad_req != "null":
+            nd._assign(leaf.grad, grad if leaf.grad_req == "write" else leaf.grad + grad)
+
+
+def grad(heads: Any, variables: Any, head_grads: Any = None, retain_graph: bool | None = None,
+         create_graph: bool = False, train_mode: bool = True) -> Any:
+    """Return the gradients of ``heads`` with respect to ``variables`` (no ``.grad`` written).
+
+    With ``create_graph=True`` the results are recorded too, so they can be differentiated
+    again; the graph is then kept unless ``retain_graph=False``.
+    """
+    from hybridlab import ndarray as nd  # lazy: ndarray imports this module
+
+    heads, single = _as_list(heads), not isinstance(variables, (list, tuple))
+    variables = _as_list(variables)
+    for var in variables:
+        if var._ag is None:
+            raise NotRecordedError(f"autograd.grad: a variable of shape {var.shape} is not on "
+                                   f"the tape; call attach_grad() on it before record()")
+    head_grads = [None] * len(heads) if head_grads is None else _as_list(head_grads)
+    retain = create_graph if retain_graph is None else retain_graph
+    grads = _propagate(heads, head_grads, retain, create_graph, train_mode)
+    result = [grads[id(v)][1] if id(v) in grads else nd.from_numpy(np.zeros(v.shape, v.dtype))
+              for v in variables]
+    return result[0] if single else result

@@ -1,0 +1,637 @@
+"""The dependency engine: MXNet's engine in miniature.
+
+What this module teaches
+------------------------
+``c = a + b`` in hybridlab does not compute anything on the spot: it *pushes* an
+operation to the engine together with the variables it reads (``a``, ``b``) and writes
+(``c``), and returns at once. The engine runs the operation as soon as the order of the
+program allows it, possibly on another thread and in parallel with unrelated work. The
+values are only needed at a *sync point* (``asnumpy()``, ``wait_to_read()``,
+``nd.waitall()``), which waits for the operations that produce them.
+
+Every array buffer is backed by one :class:`Var`. Ordering is tracked per variable,
+exactly as MXNet's ``PushAsync(fn, const_vars, mutable_vars)`` does:
+
+* read-after-write:  an op reading ``v`` waits for the last op that wrote ``v``;
+* write-after-read:  an op writing ``v`` waits for every op reading ``v`` since then;
+* write-after-write: an op writing ``v`` waits for the last op that wrote ``v``.
+
+Reads overlap with each other; writes wait. A Var may be both read and written
+(an in-place update). For example::
+
+    push                  reads  writes  waits for
+    #0  a = nd.ones(3)    -      a       -
+    #1  b = a * 2         a      b       #0 (read-after-write)
+    #2  c = a + 1         a      c       #0            (#1 and #2 may run together)
+    #3  a += 1            a      a       #0 (write-after-write), #1 #2 (write-after-read)
+    #4  d = b + c         b c    d       #1 #2
+
+Because these three rules order every pair of ops touching one buffer with at least
+one write, the results are the same, bit for bit, whatever engine runs the program and
+however many workers it has: there are no data races.
+
+The task states (each pushed op is a :class:`Task` in exactly one of them)
+---------------------------------------------------------------------------
+``waiting``   pushed, some op it depends on has not finished (``task.blockers > 0``)
+``ready``     every dependency finished; handed to the executor (queue / step list)
+``running``   its function is executing on a worker
+``done``      finished normally                      \\
+``failed``    its function raised; the error is kept  } the *finished* states
+``skipped``   not run: an op it depends on failed    /
+
+One scheduling algorithm, three executors (dask's ``get_async(submit, ...)`` idea):
+:meth:`Engine.push` links the task to its dependencies and, when it is ready, calls
+``_submit``; finishing a task (``_finish``) makes its dependents ready. Only
+``_submit`` differs: :class:`ThreadedEngine` puts the task on a queue that a pool of
+worker threads drains; :class:`StepEngine` keeps it in a visible ``ready`` list until
+you call :meth:`StepEngine.step`; :class:`NaiveEngine` runs it at once, in the caller's
+thread. As nothing can ever be waiting on a NaiveEngine, it skips the bookkeeping and
+just calls the function when no callback is listening: the oracle of the tests.
+
+Errors (the rule)
+-----------------
+An exception raised by an op is stored on the task, and the Vars it writes carry the
+failure. An op that reads or overwrites a Var carrying a failure is *skipped*, and the
+Vars it writes carry the same failure (so it spreads transitively; an op that only had
+to wait for a failed *reader* is not affected). The failure is raised once, as
+:class:`~hybridlab.errors.MXNetError` chained to the original exception, at the first
+sync point that depends on it (``wait_for_var`` on a poisoned Var) or at ``wait_all``.
+Once reported, the failure is forgotten: ops pushed *after* the report treat the Var as
+healthy again (its buffer keeps whatever it held, as in MXNet). Deciding by push order
+keeps this deterministic. NaiveEngine raises at the push itself. Op functions must not
+push or wait themselves.
+
+Traces: every executed op can be recorded as a :class:`TaskRecord` by callbacks
+(:class:`Callback`, dask's ``start/pretask/posttask/finish`` hooks). Tracing is off by
+default to keep pushes cheap; ``set_tracing(True)`` records into ``engine.trace``
+(a bounded deque), and the profiler adds its own callback.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import itertools
+import os
+import sys
+import threading
+from dataclasses import dataclass
+from queue import SimpleQueue
+from time import perf_counter
+from typing import Any, Callable, Iterator, Sequence
+
+from hybridlab import config
+from hybridlab.errors import MXNetError, UnknownEngineError
+
+# Frames from these files are ours, not the user's: the package and generated programs.
+_INTERNAL = (os.path.dirname(os.path.abspath(__file__)) + os.sep, "<hybridlab-")
+_FINISHED = frozenset(("done", "failed", "skipped"))
+_NEVER = sys.maxsize  # reported_at of a failure nobody has reported yet
+_task_numbers = itertools.count()  # push order, shared by all engines (next() is atomic)
+_var_numbers = itertools.count()
+
+
+class Var:
+    """The engine's handle on one array buffer; it holds no data, only ordering state."""
+
+    __slots__ = ("uid", "name", "_writer", "_readers")
+
+    def __init__(self, name: str = "") -> None:  # one per array: keep it cheap
+        self.uid = next(_var_numbers)
+        self.name = name
+        self._writer: Task | None = None  # the last op pushed that writes this Var
+        self._readers: collections.deque[Task] | None = None  # ops reading it since then
+
+    def __str__(self) -> str:
+        return self.name or f"var{self.uid}"
+
+    def __repr__(self) -> str:
+        return f"Var({str(self)!r})"
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    """One executed op: what ran, on which worker, when (``perf_counter`` seconds)."""
+
+    name: str
+    worker: int
+    start: float
+    end: float
+    reads: tuple[str, ...]  # Var names
+    writes: tuple[str, ...]
+
+
+class Task:
+    """One pushed op and its scheduling state (see the module docstring)."""
+
+    __slots__ = ("seq", "name", "fn", "reads", "writes", "origin", "state", "deps",
+                 "dependents", "blockers", "sources", "failure", "error", "reported_at",
+                 "record", "event")
+
+    def __init__(self, fn: Callable[[], None], name: str, reads: tuple, writes: tuple,
+                 origin: tuple[str, int]) -> None:
+        self.seq = next(_task_numbers)
+        self.name, self.fn, self.reads, self.writes, self.origin = name, fn, reads, writes, origin
+        self.state = "waiting"
+        self.deps: tuple[int, ...] = ()  # seq of the unfinished ops it waited on at push
+        self.dependents: list[Task] | tuple | None = ()  # ops waiting on it (None: finished)
+        self.blockers = 0  # how many of its dependencies have not finished
+        self.sources: list[Task] | tuple = ()  # ops whose results it reads or overwrites
+        self.failure: Task | None = None  # the failed op it carries (itself if it raised)
+        self.error: Exception | None = None
+        self.reported_at = _NEVER  # for a failed op: push number when it was raised
+        self.record: TaskRecord | None = None
+        self.event: threading.Event | None = None  # made only when someone waits
+
+    def __repr__(self) -> str:
+        return f"<Task #{self.seq} {self.name} {self.state} deps={list(self.deps)}>"
+
+
+@dataclass
+class Callback:
+    """Hooks called by an engine: ``start(engine)`` when added, ``pretask(task, worker)``
+    before an op runs, ``posttask(task)`` after (``task.record`` is set), ``finish(engine)``
+    when removed. ``with Callback(posttask=...):`` adds it to the current engine."""
+
+    start: Callable[[Engine], None] | None = None
+    pretask: Callable[[Task, int], None] | None = None
+    posttask: Callable[[Task], None] | None = None
+    finish: Callable[[Engine], None] | None = None
+
+    def __enter__(self) -> Callback:
+        current().add_callback(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        current().remove_callback(self)
+
+
+def _user_line() -> tuple[str, int]:
+    """(filename, line) of the innermost caller outside the hybridlab package."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename.startswith(_INTERNAL):
+        frame = frame.f_back
+    return (frame.f_code.co_filename, frame.f_lineno) if frame else ("<unknown>", 0)
+
+
+def _op_error(failed: Task, waited: Task, more: int = 0) -> MXNetError:
+    filename, line = failed.origin
+    message = (f"operator '{failed.name}' failed with {type(failed.error).__name__}: "
+               f"{failed.error}\n  pushed at {filename}:{line}")
+    if waited is not failed:
+        message += (f"\n  '{waited.name}', which you waited for, was skipped because it "
+                    "depends on that result")
+    if more:
+        message += f"\n  ({more} more failed op(s): call wait_all() again to see them)"
+    return MXNetError(message + "\n  The engine keeps working; fix the op and run it again.")
+
+
+class Engine:
+    """The scheduling algorithm; subclasses supply ``_submit`` (the executor)."""
+
+    _keep_history = False  # keep reads/writes of finished tasks (StepEngine draws them)
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()  # re-entrant: NaiveEngine runs ops inside push
+        self._idle = threading.Condition(self._lock)
+        self._pending = 0  # pushed, not finished
+        self._failures: list[Task] = []  # failed ops not yet reported by wait_all
+        self._callbacks: list[Callback] = []
+        self._pretask: tuple = ()
+        self._posttask: tuple = ()
+        self.trace: collections.deque[TaskRecord] = collections.deque(maxlen=100_000)
+        self._recorder = Callback(posttask=lambda task: self.trace.append(task.record))
+
+    def push(self, fn: Callable[[], None], reads: Sequence[Var], writes: Sequence[Var],
+             name: str = "op") -> Task | None:
+        """Schedule ``fn()``, which reads ``reads`` and writes ``writes``; return at once.
+
+        Returns the :class:`Task` (its ``state`` and ``deps`` show what it waits for).
+        """
+        task = Task(fn, name, tuple(reads), tuple(writes), _user_line())
+        with self._lock:
+            self._pending += 1
+            self._link(task)
+            if task.blockers == 0:
+                task.state = "ready"
+                self._submit(task)
+        return task
+
+    def _link(self, task: Task) -> None:
+        """Apply the RAW / WAR / WAW rules: find the ops ``task`` must wait for."""
+        sources: list[Task] = []  # the last writers of what it reads or overwrites
+        readers: list[Task] = []  # earlier readers of what it overwrites
+        for var in task.reads:
+            if var not in task.writes:  # an in-place var is handled as a write below
+                if var._writer is not None:
+                    sources.append(var._writer)
+                if var._readers is None:
+                    var._readers = collections.deque()
+                while var._readers and var._readers[0].dependents is None:
+                    var._readers.popleft()  # forget finished readers
+                var._readers.append(task)
+        for var in task.writes:
+            if var._writer is not None:
+                sources.append(var._writer)
+            readers.extend(var._readers or ())
+            var._writer, var._readers = task, None
+        deps = []
+        for other in dict.fromkeys(sources + readers):  # unique, in order
+            if other is task or other.dependents is None:  # finished: nothing to wait for
+                continue
+            if other.dependents:
+                other.dependents.append(task)
+            else:  # the first dependent: most ops never get one, so no list until then
+                other.dependents = [task]
+            deps.append(other.seq)
+        task.deps, task.blockers = tuple(deps), len(deps)
+        if sources:  # duplicates and ``task`` itself are harmless in _inherit_failure
+            task.sources = sources
+
+    @staticmethod
+    def _inherit_failure(task: Task) -> None:
+        """Skip ``task`` if a value it reads or overwrites came from a failed op.
+
+        A failure reported before ``task`` was pushed no longer counts (see the rule).
+        Readers it merely waited for (write-after-read) cannot poison it.
+        """
+        for source in task.sources:
+            failed = source.failure
+            if failed is not None and task.seq < failed.reported_at:
+                if task.failure is None or failed.seq < task.failure.seq:
+                    task.failure = failed  # the earliest failure wins: deterministic
+        task.sources = ()
+
+    def _submit(self, task: Task) -> None:  # called with the lock held
+        raise NotImplementedError
+
+    def _run(self, task: Task, worker: int) -> None:
+        """Run one ready task (unless it must be skipped), then finish it."""
+        self._inherit_failure(task)  # every source has finished by now
+        if task.failure is None:
+            task.state = "running"
+            for hook in self._pretask:
+                hook(task, worker)
+            start = perf_counter()
+            try:
+                task.fn()
+            except Exception as exc:  # stored, raised later at a sync point
+                task.error, task.failure = exc, task
+            except BaseException as exc:  # Ctrl-C while this thread ran it: finish, stop
+                task.error, task.failure, task.reported_at = exc, task, next(_task_numbers)
+                self._finish(task)  # or every later wait would hang on this op
+                raise
+            if self._posttask or self._keep_history:
+                names = (tuple(map(str, task.reads)), tuple(map(str, task.writes)))
+                task.record = TaskRecord(task.name, worker, start, perf_counter(), *names)
+            for hook in self._posttask:
+                hook(task)
+        self._finish(task)
+
+    def _finish(self, task: Task) -> None:
+        with self._lock:
+            task.state = ("failed" if task.error is not None
+                          else "skipped" if task.failure is not None else "done")
+            if task.error is not None:
+                self._failures.append(task)
+            dependents, task.dependents, task.fn = task.dependents or (), None, None
+            if not self._keep_history:
+                task.reads = task.writes = ()  # don't keep the program's history alive
+            for dependent in dependents:
+                dependent.blockers -= 1
+                if dependent.blockers == 0:
+                    dependent.state = "ready"
+                    self._submit(dependent)
+            if task.event is not None:
+                task.event.set()
+            self._pending -= 1
+            if self._pending == 0:
+                self._idle.notify_all()
+
+    def _wait_task(self, task: Task) -> None:
+        with self._lock:
+            if task.dependents is None:
+                return
+            if task.event is None:
+                task.event = threading.Event()
+            event = task.event
+        event.wait()
+
+    def _wait_idle(self) -> None:
+        with self._idle:
+            while self._pending:
+                self._idle.wait()
+
+    def wait_for_var(self, var: Var) -> None:
+        """Block until every op writing ``var`` pushed so far has finished.
+
+        Raises MXNetError (once) if one of them failed or was skipped because of a failure.
+        """
+        task = var._writer
+        if task is None:
+            return
+        self._wait_task(task)
+        with self._lock:
+            failed = task.failure
+            if failed is None or failed.reported_at != _NEVER:
+                return
+            failed.reported_at = next(_task_numbers)
+        raise _op_error(failed, task) from failed.error
+
+    def wait_all(self) -> None:
+        """Block until every pushed op has finished; raise the earliest unreported failure."""
+        self._wait_idle()
+        with self._lock:
+            unreported = sorted((t for t in self._failures if t.reported_at == _NEVER),
+                                key=lambda t: t.seq)
+            self._failures = unreported[1:]
+            if not unreported:
+                return
+            failed = unreported[0]
+            failed.reported_at = next(_task_numbers)
+        raise _op_error(failed, failed, more=len(unreported) - 1) from failed.error
+
+    def add_callback(self, callback: Callback) -> None:
+        self._callbacks.append(callback)
+        self._refresh_hooks()
+        if callback.start:
+            callback.start(self)
+
+    def remove_callback(self, callback: Callback) -> None:
+        self._callbacks.remove(callback)
+        self._refresh_hooks()
+        if callback.finish:
+            callback.finish(self)
+
+    def _refresh_hooks(self) -> None:  # new tuples: workers iterate the old ones safely
+        self._pretask = tuple(c.pretask for c in self._callbacks if c.pretask)
+        self._posttask = tuple(c.posttask for c in self._callbacks if c.posttask)
+
+    def set_tracing(self, on: bool = True) -> None:
+        """Record every executed op into ``self.trace`` (on) or stop recording (off)."""
+        if on and self._recorder not in self._callbacks:
+            self.add_callback(self._recorder)
+        elif not on and self._recorder in self._callbacks:
+            self.remove_callback(self._recorder)
+
+    def clear_trace(self) -> None:
+        self.trace.clear()
+
+    def close(self) -> None:
+        """Wait for pending ops and release resources; the engine may still be used."""
+        self._wait_idle()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__}>"
+
+
+class NaiveEngine(Engine):
+    """Runs each op at once in the caller's thread; an error raises at the push itself."""
+
+    def push(self, fn: Callable[[], None], reads: Sequence[Var], writes: Sequence[Var],
+             name: str = "op") -> None:
+        if self._pretask or self._posttask:  # callbacks want to see it: the full path
+            task = super().push(fn, reads, writes, name)  # _submit runs it at once
+        else:  # nothing can be waiting when every op runs at its push: just run it
+            try:
+                return fn()
+            except Exception as exc:
+                task = Task(fn, name, (), (), _user_line())
+                task.error = exc
+        if task.error is not None:
+            task.reported_at = next(_task_numbers)
+            raise _op_error(task, task) from task.error
+
+    def _submit(self, task: Task) -> None:
+        self._run(task, 0)
+
+
+class ThreadedEngine(Engine):
+    """Runs ready ops on a pool of ``workers`` threads (default ``FLAGS['ENGINE_WORKERS']``).
+
+    NOTE [BLAS threads]: numpy's BLAS would start its own threads inside every worker,
+    so 2 workers x 2 BLAS threads would fight over 2 cores. While the pool is running
+    with more than one worker, BLAS is limited to one thread (threadpoolctl, if
+    installed; the limit is process-wide because BLAS has one setting). The workers
+    start at the first push and stop at ``close()``, which restores the BLAS limit.
+
+    Waking a sleeping thread costs more than a small op, so two shortcuts save thread
+    switches without changing the order: NOTE [keep the next op] and NOTE [help while
+    waiting] below.
+    """
+
+    def __init__(self, workers: int | None = None) -> None:
+        super().__init__()
+        self.workers = int(workers or config.FLAGS["ENGINE_WORKERS"])
+        if self.workers < 1:
+            raise ValueError(f"ThreadedEngine needs at least 1 worker, got {self.workers}")
+        self._queue: SimpleQueue[Task | None] = SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._blas_limit: Any = None
+        self._local = threading.local()  # per worker: the ``next`` slot
+
+    def _submit(self, task: Task) -> None:
+        if not self._threads:
+            self._start_workers()
+        if getattr(self._local, "next", 0) is None:  # see NOTE [keep the next op]
+            self._local.next = task
+        else:
+            self._queue.put(task)
+
+    def _start_workers(self) -> None:
+        if self.workers > 1:
+            try:
+                from threadpoolctl import threadpool_limits
+                self._blas_limit = threadpool_limits(1, user_api="blas")
+            except ImportError:
+                pass
+        self._queue = SimpleQueue()  # a fresh queue per pool: close() stops only its own
+        for worker in range(self.workers):
+            thread = threading.Thread(target=self._work, args=(worker, self._queue),
+                                      daemon=True, name=f"hybridlab-worker-{worker}")
+            thread.start()
+            self._threads.append(thread)
+
+    def _work(self, worker: int, queue: SimpleQueue) -> None:
+        # NOTE [keep the next op]: when an op finishes, the first dependent it makes ready
+        # is kept in this worker's ``next`` slot and run right after, not queued: a chain
+        # of ops stays on one thread instead of waking another worker for every link.
+        while (task := queue.get()) is not None:
+            while task is not None:
+                self._local.next = None  # the slot is open while this worker runs an op
+                if self._claim(task):  # False if a waiting caller ran it already
+                    self._run(task, worker)
+                task = self._local.next
+
+    def _claim(self, task: Task) -> bool:
+        with self._lock:
+            if task.state != "ready":
+                return False
+            task.state = "running"
+            return True
+
+    def _wait_task(self, task: Task) -> None:
+        # NOTE [help while waiting]: if the op we wait for is ready but no worker has
+        # taken it yet, run it in this thread (as worker -1) instead of waking a worker
+        # and sleeping until it is done: two thread switches saved per sync point.
+        if self._claim(task):
+            self._run(task, -1)
+        else:
+            super()._wait_task(task)
+
+    def close(self) -> None:
+        self._wait_idle()
+        with self._lock:
+            threads, self._threads, queue = self._threads, [], self._queue
+        for _ in threads:
+            queue.put(None)
+        for thread in threads:
+            thread.join()
+        if self._blas_limit is not None:
+            self._blas_limit.restore_original_limits()
+            self._blas_limit = None
+
+    def __repr__(self) -> str:
+        return f"<ThreadedEngine workers={self.workers}>"
+
+
+class StepEngine(Engine):
+    """Holds ready ops until ``step()``: the lazy queue made visible, for lessons.
+
+    ``tasks`` lists every pushed task with its ``state`` and ``deps``; ``ready`` is the
+    queue ``step()`` takes from. ``wait_for_var`` runs only the ops the Var needs.
+    """
+
+    _keep_history = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tasks: list[Task] = []
+        self.ready: list[Task] = []
+        self._unfinished: dict[int, Task] = {}  # by seq: what a wait may have to run
+
+    def push(self, fn: Callable[[], None], reads: Sequence[Var], writes: Sequence[Var],
+             name: str = "op") -> Task:
+        task = super().push(fn, reads, writes, name)
+        self.tasks.append(task)
+        self._unfinished[task.seq] = task
+        return task
+
+    def _submit(self, task: Task) -> None:
+        self.ready.append(task)
+
+    def _take(self, needed: set[int] | None = None) -> Task | None:
+        with self._lock:
+            for index, task in enumerate(self.ready):
+                if needed is None or task.seq in needed:
+                    return self.ready.pop(index)
+        return None
+
+    def step(self) -> TaskRecord | None:
+        """Run the next ready op and return its record (None when nothing is ready).
+
+        Ops skipped because of a failure are marked on the way and not counted.
+        """
+        while (task := self._take()) is not None:
+            self._run(task, 0)
+            if task.record is not None:
+                return task.record
+        return None
+
+    def run(self) -> list[TaskRecord]:
+        """Step until nothing is ready; return the records of the ops that ran."""
+        records = []
+        while (record := self.step()) is not None:
+            records.append(record)
+        return records
+
+    def _finish(self, task: Task) -> None:
+        super()._finish(task)
+        del self._unfinished[task.seq]
+
+    def _wait_task(self, task: Task) -> None:
+        needed, todo = set(), [task.seq]
+        while todo:  # the task and everything unfinished it (transitively) waits on
+            seq = todo.pop()
+            if seq in self._unfinished and seq not in needed:
+                needed.add(seq)
+                todo.extend(self._unfinished[seq].deps)
+        while task.dependents is not None and (ready := self._take(needed)) is not None:
+            self._run(ready, 0)
+
+    def _wait_idle(self) -> None:
+        self.run()
+
+    def clear(self) -> None:
+        """Forget finished tasks (the list grows with every push otherwise)."""
+        self.tasks = [t for t in self.tasks if t.state not in _FINISHED]
+
+
+_ENGINES = {"NaiveEngine": NaiveEngine, "ThreadedEngine": ThreadedEngine,
+            "ThreadedEnginePerDevice": ThreadedEngine,  # MXNet's default name
+            "StepEngine": StepEngine}
+_current: Engine | None = None
+
+
+def _make(name_or_engine: str | Engine) -> Engine:
+    if isinstance(name_or_engine, Engine):
+        return name_or_engine
+    if name_or_engine not in _ENGINES:
+        raise UnknownEngineError(
+            f"unknown engine type {name_or_engine!r} (from set_engine, HYBRIDLAB_ENGINE_TYPE "
+            f"or MXNET_ENGINE_TYPE); valid: NaiveEngine, ThreadedEngine, StepEngine")
+    return _ENGINES[name_or_engine]()
+
+
+def current() -> Engine:
+    """The engine ops are pushed to (made from ``FLAGS['ENGINE_TYPE']`` on first use)."""
+    global _current
+    if _current is None:
+        _current = _make(config.FLAGS["ENGINE_TYPE"])
+    return _current
+
+
+def set_engine(name_or_engine: str | Engine) -> Engine:
+    """Switch engines: wait for the old one (its failures raise here), then switch."""
+    global _current
+    new, old = _make(name_or_engine), _current
+    try:
+        if old is not None and old is not new:
+            old.wait_all()
+            old.close()
+    finally:
+        _current = new
+    return new
+
+
+@contextlib.contextmanager
+def engine_scope(name_or_engine: str | Engine) -> Iterator[Engine]:
+    """``with engine_scope("NaiveEngine"):`` runs the block on that engine, then switches back."""
+    previous = current()
+    engine = set_engine(name_or_engine)
+    try:
+        yield engine
+    finally:
+        set_engine(previous)
+
+
+def push(fn: Callable[[], None], reads: Sequence[Var], writes: Sequence[Var],
+         name: str = "op") -> None:
+    """Push ``fn`` to the current engine (see :meth:`Engine.push`)."""
+    current().push(fn, reads, writes, name)
+
+
+def wait_for_var(var: Var) -> None:
+    current().wait_for_var(var)
+
+
+def wait_all() -> None:
+    current().wait_all()
+
+
+def set_tracing(on: bool = True) -> None:
+    current().set_tracing(on)
+
+
+def clear_trace() -> None:
+    current().clear_trace()

@@ -1,0 +1,252 @@
+"""The errors hybridlab raises, one class per mistake.
+
+What this module teaches
+------------------------
+An error message is the part of a framework that students read most. Each class here
+names one mistake; its docstring explains *why* it is a mistake and *how to fix it*,
+and every message says three things: **what** went wrong (op, shapes, names), **where**
+(the block and the user's source line when known) and **the fix**.
+
+Each class subclasses the built-in exception MXNet raised for the same mistake, so
+``except ValueError`` / ``except AttributeError`` code written for MXNet keeps working.
+Later layers (the graph compiler, gluon) add their classes to this module.
+"""
+
+from __future__ import annotations
+
+
+class MXNetError(RuntimeError):
+    """An operator failed while the engine ran it (MXNet's ``mx.base.MXNetError``).
+
+    The engine runs operators later than the line that asked for them, so the error is
+    raised at the next *sync point* (``asnumpy()``, ``wait_to_read()``, ``print``,
+    ``nd.waitall()``) that depends on the failed result. The message names the operator
+    and the user line that pushed it; the original exception is chained as
+    ``__cause__``, so its traceback is shown too.
+    """
+
+
+class ShapeError(ValueError):
+    """Operand shapes that an operator cannot accept (raised at the call, before running).
+
+    Shapes are known as soon as an operator is called, so a mismatch is reported on the
+    line that made it, with the shapes involved and a hint: for example broadcasting
+    needs trailing dimensions that are equal or 1, and ``dot`` needs the inner dimensions
+    to agree (``transpose_b=True`` if the second matrix is stored the other way round).
+    """
+
+
+class UnknownAttributeError(TypeError):
+    """An operator was called with an attribute name it does not have (a typo?)."""
+
+
+class AttributeValueError(ValueError):
+    """An operator attribute has the wrong type or an out-of-range value."""
+
+
+class UnknownOperatorError(KeyError, ValueError):
+    """An operator name is not in the registry (in code or in a loaded model file)."""
+
+    def __str__(self) -> str:  # KeyError would print the message in quotes
+        return str(self.args[0]) if self.args else ""
+
+
+class NotScalarError(ValueError):
+    """``asscalar()`` was called on an array with more than one element.
+
+    Fix: index first (``x[0].asscalar()``), reduce (``x.sum().asscalar()``) or use
+    ``asnumpy()`` to get all the values.
+    """
+
+
+# ---------------------------------------------------------------------------------------
+# Gluon: parameters, blocks and hybridize (appended by the gluon layer)
+# ---------------------------------------------------------------------------------------
+
+
+class DeferredInitializationError(MXNetError):
+    """A parameter's shape is not known yet, so it has no value.
+
+    Gluon layers may be created without their input size (``nn.Dense(256)`` does not know
+    how many features it will receive). Such a parameter has a shape like ``(256, 0)``
+    until the first forward call shows the input; ``initialize()`` only *schedules* its
+    initialisation. Fix: run one forward pass first (``net(x)``), or give the size
+    explicitly (``nn.Dense(256, in_units=512)``).
+    """
+
+
+class HybridizeError(MXNetError):
+    """Base class of the mistakes that a symbolic trace of ``hybrid_forward`` cannot express.
+
+    Under ``hybridize()`` the first call runs ``hybrid_forward`` once with ``F = sym`` and
+    Symbol inputs: placeholders that have no values. Anything that needs a *value* at
+    trace time (a Python ``if``, ``asnumpy()``, ``len``) cannot be recorded into the
+    compiled program. Each subclass below also subclasses the built-in type MXNet raised.
+    """
+
+
+class SymbolBoolError(HybridizeError, TypeError):
+    """``if x:``, ``while x:``, ``bool(x)``, ``and``/``or`` on a Symbol.
+
+    A Symbol has no value while the program is traced, so Python cannot decide which
+    branch to take; the compiled program would have to contain both. Fix: compute both
+    sides and select with ``F.where(cond, a, b)``, or use ``F.contrib.cond(pred,
+    then_func, else_func)`` / ``F.contrib.while_loop``.
+    """
+
+
+class SymbolValueError(HybridizeError, AttributeError):
+    """``asnumpy()`` / ``asscalar()`` / ``wait_to_read()`` inside ``hybrid_forward``.
+
+    Reading a value leaves the graph: the compiled program cannot run Python on it.
+    Fix: keep the computation in ``F.*`` operators; debug with ``hybridize(False)``.
+    """
+
+
+class SymbolShapeError(HybridizeError, AttributeError):
+    """``.shape`` / ``.dtype`` / ``.context`` / ``.size`` on a Symbol.
+
+    A traced program is meant to work for every input shape, so the trace has no shape.
+    Fix: use reshape codes (``x.reshape((0, -1))``: 0 copies a dimension, -1 infers it),
+    ``F.*_like`` operators, or ``hybridize(static_shape=True)``, under which traced
+    Symbols carry the concrete shapes of the first call.
+    """
+
+
+class SymbolInplaceError(HybridizeError, TypeError):
+    """``x += 1``, ``x[:] = y`` or ``x[0] = 0`` on a Symbol.
+
+    A Symbol is a node of a graph, not a buffer: there is nothing to overwrite. Fix:
+    build a new value (``x = x + 1``) or select with ``F.where(mask, new, x)``.
+    """
+
+
+class SymbolIndexError(HybridizeError, TypeError):
+    """``x[0]``, ``x[1:3]`` or ``len(x)`` on a Symbol.
+
+    MXNet silently reinterpreted ``x[0]`` on a Symbol as "output 0 of a grouped symbol",
+    so the same line meant different things before and after hybridize. hybridlab
+    refuses instead. Fix: ``F.slice_axis(x, axis=0, begin=0, end=1)``, ``F.take``,
+    ``F.split``; the number of rows is not known in a trace (use ``static_shape=True``).
+    """
+
+
+class NonHybridChildError(HybridizeError, ValueError):
+    """A plain ``Block`` child used inside a ``HybridBlock``.
+
+    A Block's ``forward`` is arbitrary Python on NDArrays and cannot be traced. Fix:
+    make the child a ``HybridBlock`` (write ``hybrid_forward``), or make the parent a
+    plain ``Block`` (``hybridize()`` then hybridizes the hybridizable children only).
+    """
+
+
+class ArrayInTraceError(HybridizeError, TypeError):
+    """``nd.array(...)`` (or another NDArray) created inside ``hybrid_forward``.
+
+    The trace records only ``F.*`` operators; an NDArray made inside would be frozen as a
+    constant, or break when ``F`` is ``sym``. Fix: create constants with ``F.ones``,
+    ``F.zeros``, ``F.full``, or register a parameter (``self.params.get(..., grad_req='null')``).
+    """
+
+
+class GraphvizNotFoundError(RuntimeError):
+    """A graph drawing was rendered but the graphviz ``dot`` program is missing.
+
+    The Python ``graphviz`` package only writes DOT text; turning it into SVG or PNG needs
+    the ``dot`` executable. Fix: ``apt-get install graphviz`` (or ``conda install
+    python-graphviz``); meanwhile the drawing's DOT text is in its ``.source``.
+    """
+
+
+class GraphError(ValueError):
+    """A compiler graph broke one of its invariants (found by ``graph.ir.verify``).
+
+    The graph IR promises topological order, single assignment, registered operators
+    and avals that agree with each operator's shape rule. A pass that breaks one of these
+    is a compiler bug: the message lists each problem and prints the whole graph, so the
+    offending ``%N`` line can be found. Fix: run ``run_pipeline(g, verify=True)`` to find
+    the first pass that breaks it, or disable that pass (``disabled=("fuse_elementwise",)``).
+    """
+
+
+class UnknownEngineError(ValueError):
+    """An engine type name hybridlab does not know (in ``set_engine`` or the environment).
+
+    Fix: use one of ``NaiveEngine`` (runs each op at once: the easiest to debug),
+    ``ThreadedEngine`` (lazy and parallel, the default) or ``StepEngine`` (holds ops
+    until ``step()``), e.g. ``HYBRIDLAB_ENGINE_TYPE=NaiveEngine``.
+    """
+
+
+# ---------------------------------------------------------------------------------------
+# NDArray, autograd and devices (appended by the ndarray layer)
+# ---------------------------------------------------------------------------------------
+
+
+class NoGPUError(MXNetError):
+    """``mx.gpu()`` was asked for, but hybridlab computes with numpy on the CPU.
+
+    Fix: use ``mx.cpu()``; MXNet code that picks a device with
+    ``mx.gpu() if mx.context.num_gpus() else mx.cpu()`` works unchanged (``num_gpus()``
+    is 0), and so does ``try: ... mx.gpu() ... except mx.base.MXNetError:``.
+    """
+
+
+class InplaceGradError(MXNetError):
+    """An in-place write (``x += 1``, ``x[:] = v``, ``out=x``) on an array in a recorded graph.
+
+    Under ``autograd.record()`` the tape remembers the arrays an operator read, because
+    its gradient needs their values later; overwriting one would silently give wrong
+    gradients. Fix: build a new array (``x = x + 1``), or do the update outside
+    ``record()`` (as ``Trainer.step`` does).
+    """
+
+
+class GraphReleasedError(MXNetError):
+    """``backward()`` ran twice through the same recorded graph.
+
+    The first backward frees the tape (the saved inputs) to save memory. Fix: pass
+    ``retain_graph=True`` to the first ``backward()``, or record the forward pass again.
+    """
+
+
+class NotRecordedError(MXNetError):
+    """``backward()`` on an array that no recorded operation produced.
+
+    Gradients flow only through operations run inside ``with autograd.record():`` from
+    arrays marked with ``x.attach_grad()``. Fix: call ``attach_grad()`` on the inputs
+    and compute the output inside ``autograd.record()``.
+    """
+
+
+class ArrayFileError(MXNetError, ValueError):
+    """``nd.load`` was given a file that is not an array file written by ``nd.save``.
+
+    ``nd.save`` writes a numpy ``.npz`` archive (no pickle: loading never runs code).
+    Fix: check the path, and re-save the arrays with ``nd.save(fname, list_or_dict)``.
+    """
+
+
+# ---------------------------------------------------------------------------------------
+# Symbols and model files (appended by the symbol layer)
+# ---------------------------------------------------------------------------------------
+
+
+class MissingInputError(TypeError):
+    """A symbolic operator was called without one of its data inputs.
+
+    ``sym`` creates *parameter* inputs for you (``sym.FullyConnected(data=x, num_hidden=10,
+    name='fc1')`` makes ``fc1_weight`` and ``fc1_bias``), but it cannot guess the data.
+    Fix: pass a Symbol, e.g. ``sym.relu(data=sym.var('data'))``.
+    """
+
+
+class ModelFileError(ValueError):
+    """A symbol JSON file that hybridlab refuses to load (and why, node by node).
+
+    Loading a model must never run code, whatever strings the file holds, so every node
+    is checked against the operator registry before a graph is built: known operator,
+    known and well-typed attributes, inputs that point to earlier nodes (that is what
+    rules out cycles), unique names, valid heads, sane sizes. The message names the node
+    index and name. Fix: re-export the model (``net.export(path)``) or repair the file.
+    """

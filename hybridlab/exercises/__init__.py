@@ -1,0 +1,55 @@
+"""Self-check functions for the lesson exercises.
+
+What this module teaches
+------------------------
+Each lesson ends with exercises; each exercise has a ``check_...`` function here that
+runs the student's answer, compares it with what hybridlab actually does, and says
+*why* an answer is wrong (not only that it is). A check returns a :class:`Feedback`,
+which prints as a sentence and is truthy only when the answer is right, so a notebook
+cell can ``print(check(...))`` and a test can ``assert check(...)``.
+
+Invariants
+----------
+* The expected answers are computed by running hybridlab, never typed in here, so a
+  check stays right when the engine changes.
+* A check never raises on a wrong answer; it explains it (exceptions from the student's
+  code are reported in the message).
+"""
+
+from typing import Any
+
+from hybridlab.exercises._common import Feedback
+from hybridlab.exercises.lesson00 import check_fc_count, check_same_outputs, check_tour_mlp
+from hybridlab.exercises.lesson01 import (
+    check_dense_from_primitives,
+    check_fancy_func_nodes,
+    check_symbol_program,
+    fancy_func,
+)
+from hybridlab.exercises.lesson02 import (
+    broken_block,
+    check_export_roundtrip,
+    check_hybridizable,
+    check_print_count,
+)
+from hybridlab.exercises.lesson03 import (
+    SYNC_CANDIDATES,
+    check_ready_after_two_steps,
+    check_span,
+    check_sync_points,
+)
+
+__all__ = [
+    "SYNC_CANDIDATES", "BrokenBlock", "Feedback", "check_dense_from_primitives",
+    "check_export_roundtrip", "check_fancy_func_nodes", "check_fc_count",
+    "check_hybridizable", "check_print_count", "check_ready_after_two_steps",
+    "check_same_outputs", "check_span", "check_symbol_program", "check_sync_points",
+    "check_tour_mlp", "fancy_func",
+]
+
+
+def __getattr__(name: str) -> Any:
+    """``exercises.BrokenBlock`` is made on first access (it needs hybridlab.gluon)."""
+    if name == "BrokenBlock":
+        return broken_block()
+    raise AttributeError(f"module 'hybridlab.exercises' has no attribute {name!r}")

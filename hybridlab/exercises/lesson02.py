@@ -1,0 +1,103 @@
+"""Exercise checks for lesson 02 (hybridize)."""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any
+
+import numpy as np
+
+from hybridlab.exercises._common import Feedback, inputs, run
+
+
+@functools.cache  # one class object per session, so isinstance checks behave
+def _block_classes() -> tuple[type, type]:
+    """The blocks used by lesson 02's exercises (defined lazily: gluon is not light)."""
+    from hybridlab import nd
+    from hybridlab.gluon import nn
+
+    class BrokenBlock(nn.HybridBlock):
+        """Scales each row to sum to one -- but through numpy, which cannot be traced."""
+
+        def hybrid_forward(self, F, x):  # noqa: N803 -- MXNet's signature
+            totals = x.asnumpy().sum(axis=1, keepdims=True)
+            return x / nd.array(totals)
+
+    class CountingBlock(nn.HybridBlock):
+        """Counts how often its Python ``hybrid_forward`` runs."""
+
+        def __init__(self, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self.calls = 0
+
+        def hybrid_forward(self, F, x):  # noqa: N803 -- MXNet's signature
+            self.calls += 1
+            return F.relu(x)
+
+    return BrokenBlock, CountingBlock
+
+
+def broken_block() -> type:
+    """The block of exercise 1 (created on first use: importing gluon is not free)."""
+    return _block_classes()[0]
+
+
+def check_hybridizable(block_class: type) -> Feedback:
+    """A block that scales rows to sum 1 and also works after ``hybridize()``."""
+    (x,) = inputs((3, 4))
+    x = x * x + 0.5  # positive rows, so the sums are not zero
+    block, error = run(block_class, "creating the block")
+    if error is not None:
+        return error
+    block.initialize()
+    want = x.asnumpy() / x.asnumpy().sum(axis=1, keepdims=True)
+    imperative, error = run(lambda: block(x), "the block, imperatively")
+    if error is not None:
+        return error
+    block.hybridize()
+    hybridized, error = run(lambda: block(x), "the block, hybridized")
+    if error is not None:
+        return Feedback(False, f"{error.message}. Inside hybrid_forward use only F.* "
+                               "operators (F.sum(x, axis=1, keepdims=True), F.broadcast_div)")
+    for label, out in (("imperatively", imperative), ("hybridized", hybridized)):
+        if not np.allclose(out.asnumpy(), want, atol=1e-5):
+            return Feedback(False, f"{label}, the rows do not sum to one")
+    return Feedback(True, "the block hybridizes and every row sums to one")
+
+
+def check_print_count(answer: int) -> Feedback:
+    """Imperative calls x2, then ``hybridize()`` and calls x3: how often does it print?"""
+    from hybridlab import nd
+
+    block = _block_classes()[1]()
+    x = nd.ones((1, 4))
+    for _ in range(2):
+        block(x)
+    block.hybridize()
+    for _ in range(3):
+        block(x)
+    if answer == block.calls:
+        return Feedback(True, f"{block.calls}: once per imperative call, then once for the "
+                              "trace; the cached program runs no Python")
+    return Feedback(False, f"{answer} is not it: imperative calls run hybrid_forward every "
+                           "time; after hybridize() only the first call (the trace) does")
+
+
+def check_export_roundtrip(prefix: str, net: Any, x: Any) -> Feedback:
+    """``prefix-symbol.json`` and ``prefix-0000.params`` load and reproduce ``net(x)``."""
+    from hybridlab import gluon
+
+    files = [f"{prefix}-symbol.json", f"{prefix}-0000.params"]
+    missing = [f for f in files if not os.path.exists(f)]
+    if missing:
+        return Feedback(False, f"{missing} not found: call net.export({prefix!r}) after "
+                               "hybridize() and one forward call")
+    loaded, error = run(lambda: gluon.SymbolBlock.imports(files[0], ["data"], files[1]),
+                         "SymbolBlock.imports")
+    if error is not None:
+        return error
+    if not np.allclose(loaded(x).asnumpy(), net(x).asnumpy(), atol=1e-5):
+        return Feedback(False, "the loaded model gives different outputs: export after "
+                               "the parameters you want to keep are set")
+    return Feedback(True, "the JSON graph and the parameters reproduce the network")

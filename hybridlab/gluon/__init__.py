@@ -1,0 +1,13 @@
+"""Gluon: parameters, blocks, layers, losses, the Trainer and data loading.
+
+``from hybridlab import gluon`` and ``from hybridlab.gluon import nn`` give MXNet 1.x
+Gluon's names. Read ``block.py`` for ``hybridize()``, ``_trace.py`` for what a trace
+runs only once, and ``parameter.py`` for deferred initialisation.
+"""
+
+from hybridlab import contrib  # installs F.contrib.cond/foreach/while_loop in nd and sym
+from hybridlab.gluon import data, loss, nn
+from hybridlab.gluon.block import Block, HybridBlock
+from hybridlab.gluon.parameter import Parameter, ParameterDict
+from hybridlab.gluon.symbol_block import SymbolBlock
+from hybridlab.gluon.trainer import Trainer

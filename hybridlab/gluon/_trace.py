@@ -1,0 +1,201 @@
+"""The trace of ``hybrid_forward``: what runs once, and what it leaves behind.
+
+What this module teaches
+------------------------
+``hybridize()`` runs a block's Python exactly once, with Symbols, and keeps only the
+operators it recorded. Everything else the Python did happens *at trace time only*:
+
+* a ``print`` prints once (the seed's "the three prints printed nothing" on later calls);
+* an ``if``/``for``/``while`` on a Python value is decided once, and only the path taken
+  is compiled;
+* a Python attribute such as ``self.scale`` is baked into the program as a constant, so
+  changing it later has no effect until ``hybridize()`` is called again.
+
+While a block is traced, :func:`tracing` keeps a :class:`TraceFrame` on a thread-local
+stack and watches the user's own ``hybrid_forward``/``forward`` lines with
+``sys.settrace``; it writes what it saw into a :class:`HybridizationReport`. The frame
+also carries the running-statistics updates BatchNorm asks for (the compiled program
+returns them as extra outputs). Shapes need no help: the traced inputs are
+``sym.var('data', shape=...)``, so every traced node knows its shape, and layers size
+their deferred parameters from it.
+
+:func:`user_line` finds "where" for teaching errors: the innermost stack frame outside
+the hybridlab package, i.e. the user's line inside ``hybrid_forward``.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import linecache
+import os
+import re
+import sys
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from hybridlab.errors import ArrayInTraceError, HybridizeError, SymbolBoolError, SymbolShapeError
+
+_EXTRA_FIX = {
+    SymbolBoolError: "; for data-dependent control flow use F.contrib.cond / "
+                     "F.contrib.while_loop",
+}
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_STATE = threading.local()
+_SELF_ATTR = re.compile(r"\bself\.(\w+)\b(?!\s*\()")
+_BRANCH = ("if ", "elif ", "while ", "for ")
+
+
+@dataclass
+class HybridizationReport:
+    """What the last trace dropped or froze, one entry per (kind, line)."""
+
+    block: str
+    entries: list[tuple[str, str, str]] = field(default_factory=list)  # (kind, where, text)
+
+    def add(self, kind: str, where: str, text: str) -> None:
+        if not any(e[0] == kind and e[1] == where for e in self.entries):
+            self.entries.append((kind, where, text))
+
+    def __bool__(self) -> bool:
+        return bool(self.entries)
+
+    def __str__(self) -> str:
+        if not self.entries:
+            return f"hybridization report for {self.block}: nothing was dropped or frozen"
+        lines = [f"hybridization report for {self.block} (these ran once, at trace time):"]
+        lines += [f"  [{kind}] {where}: {text}" for kind, where, text in self.entries]
+        return "\n".join(lines)
+
+
+@dataclass
+class TraceFrame:
+    """One block being traced: its report and the running-stat updates layers ask for."""
+
+    block: Any
+    report: HybridizationReport
+    static_shape: bool = False
+    aux_updates: list[tuple[Any, Any]] = field(default_factory=list)  # (Parameter, Symbol)
+
+
+def current() -> TraceFrame | None:
+    """The innermost trace in progress on this thread, or None when running imperatively."""
+    stack = getattr(_STATE, "stack", None)
+    return stack[-1] if stack else None
+
+
+@contextlib.contextmanager
+def tracing(frame: TraceFrame) -> Iterator[TraceFrame]:
+    """Trace with ``frame`` current; watch prints and the user's lines meanwhile."""
+    stack = _STATE.__dict__.setdefault("stack", [])
+    stack.append(frame)
+    real_print, old_tracer = builtins.print, sys.gettrace()
+
+    def traced_print(*args: Any, **kwargs: Any) -> None:
+        frame.report.add("print", user_line(), "prints only while tracing; later calls "
+                         "run the compiled program and print nothing")
+        real_print(*args, **kwargs)
+
+    from hybridlab import ndarray, symbol
+    real_array = ndarray.array
+
+    def refused_array(*args: Any, **kwargs: Any) -> Any:
+        if _is_user_code(sys._getframe(1).f_code.co_filename):
+            raise ArrayInTraceError(
+                "nd.array(...) inside a traced hybrid_forward: the compiled program can only "
+                "hold F.* operators, and an NDArray made here would be frozen or rejected. "
+                "Fix: F.ones / F.zeros / F.full for constants, or a parameter "
+                "(self.params.get(..., grad_req='null')) for a fixed array")
+        return real_array(*args, **kwargs)
+
+    # NOTE: print and nd.array are swapped module-wide for the few milliseconds of a trace,
+    # so another *thread* calling them meanwhile is affected too; traces are short and
+    # hybridlab's engine workers never call either.
+    builtins.print, ndarray.array = traced_print, refused_array
+    sys.settrace(_make_tracer(frame.report))
+    shapes = symbol.static_shapes() if frame.static_shape else contextlib.nullcontext()
+    try:
+        with shapes:
+            yield frame
+    except HybridizeError as err:
+        raise locate(err, frame.block) from None
+    except AttributeError as err:
+        if not isinstance(getattr(err, "obj", None), symbol.Symbol):
+            raise
+        raise locate(SymbolShapeError(
+            f".{err.name} of {err.obj!r}: a Symbol is a placeholder in a graph and has no "
+            f"{err.name} (only NDArrays have values, shapes, dtypes and devices). Fix: use "
+            f"F.* operators (F.*_like, reshape codes), or hybridize(static_shape=True) for "
+            f".shape").with_traceback(err.__traceback__), frame.block) from None
+    finally:
+        sys.settrace(old_tracer)
+        builtins.print, ndarray.array = real_print, real_array
+        stack.pop()
+
+
+def locate(err: HybridizeError, block: Any) -> HybridizeError:
+    """The same error, its message extended with the block and the user's line."""
+    line, traceback = "<unknown line>", err.__traceback__
+    while traceback is not None:
+        code = traceback.tb_frame.f_code
+        if _is_user_code(code.co_filename):
+            text = linecache.getline(code.co_filename, traceback.tb_lineno).strip()
+            line = f"{os.path.basename(code.co_filename)}:{traceback.tb_lineno} `{text}`"
+        traceback = traceback.tb_next
+    hint = _EXTRA_FIX.get(type(err), "")
+    located = type(err)(f"in block {block.name!r} at {line}:\n  {err}{hint}")
+    located.__cause__ = err.__cause__
+    return located
+
+
+def _is_user_code(filename: str) -> bool:
+    return not os.path.abspath(filename).startswith(_PACKAGE_DIR)
+
+
+def _make_tracer(report: HybridizationReport) -> Any:
+    def on_line(frame: Any, event: str, arg: Any) -> Any:
+        if event == "line":
+            _inspect_line(report, frame)
+        return on_line
+
+    def on_call(frame: Any, event: str, arg: Any) -> Any:
+        code = frame.f_code
+        if code.co_name in ("hybrid_forward", "forward") and _is_user_code(code.co_filename):
+            return on_line
+        return None
+
+    return on_call
+
+
+def _inspect_line(report: HybridizationReport, frame: Any) -> None:
+    """Note Python branches and ``self.<number>`` constants on one user line."""
+    text = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+    where = f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno} `{text}`"
+    if text.startswith(_BRANCH):
+        report.add("branch", where, "decided on Python values at trace time; only the path "
+                   "taken is compiled (use F.where / F.contrib.cond to keep both)")
+    owner = frame.f_locals.get("self")
+    for attr in _SELF_ATTR.findall(text):
+        value = getattr(owner, attr, None)
+        if isinstance(value, (bool, int, float)):
+            report.add("constant", where, f"self.{attr} = {value!r} is frozen into the "
+                       "program; call hybridize() again after changing it")
+
+
+def user_line() -> str:
+    """``file:line `source``` of the innermost caller outside the hybridlab package."""
+    frame = sys._getframe(1)
+    while frame is not None and not _is_user_code(frame.f_code.co_filename):
+        frame = frame.f_back
+    if frame is None:
+        return "<unknown line>"
+    text = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+    return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno} `{text}`"
+
+
+def where() -> str:
+    """Block and user line for an error message raised while tracing."""
+    frame = current()
+    block = f"in block {frame.block.name!r} " if frame is not None else ""
+    return f"{block}at {user_line()}"

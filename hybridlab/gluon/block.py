@@ -1,0 +1,352 @@
+"""Blocks: Gluon's layers and models, and ``hybridize()``.
+
+What this module teaches
+------------------------
+A :class:`Block` is a callable with parameters and child blocks. A :class:`HybridBlock`
+writes its maths once, in ``hybrid_forward(self, F, x, **params)``, and runs it in two
+ways:
+
+* **imperatively** (the default): ``F`` is ``hybridlab.ndarray``, the parameters are
+  NDArrays, and every operator is pushed to the engine as the Python runs;
+* **hybridized**: the first call runs ``hybrid_forward`` *once* with ``F =
+  hybridlab.symbol`` and Symbol inputs (``data``, or ``data0, data1 ...``). The traced
+  Symbol is compiled by the graph pipeline into a ``CachedOp``; later calls feed the
+  NDArrays straight to the compiled program -- no Python of the block runs again.
+
+Naming follows MXNet, because exported files and lessons show the names: a block's
+prefix comes from a counter per class name (``dense0_``, ``hybridnet0_``; inside a
+parent's ``name_scope()`` the counter is the parent's); an operator traced inside a block
+is named ``<prefix><op><n>`` (``hybridnet0_relu0``); a layer names its output ``fwd``.
+
+Invariants: a compiled program is keyed by (training mode, and the input shapes when
+``static_shape=True``); ``hybridize()`` or a new ``hybridize(False)`` throws them away.
+"""
+
+from __future__ import annotations
+
+import difflib
+import threading
+import warnings
+from collections import OrderedDict
+from typing import Any
+
+from hybridlab import autograd, ndarray, symbol
+from hybridlab import name as _name
+from hybridlab.errors import DeferredInitializationError, NonHybridChildError
+from hybridlab.gluon import _trace
+from hybridlab.gluon.parameter import Parameter, ParameterDict
+
+
+class _BlockScope:
+    """The ``with block.name_scope():`` context: children get ``parent_prefix + hint<n>_``."""
+
+    _current = threading.local()
+
+    def __init__(self, block: Block) -> None:
+        self._block = block
+        self._counter: dict[str, int] = {}
+        self._old: Any = None
+        self._prefix_scope: Any = None
+
+    @staticmethod
+    def create(prefix: str | None, params: ParameterDict | None, hint: str) -> tuple:
+        parent = getattr(_BlockScope._current, "value", None)
+        if parent is None:
+            if prefix is None:  # a top-level block: one global counter per class name
+                prefix = _name.NameManager.current.get(None, hint) + "_"
+            return prefix, ParameterDict(prefix, params)
+        if prefix is None:
+            count = parent._counter.get(hint, 0)
+            parent._counter[hint] = count + 1
+            prefix = f"{hint}{count}_"
+        full = parent._block.prefix + prefix
+        return full, ParameterDict(full, params or parent._block.params._shared)
+
+    def __enter__(self) -> _BlockScope:
+        self._old = getattr(_BlockScope._current, "value", None)
+        _BlockScope._current.value = self
+        self._prefix_scope = _name.Prefix(self._block.prefix)
+        self._prefix_scope.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._prefix_scope.__exit__(*exc)
+        _BlockScope._current.value = self._old
+
+
+class Block:
+    """Base class of every layer and model: parameters, children, ``forward``."""
+
+    def __init__(self, prefix: str | None = None, params: ParameterDict | None = None) -> None:
+        self._prefix, self._params = _BlockScope.create(prefix, params, self._alias())
+        self._name = self._prefix[:-1] if self._prefix.endswith("_") else self._prefix
+        self._scope = _BlockScope(self)
+        self._children: OrderedDict[str, Block] = OrderedDict()
+        self._reg_params: dict[str, Parameter] = {}
+
+    def _alias(self) -> str:
+        return type(self).__name__.lower()
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """Attributes that are Blocks or Parameters are registered (as MXNet does)."""
+        if isinstance(value, Block):
+            self.register_child(value, name)
+        elif isinstance(value, Parameter):
+            self._reg_params[name] = value
+        super().__setattr__(name, value)
+
+    def __repr__(self) -> str:
+        body = "".join(f"\n  ({key}): " + repr(child).replace("\n", "\n  ")
+                       for key, child in self._children.items())
+        return f"{type(self).__name__}({body}\n)" if body else f"{type(self).__name__}()"
+
+    @property
+    def prefix(self) -> str:
+        return self._prefix
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def params(self) -> ParameterDict:
+        """This block's own parameters (not its children's: see ``collect_params``)."""
+        return self._params
+
+    def name_scope(self) -> _BlockScope:
+        return self._scope
+
+    def register_child(self, block: Block, name: str | None = None) -> None:
+        self._children[name or str(len(self._children))] = block
+
+    def collect_params(self, select: str | None = None) -> ParameterDict:
+        """Own parameters first, then each child's, in order; ``select`` is a regex."""
+        found = ParameterDict(self._params.prefix)
+        found.update(self.params)
+        for child in self._children.values():
+            found.update(child.collect_params())
+        return found.select(select)
+
+    def _params_by_path(self, path: str = "") -> dict[str, Parameter]:
+        """Structural names such as ``0.weight`` or ``hidden.bias`` (save_parameters keys)."""
+        found = {path + key: param for key, param in self._reg_params.items()}
+        for key, child in self._children.items():
+            found.update(child._params_by_path(f"{path}{key}."))
+        return found
+
+    def save_parameters(self, filename: str) -> None:
+        """Save the values with structural keys (``hidden.weight``); no pickle."""
+        arrays = {key: p.data() for key, p in self._params_by_path().items()}
+        ndarray.save(filename, arrays)
+
+    def load_parameters(self, filename: str, ctx: Any = None, allow_missing: bool = False,
+                        ignore_extra: bool = False) -> None:
+        """Load values saved by ``save_parameters`` (shapes must match)."""
+        loaded, params = ndarray.load(filename), self._params_by_path()
+        missing = sorted(set(params) - set(loaded))
+        extra = sorted(set(loaded) - set(params))
+        if missing and not allow_missing:
+            raise ValueError(f"{filename}: no values for {missing} (allow_missing=True skips)")
+        if extra and not ignore_extra:
+            raise ValueError(f"{filename}: values for unknown parameters {extra} "
+                             f"(ignore_extra=True skips them)")
+        for key in params.keys() & loaded.keys():
+            params[key].set_data(loaded[key])
+
+    def initialize(self, init: Any = None, ctx: Any = None, verbose: bool = False,
+                   force_reinit: bool = False) -> None:
+        """Initialise every parameter (deferred where the shape is still unknown)."""
+        self.collect_params().initialize(init, ctx, verbose, force_reinit)
+
+    def hybridize(self, active: bool = True, **flags: Any) -> None:
+        """A plain Block cannot be compiled; it hybridizes its hybridizable children."""
+        _check_flags(flags)
+        for child in self._children.values():
+            child.hybridize(active, **flags)
+
+    def __call__(self, *args: Any) -> Any:
+        return self.forward(*args)
+
+    def forward(self, *args: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} must define forward(self, x)")
+
+
+def _check_flags(flags: dict[str, Any]) -> None:
+    for key in flags:
+        if key not in ("static_alloc", "static_shape"):
+            close = difflib.get_close_matches(key, ["static_alloc", "static_shape"], n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise TypeError(f"hybridize() got an unknown keyword {key!r}{hint} "
+                            f"(it takes active, static_alloc and static_shape)")
+
+
+class HybridBlock(Block):
+    """A Block whose ``hybrid_forward`` can be traced into a compiled program."""
+
+    def __init__(self, prefix: str | None = None, params: ParameterDict | None = None) -> None:
+        super().__init__(prefix, params)
+        self._active = False
+        self._flags = {"static_alloc": False, "static_shape": False}
+        self._programs: dict[Any, Any] = {}
+        self._report: _trace.HybridizationReport | None = None
+
+    def register_child(self, block: Block, name: str | None = None) -> None:
+        if not isinstance(block, HybridBlock):
+            raise NonHybridChildError(
+                f"{type(block).__name__} {block.name!r} is a plain Block, but {self.name!r} "
+                f"is a HybridBlock: a Block's forward is arbitrary Python and cannot be "
+                f"traced (at {_trace.user_line()}). Fix: make {type(block).__name__} a "
+                f"HybridBlock (hybrid_forward), or make {type(self).__name__} a plain Block")
+        super().register_child(block, name)
+
+    def hybridize(self, active: bool = True, **flags: Any) -> None:
+        """Compile on the next call (``active=False`` returns to imperative execution).
+
+        Flags: ``static_alloc=True`` keeps the output buffers between calls;
+        ``static_shape=True`` also compiles one program per input shape, so traced
+        Symbols know their shapes.
+        """
+        _check_flags(flags)
+        self._active = bool(active)
+        self._flags = {"static_alloc": False, "static_shape": False, **flags}
+        self._programs.clear()
+        super().hybridize(active, **flags)
+
+    def hybridization_report(self) -> _trace.HybridizationReport | None:
+        """What the last trace ran only once (prints, Python branches, frozen constants)."""
+        return self._report
+
+    def __call__(self, *args: Any) -> Any:
+        if isinstance(args[0], symbol.Symbol):
+            return self._trace_call(*args)
+        if self._active and _trace.current() is None:
+            return self._call_compiled(*args)
+        self._finish_deferred_init(*args)
+        return self.forward(*args)
+
+    def forward(self, x: Any, *args: Any) -> Any:
+        """Imperative execution: ``F`` is ``hybridlab.ndarray``, parameters are NDArrays."""
+        params = {key: p.data() for key, p in self._reg_params.items()}
+        return self.hybrid_forward(ndarray, x, *args, **params)
+
+    def hybrid_forward(self, F: Any, x: Any, *args: Any, **params: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} must define hybrid_forward("
+                                  f"self, F, x, ...) or forward(self, x)")
+
+    # -- deferred initialisation -------------------------------------------------------
+
+    def infer_shape(self, *args: Any) -> None:
+        """Fill in unknown parameter dimensions from the inputs (layers override this)."""
+        unknown = [p.name for p in self._reg_params.values() if p._deferred is not None]
+        raise DeferredInitializationError(
+            f"{type(self).__name__} {self.name!r} cannot infer the shapes of {unknown}: "
+            f"give their full shapes when creating them, or define infer_shape(self, x)")
+
+    def _finish_deferred_init(self, *args: Any) -> None:
+        if any(p._deferred is not None for p in self._reg_params.values()):
+            self.infer_shape(*args)
+            for param in self._reg_params.values():
+                param.finish_deferred_init()
+
+    # -- tracing -------------------------------------------------------------------------
+
+    def _trace_call(self, *args: Any) -> Any:
+        """Run the block on Symbols: record its operators under its name scope."""
+        self._finish_deferred_init(*args)
+        with self.name_scope():
+            if type(self).forward is not HybridBlock.forward:  # the F-less tracing style
+                return self.forward(*args)
+            params = {key: p.var() for key, p in self._reg_params.items()}
+            return self.hybrid_forward(symbol, *args, **params)
+
+    def _trace(self, args: tuple) -> _Program:
+        """Trace ``hybrid_forward`` once with Symbol inputs and compile the result."""
+        names = ["data"] if len(args) == 1 else [f"data{i}" for i in range(len(args))]
+        inputs = [symbol.var(n, shape=a.shape, dtype=a.dtype) for n, a in zip(names, args)]
+        frame = _trace.TraceFrame(self, _trace.HybridizationReport(self.name),
+                                  static_shape=self._flags["static_shape"])
+        with _trace.tracing(frame):
+            out = self._trace_call(*inputs)
+        outputs = list(out) if isinstance(out, (list, tuple)) else [out]
+        if frame.report and str(frame.report) != str(self._report):  # each new finding once
+            warnings.warn(str(frame.report), stacklevel=4)
+        self._report = frame.report
+        program = self._compile(outputs, names, frame.aux_updates, isinstance(out, (list, tuple)))
+        program.in_avals = [(a.shape, a.dtype) for a in args]
+        return program
+
+    def _compile(self, outputs: list, names: list[str], aux_updates: list,
+                 as_tuple: bool) -> _Program:
+        """Group the outputs (plus running-stat updates) and hand them to a CachedOp."""
+        from hybridlab.graph.cached_op import CachedOp
+        everything = outputs + [new for _, new in aux_updates]
+        graph = everything[0] if len(everything) == 1 else symbol.Group(everything)
+        params = self.collect_params()
+        feed = [params[n] for n in graph.list_inputs() if n not in names]
+        return _Program(graph, CachedOp(graph, **self._flags), names, feed, outputs,
+                        [param for param, _ in aux_updates], as_tuple)
+
+    def _call_compiled(self, *args: Any) -> Any:
+        key: tuple = (autograd.is_training(),)
+        if self._flags["static_shape"]:
+            key += tuple([(a.shape, a.dtype) for a in args])  # str(dtype) costs ~3 us
+        program = self._programs.get(key)
+        if program is None:
+            program = self._programs[key] = self._trace(args)
+        return program.run(args)
+
+    def export(self, path: str, epoch: int = 0) -> None:
+        """Write ``path-symbol.json`` and ``path-%04d.params`` (``arg:``/``aux:`` keys)."""
+        if not self._programs:
+            raise RuntimeError(f"{self.name!r}: call hybridize() and run the block once "
+                               f"(net(x)) before export(), so there is a graph to save")
+        predict = [p for key, p in self._programs.items() if key[0] is False]
+        if predict:
+            program = predict[0]
+        else:  # only trained so far: deployment needs the prediction graph (BatchNorm!)
+            avals = next(iter(self._programs.values())).in_avals
+            with autograd.predict_mode():
+                program = self._trace(tuple(ndarray.zeros(s, dtype=d) for s, d in avals))
+        graph = program.exported_symbol()
+        graph.save(f"{path}-symbol.json")
+        params, arrays = self.collect_params(), {}
+        for name in graph.list_arguments():
+            if name in params:
+                arrays[f"arg:{name}"] = params[name].data()
+        for name in graph.list_auxiliary_states():
+            arrays[f"aux:{name}"] = params[name].data()
+        ndarray.save(f"{path}-{epoch:04d}.params", arrays)
+
+
+class _Program:
+    """One compiled trace: the CachedOp plus which parameters feed it, in order."""
+
+    def __init__(self, graph: Any, op: Any, input_names: list[str], feed: list[Parameter],
+                 outputs: list, aux_targets: list[Parameter], as_tuple: bool) -> None:
+        self.graph, self.op, self.input_names, self.feed = graph, op, input_names, feed
+        names = input_names + [p.name for p in feed]  # computed once: list_inputs walks
+        positions = [names.index(n) for n in graph.list_inputs()]  # the whole graph
+        # None when the inputs come in graph order already (data first): no reordering
+        self.positions = None if positions == list(range(len(names))) else positions
+        self.outputs, self.num_outputs = outputs, len(outputs)
+        self.in_avals: list[tuple] = []  # (shape, dtype) of the traced inputs
+        self.aux_targets, self.as_tuple = aux_targets, as_tuple
+
+    def run(self, args: tuple) -> Any:
+        # p._data, not p.data(): the hot path skips its checks (data() raises if None)
+        given = [*args, *[p.data() if p._data is None else p._data for p in self.feed]]
+        results = self.op(*(given if self.positions is None
+                             else [given[i] for i in self.positions]))
+        if self.num_outputs == 1 and not self.aux_targets:  # the common case: nothing else
+            return results
+        results = list(results) if isinstance(results, (list, tuple)) else [results]
+        with autograd.pause():
+            for param, value in zip(self.aux_targets, results[self.num_outputs:]):
+                value.copyto(param.data())
+        outputs = results[:self.num_outputs]
+        return tuple(outputs) if self.as_tuple else outputs[0]
+
+    def exported_symbol(self) -> Any:
+        """The user-visible outputs only (running-stat updates are a training detail)."""
+        return self.outputs[0] if self.num_outputs == 1 else symbol.Group(self.outputs)
+

@@ -1,0 +1,294 @@
+"""Gluon's layers (``from hybridlab.gluon import nn``).
+
+What this module teaches
+------------------------
+Every layer is a :class:`HybridBlock` whose maths is one ``hybrid_forward`` written with
+``F.*`` operators, so it runs imperatively (``F = nd``) and traced (``F = sym``) from the
+same lines. A layer that does not know its input size (``nn.Dense(256)``) creates its
+weight with a 0 in the shape and fills it in from the first input in ``infer_shape``.
+
+Layers name their operator ``fwd`` (MXNet's convention), so the output of the third
+Dense layer made in a session is the Symbol ``dense2_fwd``.
+
+``Dropout`` and ``BatchNorm`` behave differently in training (``autograd.record()``)
+and prediction. A hybridized block compiles one program per mode, so the Python test
+``autograd.is_training()`` below is decided once per program, which is exactly right.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from hybridlab import autograd
+from hybridlab.gluon import _trace
+from hybridlab.gluon.block import Block, HybridBlock
+
+
+def _pair(value: Any) -> tuple[int, int]:
+    return (value, value) if isinstance(value, int) else tuple(value)
+
+
+def _shape(x: Any) -> tuple[int, ...]:
+    """The shape of an NDArray, or of a traced Symbol (known from the traced input shapes)."""
+    return tuple(x.shape) if not hasattr(x, "list_outputs") else tuple(x._static_shape())
+
+
+class Sequential(Block):
+    """Children run one after another: ``net.add(a, b)``; ``net(x) == b(a(x))``."""
+
+    def add(self, *blocks: Block) -> None:
+        for block in blocks:
+            self.register_child(block)
+
+    def forward(self, x: Any) -> Any:
+        for block in self._children.values():
+            x = block(x)
+        return x
+
+    def __getitem__(self, index: int) -> Block:
+        return list(self._children.values())[index]
+
+    def __len__(self) -> int:
+        return len(self._children)
+
+
+class HybridSequential(HybridBlock):
+    """A :class:`Sequential` whose children are all HybridBlocks, so it can be compiled."""
+
+    add = Sequential.add
+    __getitem__ = Sequential.__getitem__
+    __len__ = Sequential.__len__
+
+    def hybrid_forward(self, F: Any, x: Any) -> Any:
+        for block in self._children.values():
+            x = block(x)
+        return x
+
+
+class Dense(HybridBlock):
+    """``activation(dot(x, weight.T) + bias)``; ``flatten`` folds all but the first axis."""
+
+    def __init__(self, units: int, activation: str | None = None, use_bias: bool = True,
+                 flatten: bool = True, dtype: Any = "float32", weight_initializer: Any = None,
+                 bias_initializer: Any = "zeros", in_units: int = 0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._units, self._flatten = units, flatten
+        with self.name_scope():
+            self.weight = self.params.get("weight", shape=(units, in_units), dtype=dtype,
+                                          init=weight_initializer)
+            self.bias = self.params.get("bias", shape=(units,), dtype=dtype,
+                                        init=bias_initializer) if use_bias else None
+            self.act = Activation(activation, prefix=activation + "_") if activation else None
+
+    def infer_shape(self, x: Any, *args: Any) -> None:
+        shape = _shape(x)
+        in_units = int(np.prod(shape[1:])) if self._flatten else shape[-1]
+        self.weight.shape = (self._units, in_units)
+
+    def hybrid_forward(self, F: Any, x: Any, weight: Any, bias: Any = None) -> Any:
+        inputs = (x, weight) if bias is None else (x, weight, bias)
+        out = F.FullyConnected(*inputs, no_bias=bias is None, num_hidden=self._units,
+                               flatten=self._flatten, name="fwd")
+        return self.act(out) if self.act is not None else out
+
+    def __repr__(self) -> str:
+        shape = self.weight.shape
+        act = self.act._act_type if self.act else "linear"
+        return f"Dense({shape[1] or None} -> {shape[0]}, {act})"
+
+
+class Activation(HybridBlock):
+    """``relu``, ``sigmoid``, ``tanh``, ``softrelu`` or ``softsign``, applied elementwise."""
+
+    def __init__(self, activation: str, **kwargs: Any) -> None:
+        self._act_type = activation  # set first: _alias() names the block after it
+        super().__init__(**kwargs)
+
+    def _alias(self) -> str:
+        return self._act_type
+
+    def hybrid_forward(self, F: Any, x: Any) -> Any:
+        return F.Activation(x, act_type=self._act_type, name="fwd")
+
+
+class LeakyReLU(HybridBlock):
+    """``x`` where positive, ``alpha * x`` elsewhere."""
+
+    def __init__(self, alpha: float, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._alpha = alpha
+
+    def hybrid_forward(self, F: Any, x: Any) -> Any:
+        return F.LeakyReLU(x, act_type="leaky", slope=self._alpha, name="fwd")
+
+
+class Dropout(HybridBlock):
+    """Zero a fraction ``rate`` of the inputs while training; identity when predicting."""
+
+    def __init__(self, rate: float, axes: tuple = (), **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._rate, self._axes = rate, axes
+
+    def hybrid_forward(self, F: Any, x: Any) -> Any:
+        return F.Dropout(x, p=self._rate, axes=self._axes, name="fwd")
+
+
+class Flatten(HybridBlock):
+    """Reshape ``(N, ...)`` to ``(N, -1)``."""
+
+    def hybrid_forward(self, F: Any, x: Any) -> Any:
+        return F.Flatten(x)
+
+
+class Conv2D(HybridBlock):
+    """2-D convolution over NCHW input with ``channels`` filters of ``kernel_size``."""
+
+    def __init__(self, channels: int, kernel_size: Any, strides: Any = 1, padding: Any = 0,
+                 dilation: Any = 1, groups: int = 1, activation: str | None = None,
+                 use_bias: bool = True, weight_initializer: Any = None,
+                 bias_initializer: Any = "zeros", in_channels: int = 0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._attrs = {"kernel": _pair(kernel_size), "stride": _pair(strides),
+                       "pad": _pair(padding), "dilate": _pair(dilation),
+                       "num_filter": channels, "num_group": groups}
+        with self.name_scope():
+            shape = (channels, in_channels // groups, *self._attrs["kernel"])
+            self.weight = self.params.get("weight", shape=shape, init=weight_initializer)
+            self.bias = self.params.get("bias", shape=(channels,), init=bias_initializer) \
+                if use_bias else None
+            self.act = Activation(activation, prefix=activation + "_") if activation else None
+
+    def _alias(self) -> str:
+        return "conv"  # MXNet's name: conv0_weight
+
+    def infer_shape(self, x: Any, *args: Any) -> None:
+        shape = self.weight.shape
+        self.weight.shape = (shape[0], _shape(x)[1] // self._attrs["num_group"], *shape[2:])
+
+    def hybrid_forward(self, F: Any, x: Any, weight: Any, bias: Any = None) -> Any:
+        inputs = (x, weight) if bias is None else (x, weight, bias)
+        out = F.Convolution(*inputs, no_bias=bias is None, name="fwd", **self._attrs)
+        return self.act(out) if self.act is not None else out
+
+
+class _Pool2D(HybridBlock):
+    """Pooling over ``pool_size`` windows; subclasses choose ``_pool_type``."""
+
+    _pool_type, _global = "max", False
+
+    def __init__(self, pool_size: Any = (2, 2), strides: Any = None, padding: Any = 0,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._attrs = {"kernel": _pair(pool_size), "pad": _pair(padding),
+                       "stride": _pair(pool_size if strides is None else strides),
+                       "pool_type": self._pool_type, "global_pool": self._global}
+
+    def _alias(self) -> str:
+        return "pool"  # MXNet names every pooling layer pool<n>_
+
+    def hybrid_forward(self, F: Any, x: Any) -> Any:
+        return F.Pooling(x, name="fwd", **self._attrs)
+
+
+class MaxPool2D(_Pool2D):
+    """The maximum of each ``pool_size`` window (stride defaults to the window size)."""
+
+
+class AvgPool2D(_Pool2D):
+    """The mean of each ``pool_size`` window (stride defaults to the window size)."""
+
+    _pool_type = "avg"
+
+
+class GlobalAvgPool2D(_Pool2D):
+    """The mean over each whole feature map: ``(N, C, H, W) -> (N, C, 1, 1)``."""
+
+    _pool_type, _global = "avg", True
+
+
+class BatchNorm(HybridBlock):
+    """Normalise each channel (``axis``) with batch statistics while training.
+
+    ``running_mean``/``running_var`` are *auxiliary states*: not trained by gradients
+    (``grad_req='null'``) but updated as ``running = momentum*running + (1-momentum)*batch``
+    on every training call, and used instead of batch statistics when predicting.
+    """
+
+    def __init__(self, axis: int = 1, momentum: float = 0.9, epsilon: float = 1e-5,
+                 center: bool = True, scale: bool = True, use_global_stats: bool = False,
+                 in_channels: int = 0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._axis, self._momentum, self._eps = axis, momentum, epsilon
+        self._use_global_stats = use_global_stats
+        with self.name_scope():
+            get = self.params.get
+            self.gamma = get("gamma", shape=(in_channels,), init="ones",
+                             grad_req="write" if scale else "null")
+            self.beta = get("beta", shape=(in_channels,), init="zeros",
+                            grad_req="write" if center else "null")
+            self.running_mean = get("running_mean", shape=(in_channels,), init="zeros",
+                                    differentiable=False)
+            self.running_var = get("running_var", shape=(in_channels,), init="ones",
+                                   differentiable=False)
+
+    def infer_shape(self, x: Any, *args: Any) -> None:
+        channels = _shape(x)[self._axis]
+        for param in (self.gamma, self.beta, self.running_mean, self.running_var):
+            param.shape = (channels,)
+
+    def hybrid_forward(self, F: Any, x: Any, gamma: Any, beta: Any, running_mean: Any,
+                       running_var: Any) -> Any:
+        ndim = len(_shape(x))
+        axis = self._axis % ndim
+        along = tuple(-1 if i == axis else 1 for i in range(ndim))  # (1, C, 1, 1)
+        if autograd.is_training() and not self._use_global_stats:
+            others = tuple(i for i in range(ndim) if i != axis)
+            mean = F.mean(x, axis=others, keepdims=True)
+            var = F.mean(F.square(F.broadcast_sub(x, mean)), axis=others, keepdims=True)
+            self._update(F, self.running_mean, running_mean, mean.reshape((-1,)))
+            self._update(F, self.running_var, running_var, var.reshape((-1,)))
+        else:
+            mean, var = running_mean.reshape(along), running_var.reshape(along)
+        scale = F.broadcast_div(gamma.reshape(along), F.sqrt(var + self._eps))
+        return F.broadcast_add(F.broadcast_mul(F.broadcast_sub(x, mean), scale),
+                               beta.reshape(along))
+
+    def _update(self, F: Any, param: Any, running: Any, batch: Any) -> None:
+        """Move the running statistic towards the batch's (no gradient flows through it)."""
+        keep = self._momentum
+        frame = _trace.current()
+        if frame is not None and hasattr(batch, "list_outputs"):
+            # traced: the compiled program returns the new value as an extra output,
+            # which the block copies into the parameter after each training call
+            frame.aux_updates.append((param, running * keep + batch * (1 - keep)))
+            return
+        with autograd.pause():
+            param.set_data(running * keep + batch * (1 - keep))
+
+
+class Lambda(Block):
+    """Wrap a function of NDArrays (or the name of an ``nd`` operator) as a Block."""
+
+    def __init__(self, function: Callable | str, prefix: str | None = None) -> None:
+        super().__init__(prefix=prefix)
+        self._func = function
+
+    def forward(self, *args: Any) -> Any:
+        from hybridlab import ndarray
+        function = getattr(ndarray, self._func) if isinstance(self._func, str) else self._func
+        return function(*args)
+
+
+class HybridLambda(HybridBlock):
+    """Wrap ``function(F, x, ...)`` (or the name of an ``F`` operator) as a HybridBlock."""
+
+    def __init__(self, function: Callable | str, prefix: str | None = None) -> None:
+        super().__init__(prefix=prefix)
+        self._func = function
+
+    def hybrid_forward(self, F: Any, x: Any, *args: Any) -> Any:
+        if isinstance(self._func, str):  # an operator name: the same op in nd and sym
+            return getattr(F, self._func)(x, *args)
+        return self._func(F, x, *args)

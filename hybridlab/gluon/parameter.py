@@ -1,0 +1,240 @@
+"""Parameters: the named, trainable arrays a Block owns.
+
+What this module teaches
+------------------------
+A :class:`Parameter` is a name plus (eventually) an NDArray and its gradient. Three
+things make it more than an array:
+
+* **Deferred initialisation.** ``nn.Dense(256)`` does not know its input size, so its
+  weight has shape ``(256, 0)`` -- 0 means "unknown yet". ``initialize()`` only records
+  *how* to initialise; the first forward call fills in the 0s and draws the values.
+  Asking for ``data()`` before that raises :class:`DeferredInitializationError`.
+* **Two faces.** ``data()`` is the NDArray used imperatively; ``var()`` is the Symbol
+  placeholder with the same name used when a block is traced under ``hybridize()``.
+* **Gradient requests.** ``grad_req`` is ``'write'`` (overwrite), ``'add'`` (accumulate)
+  or ``'null'`` (no gradient: running statistics, frozen layers).
+
+A :class:`ParameterDict` maps full names (``dense0_weight``) to Parameters, keeps their
+order of creation, and is what ``collect_params()`` returns and ``Trainer`` updates.
+
+Invariants: a Parameter's ``shape`` only gains information (a 0 may become a size, a
+size never changes); its NDArray, once created, always has exactly that shape.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+
+from hybridlab import initializer as _init
+from hybridlab.errors import DeferredInitializationError
+from hybridlab.gluon import _trace
+
+_GRAD_REQS = ("write", "add", "null")
+
+
+class Parameter:
+    """One named array of a Block (``weight``, ``bias``, ``running_mean`` ...)."""
+
+    def __init__(self, name: str, grad_req: str = "write", shape: Any = None,
+                 dtype: Any = "float32", init: Any = None, allow_deferred_init: bool = True,
+                 differentiable: bool = True) -> None:
+        self.name = name
+        self._shape = _as_shape(shape)
+        self.dtype = np.dtype(dtype).name
+        self.init = _init.create(init)
+        self.allow_deferred_init = allow_deferred_init
+        self._differentiable = differentiable
+        self._data: Any = None
+        self._vars: dict[Any, Any] = {}  # shape -> Symbol var: one node per name in a trace
+        self._grad_req = "write"
+        self.grad_req = grad_req if differentiable else "null"
+        self._deferred: _init.Initializer | None = None  # set by initialize() until shape known
+
+    def __repr__(self) -> str:
+        return f"Parameter {self.name} (shape={self.shape}, dtype={self.dtype})"
+
+    @property
+    def shape(self) -> tuple[int, ...] | None:
+        return self._shape
+
+    @shape.setter
+    def shape(self, new: Any) -> None:
+        new = _as_shape(new)
+        old = self._shape
+        if old is not None and new is not None:
+            fits = len(old) == len(new) and all(o in (0, n) for o, n in zip(old, new))
+            if not fits:
+                raise ValueError(f"Parameter {self.name!r}: shape {new} does not match the "
+                                 f"declared {old} (0 marks a size still unknown)")
+        self._shape = new
+
+    @property
+    def grad_req(self) -> str:
+        return self._grad_req
+
+    @grad_req.setter
+    def grad_req(self, req: str) -> None:
+        if req not in _GRAD_REQS:
+            raise ValueError(f"grad_req must be one of {_GRAD_REQS}, got {req!r}")
+        self._grad_req = req if self._differentiable else "null"
+        if self._data is not None:
+            self._attach_grad()
+
+    def initialize(self, init: Any = None, ctx: Any = None, default_init: Any = None,
+                   force_reinit: bool = False) -> None:
+        """Schedule (or, when the shape is known, perform) this parameter's initialisation."""
+        if self._data is not None and not force_reinit:
+            return
+        self._deferred = (self.init or _init.create(init) or _init.create(default_init)
+                          or _init.Uniform())
+        if self._shape_known():
+            self.finish_deferred_init()
+        elif not self.allow_deferred_init:
+            raise DeferredInitializationError(
+                f"Parameter {self.name!r} has unknown shape {self.shape} and deferred "
+                f"initialisation is not allowed; give the full shape when creating it")
+
+    def finish_deferred_init(self) -> None:
+        """Draw the values now that the shape is known (a forward pass filled it in)."""
+        if self._deferred is None:
+            return
+        if not self._shape_known():
+            raise DeferredInitializationError(
+                f"Parameter {self.name!r}: shape {self.shape} is still unknown after "
+                f"shape inference; pass the input size (e.g. in_units=/in_channels=)")
+        self._set_fresh(self._deferred(self._shape, self.dtype))
+        self._deferred = None
+
+    def data(self, ctx: Any = None) -> Any:
+        """The parameter's NDArray; while a block is traced, its Symbol ``var()``.
+
+        The second case serves blocks written in the F-less style, ``forward(self, x)``
+        using ``self.weight.data()``: the same line is a value imperatively and a graph
+        input when traced.
+        """
+        if _trace.current() is not None:
+            return self.var()
+        if self._data is None:
+            if self._deferred is not None:
+                raise DeferredInitializationError(
+                    f"Parameter {self.name!r} has not been initialized yet because its "
+                    f"shape {self.shape} is not known: run one forward pass (net(x)) first, "
+                    f"or give the input size (e.g. nn.Dense(256, in_units=512))")
+            raise RuntimeError(
+                f"Parameter {self.name!r} has not been initialized. Call "
+                f"net.initialize() (or net.collect_params().initialize()) first")
+        return self._data
+
+    def grad(self, ctx: Any = None) -> Any:
+        """The gradient NDArray written by ``backward()``."""
+        data = self.data()
+        if self.grad_req == "null" or data.grad is None:
+            raise RuntimeError(f"Parameter {self.name!r} has no gradient because "
+                               f"grad_req='null'")
+        return data.grad
+
+    def set_data(self, data: Any) -> None:
+        """Replace the value; the shape must fit (the setter checks); grads stay attached."""
+        from hybridlab import nd
+        value = data if isinstance(data, nd.NDArray) else nd.array(data, dtype=self.dtype)
+        self.shape = value.shape
+        if self._data is None:
+            self._deferred = None
+            self._set_fresh(value.astype(self.dtype))
+        else:
+            value.astype(self.dtype).copyto(self._data)
+
+    def zero_grad(self) -> None:
+        """Set the gradient to 0 (needed between steps when ``grad_req='add'``)."""
+        if self._data is not None and self._data.grad is not None:
+            self._data.grad[:] = 0
+
+    def var(self) -> Any:
+        """The Symbol placeholder for this parameter (used when tracing)."""
+        from hybridlab import symbol
+        if self.shape not in self._vars:
+            aux = {} if self._differentiable else {"__aux__": True}  # BatchNorm's running stats
+            self._vars[self.shape] = symbol.var(self.name, shape=self.shape, dtype=self.dtype,
+                                                **aux)
+        return self._vars[self.shape]
+
+    def _shape_known(self) -> bool:
+        return self._shape is not None and all(n > 0 for n in self._shape)
+
+    def _set_fresh(self, array: Any) -> None:
+        self._data = array
+        self._attach_grad()
+
+    def _attach_grad(self) -> None:
+        if self._grad_req != "null":
+            self._data.attach_grad(grad_req=self._grad_req)
+
+
+def _as_shape(shape: Any) -> tuple[int, ...] | None:
+    if shape is None:
+        return None
+    if isinstance(shape, (int, np.integer)):
+        return (int(shape),)
+    return tuple(int(n) for n in shape)
+
+
+class ParameterDict(OrderedDict):
+    """An ordered ``name -> Parameter`` map whose new entries share a name ``prefix``.
+
+    ``get(name, **kwargs)`` is MXNet's: it *creates* ``prefix + name`` when missing
+    (as ``dict.setdefault`` would), so it does not take a default like ``dict.get``.
+    """
+
+    def __init__(self, prefix: str = "", shared: ParameterDict | None = None) -> None:
+        super().__init__()
+        self.prefix = prefix
+        self._shared = shared
+
+    def __repr__(self) -> str:
+        lines = "\n".join(f"  {p!r}" for p in self.values())
+        return f"{self.prefix or 'ParameterDict'} (\n{lines}\n)"
+
+    def get(self, name: str, **kwargs: Any) -> Parameter:
+        """The Parameter ``prefix + name``, created with ``kwargs`` if it does not exist."""
+        full = self.prefix + name
+        found = super().get(full)
+        if found is None and self._shared is not None:
+            found = OrderedDict.get(self._shared, full)
+        if found is None:
+            found = Parameter(full, **kwargs)
+        elif "shape" in kwargs:
+            found.shape = kwargs["shape"]
+        self[full] = found
+        return found
+
+    def update(self, other: Any = (), **unused: Any) -> None:
+        """Add every parameter of ``other``; one name may not mean two parameters."""
+        for name, param in dict(other).items():
+            if self.setdefault(name, param) is not param:
+                raise ValueError(f"two different parameters are both named {name!r}")
+
+    def select(self, pattern: str | None) -> ParameterDict:
+        """A new dict with the parameters whose name matches the regex ``pattern``."""
+        chosen = ParameterDict(self.prefix)
+        regex = re.compile(pattern or "")
+        chosen.update({k: p for k, p in self.items() if regex.match(k)})
+        return chosen
+
+    def initialize(self, init: Any = None, ctx: Any = None, verbose: bool = False,
+                   force_reinit: bool = False) -> None:
+        """Initialise every parameter; ``init`` applies where a parameter has none."""
+        for param in self.values():
+            param.initialize(None, ctx, default_init=init, force_reinit=force_reinit)
+
+    def zero_grad(self) -> None:
+        for param in self.values():
+            param.zero_grad()
+
+    def setattr(self, name: str, value: Any) -> None:
+        """Set an attribute on every parameter, e.g. ``setattr('grad_req', 'null')``."""
+        for param in self.values():
+            setattr(param, name, value)

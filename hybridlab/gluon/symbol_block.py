@@ -1,0 +1,83 @@
+"""SymbolBlock: a block made from a saved graph instead of Python code.
+
+What this module teaches
+------------------------
+``export()`` writes a hybridized block's graph (JSON) and its parameters; nothing of the
+Python class is saved. :meth:`SymbolBlock.imports` is the other half: it loads the
+graph (validated against the operator registry, never executed), turns every graph
+input that is not data into a Parameter of the same name, and runs the graph through
+the same CachedOp machinery as a hybridized block. Because there is no
+``hybrid_forward``, a SymbolBlock is always "hybridized".
+
+Invariants: parameter names are the graph's variable names (``dense0_weight``); keys
+of an exported parameter file are ``arg:<name>`` and ``aux:<name>``; anything else in
+the file is an error, so a file for another graph is not silently half-loaded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hybridlab import ndarray, symbol
+from hybridlab.gluon.block import HybridBlock, _Program
+from hybridlab.gluon.parameter import ParameterDict
+
+
+class SymbolBlock(HybridBlock):
+    """A block made from a Symbol graph: ``SymbolBlock(outputs, inputs, params=None)``.
+
+    Every argument of the graph that is not an input becomes a Parameter with the same
+    name (auxiliary states get ``grad_req='null'``). The graph is compiled on the first
+    call, like a hybridized block; there is no Python ``hybrid_forward`` at all.
+    """
+
+    def __init__(self, outputs: Any, inputs: Any, params: ParameterDict | None = None) -> None:
+        super().__init__(prefix="", params=None)
+        self._outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
+        graph = self._outputs[0] if len(self._outputs) == 1 else symbol.Group(self._outputs)
+        inputs = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
+        self._input_names = [i.name for i in inputs]
+        aux = set(graph.list_auxiliary_states())
+        for name in graph.list_inputs():
+            if name not in self._input_names:
+                param = self.params.get(name, grad_req="null" if name in aux else "write",
+                                        differentiable=name not in aux)
+                if params is not None and name in params:
+                    param.set_data(params[name].data())
+        self._graph, self._active = graph, True
+
+    @staticmethod
+    def imports(symbol_file: str, input_names: Any, param_file: str | None = None,
+                ctx: Any = None) -> SymbolBlock:
+        """Load ``export()``'s files: validated JSON graph, pickle-free parameters."""
+        names = [input_names] if isinstance(input_names, str) else list(input_names)
+        block = SymbolBlock(symbol.load(symbol_file), [symbol.var(n) for n in names])
+        if param_file is not None:
+            block._load_exported(param_file)
+        return block
+
+    def _load_exported(self, param_file: str) -> None:
+        for key, value in ndarray.load(param_file).items():
+            kind, _, name = key.partition(":")
+            if kind not in ("arg", "aux") or name not in self.params:
+                raise ValueError(f"{param_file}: unexpected entry {key!r}; an exported "
+                                 f"file has keys arg:<name> / aux:<name> of the graph")
+            self.params[name].set_data(value)
+
+    def _trace(self, args: tuple) -> _Program:
+        return self._compile(self._outputs, self._input_names, [], len(self._outputs) > 1)
+
+    def _trace_call(self, *args: Any) -> Any:
+        """Symbol inputs: substitute them for the graph's input variables (composition)."""
+        from hybridlab.graph import ir
+        given = {name: arg._outputs[0] for name, arg in zip(self._input_names, args)}
+
+        def visit(node: Any, inputs: tuple) -> Any:
+            if node.kind == "var" and node.name in given:
+                return (given[node.name],)
+            return ir.with_inputs(node, inputs)
+
+        return symbol.Symbol(ir.rebuild(self._graph.to_graph(), visit).outputs)
+
+    def hybridize(self, active: bool = True, **kwargs: Any) -> None:
+        super().hybridize(True, **kwargs)  # a SymbolBlock has no imperative form

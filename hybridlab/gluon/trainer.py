@@ -1,0 +1,115 @@
+"""The Trainer: apply an optimizer to a set of Parameters after ``backward()``.
+
+What this module teaches
+------------------------
+After ``loss.backward()`` every parameter holds a gradient of the *summed* loss.
+``trainer.step(batch_size)`` rescales it by ``1/batch_size`` (so the learning rate
+does not depend on the batch size) and updates each parameter in place.
+
+Each update is pushed to the engine as **one operation** that reads the gradient and
+writes the weight and the optimizer state (MXNet's fused ``sgd_mom_update``/
+``adam_update``): it is ordered after the backward pass that wrote the gradient and
+before any later forward pass that reads the weight, without the Python waiting.
+
+SGD:   ``state = momentum*state - lr*(g + wd*w);  w += state``   (plain: ``w -= lr*(g+wd*w)``)
+Adam:  ``m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g*g;  w -= lr_t * m / (sqrt(v) + eps)``
+       with ``lr_t = lr*sqrt(1-b2**t)/(1-b1**t)`` (bias correction).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from hybridlab import engine
+from hybridlab.gluon.parameter import Parameter, ParameterDict
+
+_STATE_COUNT = {"sgd": 1, "adam": 2}
+_DEFAULTS = {
+    "sgd": {"learning_rate": 0.01, "momentum": 0.0, "wd": 0.0},
+    "adam": {"learning_rate": 0.001, "beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8, "wd": 0.0},
+}
+
+
+class Trainer:
+    """``Trainer(net.collect_params(), 'sgd', {'learning_rate': 0.1, 'momentum': 0.9})``."""
+
+    def __init__(self, params: ParameterDict | list | dict, optimizer: str,
+                 optimizer_params: dict | None = None) -> None:
+        name = optimizer.lower()
+        if name not in _DEFAULTS:
+            raise ValueError(f"unknown optimizer {optimizer!r}; hybridlab has {list(_DEFAULTS)}")
+        given = dict(optimizer_params or {})
+        unknown = set(given) - set(_DEFAULTS[name]) - {"rescale_grad"}
+        if unknown:
+            raise ValueError(f"{name}: unknown optimizer parameter(s) {sorted(unknown)}; "
+                             f"known: {sorted(_DEFAULTS[name])}")
+        self._optimizer = name
+        self._hyper = {**_DEFAULTS[name], **given}
+        values = params.values() if isinstance(params, (ParameterDict, dict)) else params
+        self._params: list[Parameter] = [p for p in values if p.grad_req != "null"]
+        self._states: dict[str, list[np.ndarray]] = {}
+        self._steps = 0
+
+    @property
+    def learning_rate(self) -> float:
+        return self._hyper["learning_rate"]
+
+    def set_learning_rate(self, lr: float) -> None:
+        self._hyper["learning_rate"] = lr
+
+    def step(self, batch_size: int, ignore_stale_grad: bool = False) -> None:
+        """One update of every parameter, with gradients scaled by ``1/batch_size``."""
+        self._steps += 1
+        rescale = self._hyper.get("rescale_grad", 1.0) / batch_size
+        hyper = {**self._hyper, "rescale": rescale, "t": self._steps}
+        for param in self._params:
+            weight, grad = param.data(), param.grad()
+            if param.name not in self._states:  # SGD keeps a momentum, Adam two moments
+                self._states[param.name] = [np.zeros(weight.shape, weight.dtype)
+                                            for _ in range(_STATE_COUNT[self._optimizer])]
+            kernel = _bind(self._optimizer, weight, grad, self._states[param.name], hyper)
+            engine.current().push(kernel, reads=[grad._var], writes=[weight._var],
+                                  name=f"{self._optimizer}_update")
+
+    def zero_grad(self) -> None:
+        for param in self._params:
+            param.zero_grad()
+
+
+def _bind(optimizer: str, weight: Any, grad: Any, states: list, hyper: dict) -> Callable:
+    """The engine op: update ``weight``'s buffer in place from ``grad``'s."""
+    update = _sgd_update if optimizer == "sgd" else _adam_update
+
+    def kernel() -> None:
+        update(weight._data, grad._data, states, **hyper)
+
+    return kernel
+
+
+def _sgd_update(w: np.ndarray, g: np.ndarray, states: list, learning_rate: float,
+                momentum: float, wd: float, rescale: float, **unused: Any) -> None:
+    # (learning_rate * rescale) is one Python float: one temporary array, not three
+    step = (learning_rate * rescale) * g
+    if wd:
+        step += (learning_rate * wd) * w
+    if momentum:
+        states[0] *= momentum
+        states[0] -= step
+        w += states[0]
+    else:
+        w -= step
+
+
+def _adam_update(w: np.ndarray, g: np.ndarray, states: list, learning_rate: float,
+                 beta1: float, beta2: float, epsilon: float, wd: float, rescale: float,
+                 t: int, **unused: Any) -> None:
+    grad = g * rescale + wd * w if wd else g * rescale
+    mean, var = states
+    mean *= beta1
+    mean += (1 - beta1) * grad
+    var *= beta2
+    var += (1 - beta2) * grad * grad
+    lr_t = learning_rate * np.sqrt(1 - beta2 ** t) / (1 - beta1 ** t)
+    w -= (lr_t * mean / (np.sqrt(var) + epsilon)).astype(w.dtype)

@@ -1,0 +1,8 @@
+"""The graph compiler: IR (``ir``), passes (``passes``), Python codegen, ``CachedOp``.
+
+Data flows ``Symbol -> ir.Graph -> passes.run_pipeline -> codegen.compile_graph ->
+CachedOp``. Submodules are imported lazily by their users; importing this package
+imports only the IR.
+"""
+
+from hybridlab.graph import ir  # noqa: F401

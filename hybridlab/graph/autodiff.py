@@ -1,0 +1,123 @@
+"""The symbolic backward graph: forward and backward of a training step as one graph.
+
+What this module teaches
+------------------------
+The imperative tape (``autograd.py``) applies each op's gradient rule to *arrays* as it
+walks back. Applied to *graph values* instead, the very same rules --
+``OpDef.grad(F, inputs, outputs, out_grads)`` with ``F = sym`` -- build new nodes: the
+backward graph. Forward and backward then form one graph that the passes optimise and
+memory-plan together (the backward reuses forward buffers once they die)::
+
+    forward:   x, w -> y = relu(x * w)                       returns y
+    joint:     x, w, y_grad -> y, x_grad, w_grad             (one graph)
+
+:func:`gradient_graph` builds the joint graph; :func:`split_joint` cuts it into the part
+that needs no output gradient (run at forward time, returning the outputs plus the
+*residuals* the backward needs, e.g. relu's output) and the part that does (run when
+``backward()`` arrives). That is how ``CachedOp`` records one tape node whose backward is
+a compiled program.
+
+Invariants: gradients of a value used several times are summed; an op without a gradient
+rule passes no gradient to its inputs; an input that receives no gradient gets zeros.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from hybridlab.graph import ir
+from hybridlab.graph.ir import Graph, Node, Value
+
+
+def gradient_graph(graph: Graph) -> Graph:
+    """Joint graph: inputs ``graph.inputs + one cotangent per output``; outputs
+    ``graph.outputs + one gradient per input`` (shapes must be inferred)."""
+    from hybridlab import name as names
+    from hybridlab import symbol as sym  # lazy: symbol builds on this package's IR
+
+    wrap = lambda value: sym.Symbol([value])  # noqa: E731 -- a one-word adapter
+    cotangents = [ir.var(f"{v.node.name}_ograd{i}", v.aval) for i, v in enumerate(graph.outputs)]
+    grads: dict[tuple[int, int], Value] = {}
+    with names.Prefix("d_"):
+        for value, cotangent in zip(graph.outputs, cotangents):
+            _accumulate(grads, value, cotangent.out())
+        for node in reversed(graph.nodes):
+            found = [grads.get((id(node), i)) for i in range(node.num_outputs)]
+            if node.kind != "call" or node.opdef.grad is None or all(g is None for g in found):
+                continue
+            out_grads = [wrap(g) if g is not None else sym.zeros_like(wrap(node.out(i)))
+                         for i, g in enumerate(found)]
+            in_grads = node.opdef.grad(sym, [wrap(v) for v in node.inputs],
+                                       [wrap(node.out(i)) for i in range(node.num_outputs)],
+                                       out_grads, **node.attr_dict)
+            for value, grad in zip(node.inputs, in_grads):
+                if grad is not None:
+                    _accumulate(grads, value, grad._outputs[0])
+        results = [grads.get((id(n), 0)) or sym.zeros_like(wrap(n.out()))._outputs[0]
+                   for n in graph.inputs]
+    # Schedule: the depth-first order follows its roots, so visiting the gradients of
+    # the *last* inputs first computes each layer's weight gradient as soon as the
+    # backward sweep reaches that layer, and its inputs die sooner (less memory live).
+    inputs = list(graph.inputs) + cotangents
+    roots = [*inputs, *(v.node for v in graph.outputs), *(v.node for v in reversed(results))]
+    return Graph(tuple(ir.toposort(roots)), tuple(inputs), tuple(graph.outputs) + tuple(results))
+
+
+def _accumulate(grads: dict[tuple[int, int], Value], value: Value, grad: Value) -> None:
+    key = (id(value.node), value.index)
+    previous = grads.get(key)
+    grads[key] = grad if previous is None else ir.call(
+        "broadcast_add", [previous, grad], name=f"d_{value.node.name}_sum").out()
+
+
+@dataclasses.dataclass(frozen=True)
+class Split:
+    """A joint graph cut in two: ``forward`` returns outputs + residuals; ``backward``
+    takes the residuals, the forward inputs listed in ``saved_inputs`` (indices) and the
+    output gradients, and returns one gradient per forward input."""
+
+    forward: Graph
+    backward: Graph
+    num_outputs: int
+    saved_inputs: tuple[int, ...]
+
+
+def split_joint(joint: Graph, num_inputs: int, num_outputs: int) -> Split:
+    """Cut the joint graph where values start to depend on the output gradients."""
+    cotangents = joint.inputs[num_inputs:]
+    late = {id(n) for n in cotangents}
+    for node in joint.nodes:
+        if any(id(v.node) in late for v in node.inputs):
+            late.add(id(node))
+    needed: list[Value] = []  # forward values the backward reads: the residuals
+    for node in joint.nodes:
+        if id(node) in late:
+            needed += [v for v in node.inputs if id(v.node) not in late and v not in needed]
+    grads = joint.outputs[num_outputs:]
+    needed += [v for v in grads if id(v.node) not in late and v not in needed]
+    residuals = [v for v in needed if v.node.kind == "call"]
+    position = {id(n): i for i, n in enumerate(joint.inputs[:num_inputs])}
+    saved = tuple(position[id(v.node)] for v in needed if v.node.kind == "var")
+    forward = Graph.from_outputs(joint.outputs[:num_outputs] + tuple(residuals),
+                                 joint.inputs[:num_inputs])
+    stand_ins = {(id(v.node), v.index): ir.var(f"{v.node.name}_saved{v.index}", v.aval)
+                 for v in residuals}
+    stand_ins.update({(id(joint.inputs[i]), 0): joint.inputs[i] for i in saved})
+    backward = _rebase(joint, grads, late, stand_ins, cotangents)
+    return Split(forward, backward, num_outputs, saved)
+
+
+def _rebase(joint: Graph, grads: tuple[Value, ...], late: set[int],
+            stand_ins: dict[tuple[int, int], Node], cotangents: tuple[Node, ...]) -> Graph:
+    """The late nodes, reading residuals through new var nodes."""
+    mapping: dict[tuple[int, int], Value] = {k: n.out() for k, n in stand_ins.items()}
+
+    def look(value: Value) -> Value:
+        return mapping.get((id(value.node), value.index), value)
+
+    for node in joint.nodes:
+        if id(node) in late and node.kind == "call":
+            new = dataclasses.replace(node, inputs=tuple(look(v) for v in node.inputs))
+            for i in range(node.num_outputs):
+                mapping[(id(node), i)] = new.out(i)
+    return Graph.from_outputs([look(v) for v in grads], list(stand_ins.values()) + list(cotangents))

@@ -1,0 +1,167 @@
+"""CachedOp: a graph compiled once per input signature and run as ONE engine operation.
+
+What this module teaches
+------------------------
+``hybridize()`` turns a block into a graph; ``CachedOp`` is what runs it. The first call
+with a new *signature* (input shapes and dtypes, training flag, and while autograd
+records, which inputs want a gradient) infers shapes, runs the pass pipeline and
+generates Python (a cache *miss*); later calls with the same signature reuse that program
+(a *hit*). ``.code`` shows the generated source, ``.stats`` the counters.
+
+A call pushes exactly one engine op that reads every input Var and writes every output
+Var: the engine sees the whole graph as one task, the way MXNet ran a hybridized block.
+While ``autograd.record()`` is on, the program compiled is the forward half of the
+joint forward+backward graph (:mod:`hybridlab.graph.autodiff`): it also returns the
+*residuals* the backward needs, and the call goes on the tape as one node whose
+gradient runs the compiled backward half, again as one engine op. The backward returns
+only the gradients autograd will read (inputs with ``attach_grad`` or made by recorded
+ops), so a network's data and labels cost no gradient work, as in MXNet's CachedOp.
+
+Inputs are given in ``graph.inputs`` order (``symbol.list_inputs()``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from hybridlab import autograd, config, engine, ndarray, random
+from hybridlab.graph import autodiff, ir
+from hybridlab.graph.codegen import Program, compile_graph
+from hybridlab.graph.passes import run_pipeline
+from hybridlab.graph.passes.eliminate_dead_code import eliminate_dead_code
+from hybridlab.ops.registry import Aval, RunContext
+
+
+@dataclass
+class _Entry:
+    forward: Program
+    backward: Program | None
+    out_avals: list[Aval]  # outputs, then residuals
+    num_outputs: int
+    in_avals: list[Aval]
+    saved_inputs: tuple[int, ...] = ()  # inputs the backward reads again
+    wanted: tuple[int, ...] = ()  # inputs the backward returns a gradient for
+
+
+class CachedOp:
+    """``CachedOp(symbol_or_graph, static_alloc=False, static_shape=False)(*ndarrays)``."""
+
+    def __init__(self, symbol_or_graph: Any, static_alloc: bool = False,
+                 static_shape: bool = False, disabled_passes: Sequence[str] = ()) -> None:
+        graph = symbol_or_graph
+        self.graph: ir.Graph = graph.to_graph() if hasattr(graph, "to_graph") else graph
+        self.static_alloc, self.static_shape = static_alloc, static_shape
+        self.disabled = tuple(disabled_passes)
+        self.stats = {"hits": 0, "misses": 0}
+        self._cache: dict[tuple, _Entry] = {}
+        self._last: _Entry | None = None
+
+    @property
+    def code(self) -> str:
+        """The source of the program compiled last (forward, then backward if any)."""
+        if self._last is None:
+            return "# not compiled yet: call the CachedOp once"
+        parts = [self._last.forward.source] + ([self._last.backward.source]
+                                               if self._last.backward else [])
+        return "\n".join(parts)
+
+    def __call__(self, *inputs: Any) -> Any:
+        if len(inputs) != len(self.graph.inputs):
+            raise TypeError(f"CachedOp takes {len(self.graph.inputs)} inputs "
+                            f"{[n.name for n in self.graph.inputs]}, got {len(inputs)}")
+        mode = autograd._MODE  # the flags themselves: this runs on every call
+        recording, training = mode.recording, mode.training
+        # which inputs want a gradient (autograd's own test): the data and labels do not
+        needs = tuple([x._ag is not None for x in inputs]) if recording else ()
+        entry = self._lookup(inputs, training, needs)
+        results = [ndarray.empty_like_aval(a) for a in entry.out_avals]
+        # one generator per random node, drawn now in node order: the same stream the
+        # imperative engine would draw, so hybridize() does not change the numbers
+        program, contexts = entry.forward, ()
+        if program.num_random:  # (most graphs have none: skip the generator expression)
+            contexts = tuple(RunContext(training, random.next_generator())
+                             for _ in range(program.num_random))
+        _push(program, inputs, results, contexts, "CachedOp")
+        outputs = results[:entry.num_outputs]
+        if entry.backward is not None:
+            saved = results[entry.num_outputs:] + [inputs[i] for i in entry.saved_inputs]
+            autograd.record_op(_TapeOp(entry, saved), {}, list(inputs), outputs)
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    def _lookup(self, inputs: Sequence[Any], training: bool, needs: tuple) -> _Entry:
+        # np.dtype objects hash fast; their .name is slow enough to show in profiles
+        key = (tuple([(x.shape, x.dtype) for x in inputs]), training, needs)
+        entry = self._cache.get(key)
+        if entry is None:
+            self.stats["misses"] += 1
+            avals = [Aval(tuple(x.shape), np.dtype(x.dtype)) for x in inputs]
+            entry = self._cache[key] = self._compile(avals, needs)
+        else:
+            self.stats["hits"] += 1
+        self._last = entry
+        return entry
+
+    def _compile(self, avals: list[Aval], needs: tuple[bool, ...]) -> _Entry:
+        graph = ir.infer_shapes(self.graph, avals)
+        backward, saved, wanted = None, (), tuple(i for i, need in enumerate(needs) if need)
+        if wanted:  # recording, and some input wants its gradient
+            joint = _keep_gradients(autodiff.gradient_graph(graph), len(graph.outputs), needs)
+            split = autodiff.split_joint(joint, len(avals), len(graph.outputs))
+            graph, saved = split.forward, split.saved_inputs
+            backward = self._program(split.backward, "backward")
+        # normalised once here, so each call can make its results from them as they are
+        out_avals = [Aval(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in graph.outputs]
+        return _Entry(self._program(graph, "forward"), backward, out_avals,
+                      len(self.graph.outputs), avals, saved, wanted)
+
+    def _program(self, graph: ir.Graph, name: str) -> Program:
+        optimised, _ = run_pipeline(graph, disabled=self.disabled)
+        program = compile_graph(optimised, static_alloc=self.static_alloc,
+                                static_shape=self.static_shape, name=name)
+        if config.FLAGS["DEBUG"]:  # HYBRIDLAB_DEBUG=1: show every program as it is compiled
+            print(f"# {program.filename}\n{program.source}")
+        return program
+
+
+class _TapeOp:
+    """What the autograd tape stores for a CachedOp call: its gradient is a program."""
+
+    name = "CachedOp"
+
+    def __init__(self, entry: _Entry, residuals: list[Any]) -> None:
+        self.entry, self.residuals = entry, residuals
+
+    def grad(self, F: Any, inputs: list, outputs: list, out_grads: list) -> list:
+        entry, result = self.entry, [None] * len(self.entry.in_avals)
+        grads = [ndarray.empty_like_aval(entry.in_avals[i]) for i in entry.wanted]
+        _push(entry.backward, self.residuals + list(out_grads), grads, (), "CachedOp_backward")
+        for index, grad in zip(entry.wanted, grads):
+            result[index] = grad
+        return result  # None: no gradient for that input (autograd skips it)
+
+
+def _keep_gradients(joint: ir.Graph, num_outputs: int, needs: tuple[bool, ...]) -> ir.Graph:
+    """The joint graph returning only the gradients someone reads: dead code elimination
+    then drops the work only the others needed (the data's ``dx = g . W``)."""
+    if all(needs):
+        return joint
+    grads = joint.outputs[num_outputs:]
+    kept = joint.outputs[:num_outputs] + tuple(g for g, need in zip(grads, needs) if need)
+    return eliminate_dead_code(ir.Graph(joint.nodes, joint.inputs, kept))[0]
+
+
+def _push(program: Program, inputs: Sequence[Any], outputs: Sequence[Any],
+          contexts: tuple[RunContext, ...], name: str) -> None:
+    """One engine op: run ``program`` on the inputs' data, fill the outputs' data."""
+
+    def run() -> None:
+        arrays = [x._data for x in inputs]
+        given = {id(a) for a in arrays}  # one set, not a scan of the inputs per output
+        for array, value in zip(outputs, program.run(arrays, contexts)):
+            # a program may return an input unchanged; results must own their data
+            array._data = value.copy() if id(value) in given else value
+
+    engine.current().push(run, [x._var for x in inputs], [y._var for y in outputs], name)

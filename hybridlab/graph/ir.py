@@ -1,0 +1,416 @@
+"""The graph IR: a small SSA form with one printed syntax, used by symbols, passes and codegen.
+
+What this module teaches
+------------------------
+A compiler needs a data structure it can inspect and rewrite. Ours is a list of
+:class:`Node` s in topological order. Every node is assigned once (SSA), and refers to
+earlier results through a :class:`Value` ``(node, index)``: the ``index``-th output of
+``node``. There are four kinds of node, documented the way torch.fx documents its opcodes:
+
+==========  ===============================================================================
+kind        meaning
+==========  ===============================================================================
+``var``     a graph input (data or a parameter), called ``name``; ``op`` is None,
+            no inputs. ``Graph.inputs`` lists them in calling order.
+``const``   a numpy array known at compile time, held in ``node.value`` (not hashed);
+            made by constant folding or by a user constant.
+``call``    ``op(*inputs, **attrs)``: ``op`` is a registry name (:func:`registry.get`);
+            ``attrs`` are already parsed by ``OpDef.parse_attrs`` and frozen.
+``output``  reserved for serialisers that need a node for a result (MXNet JSON
+            ``heads``). A :class:`Graph` keeps its results in ``Graph.outputs`` instead,
+            so passes never meet an output node.
+==========  ===============================================================================
+
+The printed form (``str(graph)``), one line per node, numbered by position::
+
+    %0 = var data : float32[1,512]
+    %1 = var fc0_weight : float32[256,512]
+    %2 = var fc0_bias : float32[256]
+    %3 = FullyConnected(%0, %1, %2, num_hidden=256) : float32[1,256]
+    %4 = relu(%3) : float32[1,256]
+    %5 = const 10.0 : float32[]
+    return %4
+
+Grammar::
+
+    line   := "%" N " = " rhs " : " type          |  "return " value ("," value)*
+    rhs    := "var " name  |  "const " literal  |  op "(" value* ("," key "=" attr)* ")"
+              (attributes equal to the operator's default are not printed)
+    value  := "%" N        (output 0 of node N)   |  "%" N "." i   (output i > 0)
+    type   := aval  |  "(" aval ("," aval)* ")"  (several outputs)  |  "?" (not inferred)
+    aval   := dtype "[" dim ("," dim)* "]"        e.g. float32[4,8]; a scalar is float32[]
+
+Invariants (checked by :func:`verify`)
+--------------------------------------
+* ``Graph.nodes`` is in topological order: a node's inputs appear before it.
+* Each node appears once (single assignment); ``Graph.inputs`` are ``var`` nodes of the graph.
+* Every ``call`` names a registered operator; its ``aval``, when known, equals what the
+  operator's ``infer`` rule gives for its inputs' avals.
+
+Nodes compare by identity: two calls of the same op on the same inputs are two values
+until the CSE pass decides they are one (we do not hash-cons while building, so CSE stays
+a visible pass). Nodes are frozen, so a pass builds new nodes with :func:`rebuild`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import linecache
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
+
+import numpy as np
+
+from hybridlab.errors import GraphError, ShapeError
+from hybridlab.ops import registry
+from hybridlab.ops.registry import Aval, RunContext
+
+KINDS = ("var", "const", "call", "output")
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+@dataclass(frozen=True, eq=False)
+class Node:
+    """One SSA assignment. See the module docstring for the four kinds."""
+
+    kind: str
+    op: str | None = None
+    inputs: tuple[Value, ...] = ()
+    attrs: tuple[tuple[str, Any], ...] = ()  # sorted (key, value) pairs, values hashable
+    name: str = ""
+    aval: tuple[Aval, ...] | None = None  # one per output; None until inferred
+    value: np.ndarray | None = field(default=None, repr=False)  # const nodes only
+    origin: str | None = field(default=None, repr=False)  # the user line that made it
+
+    @property
+    def attr_dict(self) -> dict[str, Any]:
+        """The attributes as the ``**attrs`` a kernel, infer or grad rule receives."""
+        return dict(self.attrs)
+
+    @property
+    def opdef(self) -> registry.OpDef:
+        """The registry entry of a ``call`` node."""
+        return registry.get(self.op)
+
+    @property
+    def num_outputs(self) -> int:
+        return self.opdef.output_count(self.attr_dict) if self.kind == "call" else 1
+
+    def out(self, index: int = 0) -> Value:
+        """The ``index``-th result of this node as a :class:`Value`."""
+        return Value(self, index)
+
+
+class Value(NamedTuple):
+    """A reference to one result: output ``index`` of ``node``."""
+
+    node: Node
+    index: int = 0
+
+    @property
+    def aval(self) -> Aval | None:
+        return None if self.node.aval is None else self.node.aval[self.index]
+
+
+def freeze(value: Any) -> Any:
+    """Make an attribute value hashable (lists become tuples, dicts sorted tuples)."""
+    if isinstance(value, (list, tuple)):
+        return tuple(freeze(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, freeze(v)) for k, v in value.items()))
+    return value
+
+
+def user_origin() -> str | None:
+    """``"file:line: code"`` of the innermost stack frame outside hybridlab (for errors)."""
+    frame = sys._getframe(1)  # walking frames is cheap; formatting a whole stack is not
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not os.path.abspath(filename).startswith(_PACKAGE_DIR):
+            line = linecache.getline(filename, frame.f_lineno).strip()
+            return f"{filename}:{frame.f_lineno}: {line}"
+        frame = frame.f_back
+    return None
+
+
+# ---------------------------------------------------------------------------------------
+# Building nodes
+# ---------------------------------------------------------------------------------------
+
+def var(name: str, aval: Aval | None = None) -> Node:
+    """A graph input called ``name``."""
+    return Node("var", name=name, aval=None if aval is None else (aval,))
+
+
+def const(value: Any, name: str = "const") -> Node:
+    """A compile-time constant array."""
+    array = np.array(value)  # our own copy: the caller may keep writing to theirs
+    array.setflags(write=False)  # shared by every run of the program: never written
+    return Node("const", name=name, aval=(Aval(array.shape, array.dtype),), value=array)
+
+
+def call(op: str, inputs: Sequence[Value], attrs: Mapping[str, Any] | None = None,
+         name: str = "", origin: str | None = None, parsed: bool = False) -> Node:
+    """``op(*inputs, **attrs)``; the aval is inferred at once when every input has one."""
+    opdef = registry.get(op)
+    full = dict(attrs or {}) if parsed else opdef.parse_attrs(dict(attrs or {}))
+    node = Node("call", opdef.name, tuple(Value(*v) for v in inputs),
+                tuple(sorted((k, freeze(v)) for k, v in full.items())), name or opdef.name,
+                origin=origin)
+    if all(v.aval is not None for v in node.inputs):
+        node = dataclasses.replace(node, aval=infer_node(node))
+    return node
+
+
+def infer_node(node: Node) -> tuple[Aval, ...]:
+    """Run the op's ``infer`` rule; a ShapeError names the node and its user line."""
+    avals = [v.aval for v in node.inputs]
+    try:
+        return tuple(node.opdef.infer(*avals, **node.attr_dict))
+    except ShapeError as err:
+        shapes = ", ".join(str(a) for a in avals)
+        where = f"\n  created at {node.origin}" if node.origin else ""
+        raise ShapeError(f"in node {node.name!r} ({node.op} of {shapes}): {err}{where}") from None
+
+
+# ---------------------------------------------------------------------------------------
+# Graphs
+# ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class Graph:
+    """Nodes in topological order, the input ``var`` nodes, and the result Values.
+
+    ``meta`` carries pass annotations that are not part of the program's meaning
+    (the memory plan's buffer ids, read by codegen).
+    """
+
+    nodes: tuple[Node, ...]
+    inputs: tuple[Node, ...]
+    outputs: tuple[Value, ...]
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_outputs(cls, outputs: Sequence[Value], inputs: Sequence[Node] | None = None
+                     ) -> Graph:
+        """The graph computing ``outputs``; inputs default to its var nodes in order."""
+        outs = tuple(Value(*v) for v in outputs)
+        nodes = toposort([*(inputs or ()), *(v.node for v in outs)])  # unused inputs stay
+        ins = tuple(n for n in nodes if n.kind == "var") if inputs is None else tuple(inputs)
+        return cls(tuple(nodes), ins, outs)
+
+    def __str__(self) -> str:
+        return format_graph(self)
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:  # IPython shows the IR
+        printer.text(str(self))
+
+
+def postorder(roots: Iterable[Any], children: Callable[[Any], Sequence[Any]]) -> list[Any]:
+    """Every node reachable from ``roots``, each after its children (iterative DFS, no recursion).
+
+    The one graph walk of hybridlab: the IR sorts its nodes with it, and autograd walks its
+    tape with it (the children of a tape node are the nodes that produced its inputs).
+    """
+    order: list[Any] = []
+    seen: set[int] = set()
+    for root in roots:
+        stack = [(root, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if expanded:
+                order.append(node)
+                continue
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            stack.append((node, True))
+            stack.extend((c, False) for c in reversed(children(node)) if id(c) not in seen)
+    return order
+
+
+def toposort(roots: Iterable[Node]) -> list[Node]:
+    """Every node the roots depend on, inputs before users."""
+    return postorder(roots, lambda node: [v.node for v in node.inputs])
+
+
+Visit = Callable[[Node, tuple[Value, ...]], "Node | Sequence[Value]"]
+
+
+def rebuild(graph: Graph, visit: Visit) -> Graph:
+    """Copy ``graph`` node by node: ``visit(node, new_inputs)`` returns a Node or its Values.
+
+    Returning a node keeps output ``i`` as output ``i``; returning a sequence of Values
+    replaces each output by an existing value (that is how a pass deletes a node).
+    """
+    mapping: dict[int, tuple[Value, ...]] = {}
+    new_nodes: list[Node] = []
+    emitted: set[int] = set()
+    for node in graph.nodes:
+        new_inputs = tuple(mapping[id(v.node)][v.index] for v in node.inputs)
+        result = visit(node, new_inputs)
+        values = (tuple(result.out(i) for i in range(result.num_outputs))
+                  if isinstance(result, Node) else tuple(result))
+        for fresh in toposort(v.node for v in values):  # new nodes a visit made
+            if id(fresh) not in emitted:
+                emitted.add(id(fresh))
+                new_nodes.append(fresh)
+        mapping[id(node)] = values
+    outputs = tuple(mapping[id(v.node)][v.index] for v in graph.outputs)
+    inputs = tuple(mapping[id(n)][0].node for n in graph.inputs)
+    return Graph(tuple(new_nodes), inputs, outputs)  # meta (a plan) is stale after a rewrite
+
+
+def with_inputs(node: Node, inputs: tuple[Value, ...]) -> Node:
+    """``node`` with new inputs (the same node object when nothing changed)."""
+    if all(a.node is b.node and a.index == b.index for a, b in zip(inputs, node.inputs)):
+        return node
+    return dataclasses.replace(node, inputs=inputs)
+
+
+# ---------------------------------------------------------------------------------------
+# Printing
+# ---------------------------------------------------------------------------------------
+
+def format_graph(graph: Graph) -> str:
+    """The printed SSA form (grammar in the module docstring)."""
+    number = {id(n): i for i, n in enumerate(graph.nodes)}
+    lines = [f"%{number[id(n)]} = {_format_rhs(n, number)} : {_format_type(n.aval)}"
+             for n in graph.nodes]
+    lines.append("return " + ", ".join(_format_value(v, number) for v in graph.outputs))
+    return "\n".join(lines)
+
+
+def _format_value(value: Value, number: Mapping[int, int]) -> str:
+    ref = f"%{number.get(id(value.node), '?')}"
+    return ref if value.index == 0 else f"{ref}.{value.index}"
+
+
+def _format_rhs(node: Node, number: Mapping[int, int]) -> str:
+    if node.kind == "var":
+        return f"var {node.name}"
+    if node.kind == "const":
+        array = node.value
+        shown = repr(array.item()) if array.size == 1 else f"<{node.name}>"
+        return f"const {shown}"
+    declared = registry.get(node.op).attrs if node.op in registry.OPS else {}
+    args = [_format_value(v, number) for v in node.inputs]
+    args += [f"{k}={format_attr(v)}" for k, v in node.attrs  # defaults are left out
+             if k not in declared or freeze(declared[k].default) != v]
+    return f"{node.op}({', '.join(args)})"
+
+
+def format_attr(value: Any) -> str:
+    """An attribute as printed in the IR; a sub-program prints as ``{op; op}``."""
+    if isinstance(value, Graph):
+        return "{" + "; ".join(n.op for n in value.nodes if n.kind == "call") + "}"
+    return repr(value)
+
+
+def _format_type(avals: tuple[Aval, ...] | None) -> str:
+    if avals is None:
+        return "?"
+    return str(avals[0]) if len(avals) == 1 else "(" + ", ".join(map(str, avals)) + ")"
+
+
+# ---------------------------------------------------------------------------------------
+# Shapes, checking, and the reference interpreter
+# ---------------------------------------------------------------------------------------
+
+def infer_shapes(graph: Graph, input_avals: Sequence[Aval] | Mapping[str, Aval]) -> Graph:
+    """A copy of ``graph`` with every node's aval inferred from the inputs' avals."""
+    if isinstance(input_avals, Mapping):
+        input_avals = [input_avals.get(n.name) for n in graph.inputs]
+    if len(input_avals) != len(graph.inputs) or None in input_avals:
+        raise ShapeError(f"infer_shapes: the graph has {len(graph.inputs)} inputs "
+                         f"{[n.name for n in graph.inputs]}; give one Aval for each, got "
+                         f"{list(input_avals)}")
+    by_id = {id(n): a for n, a in zip(graph.inputs, input_avals)}
+
+    def visit(node: Node, inputs: tuple[Value, ...]) -> Node:
+        if node.kind == "var":
+            aval = by_id.get(id(node)) or (node.aval[0] if node.aval else None)
+            return dataclasses.replace(node, aval=None if aval is None else (aval,))
+        if node.kind == "const":
+            return node
+        fresh = dataclasses.replace(node, inputs=inputs)
+        return dataclasses.replace(fresh, aval=infer_node(fresh))
+
+    return rebuild(graph, visit)
+
+
+def verify(graph: Graph) -> Graph:
+    """Check the invariants of the module docstring; on failure print the graph in the error."""
+    problems: list[str] = []
+    position = {}
+    for i, node in enumerate(graph.nodes):
+        if id(node) in position:
+            problems.append(f"%{i} ({node.name}) is assigned twice (also %{position[id(node)]})")
+        position[id(node)] = i
+        problems += _check_node(node, i, position)
+    for value in graph.outputs:
+        if id(value.node) not in position:
+            problems.append(f"output {value.node.name!r} is not a node of the graph")
+    for node in graph.inputs:
+        if node.kind != "var" or id(node) not in position:
+            problems.append(f"input {node.name!r} is not a var node of the graph")
+    if problems:
+        raise GraphError("graph failed verification:\n  " + "\n  ".join(problems)
+                         + "\n\nthe graph:\n" + format_graph(graph))
+    return graph
+
+
+def _check_node(node: Node, i: int, position: Mapping[int, int]) -> list[str]:
+    if node.kind not in ("var", "const", "call"):
+        return [f"%{i} has kind {node.kind!r}; graphs hold var, const and call nodes"]
+    late = [v.node.name for v in node.inputs if position.get(id(v.node), i) >= i]
+    if late:
+        return [f"%{i} ({node.name}) uses {late} before they are assigned (not topological)"]
+    if node.kind == "const" and node.value is None:
+        return [f"%{i} is a const node without a value"]
+    if node.kind != "call":
+        return [f"%{i} ({node.name}) is a {node.kind} node with inputs"] if node.inputs else []
+    try:
+        opdef = registry.get(node.op)
+    except KeyError as err:
+        return [f"%{i}: {err}"]
+    if node.aval is None or any(v.aval is None for v in node.inputs):
+        return []
+    try:
+        expected = tuple(opdef.infer(*(v.aval for v in node.inputs), **node.attr_dict))
+    except ShapeError as err:
+        return [f"%{i} ({node.name}): {err}"]
+    if expected != node.aval:
+        return [f"%{i} ({node.name}) claims {_format_type(node.aval)} but {node.op} "
+                f"gives {_format_type(expected)}"]
+    return []
+
+
+def evaluate(graph: Graph, *arrays: np.ndarray, training: bool = False,
+             rng: np.random.Generator | None = None) -> tuple[np.ndarray, ...]:
+    """The reference interpreter: run each node's kernel in order (the tests' oracle)."""
+    if len(arrays) != len(graph.inputs):
+        raise TypeError(f"the graph takes {len(graph.inputs)} inputs "
+                        f"{[n.name for n in graph.inputs]}, got {len(arrays)}")
+    env: dict[int, tuple[np.ndarray, ...]] = {id(n): (a,) for n, a in zip(graph.inputs, arrays)}
+    context = RunContext(training, rng if rng is not None else np.random.default_rng(0))
+    for node in graph.nodes:
+        if node.kind == "const":
+            env[id(node)] = (node.value,)
+        elif node.kind == "call":
+            args = [env[id(v.node)][v.index] for v in node.inputs]
+            env[id(node)] = run_kernel(node, args, context)
+    return tuple(env[id(v.node)][v.index] for v in graph.outputs)
+
+
+def run_kernel(node: Node, args: Sequence[np.ndarray], context: RunContext
+               ) -> tuple[np.ndarray, ...]:
+    """Call a node's kernel; always returns a tuple of arrays (one per output)."""
+    opdef = node.opdef
+    extra = {"rt": context} if opdef.needs_context else {}
+    result = opdef.kernel(*args, **node.attr_dict, **extra)
+    return tuple(result) if node.num_outputs > 1 else (np.asarray(result),)
+
+

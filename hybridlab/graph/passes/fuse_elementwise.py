@@ -1,0 +1,158 @@
+"""Elementwise fusion: a chain of elementwise ops becomes one node computing in one buffer.
+
+::
+
+    %3 = dot(%0, %1)                 %3 = dot(%0, %1)
+    %5 = broadcast_add(%3, %4)  ==>  %5 = _fused(%3, %4, program={broadcast_add; relu})
+    %6 = relu(%5)
+
+Why: run one op at a time and every intermediate (``%5``) gets its own array, written to
+memory and read back. A fused group writes each step into the *same* buffer (numpy
+ufuncs take ``out=``), so the chain costs one array instead of one per op.
+
+Which nodes join a group (facts from the registry, never a list of op names):
+* the op's ``kind`` is ELEMENTWISE or BROADCAST, it is pure and has one output;
+* a producer joins its consumer's group only if that consumer is its *only* user and it
+  is not a graph output (otherwise its value must exist on its own), and its aval equals
+  the group's result aval (so the shared buffer fits every step);
+* a group is a *chain*: each step takes at most one input from the group. With two
+  (``relu(x) + relu(y)``) the second branch would overwrite the first in the one buffer.
+These rules give each group a single exit, its root, so no value leaves the group and
+comes back (the group is *convex*) and topological order is kept.
+
+The fused node calls the registered ``_fused`` op whose ``program`` attribute is the
+sub-graph; codegen prints its steps inline, each writing ``out=`` the group's buffer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+
+import numpy as np
+
+from hybridlab.graph.ir import Graph, Node, Value, call, infer_shapes, var, with_inputs
+from hybridlab.ops.registry import Attr, Aval, Kind, OpDef, register
+
+FUSED = "_fused"
+
+
+def fuse_elementwise(graph: Graph) -> tuple[Graph, list[str]]:
+    """Merge single-consumer chains of elementwise/broadcast nodes into ``_fused`` nodes."""
+    groups = _find_groups(graph)
+    member_of = {id(m): root for root, members in groups.items() for m in members}
+    mapping: dict[int, tuple[Value, ...]] = {}
+    nodes: list[Node] = []
+    changes: list[str] = []
+    for node in graph.nodes:
+        if id(node) in member_of and id(node) not in groups:
+            continue  # an inner step: it lives on inside its root's sub-program
+        if id(node) in groups:
+            members = groups[id(node)]
+            external = _external_inputs(members)
+            new = call(FUSED, [mapping[id(v.node)][v.index] for v in external],
+                       {"program": _subprogram(members, external)}, name=node.name + "_fused",
+                       origin=node.origin, parsed=True)
+            changes.append(f"fused {[m.name for m in members]} into {new.name}")
+        else:
+            new = with_inputs(node, tuple(mapping[id(v.node)][v.index] for v in node.inputs))
+        nodes.append(new)
+        mapping[id(node)] = tuple(new.out(i) for i in range(new.num_outputs))
+    outputs = tuple(mapping[id(v.node)][v.index] for v in graph.outputs)
+    inputs = tuple(mapping[id(n)][0].node for n in graph.inputs)
+    return Graph(tuple(nodes), inputs, outputs), changes
+
+
+def _fusable(node: Node) -> bool:
+    if node.kind != "call" or node.aval is None:
+        return False
+    opdef = node.opdef
+    return (opdef.kind in (Kind.ELEMENTWISE, Kind.BROADCAST) and opdef.pure
+            and not opdef.needs_context and node.num_outputs == 1)
+
+
+def _find_groups(graph: Graph) -> dict[int, list[Node]]:
+    """root id -> members in topological order, for every group of two or more nodes."""
+    uses = Counter(id(v.node) for n in graph.nodes for v in n.inputs)
+    uses.update(id(v.node) for v in graph.outputs)
+    position = {id(n): i for i, n in enumerate(graph.nodes)}
+    taken: set[int] = set()
+    groups: dict[int, list[Node]] = {}
+    for root in reversed(graph.nodes):
+        if id(root) in taken or not _fusable(root):
+            continue
+        members = [root]
+        while True:  # walk up a chain: each step has at most one producer in the group
+            joinable = [v.node for v in members[-1].inputs
+                        if _fusable(v.node) and uses[id(v.node)] == 1
+                        and id(v.node) not in taken and v.node.aval == root.aval]
+            if not joinable:
+                break
+            members.append(joinable[0])
+        taken.update(id(m) for m in members)
+        if len(members) > 1:
+            groups[id(root)] = sorted(members, key=lambda m: position[id(m)])
+    return groups
+
+
+def _external_inputs(members: list[Node]) -> list[Value]:
+    inside = {id(m) for m in members}
+    external: list[Value] = []
+    for member in members:
+        for value in member.inputs:
+            if id(value.node) not in inside and value not in external:
+                external.append(value)
+    return external
+
+
+def _subprogram(members: list[Node], external: list[Value]) -> Graph:
+    """The group as a graph whose vars are the external inputs, in order."""
+    params = [var(f"in{i}", v.aval) for i, v in enumerate(external)]
+    mapping = {(id(v.node), v.index): p.out() for v, p in zip(external, params)}
+    for member in members:
+        inputs = [mapping[(id(v.node), v.index)] for v in member.inputs]
+        new = dataclasses.replace(member, inputs=tuple(inputs))
+        mapping[(id(member), 0)] = new.out()
+    return Graph.from_outputs([mapping[(id(members[-1]), 0)]], params)
+
+
+def run_fused(*arrays: np.ndarray, program: Graph, out: np.ndarray | None = None
+              ) -> np.ndarray:
+    """Run a fused sub-program, every step writing into one buffer (``out`` if given)."""
+    env: dict[int, np.ndarray] = {id(n): a for n, a in zip(program.inputs, arrays)}
+    buffer = out
+    for node in program.nodes:
+        if node.kind != "call":
+            continue
+        args = [env[id(v.node)] for v in node.inputs]
+        buffer = _step(node, args, buffer, arrays)
+        env[id(node)] = buffer
+    return buffer
+
+
+def _step(node: Node, args: list[np.ndarray], buffer: np.ndarray | None,
+          arrays: tuple[np.ndarray, ...]) -> np.ndarray:
+    opdef = node.opdef
+    if buffer is not None and opdef.ufunc is not None and not node.attrs:
+        opdef.ufunc(*args, out=buffer)  # in place: elementwise reads before it writes
+        return buffer
+    result = np.asarray(opdef.kernel(*args, **node.attr_dict))
+    if buffer is None:  # the first step allocates the group's buffer (never an input)
+        return result.copy() if any(np.shares_memory(result, a) for a in arrays) else result
+    np.copyto(buffer, result)
+    return buffer
+
+
+def _infer_fused(*avals: Aval, program: Graph) -> list[Aval]:
+    return [infer_shapes(program, list(avals)).outputs[0].aval]
+
+
+def _kernel(*arrays: np.ndarray, program: Graph) -> np.ndarray:
+    return run_fused(*arrays, program=program)
+
+
+register(OpDef(
+    name=FUSED, kernel=_kernel, infer=_infer_fused, grad=None, kind=Kind.OPAQUE,
+    inputs=("*data",), attrs={"program": Attr("any")},
+    doc="A fused chain of elementwise ops (made by the fuse_elementwise pass).",
+))

@@ -1,0 +1,120 @@
+"""Initializers (``mx.init``): how a parameter gets its first value.
+
+What this module teaches
+------------------------
+An initializer is a function ``shape, dtype -> NDArray``. The values are drawn with
+``nd.random.*`` so they come from hybridlab's seeded stream: ``mx.random.seed(42)``
+gives the same network every run, whatever the engine.
+
+Which initializer a parameter gets (the rule MXNet uses):
+1. the parameter's own ``init`` (``Dense`` passes ``bias_initializer='zeros'``,
+   ``BatchNorm`` passes ``'ones'`` for ``gamma``), else
+2. the ``init`` given to ``net.initialize(init)``, whose default is ``Uniform(0.07)``.
+There is no guessing from name suffixes such as ``_weight``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+
+class Initializer:
+    """Base class: ``init(shape, dtype)`` returns a new NDArray."""
+
+    def __call__(self, shape: tuple[int, ...], dtype: Any = "float32") -> Any:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
+        return f"{type(self).__name__}({args})"
+
+
+class Uniform(Initializer):
+    """Values drawn uniformly from ``[-scale, scale]`` (MXNet's default, scale 0.07)."""
+
+    def __init__(self, scale: float = 0.07) -> None:
+        self.scale = scale
+
+    def __call__(self, shape: tuple[int, ...], dtype: Any = "float32") -> Any:
+        from hybridlab import nd
+        return nd.random.uniform(-self.scale, self.scale, shape=shape, dtype=dtype)
+
+
+class Normal(Initializer):
+    """Values drawn from a normal distribution with mean 0 and standard deviation ``sigma``."""
+
+    def __init__(self, sigma: float = 0.01) -> None:
+        self.sigma = sigma
+
+    def __call__(self, shape: tuple[int, ...], dtype: Any = "float32") -> Any:
+        from hybridlab import nd
+        return nd.random.normal(0.0, self.sigma, shape=shape, dtype=dtype)
+
+
+class Xavier(Initializer):
+    """Glorot & Bengio: keep the variance of activations equal across layers.
+
+    ``factor_type`` chooses the fan (``'avg'``, ``'in'``, ``'out'``); the scale is
+    ``sqrt(magnitude / fan)``. For a (out, in, kh, kw) kernel, fans count kh*kw too.
+    """
+
+    def __init__(self, rnd_type: str = "uniform", factor_type: str = "avg",
+                 magnitude: float = 3.0) -> None:
+        if rnd_type not in ("uniform", "gaussian") or factor_type not in ("avg", "in", "out"):
+            raise ValueError("Xavier: rnd_type is 'uniform' or 'gaussian', factor_type is "
+                             f"'avg', 'in' or 'out'; got {rnd_type!r}, {factor_type!r}")
+        self.rnd_type, self.factor_type, self.magnitude = rnd_type, factor_type, magnitude
+
+    def __call__(self, shape: tuple[int, ...], dtype: Any = "float32") -> Any:
+        from hybridlab import nd
+        if len(shape) < 2:
+            raise ValueError(f"Xavier needs a weight with at least 2 dimensions, got {shape}")
+        receptive = int(np.prod(shape[2:])) if len(shape) > 2 else 1
+        fan_in, fan_out = shape[1] * receptive, shape[0] * receptive
+        fan = {"avg": (fan_in + fan_out) / 2.0, "in": fan_in, "out": fan_out}[self.factor_type]
+        scale = math.sqrt(self.magnitude / fan)
+        if self.rnd_type == "uniform":
+            return nd.random.uniform(-scale, scale, shape=shape, dtype=dtype)
+        return nd.random.normal(0.0, scale, shape=shape, dtype=dtype)
+
+
+class Constant(Initializer):
+    """Every element equal to ``value``."""
+
+    def __init__(self, value: float) -> None:
+        self.value = value
+
+    def __call__(self, shape: tuple[int, ...], dtype: Any = "float32") -> Any:
+        from hybridlab import nd
+        return nd.full(shape, self.value, dtype=dtype)
+
+
+class Zero(Constant):
+    """All zeros (biases, BatchNorm's ``beta`` and ``running_mean``)."""
+
+    def __init__(self) -> None:
+        super().__init__(0.0)
+
+
+class One(Constant):
+    """All ones (BatchNorm's ``gamma`` and ``running_var``)."""
+
+    def __init__(self) -> None:
+        super().__init__(1.0)
+
+
+_BY_NAME = {"zeros": Zero, "zero": Zero, "ones": One, "one": One, "uniform": Uniform,
+            "normal": Normal, "xavier": Xavier}
+
+
+def create(init: Initializer | str | None) -> Initializer | None:
+    """Accept an Initializer, one of the names MXNet accepts (``'zeros'``), or None."""
+    if init is None or isinstance(init, Initializer):
+        return init
+    if isinstance(init, str) and init.lower() in _BY_NAME:
+        return _BY_NAME[init.lower()]()
+    raise ValueError(f"unknown initializer {init!r}; use an mx.init object such as "
+                     f"mx.init.Normal(0.01) or one of {sorted(_BY_NAME)}")

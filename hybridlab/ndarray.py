@@ -1,0 +1,528 @@
+"""NDArray: imperative arrays whose operators run on the dependency engine (``mx.nd``).
+
+What this module teaches
+------------------------
+``c = a + b`` returns at once. The shape and dtype of ``c`` are known immediately,
+from the registry's shape rule (so a shape mistake raises on the line that made it),
+but its *values* are computed when the engine runs the pushed kernel. Values are only
+needed at *sync points*: ``asnumpy()``, ``asscalar()``, ``wait_to_read()``, ``print``
+and ``nd.waitall()``. Every function of ``nd`` and every arithmetic dunder is generated
+from the registry and goes through one function, :func:`_apply`::
+
+    parse attrs -> check inputs -> infer output avals (cached) -> make outputs
+                -> engine.push(kernel on the inputs' buffers) -> record on the tape
+
+Invariants
+----------
+* ``_data`` (a numpy array) is valid once the engine ran the op writing ``_var``;
+  ``shape``/``dtype`` are valid from the start.
+* NOTE [Immutable buffers]: a numpy buffer is never modified once an op stored it.
+  In-place operations (``x += 1``, ``x[:] = v``, ``out=x``) compute a new buffer and
+  rebind ``x._data``, in an engine op that reads *and* writes ``x._var``, so ops pushed
+  before see the old value and ops pushed after see the new one. Kernels may therefore
+  return views of their inputs, and ``copy()`` may share the buffer.
+* Indexing returns a new array (a copy), made by registry ops so gradients flow through
+  it; MXNet returned views for basic slices on axis 0.
+* Every array lives on ``cpu(0)``; ``float32`` is the default dtype (also for
+  ``nd.array`` of float64 or int numpy data, as in MXNet).
+* NOTE [Op names shadow builtins]: :func:`populate` puts ``sum``, ``max``, ``abs``,
+  ``round``, ``slice``... into this module, so the code below spells builtins as
+  ``builtins.slice`` etc.
+"""
+
+from __future__ import annotations
+
+import builtins
+import sys
+import zipfile
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from hybridlab import autograd, engine
+from hybridlab import random as _seed_stream
+from hybridlab.context import Context, check_context, cpu
+from hybridlab.errors import ArrayFileError, InplaceGradError, NotScalarError, ShapeError
+from hybridlab.ops import registry
+from hybridlab.ops.registry import Aval, OpDef, RunContext
+
+_CPU = cpu()
+_MODE = autograd._MODE  # the per-thread recording / training flags
+_SCALARS = (int, float, bool, np.number, np.bool_)
+_INFER_CACHE: dict = {}  # (op, input shapes and dtypes, attrs) -> output avals
+_object_new = object.__new__
+
+
+class NDArray:
+    """An n-dimensional array on the engine; create one with ``nd.array`` or an operator."""
+
+    __slots__ = ("_data", "_var", "_aval", "shape", "dtype", "_ag", "__weakref__")
+    __array_ufunc__ = None  # ``numpy_value * x`` defers to NDArray's dunders
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("create arrays with nd.array(...), nd.zeros(...) or an operator")
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def context(self) -> Context:
+        return _CPU
+
+    ctx = context
+
+    @property
+    def T(self) -> NDArray:  # noqa: N802 -- MXNet's name
+        return self.transpose()
+
+    @property
+    def grad(self) -> NDArray | None:
+        """The gradient buffer made by ``attach_grad`` (None for other arrays)."""
+        return self._ag.grad if isinstance(self._ag, autograd.Leaf) else None
+
+    # --- sync points --------------------------------------------------------------------
+    def wait_to_read(self) -> None:
+        """Block until every pushed op writing this array has run."""
+        engine.current().wait_for_var(self._var)
+
+    def asnumpy(self) -> np.ndarray:
+        """The values, as a new numpy array (waits for the engine)."""
+        engine.current().wait_for_var(self._var)
+        return self._data.copy()
+
+    def asscalar(self) -> Any:
+        """The single value of a one-element array, as a numpy scalar."""
+        if self.size != 1:
+            raise NotScalarError(
+                f"asscalar() needs an array with exactly one element, got shape {self.shape}; "
+                f"use x[0].asscalar(), x.sum().asscalar() or x.asnumpy()")
+        return self.asnumpy().reshape(-1)[0]
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:  # np.asarray(x)
+        return self.asnumpy() if dtype is None else self.asnumpy().astype(dtype)
+
+    def __repr__(self) -> str:
+        shape_info = "x".join(str(n) for n in self.shape)
+        return f"\n{self.asnumpy()}\n<NDArray {shape_info} @{self.context}>"
+
+    def __bool__(self) -> bool:  # MXNet: False when empty, the value when it has one
+        if self.size > 1:
+            raise ValueError("The truth value of an NDArray with multiple elements is ambiguous.")
+        return self.size == 1 and bool(self.asscalar())
+
+    def __float__(self) -> float:
+        return float(self.asscalar())
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d NDArray")
+        return self.shape[0]
+
+    def __iter__(self) -> Iterator[NDArray]:
+        for index in range(len(self)):
+            yield self[index]
+
+    # --- devices and copies -------------------------------------------------------------
+    def as_in_context(self, context: Context) -> NDArray:
+        check_context(context, "as_in_context")
+        return self
+
+    def copyto(self, other: NDArray | Context) -> NDArray:
+        """Copy into ``other`` (an NDArray of the same shape) or to a device."""
+        if isinstance(other, NDArray):
+            if other.shape != self.shape:
+                raise ValueError(f"copyto: shape {self.shape} into an array of shape {other.shape}")
+            _check_inplace(other, [self])
+            return _assign(other, self)
+        check_context(other, "copyto")
+        return self.copy()
+
+    def copy(self) -> NDArray:
+        return _apply(registry.get("_copy"), [self], {})
+
+    def detach(self) -> NDArray:
+        """The same values, cut off from the autograd tape."""
+        return _assign(empty_like_aval(self._aval), self)
+
+    def astype(self, dtype: Any, copy: bool = True) -> NDArray:
+        if not copy and np.dtype(dtype) == self.dtype:
+            return self
+        return _apply(registry.get("Cast"), [self], {"dtype": dtype})
+
+    # --- shape methods with MXNet's positional forms: x.reshape(2, 3), x.transpose(1, 0) --
+    def reshape(self, *shape: Any, **kwargs: Any) -> NDArray:
+        shape = _one_tuple(shape)
+        return _apply(registry.get("Reshape"), [self], {"shape": shape, **kwargs} if shape
+                       else kwargs)
+
+    def transpose(self, *axes: Any, **kwargs: Any) -> NDArray:
+        axes = _one_tuple(axes)
+        return _apply(registry.get("transpose"), [self], {"axes": axes, **kwargs} if axes
+                       else kwargs)
+
+    # --- autograd -----------------------------------------------------------------------
+    def attach_grad(self, grad_req: str = "write", stype: Any = None) -> None:
+        """Mark this array for gradients; ``backward`` fills ``x.grad`` (zeros until then)."""
+        zeros = from_numpy(np.zeros(self.shape, self.dtype))
+        autograd.mark_variables([self], [zeros], grad_req)
+
+    def backward(self, out_grad: NDArray | None = None, retain_graph: bool = False,
+                 train_mode: bool = True) -> None:
+        autograd.backward([self], [out_grad], retain_graph, train_mode)
+
+    # --- indexing -----------------------------------------------------------------------
+    def __getitem__(self, key: Any) -> NDArray:
+        if isinstance(key, (NDArray, list, np.ndarray)):  # integer arrays index axis 0
+            indices = key if isinstance(key, NDArray) else array(key, dtype=np.int64)
+            return _apply(registry.get("take"), [self, indices], {"axis": 0})
+        begin, end, step, kept = _normalize_key(self.shape, key)
+        shape = kept or (1,)  # integer indices drop their axis, but never down to 0-d
+        if not begin and self.shape == shape:  # x[:], x[...]: still a new array
+            return self.copy()
+        result = self
+        if begin:
+            attrs = {"begin": begin, "end": end, "step": step}
+            result = _apply(registry.get("slice"), [self], attrs)
+        if result.shape != shape:
+            result = _apply(registry.get("Reshape"), [result], {"shape": shape})
+        return result
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        """``x[key] = value`` as one engine op that reads and writes ``x`` (copy-on-write)."""
+        if isinstance(key, NDArray):
+            key = key.asnumpy().astype(np.int64)
+        target_shape = np.broadcast_to(np.empty((), np.bool_), self.shape)[key].shape
+        source = value if isinstance(value, NDArray) else from_numpy(
+            np.asarray(value, dtype=self.dtype))
+        try:
+            np.broadcast_shapes(source.shape, target_shape)
+        except ValueError:
+            raise ValueError(f"cannot assign a value of shape {source.shape} to x[{key!r}] of "
+                             f"shape {target_shape}") from None
+        _check_inplace(self, [source])
+        full = key == builtins.slice(None) if isinstance(key, builtins.slice) else False
+
+        def write() -> None:
+            new = np.empty(self.shape, self.dtype) if full else self._data.copy()
+            new[key] = source._data
+            self._data = new
+
+        engine.current().push(write, [self._var, source._var], [self._var], "_set_item")
+
+    def __neg__(self) -> NDArray:
+        return _apply(registry.get("negative"), [self], {})
+
+    def __abs__(self) -> NDArray:
+        return _apply(registry.get("abs"), [self], {})
+
+
+def _one_tuple(args: tuple) -> tuple:
+    """``f(2, 3)`` and ``f((2, 3))`` mean the same (MXNet's reshape and transpose)."""
+    return tuple(args[0]) if len(args) == 1 and isinstance(args[0], (tuple, list)) else args
+
+
+def _normalize_key(shape: tuple, key: Any) -> tuple[tuple, tuple, tuple, tuple]:
+    """A basic index -> (begin, end, step) for ``slice`` and the shape after int indices.
+
+    ``begin`` is empty when the key selects everything. A negative step's end of -1
+    ("before the first element") is written ``None``, as MXNet's ``slice`` expects.
+    """
+    key = key if isinstance(key, tuple) else (key,)
+    if Ellipsis in key:
+        where = key.index(Ellipsis)
+        key = key[:where] + (builtins.slice(None),) * (len(shape) - len(key) + 1) + key[where + 1:]
+    if len(key) > len(shape):
+        raise IndexError(f"too many indices ({len(key)}) for an array of shape {shape}")
+    begin, end, step, kept = [], [], [], []
+    for axis, (item, size) in enumerate(zip(key + (builtins.slice(None),) * len(shape), shape)):
+        if isinstance(item, (int, np.integer)) and not isinstance(item, bool):
+            if not -size <= item < size:
+                raise IndexError(f"index {item} is out of bounds for axis {axis} with size {size}")
+            start, stop, stride = int(item) % size, int(item) % size + 1, 1
+        elif isinstance(item, builtins.slice):
+            start, stop, stride = item.indices(size)
+            kept.append(len(range(start, stop, stride)))
+            if not kept[-1]:
+                raise ShapeError(f"x[{item.start}:{item.stop}:{item.step}] selects nothing on "
+                                 f"axis {axis} of size {size}; hybridlab, like MXNet, has no "
+                                 f"empty slices")
+        else:
+            raise IndexError(f"unsupported index {item!r} for axis {axis}: use ints, slices, "
+                             f"... or an NDArray of indices (nd.take)")
+        begin.append(start)
+        end.append(None if stop < 0 else stop)
+        step.append(stride)
+    if all(b == 0 and e == n and s == 1 for b, e, s, n in zip(begin, end, step, shape)):
+        return (), (), (), tuple(kept)
+    return tuple(begin), tuple(end), tuple(step), tuple(kept)
+
+
+# --- making arrays ------------------------------------------------------------------------
+def _new(aval: Aval, data: np.ndarray | None = None) -> NDArray:
+    result = _object_new(NDArray)  # skips __init__, which refuses direct construction
+    result._aval, result.shape, result.dtype = aval, aval.shape, aval.dtype
+    result._data, result._var, result._ag = data, engine.Var(), None
+    return result
+
+
+def from_numpy(values: np.ndarray) -> NDArray:
+    """Wrap an already computed numpy array (no engine op); hybridlab owns it afterwards."""
+    values = np.asarray(values)
+    return _new(Aval(values.shape, values.dtype), values)
+
+
+def empty_like_aval(aval: Aval) -> NDArray:
+    """A result whose ``_data`` an op pushed later fills (used by the graph/gluon layers)."""
+    if type(aval) is Aval and type(aval.shape) is tuple and isinstance(aval.dtype, np.dtype):
+        return _new(aval)  # already normal (a CachedOp's results, on every call)
+    return _new(Aval(tuple(aval.shape), np.dtype(aval.dtype)))
+
+
+# --- the one path every operator takes ----------------------------------------------------
+def _apply(op: OpDef, inputs: list, attrs: dict, name: str | None = None, hint: str = "",
+           out: NDArray | None = None) -> Any:
+    """Run ``op`` on NDArrays: the ``apply`` hook of :func:`registry.populate` and the dunders.
+
+    This is the hot path of imperative code (every ``a + b``), so it avoids work it can
+    skip: output avals are cached per (op, input shapes and dtypes, attrs), and inputs are
+    checked one by one only when one is not an NDArray.
+    """
+    if attrs and ("out" in attrs or "ctx" in attrs):
+        attrs, out = _split_out_and_ctx(op, attrs)
+    attrs = op.parse_attrs(attrs)
+    key, reads = [op], []
+    for x in inputs:
+        if not isinstance(x, NDArray):
+            _explain_bad_input(op, inputs, attrs)
+        key += (x.shape, x.dtype)
+        reads.append(x._var)
+    key += attrs.items()
+    key = tuple(key)
+    try:
+        avals = _INFER_CACHE.get(key)
+    except TypeError:  # an unhashable attribute value: infer without the cache
+        avals = key = None
+    if avals is None:  # (not in an `except`: a ShapeError then shows no chained KeyError)
+        avals = _infer(op, inputs, attrs, key)
+    outputs = [_new(aval) for aval in avals] if out is None else _use_out(op, avals, out, inputs)
+    kernel_attrs = attrs
+    if op.needs_context:  # the seed is drawn now, in program order (see hybridlab.random)
+        rt = RunContext(training=_MODE.training, rng=_seed_stream.next_generator())
+        kernel_attrs = {**attrs, "rt": rt}
+    run = _runner(op, inputs, outputs, kernel_attrs)
+    engine.current().push(run, reads, [y._var for y in outputs], op.name)
+    if _MODE.recording:
+        autograd.record_op(op, attrs, inputs, outputs)
+    return outputs[0] if len(outputs) == 1 else outputs
+
+
+def _runner(op: OpDef, inputs: list, outputs: list, attrs: dict) -> Callable[[], None]:
+    """The function the engine runs: the kernel on the inputs' buffers, stored as outputs."""
+    kernel = op.kernel
+    if len(outputs) == 1:
+        result = outputs[0]
+
+        def run() -> None:
+            value = kernel(*[x._data for x in inputs], **attrs)
+            # builtin dtypes are singletons, so `is not` is a cheap first check
+            if value.__class__ is not np.ndarray or value.dtype is not result.dtype \
+                    or value.shape != result.shape:
+                value = _conform(op, result, value)
+            result._data = value
+
+        return run
+
+    def run_many() -> None:
+        values = kernel(*[x._data for x in inputs], **attrs)
+        for array_, value in zip(outputs, values):
+            array_._data = _conform(op, array_, value)
+
+    return run_many
+
+
+def _split_out_and_ctx(op: OpDef, attrs: dict) -> tuple[dict, NDArray | None]:
+    attrs = dict(attrs)
+    out = attrs.pop("out", None)
+    if "ctx" not in op.attrs:  # MXNet's nd functions took ctx=; every array is on cpu(0)
+        check_context(attrs.pop("ctx", None), op.name)
+    return attrs, out
+
+
+def _infer(op: OpDef, inputs: list, attrs: dict, key: tuple | None) -> list[Aval]:
+    avals = [Aval(tuple(int(n) for n in a.shape), np.dtype(a.dtype))
+             for a in op.infer(*[x._aval for x in inputs], **attrs)]
+    if key is not None:
+        if len(_INFER_CACHE) > 4096:  # a bound, in case shapes change every call
+            _INFER_CACHE.clear()
+        _INFER_CACHE[key] = avals
+    return avals
+
+
+def _explain_bad_input(op: OpDef, inputs: list, attrs: dict) -> None:
+    names = op.input_names(attrs)
+    for index, x in enumerate(inputs):
+        label = names[index] if index < len(names) and not names[0].startswith("*") else index
+        if x is None:
+            raise TypeError(f"{op.name}: missing input {label!r}; call it as "
+                            f"{op.name}({', '.join(names)}, ...)")
+        if not isinstance(x, NDArray):
+            raise TypeError(f"{op.name}: input {label!r} must be an NDArray, got "
+                            f"{type(x).__name__}; wrap values with nd.array(...)")
+
+
+def _use_out(op: OpDef, avals: list[Aval], out: NDArray, inputs: list) -> list[NDArray]:
+    if len(avals) != 1 or not isinstance(out, NDArray) or avals[0].shape != out.shape:
+        raise ValueError(f"{op.name}: the result has shape {[a.shape for a in avals]} but "
+                         f"the array written in place (out= or x op= y) is "
+                         f"{getattr(out, 'shape', out)!r}; in-place ops cannot change a shape")
+    _check_inplace(out, inputs)
+    return [out]
+
+
+def _conform(op: OpDef, array: NDArray, value: Any) -> np.ndarray:
+    """Cast a kernel's result to the promised dtype; a wrong shape is a registry bug."""
+    value = np.asarray(value, dtype=array.dtype)  # no copy when it already fits
+    if value.shape != array.shape:
+        if value.size != array.size or value.ndim != 0:
+            raise RuntimeError(f"{op.name}: the kernel returned shape {value.shape} but the "
+                               f"shape rule promised {array.shape} (a registry bug)")
+        value = value.reshape(array.shape)
+    return value
+
+
+def _check_inplace(target: NDArray, sources: list) -> None:
+    if _MODE.recording and (target._ag is not None or any(s._ag is not None for s in sources)):
+        raise InplaceGradError(
+            f"in-place write to an array of shape {target.shape} inside autograd.record(), "
+            f"while the array or the value is on the tape; write `y = x + 1` instead of "
+            f"`x += 1`, or update outside record()")
+
+
+def _assign(target: NDArray, source: NDArray) -> NDArray:
+    """Make ``target`` hold ``source``'s values (an engine op; no autograd check)."""
+
+    def write() -> None:
+        target._data = source._data.astype(target.dtype, copy=False)
+
+    engine.current().push(write, [source._var], [target._var], "_copy_to")
+    return target
+
+
+def _inplace_method(dunder: str) -> Any:
+    tensor_name, scalar_name, _ = registry.DUNDERS[dunder]
+
+    def method(self: NDArray, other: Any) -> NDArray:
+        if isinstance(other, NDArray):
+            return _apply(registry.get(tensor_name), [self, other], {}, out=self)
+        if isinstance(other, _SCALARS):
+            return _apply(registry.get(scalar_name), [self], {"scalar": float(other)}, out=self)
+        return NotImplemented
+
+    method.__name__ = dunder.replace("__", "__i", 1)
+    return method
+
+
+# --- the generated namespace and methods --------------------------------------------------
+_this_module = sys.modules[__name__]
+registry.populate(_this_module, _apply)
+registry.install_dunders(NDArray, _apply)
+for _dunder in ("__add__", "__sub__", "__mul__", "__truediv__", "__mod__", "__pow__"):
+    setattr(NDArray, _dunder.replace("__", "__i", 1), _inplace_method(_dunder))
+
+# Operators MXNet also exposes as NDArray methods: x.sum(axis=1), x.clip(0, 1), x.exp().
+_METHODS = (
+    "sum", "mean", "max", "min", "prod", "norm", "argmax", "argmin", "exp", "log", "sqrt",
+    "square", "abs", "sign", "relu", "sigmoid", "tanh", "softmax", "log_softmax", "flatten",
+    "expand_dims", "squeeze", "clip", "one_hot", "pick", "take", "slice", "slice_axis",
+    "broadcast_to", "broadcast_like", "reshape_like", "split", "tile", "repeat", "flip",
+    "swapaxes", "zeros_like", "ones_like", "round", "floor", "ceil", "sin", "cos",
+    "reciprocal", "log1p", "expm1", "topk", "sort", "argsort", "nansum", "rsqrt",
+)
+
+
+def _method(function: Any) -> Any:
+    def method(self: NDArray, *args: Any, **kwargs: Any) -> Any:
+        return function(self, *args, **kwargs)  # x.clip(0, 1) is nd.clip(x, 0, 1)
+
+    method.__name__ = function.__name__
+    method.__doc__ = function.__doc__
+    return method
+
+
+for _name in _METHODS:
+    if hasattr(_this_module, _name) and _name not in NDArray.__dict__:
+        setattr(NDArray, _name, _method(getattr(_this_module, _name)))
+
+
+# --- public functions that are not operators (defined after populate: they win) ----------
+def array(source_array: Any, ctx: Context | None = None, dtype: Any = None) -> NDArray:
+    """A new array from a list, numpy array or NDArray (float32 unless ``dtype`` is given)."""
+    check_context(ctx, "nd.array")
+    if isinstance(source_array, NDArray):
+        dtype = dtype or source_array.dtype
+        source_array = source_array.asnumpy()
+    try:
+        values = np.array(source_array, dtype=dtype or np.float32)
+    except (TypeError, ValueError) as err:
+        raise TypeError(f"nd.array: cannot make a numeric array from "
+                        f"{type(source_array).__name__} ({err})") from None
+    return from_numpy(values.reshape(1) if values.ndim == 0 else values)
+
+
+def empty(shape: Any, ctx: Context | None = None, dtype: Any = "float32") -> NDArray:
+    """MXNet's uninitialised array; hybridlab fills it with zeros (numpy has no cost to save)."""
+    return zeros(shape, ctx=ctx, dtype=dtype)  # noqa: F821 -- zeros comes from populate
+
+
+def waitall() -> None:
+    """Block until every pushed operator has run (raises the first failure, if any)."""
+    engine.current().wait_all()
+
+
+_FORMAT_KEY = "__hybridlab_format__"  # "list" or "dict": what nd.load returns
+
+
+def save(fname: str, data: NDArray | list | tuple | dict) -> None:
+    """Save a list or dict of NDArrays as an ``.npz`` archive, under exactly ``fname``."""
+    if isinstance(data, NDArray):
+        data = [data]
+    if isinstance(data, dict):
+        kind, items = "dict", list(data.items())
+    elif isinstance(data, (list, tuple)):
+        kind, items = "list", [(str(i), x) for i, x in enumerate(data)]
+    else:
+        raise TypeError(f"nd.save: data must be an NDArray, list or dict, got {type(data)}")
+    for key, value in items:
+        if not isinstance(key, str) or key == _FORMAT_KEY or not isinstance(value, NDArray):
+            raise TypeError(f"nd.save: entry {key!r} must be a str key and an NDArray value")
+    with zipfile.ZipFile(fname, "w") as archive:  # np.load reads this as an npz
+        for key, values in [(_FORMAT_KEY, np.array(kind))] + [(k, v.asnumpy()) for k, v in items]:
+            with archive.open(key + ".npy", "w") as member:
+                np.lib.format.write_array(member, values, allow_pickle=False)
+
+
+def load(fname: str) -> list[NDArray] | dict[str, NDArray]:
+    """Load what :func:`save` wrote: a list or a dict of NDArrays (never runs pickle)."""
+    try:
+        with np.load(fname, allow_pickle=False) as archive:
+            entries = {key: archive[key] for key in archive.files}
+    except (ValueError, OSError, EOFError, TypeError, zipfile.BadZipFile) as err:
+        if isinstance(err, FileNotFoundError):
+            raise
+        raise ArrayFileError(f"nd.load({fname!r}): not an array file written by nd.save "
+                             f"({type(err).__name__}: {err})") from None
+    kind = str(entries.pop(_FORMAT_KEY, "dict"))
+    for key, values in entries.items():
+        if values.dtype.kind not in "biuf":
+            raise ArrayFileError(f"nd.load({fname!r}): entry {key!r} has dtype {values.dtype}, "
+                                 f"not a number type")
+    if kind == "dict":
+        return {key: from_numpy(values) for key, values in entries.items()}
+    if kind != "list" or sorted(entries) != sorted(str(i) for i in range(len(entries))):
+        raise ArrayFileError(f"nd.load({fname!r}): malformed entry list {sorted(entries)}")
+    return [from_numpy(entries[str(i)]) for i in range(len(entries))]

@@ -1,0 +1,51 @@
+"""Shape and dtype rules shared by many operators (each rule is still named by its OpDef)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hybridlab.errors import ShapeError
+from hybridlab.ops.registry import Aval
+
+
+def same_as_first(*avals: Aval, **attrs: object) -> list[Aval]:
+    """Elementwise ops: the output looks like the first input."""
+    return [avals[0]]
+
+
+def broadcast(*avals: Aval, op_name: str = "op", **attrs: object) -> list[Aval]:
+    """numpy broadcasting of all inputs; the dtype follows numpy's promotion rules."""
+    try:
+        shape = np.broadcast_shapes(*(a.shape for a in avals))
+    except ValueError:
+        shapes = " and ".join(str(a.shape) for a in avals)
+        raise ShapeError(
+            f"{op_name}: shapes {shapes} cannot be broadcast together; trailing dimensions "
+            f"must be equal or 1 (reshape or use broadcast_to / expand_dims first)"
+        ) from None
+    return [Aval(tuple(shape), np.result_type(*(a.dtype for a in avals)))]
+
+
+def broadcast_to(aval: Aval, shape: tuple[int, ...], op_name: str) -> list[Aval]:
+    """``aval`` broadcast to ``shape``; numpy's rule, with an error that names the op."""
+    ok = len(aval.shape) <= len(shape) and all(
+        n in (1, m) for n, m in zip(aval.shape[::-1], shape[::-1]))
+    if not ok:
+        raise ShapeError(
+            f"{op_name}: cannot broadcast shape {aval.shape} to {tuple(shape)}; each dimension "
+            f"must be 1 or equal to the target (counting from the right)")
+    return [Aval(tuple(shape), aval.dtype)]
+
+
+def created(op_name: str, shape: tuple[int, ...], dtype: object) -> list[Aval]:
+    """Creation and random ops: the shape comes from an attribute; check it is a real one."""
+    if not shape or any(n < 0 for n in shape):
+        raise ShapeError(f"{op_name}: shape {tuple(shape)} is not a valid array shape; give "
+                         f"one or more non-negative sizes, e.g. shape=(2, 3)")
+    return [Aval(tuple(shape), np.dtype(dtype))]
+
+
+def check_count(op_name: str, avals: tuple[Aval, ...], num_args: int) -> None:
+    """Variadic ops: MXNet's JSON records ``num_args``; when given it must match."""
+    if num_args and num_args != len(avals):
+        raise ShapeError(f"{op_name}: num_args={num_args} but {len(avals)} inputs were given")

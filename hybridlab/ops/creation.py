@@ -1,0 +1,72 @@
+"""Creation operators: ``zeros``, ``ones``, ``full``, ``arange`` -- arrays from attributes.
+
+What this module teaches
+------------------------
+A symbolic program cannot call ``nd.array([...])``: its data must come from inputs or
+from operators. Creation ops are operators with *no inputs*: their shape and dtype come
+from attributes alone (``dtype`` defaults to float32), so ``F.ones((1, 1))`` works the
+same inside ``hybrid_forward`` for ``nd`` and ``sym``. They have no gradient.
+
+MXNet names the primitives ``_zeros``, ``_ones``, ``_full``, ``_arange`` (that is what a
+saved ``-symbol.json`` contains); ``zeros``/``ones``/``arange`` are aliases and ``full``
+is a small front end, because MXNet spells its attribute ``val`` there and ``value`` in
+the op.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from hybridlab.errors import ShapeError
+from hybridlab.ops import _infer
+from hybridlab.ops.registry import Attr, Aval, Kind, OpDef, composite, register
+
+_COMMON = {"shape": Attr("shape"), "ctx": Attr("any", None), "dtype": Attr("dtype", "float32")}
+
+
+def _filled(name: str, fill, doc: str, extra=None, aliases=()) -> OpDef:
+    attrs = {**_COMMON, **(extra or {})}
+    return register(OpDef(
+        name=name, kernel=lambda shape, ctx, dtype, **kw: np.full(shape, fill(kw), dtype),
+        infer=lambda shape, ctx, dtype, **kw: _infer.created(name, shape, dtype),
+        grad=None, kind=Kind.OPAQUE, inputs=(), attrs=attrs, aliases=aliases, doc=doc))
+
+
+_filled("_zeros", lambda kw: 0, "An array of zeros of ``shape``.", aliases=("zeros",))
+_filled("_ones", lambda kw: 1, "An array of ones of ``shape``.", aliases=("ones",))
+_filled("_full", lambda kw: kw["value"], "An array of ``shape`` filled with ``value``.",
+        {"value": Attr("float")})
+
+
+@composite("full")
+def full(F, shape, val, ctx=None, dtype="float32", name=None):
+    """An array of ``shape`` filled with ``val``."""
+    return F._full(shape=shape, value=val, dtype=dtype, name=name)
+
+
+def _optional_float(value) -> float | None:
+    return None if value is None or value == "None" else float(value)
+
+
+def _arange_length(start, stop, step, repeat) -> int:
+    start, stop = (0.0, start) if _optional_float(stop) is None else (start, _optional_float(stop))
+    if step == 0:
+        raise ShapeError("arange: step must not be 0")
+    return max(0, math.ceil((stop - start) / step)) * repeat
+
+
+def _arange(start, stop, step, repeat, ctx, dtype) -> np.ndarray:
+    start, stop = (0.0, start) if _optional_float(stop) is None else (start, _optional_float(stop))
+    return np.repeat(np.arange(start, stop, step), repeat).astype(dtype)
+
+
+register(OpDef(
+    name="_arange", kernel=_arange, grad=None, kind=Kind.OPAQUE, inputs=(), aliases=("arange",),
+    infer=lambda start, stop, step, repeat, ctx, dtype: [
+        Aval((_arange_length(start, stop, step, repeat),), np.dtype(dtype))],
+    attrs={"start": Attr("float"), "stop": Attr("any", None), "step": Attr("float", 1.0),
+           "repeat": Attr("int", 1), "ctx": Attr("any", None), "dtype": Attr("dtype", "float32")},
+    doc="``start, start + step, ...`` below ``stop`` (``arange(5)`` is 0..4), each value "
+        "repeated ``repeat`` times."))

@@ -1,0 +1,268 @@
+"""Elementwise and broadcasting operators: kernel, shape rule, gradient, kind.
+
+What this module teaches
+------------------------
+Most of a network's operators work one element at a time. Each is one :class:`OpDef`:
+a numpy kernel, a shape rule, and a gradient -- a vector-Jacobian product (VJP) written
+with registry operators through ``F`` (``nd`` on the imperative tape, ``sym`` in a
+backward graph). A VJP receives ``inputs``, ``outputs`` and ``out_grads`` and returns one
+gradient per input; it never looks at shapes, because a Symbol may not know them yet.
+
+Invariants
+----------
+* Binary tensor ops broadcast like numpy (MXNet only broadcast in ``broadcast_*`` ops;
+  hybridlab broadcasts everywhere). The gradient of an input that was broadcast is
+  summed back to its shape with ``sum_like`` -- the one place broadcasting shows up in
+  backward.
+* Kernels keep the input dtype: ``float32 + 2.5`` stays ``float32``; comparisons return
+  0/1 in the input's dtype (as MXNet does), never ``bool``.
+* ``ufunc`` is set only where calling the numpy ufunc *is* the kernel, so fused code may
+  call it with ``out=``.
+* An op whose gradient is zero almost everywhere (comparisons, ``sign``, ``floor``)
+  returns ``None``: "no gradient flows here".
+"""
+
+from __future__ import annotations
+
+from numbers import Number
+
+import numpy as np
+
+from hybridlab.errors import ShapeError
+from hybridlab.ops import _infer
+from hybridlab.ops.registry import Attr, Aval, Kind, OpDef, composite, register
+
+
+def _sum_back(F, grads, inputs):
+    """Sum each gradient back to the shape of its (possibly broadcast) input."""
+    return [F.sum_like(g, x) for g, x in zip(grads, inputs)]
+
+
+def _keep_dtype(fn):
+    """``fn(a, b)`` cast to the promoted dtype of the inputs (``int / int`` stays int)."""
+    def kernel(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+        return fn(lhs, rhs).astype(np.result_type(lhs, rhs), copy=False)
+    return kernel
+
+
+def _binary(name, fn, grad, aliases=(), doc="", ufunc=None) -> OpDef:
+    def infer(a: Aval, b: Aval) -> list[Aval]:
+        return _infer.broadcast(a, b, op_name=name)
+
+    return register(OpDef(
+        name=name, kernel=_keep_dtype(fn), infer=infer, grad=grad, kind=Kind.BROADCAST,
+        inputs=("lhs", "rhs"), ufunc=ufunc, inplace_ok=True, aliases=aliases, doc=doc,
+    ))
+
+
+def _arith(name, ufunc, vjp, aliases, doc):
+    """A broadcasting arithmetic op; ``vjp(F, g, lhs, rhs, out)`` gives both input grads."""
+    def grad(F, inputs, outputs, out_grads):
+        return _sum_back(F, vjp(F, out_grads[0], *inputs, outputs[0]), inputs)
+    return _binary(name, ufunc, grad, aliases, doc, ufunc=ufunc)
+
+
+_arith("broadcast_add", np.add, lambda F, g, a, b, out: [g, g],
+       ("elemwise_add", "_plus", "_Plus", "_add"), "``lhs + rhs`` with broadcasting.")
+_arith("broadcast_sub", np.subtract, lambda F, g, a, b, out: [g, F.negative(g)],
+       ("elemwise_sub", "_minus", "_Minus", "_sub"), "``lhs - rhs`` with broadcasting.")
+_arith("broadcast_mul", np.multiply, lambda F, g, a, b, out: [g * b, g * a],
+       ("elemwise_mul", "_mul", "_Mul"), "``lhs * rhs`` with broadcasting.")
+_arith("broadcast_div", np.divide, lambda F, g, a, b, out: [g / b, F.negative(g * out / b)],
+       ("elemwise_div", "_div", "_Div"), "``lhs / rhs`` with broadcasting.")
+_arith("broadcast_power", np.power,
+       lambda F, g, a, b, out: [g * b * a ** (b - 1.0), g * out * F.log(a)],
+       ("_power", "_Power"), "``lhs ** rhs`` with broadcasting (``rhs`` grad needs lhs > 0).")
+_arith("broadcast_mod", np.mod,
+       lambda F, g, a, b, out: [g, F.negative(g * F.floor(a / b))],
+       ("_mod", "_Mod"), "``lhs % rhs`` (sign of ``rhs``, like Python) with broadcasting.")
+_arith("broadcast_maximum", np.maximum,
+       lambda F, g, a, b, out: [g * (a >= b), g * (a < b)],
+       ("_maximum", "_Maximum"), "Elementwise larger of ``lhs`` and ``rhs`` (ties go to lhs).")
+_arith("broadcast_minimum", np.minimum,
+       lambda F, g, a, b, out: [g * (a <= b), g * (a > b)],
+       ("_minimum", "_Minimum"), "Elementwise smaller of ``lhs`` and ``rhs`` (ties go to lhs).")
+
+_COMPARISONS = {  # name -> numpy function; the result is 0/1 in the inputs' dtype
+    "equal": np.equal, "not_equal": np.not_equal, "greater": np.greater,
+    "greater_equal": np.greater_equal, "lesser": np.less, "lesser_equal": np.less_equal,
+}
+for _name, _fn in _COMPARISONS.items():
+    _binary(f"broadcast_{_name}", _fn, lambda F, inputs, outputs, out_grads: [None, None],
+            aliases=(f"_{_name}",), doc=f"1 where ``lhs {_name} rhs`` else 0, broadcasting.")
+
+
+def _scalar(name, fn, grad, doc, zero_grad=False) -> OpDef:
+    """A ``data (op) scalar`` op; the scalar is cast to the data's dtype first."""
+    def kernel(x: np.ndarray, scalar: float) -> np.ndarray:
+        return fn(x, np.asarray(scalar, x.dtype)).astype(x.dtype, copy=False)
+
+    def vjp(F, inputs, outputs, out_grads, scalar):
+        return [None] if zero_grad else [grad(F, out_grads[0], inputs[0], outputs[0], scalar)]
+
+    return register(OpDef(
+        name=name, kernel=kernel, infer=_infer.same_as_first, grad=vjp, kind=Kind.ELEMENTWISE,
+        attrs={"scalar": Attr("float")}, inplace_ok=True, doc=doc,
+    ))
+
+
+_scalar("_plus_scalar", np.add, lambda F, g, x, out, s: g, "``data + scalar``")
+_scalar("_minus_scalar", np.subtract, lambda F, g, x, out, s: g, "``data - scalar``")
+_scalar("_rminus_scalar", lambda x, s: s - x, lambda F, g, x, out, s: F.negative(g),
+        "``scalar - data``")
+_scalar("_mul_scalar", np.multiply, lambda F, g, x, out, s: g * s, "``data * scalar``")
+_scalar("_div_scalar", np.divide, lambda F, g, x, out, s: g / s, "``data / scalar``")
+_scalar("_rdiv_scalar", lambda x, s: s / x, lambda F, g, x, out, s: F.negative(g * out / x),
+        "``scalar / data``")
+_scalar("_power_scalar", np.power, lambda F, g, x, out, s: g * s * x ** (s - 1.0),
+        "``data ** scalar``")
+_scalar("_rpower_scalar", lambda x, s: s ** x, lambda F, g, x, out, s: g * out * float(np.log(s)),
+        "``scalar ** data`` (scalar > 0)")
+_scalar("_mod_scalar", np.mod, lambda F, g, x, out, s: g, "``data % scalar``")
+_scalar("_rmod_scalar", lambda x, s: np.mod(s, x),
+        lambda F, g, x, out, s: F.negative(g * F.floor(F._rdiv_scalar(x, scalar=s))),
+        "``scalar % data``")
+_scalar("_maximum_scalar", np.maximum, lambda F, g, x, out, s: g * (x >= s),
+        "``max(data, scalar)``")
+_scalar("_minimum_scalar", np.minimum, lambda F, g, x, out, s: g * (x <= s),
+        "``min(data, scalar)``")
+for _name, _fn in _COMPARISONS.items():
+    _scalar(f"_{_name}_scalar", _fn, None, f"1 where ``data {_name} scalar`` else 0.", True)
+
+
+def _unary(name, kernel, grad, doc, ufunc=None, aliases=()) -> OpDef:
+    """``grad(F, g, x, out)`` is the input's gradient; ``grad=None`` means zero."""
+    def vjp(F, inputs, outputs, out_grads):
+        return [None if grad is None else grad(F, out_grads[0], inputs[0], outputs[0])]
+
+    return register(OpDef(
+        name=name, kernel=kernel, infer=_infer.same_as_first, grad=vjp, kind=Kind.ELEMENTWISE,
+        inplace_ok=True, ufunc=ufunc, aliases=aliases, doc=doc,
+    ))
+
+
+_UFUNCS = {  # name -> (ufunc, VJP or None, doc)
+    "negative": (np.negative, lambda F, g, x, out: F.negative(g), "``-x``"),
+    "abs": (np.abs, lambda F, g, x, out: g * F.sign(x), "``|x|``"),
+    "exp": (np.exp, lambda F, g, x, out: g * out, "``e ** x``"),
+    "log": (np.log, lambda F, g, x, out: g / x, "natural logarithm"),
+    "log2": (np.log2, lambda F, g, x, out: g / (x * float(np.log(2))), "base-2 logarithm"),
+    "log10": (np.log10, lambda F, g, x, out: g / (x * float(np.log(10))), "base-10 logarithm"),
+    "log1p": (np.log1p, lambda F, g, x, out: g / (x + 1.0), "``log(1 + x)``, exact for tiny x"),
+    "expm1": (np.expm1, lambda F, g, x, out: g * (out + 1.0), "``e ** x - 1``, exact for tiny x"),
+    "sqrt": (np.sqrt, lambda F, g, x, out: g * 0.5 / out, "square root"),
+    "rsqrt": (lambda x: 1 / np.sqrt(x), lambda F, g, x, out: g * out * out * out * -0.5,
+              "``1 / sqrt(x)``"),
+    "square": (np.square, lambda F, g, x, out: g * x * 2.0, "``x * x``"),
+    "tanh": (np.tanh, lambda F, g, x, out: g * (1.0 - out * out), "hyperbolic tangent"),
+    "sin": (np.sin, lambda F, g, x, out: g * F.cos(x), "sine"),
+    "cos": (np.cos, lambda F, g, x, out: F.negative(g * F.sin(x)), "cosine"),
+    "reciprocal": (np.reciprocal, lambda F, g, x, out: F.negative(g * out * out), "``1 / x``"),
+    "sign": (np.sign, None, "-1, 0 or 1 (gradient zero)"),
+    "floor": (np.floor, None, "round down (gradient zero)"),
+    "ceil": (np.ceil, None, "round up (gradient zero)"),
+    "round": (np.round, None, "round half to even (gradient zero)"),
+}
+for _name, (_ufunc, _grad, _doc) in _UFUNCS.items():
+    _unary(_name, _ufunc, _grad, f"Elementwise {_doc}.",
+           ufunc=_ufunc if isinstance(_ufunc, np.ufunc) else None)
+_unary("_copy", np.positive, lambda F, g, x, out: g, "A copy of ``x``.", np.positive,
+       ("identity",))
+_unary("relu", lambda x: np.maximum(x, 0, dtype=x.dtype), lambda F, g, x, out: g * (out > 0),
+       "Rectified linear unit ``max(x, 0)``.")
+_unary("zeros_like", np.zeros_like, None, "Zeros with the shape and dtype of ``x``.")
+_unary("ones_like", np.ones_like, None, "Ones with the shape and dtype of ``x``.")
+
+
+register(OpDef(
+    name="clip", kernel=lambda x, a_min, a_max: np.clip(x, a_min, a_max).astype(x.dtype),
+    infer=_infer.same_as_first, kind=Kind.ELEMENTWISE, inplace_ok=True,
+    grad=lambda F, inputs, outputs, out_grads, a_min, a_max: [
+        out_grads[0] * (inputs[0] >= a_min) * (inputs[0] <= a_max)],
+    attrs={"a_min": Attr("float"), "a_max": Attr("float")},
+    doc="Limit values to ``[a_min, a_max]``; the gradient is zero outside.",
+))
+register(OpDef(
+    name="where", kernel=lambda c, x, y: np.where(c != 0, x, y).astype(np.result_type(x, y)),
+    infer=lambda c, x, y: [Aval(_infer.broadcast(c, x, y, op_name="where")[0].shape,
+                                _infer.broadcast(x, y, op_name="where")[0].dtype)],
+    grad=lambda F, inputs, outputs, out_grads: [None, *_sum_back(F, [
+        F.where(inputs[0], out_grads[0], F.zeros_like(out_grads[0])),
+        F.where(inputs[0], F.zeros_like(out_grads[0]), out_grads[0])], inputs[1:])],
+    kind=Kind.BROADCAST, inputs=("condition", "x", "y"),
+    doc="``x`` where ``condition`` is non-zero, else ``y`` (broadcasting). The symbolic "
+        "replacement for a Python ``if`` on values.",
+))
+
+
+# ---------------------------------------------------------------------------------------
+# Composites: written only with F.*, so they need no kernel and no gradient of their own.
+# ---------------------------------------------------------------------------------------
+
+
+def _is_scalar(value) -> bool:
+    return isinstance(value, (Number, np.number))
+
+
+def _front_end(name_: str, tensor_op: str, scalar_op: str, reflected_op: str, doc: str):
+    """MXNet's ``nd.maximum(lhs, rhs)`` style functions: either side may be a number."""
+    def dispatch(F, lhs, rhs, name=None):
+        if _is_scalar(lhs) and _is_scalar(rhs):
+            raise TypeError(f"{name_}: at least one of lhs, rhs must be an array")
+        if _is_scalar(rhs):
+            return getattr(F, scalar_op)(lhs, scalar=rhs, name=name)
+        if _is_scalar(lhs):
+            return getattr(F, reflected_op)(rhs, scalar=lhs, name=name)
+        return getattr(F, tensor_op)(lhs, rhs, name=name)
+
+    dispatch.__doc__ = doc + " Either side may be a Python number."
+    composite(name_)(dispatch)
+
+
+_FRONT_ENDS = {  # front end -> (tensor op, scalar op, op for ``number (op) tensor``)
+    "add": ("broadcast_add", "_plus_scalar", "_plus_scalar"),
+    "subtract": ("broadcast_sub", "_minus_scalar", "_rminus_scalar"),
+    "multiply": ("broadcast_mul", "_mul_scalar", "_mul_scalar"),
+    "divide": ("broadcast_div", "_div_scalar", "_rdiv_scalar"),
+    "power": ("broadcast_power", "_power_scalar", "_rpower_scalar"),
+    "modulo": ("broadcast_mod", "_mod_scalar", "_rmod_scalar"),
+    "maximum": ("broadcast_maximum", "_maximum_scalar", "_maximum_scalar"),
+    "minimum": ("broadcast_minimum", "_minimum_scalar", "_minimum_scalar"),
+    "equal": ("broadcast_equal", "_equal_scalar", "_equal_scalar"),
+    "not_equal": ("broadcast_not_equal", "_not_equal_scalar", "_not_equal_scalar"),
+    "greater": ("broadcast_greater", "_greater_scalar", "_lesser_scalar"),
+    "greater_equal": ("broadcast_greater_equal", "_greater_equal_scalar", "_lesser_equal_scalar"),
+    "lesser": ("broadcast_lesser", "_lesser_scalar", "_greater_scalar"),
+    "lesser_equal": ("broadcast_lesser_equal", "_lesser_equal_scalar", "_greater_equal_scalar"),
+}
+for _name, (_tensor, _scalar_op, _reflected) in _FRONT_ENDS.items():
+    _front_end(_name, _tensor, _scalar_op, _reflected, f"``{_name}(lhs, rhs)``.")
+
+
+def _cast_grad(F, inputs, outputs, out_grads, **attrs):
+    return [F._cast_like(out_grads[0], inputs[0])] + [None] * (len(inputs) - 1)
+
+
+register(OpDef(
+    name="Cast", kernel=lambda x, dtype: x.astype(dtype), grad=_cast_grad,
+    infer=lambda x, dtype: [Aval(x.shape, np.dtype(dtype))], kind=Kind.ELEMENTWISE,
+    attrs={"dtype": Attr("dtype")}, aliases=("cast",), doc="Convert to ``dtype``."))
+register(OpDef(
+    name="_cast_like", kernel=lambda x, like: x.astype(like.dtype), grad=_cast_grad,
+    infer=lambda x, like: [Aval(x.shape, like.dtype)], kind=Kind.OPAQUE,
+    inputs=("data", "like"), doc="Convert ``data`` to the dtype of ``like`` (``Cast``'s VJP)."))
+
+
+def _add_n_infer(*xs: Aval, num_args: int) -> list[Aval]:
+    _infer.check_count("add_n", xs, num_args)
+    if len({x.shape for x in xs}) != 1:
+        raise ShapeError(f"add_n: all inputs must have one shape, got {[x.shape for x in xs]}")
+    return [Aval(xs[0].shape, np.result_type(*(x.dtype for x in xs)))]
+
+
+register(OpDef(
+    name="add_n", kernel=lambda *xs, num_args: sum(xs[1:], xs[0].copy()), infer=_add_n_infer,
+    grad=lambda F, inputs, outputs, out_grads, num_args: [out_grads[0]] * len(inputs),
+    kind=Kind.ELEMENTWISE, inputs=("*args",), aliases=("ElementWiseSum",),
+    attrs={"num_args": Attr("int", 0)},
+    doc="The sum of any number of arrays of one shape (how gradients are accumulated)."))

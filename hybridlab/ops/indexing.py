@@ -1,0 +1,188 @@
+"""Operators that select elements: ``slice``, ``slice_axis``, ``pick``, ``take``, ``one_hot``.
+
+What this module teaches
+------------------------
+Selecting is easy forwards and "scatter" backwards: the gradient of a selection is an
+array of zeros (the input's shape) with the output gradient written -- or, when an
+element may be selected twice as in ``take``, *added* -- where the elements came from.
+Each selection has an internal backward op (``_slice_grad``, ``_pick_grad``,
+``_take_grad``) that receives the forward input as ``like``, so the rule never needs a
+shape that a Symbol may not know yet.
+
+Invariants
+----------
+* ``x[1:3, ::2]`` on an NDArray or a Symbol is ``slice(x, begin=(1, None), end=(3, None),
+  step=(None, 2))``; dimensions not listed are kept whole.
+* Indices are floats, as in MXNet; ``pick``/``take`` clip out-of-range indices
+  (``mode="clip"``) or wrap them (``mode="wrap"``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hybridlab.errors import ShapeError
+from hybridlab.ops.registry import Attr, Aval, Kind, OpDef, composite, register
+
+_SLICE_ATTRS = {"begin": Attr("indices"), "end": Attr("indices"), "step": Attr("indices", ())}
+
+
+def _slices(name: str, shape, begin, end, step=(), axis=None) -> tuple[slice, ...]:
+    """The Python index for a slice op; ``axis`` set means begin/end are for that axis only."""
+    if axis is not None:
+        if not -len(shape) <= axis < len(shape):
+            raise ShapeError(f"{name}: axis {axis} is out of range for shape {shape}")
+        lead = (slice(None),) * (axis % len(shape))
+        return lead + (slice(begin[0], end[0]),)
+    if (len(begin) != len(end) or len(begin) > len(shape) or len(step) not in (0, len(begin))
+            or 0 in step):
+        raise ShapeError(f"{name}: begin {begin}, end {end}, step {step} do not fit shape "
+                         f"{shape}; give one entry per sliced dimension (steps not 0)")
+    steps = step or (None,) * len(begin)
+    return tuple(slice(b, e, s) for b, e, s in zip(begin, end, steps))
+
+
+def _sliced_shape(name: str, shape, index) -> tuple[int, ...]:
+    out = tuple(len(range(n)[s]) for n, s in zip(shape, index)) + tuple(shape[len(index):])
+    if 0 in out:
+        raise ShapeError(f"{name}: slicing shape {shape} with {index} leaves nothing")
+    return out
+
+
+def _slice_op(name: str, attrs: dict, doc: str, to_slice_attrs) -> OpDef:
+    def infer(x: Aval, **kw) -> list[Aval]:
+        return [Aval(_sliced_shape(name, x.shape, _slices(name, x.shape, **to_slice_attrs(kw))),
+                     x.dtype)]
+
+    def kernel(x: np.ndarray, **kw) -> np.ndarray:
+        return x[_slices(name, x.shape, **to_slice_attrs(kw))].copy()
+
+    def grad(F, inputs, outputs, out_grads, **kw):
+        return [F._slice_grad(out_grads[0], inputs[0], **to_slice_attrs(kw))]
+
+    return register(OpDef(name=name, kernel=kernel, infer=infer, grad=grad, kind=Kind.OPAQUE,
+                          attrs=attrs, doc=doc))
+
+
+_slice_op("slice", _SLICE_ATTRS, "``data[begin:end:step]`` per dimension (what ``x[1:3]`` "
+          "becomes).", lambda kw: kw)
+_slice_op("slice_axis", {"axis": Attr("int"), "begin": Attr("int"), "end": Attr("index")},
+          "``data[begin:end]`` along ``axis`` (``end=None``: to the end).",
+          lambda kw: {"axis": kw["axis"], "begin": (kw["begin"],), "end": (kw["end"],)})
+
+
+def _slice_grad(g: np.ndarray, like: np.ndarray, **attrs) -> np.ndarray:
+    out = np.zeros(like.shape, g.dtype)
+    out[_slices("_slice_grad", like.shape, **attrs)] = g
+    return out
+
+
+register(OpDef(
+    name="_slice_grad", kernel=_slice_grad, grad=None, kind=Kind.OPAQUE,
+    infer=lambda g, like, **attrs: [Aval(like.shape, g.dtype)], inputs=("data", "like"),
+    attrs={**_SLICE_ATTRS, "axis": Attr("index", None)},
+    doc="Zeros shaped like ``like`` with ``data`` written into the slice (a slice's VJP)."))
+
+
+def _indices(index: np.ndarray, size: int, mode: str) -> np.ndarray:
+    whole = index.astype(np.int64)
+    return np.clip(whole, 0, size - 1) if mode == "clip" else np.mod(whole, size)
+
+
+def _pick_infer(x: Aval, index: Aval, axis: int, keepdims: bool, mode: str) -> list[Aval]:
+    if not -len(x.shape) <= axis < len(x.shape):
+        raise ShapeError(f"pick: axis {axis} is out of range for shape {x.shape}")
+    kept = tuple(1 if i == axis % len(x.shape) else n for i, n in enumerate(x.shape))
+    if index.shape not in (kept, _drop(kept, axis)):
+        raise ShapeError(f"pick: index shape {index.shape} does not match data shape {x.shape} "
+                         f"without axis {axis}; expected {_drop(kept, axis)}")
+    return [Aval(kept if keepdims else _drop(kept, axis), x.dtype)]
+
+
+def _drop(shape: tuple[int, ...], axis: int) -> tuple[int, ...]:
+    return tuple(n for i, n in enumerate(shape) if i != axis % len(shape)) or (1,)
+
+
+def _pick_positions(x, index, axis, mode):
+    idx = _indices(index, x.shape[axis], mode)
+    return idx.reshape(tuple(1 if i == axis % x.ndim else n for i, n in enumerate(x.shape)))
+
+
+def _pick(x, index, axis, keepdims, mode):
+    out = np.take_along_axis(x, _pick_positions(x, index, axis, mode), axis)
+    return out.reshape(_pick_infer(Aval(x.shape, x.dtype), index, axis, keepdims, mode)[0].shape)
+
+
+def _pick_grad(g, x, index, axis, keepdims, mode):
+    out = np.zeros_like(x, dtype=g.dtype)
+    positions = _pick_positions(x, index, axis, mode)
+    np.put_along_axis(out, positions, g.reshape(positions.shape), axis)
+    return out
+
+
+_PICK_ATTRS = {"axis": Attr("int", -1), "keepdims": Attr("bool", False),
+               "mode": Attr("str", "clip", ("clip", "wrap"))}
+register(OpDef(
+    name="pick", kernel=_pick, infer=_pick_infer, kind=Kind.OPAQUE,
+    grad=lambda F, inputs, outputs, out_grads, **kw: [F._pick_grad(out_grads[0], *inputs, **kw),
+                                                      None],
+    inputs=("data", "index"), attrs=_PICK_ATTRS,
+    doc="``data[..., index, ...]`` along ``axis``: one element per row (e.g. the probability "
+        "of the true class)."))
+register(OpDef(
+    name="_pick_grad", kernel=_pick_grad, grad=None, kind=Kind.OPAQUE,
+    infer=lambda g, x, index, **kw: [Aval(x.shape, g.dtype)], inputs=("data", "like", "index"),
+    attrs=_PICK_ATTRS, doc="Zeros shaped like ``like`` with ``data`` at the picked places."))
+
+
+def _take_infer(a: Aval, indices: Aval, axis: int, mode: str) -> list[Aval]:
+    if not -len(a.shape) <= axis < len(a.shape):
+        raise ShapeError(f"take: axis {axis} is out of range for shape {a.shape}")
+    axis %= len(a.shape)
+    return [Aval(a.shape[:axis] + indices.shape + a.shape[axis + 1:], a.dtype)]
+
+
+def _take_grad(g, a, indices, axis, mode):
+    out = np.zeros_like(a, dtype=g.dtype)
+    idx = _indices(indices, a.shape[axis], mode).ravel()
+    axis %= a.ndim
+    moved = np.moveaxis(g.reshape(a.shape[:axis] + idx.shape + a.shape[axis + 1:]), axis, 0)
+    np.add.at(np.moveaxis(out, axis, 0), idx, moved)  # add: an index may repeat
+    return out
+
+
+_TAKE_ATTRS = {"axis": Attr("int", 0), "mode": Attr("str", "clip", ("clip", "wrap"))}
+register(OpDef(
+    name="take", inputs=("a", "indices"), attrs=_TAKE_ATTRS, kind=Kind.OPAQUE, infer=_take_infer,
+    kernel=lambda a, indices, axis, mode: np.take(
+        a, _indices(indices, a.shape[axis], mode), axis=axis),
+    grad=lambda F, inputs, outputs, out_grads, **kw: [F._take_grad(out_grads[0], *inputs, **kw),
+                                                      None],
+    doc="Rows (slices along ``axis``) of ``a`` chosen by ``indices`` (an embedding lookup)."))
+register(OpDef(
+    name="_take_grad", kernel=_take_grad, grad=None, kind=Kind.OPAQUE, attrs=_TAKE_ATTRS,
+    infer=lambda g, a, indices, **kw: [Aval(a.shape, g.dtype)], inputs=("data", "a", "indices"),
+    doc="``take``'s VJP: ``data`` added into zeros shaped like ``a`` at ``indices``."))
+
+
+@composite("Embedding")
+def embedding(F, data, weight, input_dim=None, output_dim=None, dtype=None, name=None,
+              sparse_grad=False):
+    """MXNet's ``Embedding``: row ``data[i]`` of ``weight`` (shape ``(input_dim, output_dim)``)."""
+    return F.take(weight, data, axis=0, name=name)
+
+
+def _one_hot_infer(indices: Aval, depth: int, dtype: str, **values) -> list[Aval]:
+    if depth < 1:
+        raise ShapeError(f"one_hot: depth={depth} must be at least 1 (the number of classes)")
+    return [Aval(indices.shape + (depth,), np.dtype(dtype))]
+
+
+register(OpDef(
+    name="one_hot", kind=Kind.OPAQUE, grad=None, inputs=("indices",),
+    kernel=lambda i, depth, on_value, off_value, dtype: np.where(
+        i[..., None].astype(np.int64) == np.arange(depth), on_value, off_value).astype(dtype),
+    infer=_one_hot_infer,
+    attrs={"depth": Attr("int"), "on_value": Attr("float", 1.0), "off_value": Attr("float", 0.0),
+           "dtype": Attr("dtype", "float32")},
+    doc="``on_value`` at position ``indices`` along a new last axis of length ``depth``."))

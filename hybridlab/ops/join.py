@@ -1,0 +1,98 @@
+"""Joining and splitting: ``concat``, ``split`` (``SliceChannel``) and ``stack``.
+
+What this module teaches
+------------------------
+``concat`` and ``split`` are each other's gradients, almost: ``split``'s VJP is a
+``concat`` of its output gradients (zeros for outputs nobody used), and ``concat``'s VJP
+cuts the gradient into one piece per input with ``_concat_part``, which reads each
+input's extent along ``dim`` from the inputs themselves (a Symbol may not know shapes
+when its backward graph is built).
+
+``split`` is the one operator with several outputs; how many is an attribute
+(``num_outputs``), so ``OpDef.num_outputs`` is a function of the attributes here.
+MXNet's name for it is ``SliceChannel``; ``split`` is the alias.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hybridlab.errors import ShapeError
+from hybridlab.ops import _infer
+from hybridlab.ops.registry import Attr, Aval, Kind, OpDef, composite, register
+from hybridlab.ops.shape import squeeze_shape
+
+
+def _concat_infer(*xs: Aval, dim: int, num_args: int) -> list[Aval]:
+    _infer.check_count("concat", xs, num_args)
+    first = xs[0].shape
+    axis = dim % len(first) if -len(first) <= dim < len(first) else None
+
+    def others(shape: tuple[int, ...]) -> tuple[int, ...]:
+        return shape[:axis] + shape[axis + 1:] if axis is not None else shape
+
+    if axis is None or any(len(x.shape) != len(first) or others(x.shape) != others(first)
+                           for x in xs):
+        raise ShapeError(f"concat: cannot join shapes {[x.shape for x in xs]} along dim {dim}; "
+                         "all other dimensions must be equal (and dim in range)")
+    size = sum(x.shape[axis] for x in xs)
+    dtype = np.result_type(*(x.dtype for x in xs))
+    return [Aval(first[:axis] + (size,) + first[axis + 1:], dtype)]
+
+
+def _concat_grad(F, inputs, outputs, out_grads, dim, num_args):
+    return [F._concat_part(out_grads[0], *inputs, dim=dim, index=i) for i in range(len(inputs))]
+
+
+register(OpDef(
+    name="Concat", kernel=lambda *xs, dim, num_args: np.concatenate(xs, axis=dim),
+    infer=_concat_infer, grad=_concat_grad, kind=Kind.OPAQUE, inputs=("*data",),
+    attrs={"dim": Attr("int", 1), "num_args": Attr("int", 0)},
+    aliases=("concat",), doc="Join the inputs along axis ``dim``."))
+
+
+def _concat_part(g: np.ndarray, *xs: np.ndarray, dim: int, index: int) -> np.ndarray:
+    start = sum(x.shape[dim] for x in xs[:index])
+    return np.take(g, np.arange(start, start + xs[index].shape[dim]), axis=dim)
+
+
+register(OpDef(
+    name="_concat_part", kernel=_concat_part,
+    infer=lambda g, *xs, dim, index: [Aval(xs[index].shape, g.dtype)], grad=None,
+    kind=Kind.OPAQUE, inputs=("*data",), attrs={"dim": Attr("int"), "index": Attr("int")},
+    doc="The part of ``concat``'s gradient ``data[0]`` that belongs to input ``index + 1``."))
+
+
+def _split_infer(x: Aval, num_outputs: int, axis: int, squeeze_axis: bool) -> list[Aval]:
+    if num_outputs < 1 or not -len(x.shape) <= axis < len(x.shape) or x.shape[axis] % num_outputs:
+        raise ShapeError(f"split: cannot split shape {x.shape} into {num_outputs} equal parts "
+                         f"along axis {axis}")
+    part = x.shape[:axis % len(x.shape)] + (x.shape[axis] // num_outputs,) + x.shape[axis:][1:]
+    if squeeze_axis:
+        part = squeeze_shape(part, axis)
+    return [Aval(part, x.dtype)] * num_outputs
+
+
+def _split_kernel(x, num_outputs, axis, squeeze_axis):
+    part = _split_infer(Aval(x.shape, x.dtype), num_outputs, axis, squeeze_axis)[0].shape
+    return tuple(p.reshape(part) for p in np.split(x, num_outputs, axis=axis))
+
+
+def _split_grad(F, inputs, outputs, out_grads, num_outputs, axis, squeeze_axis):
+    grads = [F.zeros_like(y) if g is None else g for g, y in zip(out_grads, outputs)]
+    if squeeze_axis:
+        grads = [F.expand_dims(g, axis=axis) for g in grads]
+    return [F.concat(*grads, dim=axis)]
+
+
+register(OpDef(
+    name="SliceChannel", kernel=_split_kernel, infer=_split_infer, grad=_split_grad,
+    kind=Kind.OPAQUE, num_outputs=lambda attrs: attrs["num_outputs"], aliases=("split",),
+    attrs={"num_outputs": Attr("int"), "axis": Attr("int", 1), "squeeze_axis": Attr("bool", False)},
+    doc="Split into ``num_outputs`` equal parts along ``axis`` (several outputs)."))
+
+
+@composite("stack")
+def stack(F, *data, axis=0, num_args=None, name=None):
+    """Join arrays of one shape along a new axis ``axis``."""
+    return F.concat(*[F.expand_dims(x, axis=axis) for x in data], dim=axis, name=name)

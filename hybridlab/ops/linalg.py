@@ -1,0 +1,152 @@
+"""Matrix products: ``dot``, ``batch_dot``, ``FullyConnected``.
+
+What this module teaches
+------------------------
+``dot`` follows MXNet: it contracts the *last* axis of ``lhs`` with the *first* axis of
+``rhs`` (``np.tensordot(lhs, rhs, 1)``), so ``(B, T, K) . (K, H) -> (B, T, H)``;
+``transpose_a``/``transpose_b`` reverse an operand's axes first. The gradient of a
+product is again a product: for 2-D ``C = A B``, ``dA = g B^T`` and ``dB = A^T g``.
+``batch_dot`` and ``FullyConnected`` write exactly that with registry ops;
+``dot``'s N-D case needs axis bookkeeping, so it has one internal op per operand.
+
+``FullyConnected`` is ``data . weight^T + bias`` with weight shape ``(num_hidden,
+in_units)``. Its ``bias`` input exists only when ``no_bias=False``: the input names are
+a function of the attributes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hybridlab.errors import ShapeError
+from hybridlab.ops.registry import Attr, Aval, Kind, OpDef, register
+
+_TRANSPOSES = {"transpose_a": Attr("bool", False), "transpose_b": Attr("bool", False)}
+
+
+def _flip(x: np.ndarray, flag: bool) -> np.ndarray:
+    return x.transpose() if flag else x
+
+
+def _dot_shape(a: tuple, b: tuple, transpose_a: bool, transpose_b: bool) -> tuple[int, ...]:
+    a, b = (a[::-1] if transpose_a else a), (b[::-1] if transpose_b else b)
+    if a[-1] != b[0]:
+        raise ShapeError(
+            f"dot: the last axis of lhs {a} must match the first axis of rhs {b} (after "
+            f"transpose_a={transpose_a}, transpose_b={transpose_b}); if rhs is stored as "
+            f"(out, in), pass transpose_b=True")
+    return a[:-1] + b[1:] or (1,)
+
+
+def _dot(lhs, rhs, transpose_a, transpose_b):
+    a, b = _flip(lhs, transpose_a), _flip(rhs, transpose_b)
+    # np.dot contracts a's last axis with b's first when b has at most 2 axes (and skips
+    # tensordot's Python-level reshaping); beyond that only tensordot has MXNet's meaning
+    out = np.dot(a, b) if b.ndim <= 2 else np.tensordot(a, b, 1)
+    return out.reshape(_dot_shape(lhs.shape, rhs.shape, transpose_a, transpose_b))
+
+
+def _dot_grad_lhs(g, lhs, rhs, transpose_a, transpose_b):
+    a, b = _flip(lhs, transpose_a), _flip(rhs, transpose_b)
+    g = g.reshape(a.shape[:-1] + b.shape[1:])  # undo the (1,) of a 1-D . 1-D product
+    rest = list(range(1, b.ndim))
+    return _flip(np.tensordot(g, b, (list(range(a.ndim - 1, g.ndim)), rest)), transpose_a)
+
+
+def _dot_grad_rhs(g, lhs, rhs, transpose_a, transpose_b):
+    a, b = _flip(lhs, transpose_a), _flip(rhs, transpose_b)
+    g = g.reshape(a.shape[:-1] + b.shape[1:])
+    lead = list(range(a.ndim - 1))
+    return _flip(np.tensordot(a, g, (lead, lead)), transpose_b)
+
+
+register(OpDef(
+    name="dot", kernel=_dot, kind=Kind.OPAQUE, inputs=("lhs", "rhs"), attrs=_TRANSPOSES,
+    infer=lambda a, b, **t: [Aval(_dot_shape(a.shape, b.shape, **t), np.result_type(a.dtype,
+                                                                                    b.dtype))],
+    grad=lambda F, inputs, outputs, out_grads, **t: [
+        F._dot_grad_lhs(out_grads[0], *inputs, **t), F._dot_grad_rhs(out_grads[0], *inputs, **t)],
+    doc="Contract the last axis of ``lhs`` with the first axis of ``rhs`` (matrix product)."))
+for _which, (_name, _kernel) in enumerate((("_dot_grad_lhs", _dot_grad_lhs),
+                                          ("_dot_grad_rhs", _dot_grad_rhs))):
+    register(OpDef(
+        name=_name, kernel=_kernel, grad=None, kind=Kind.OPAQUE, attrs=_TRANSPOSES,
+        inputs=("data", "lhs", "rhs"),
+        infer=lambda g, *operands, _which=_which, **t: [Aval(operands[_which].shape, g.dtype)],
+        doc=f"``dot``'s gradient for its input {_which} (0: lhs, 1: rhs); no second order."))
+
+
+def _batch_dot_shape(a: Aval, b: Aval, transpose_a: bool, transpose_b: bool) -> list[Aval]:
+    sa, sb = a.shape, b.shape
+    if len(sa) != 3 or len(sb) != 3:
+        raise ShapeError(f"batch_dot: needs two 3-D inputs (batch, rows, cols), got {sa}, {sb}")
+    n, i, k = sa[0], *(sa[:0:-1] if transpose_a else sa[1:])
+    m, k2, j = sb[0], *(sb[:0:-1] if transpose_b else sb[1:])
+    if n != m or k != k2:
+        raise ShapeError(f"batch_dot: shapes {sa} and {sb} do not fit (transpose_a="
+                         f"{transpose_a}, transpose_b={transpose_b}); batch sizes and inner "
+                         f"dimensions must agree")
+    return [Aval((n, i, j), np.result_type(a.dtype, b.dtype))]
+
+
+def _batch_dot_grad(F, inputs, outputs, out_grads, transpose_a, transpose_b):
+    """The 2-D rule dA = g B^T, dB = A^T g, with the transposes folded in."""
+    a, b, g = inputs[0], inputs[1], out_grads[0]
+    if transpose_a:
+        grad_a = F.batch_dot(b, g, transpose_a=transpose_b, transpose_b=True)
+    else:
+        grad_a = F.batch_dot(g, b, transpose_b=not transpose_b)
+    if transpose_b:
+        grad_b = F.batch_dot(g, a, transpose_a=True, transpose_b=transpose_a)
+    else:
+        grad_b = F.batch_dot(a, g, transpose_a=not transpose_a)
+    return [grad_a, grad_b]
+
+
+register(OpDef(
+    name="batch_dot", kind=Kind.OPAQUE, inputs=("lhs", "rhs"), attrs=_TRANSPOSES,
+    kernel=lambda a, b, transpose_a, transpose_b: np.matmul(
+        a.swapaxes(1, 2) if transpose_a else a, b.swapaxes(1, 2) if transpose_b else b),
+    infer=_batch_dot_shape, grad=_batch_dot_grad,
+    doc="One matrix product per batch entry: ``(n, i, k) . (n, k, j) -> (n, i, j)``."))
+
+
+def _fc_infer(x: Aval, w: Aval, b: Aval | None = None, *, num_hidden, no_bias, flatten):
+    in_units = int(np.prod(x.shape[1:])) if flatten else x.shape[-1]
+    if w.shape != (num_hidden, in_units) or (b is not None and b.shape != (num_hidden,)):
+        raise ShapeError(
+            f"FullyConnected: data {x.shape} (flatten={flatten}: {in_units} input units) needs "
+            f"weight ({num_hidden}, {in_units}) and bias ({num_hidden},), got weight {w.shape}"
+            f"{'' if b is None else f' and bias {b.shape}'}")
+    lead = x.shape[:1] if flatten else x.shape[:-1]
+    return [Aval(lead + (num_hidden,), np.result_type(x.dtype, w.dtype))]
+
+
+def _fc(x, w, b=None, *, num_hidden, no_bias, flatten):
+    rows = x.reshape(x.shape[0], -1) if flatten else x
+    out = rows @ w.T
+    if b is not None:
+        out += b  # out is a fresh array: add the bias in place, no second allocation
+    return out
+
+
+def _fc_grad(F, inputs, outputs, out_grads, num_hidden, no_bias, flatten):
+    """dx = g . W (reshaped like x); dW = g^T . x and db = sum(g), with x, g as 2-D rows."""
+    x, w, g = inputs[0], inputs[1], out_grads[0]
+    rows = F.Flatten(x) if flatten else F.reshape(x, shape=(-1, 0), reverse=True)
+    g_rows = F.reshape(g, shape=(-1, 0), reverse=True)
+    grads = [F.reshape_like(F.dot(g, w), x), F.dot(g_rows, rows, transpose_a=True)]
+    return grads if no_bias else grads + [F.sum(g_rows, axis=0)]
+
+
+register(OpDef(
+    name="FullyConnected", kernel=_fc, infer=_fc_infer, grad=_fc_grad, kind=Kind.OPAQUE,
+    infer_params=lambda x, *, num_hidden, flatten, **_: {
+        "weight": (num_hidden, int(np.prod(x.shape[1:])) if flatten else x.shape[-1]),
+        "bias": (num_hidden,)},
+    inputs=lambda attrs: ("data", "weight") if attrs["no_bias"] else ("data", "weight", "bias"),
+    attrs={"num_hidden": Attr("int"), "no_bias": Attr("bool", False),
+           "flatten": Attr("bool", True)},
+    doc="``data . weight^T + bias``; weight is ``(num_hidden, in_units)``. ``flatten=True`` "
+        "first collapses every axis of data but the first; ``flatten=False`` applies to the "
+        "last axis."))

@@ -1,0 +1,52 @@
+"""Random operators: ``random.normal``, ``random.uniform``, ``random.randint``.
+
+What this module teaches
+------------------------
+A random op is *not pure*: the same call gives different numbers each time, so the
+compiler must never merge two of them (CSE) or fold one into a constant. That fact is
+the field ``pure=False``; passes read it instead of keeping a list of random op names.
+
+Determinism: the kernel never touches a global generator. It draws from ``rt.rng``, a
+``numpy.random.Generator`` that the front end seeds when it pushes the op (from
+``mx.random.seed``), so results do not depend on which engine worker runs it.
+
+Dropout's random mask lives with the other layer operators in ``nn.py``.
+"""
+
+from __future__ import annotations
+
+from hybridlab.errors import AttributeValueError
+from hybridlab.ops import _infer
+from hybridlab.ops.registry import Attr, Kind, OpDef, register
+
+
+def _sampler(name: str, draw, params: dict[str, Attr], aliases: tuple[str, ...], doc: str,
+             dtype: str = "float32"):
+    attrs = {**params, "shape": Attr("shape", (1,)), "ctx": Attr("any", None),
+             "dtype": Attr("dtype", dtype)}
+    return register(OpDef(
+        name=name, grad=None, kind=Kind.OPAQUE, inputs=(), attrs=attrs, pure=False,
+        needs_context=True, aliases=aliases, doc=doc,
+        kernel=lambda rt, shape, ctx, dtype, **kw: draw(rt.rng, shape, **kw).astype(dtype),
+        infer=lambda shape, ctx, dtype, **kw: _check(name, kw) or _infer.created(
+            name, shape, dtype)))
+
+
+def _check(name: str, params: dict) -> None:
+    """A sampler's range must be non-empty: ``low < high`` (checked before the op runs)."""
+    if "high" in params and not params["low"] < params["high"]:
+        raise AttributeValueError(f"{name}: low={params['low']} must be less than "
+                                  f"high={params['high']}")
+
+
+_sampler("_random_normal", lambda rng, shape, loc, scale: rng.normal(loc, scale, shape),
+         {"loc": Attr("float", 0.0), "scale": Attr("float", 1.0)},
+         ("random.normal", "random_normal", "normal"),
+         "Samples from the normal distribution with mean ``loc`` and std ``scale``.")
+_sampler("_random_uniform", lambda rng, shape, low, high: rng.uniform(low, high, shape),
+         {"low": Attr("float", 0.0), "high": Attr("float", 1.0)},
+         ("random.uniform", "random_uniform", "uniform"),
+         "Samples from the uniform distribution on ``[low, high)``.")
+_sampler("_random_randint", lambda rng, shape, low, high: rng.integers(low, high, shape),
+         {"low": Attr("int"), "high": Attr("int")}, ("random.randint", "random_randint"),
+         "Integers drawn uniformly from ``[low, high)`` (int32 by default).", "int32")

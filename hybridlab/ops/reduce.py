@@ -1,0 +1,150 @@
+"""Reductions (``sum``, ``mean``, ``max``, ...) and the softmax family.
+
+What this module teaches
+------------------------
+A reduction collapses axes. Its gradient does the opposite: it spreads the output
+gradient back over the collapsed axes (``_unreduce``). ``max``/``min`` send it only to
+the elements that won; ``mean`` divides it by the number of elements averaged.
+
+``softmax`` and ``log_softmax`` are composites: subtracting the row maximum before
+``exp`` keeps every exponent <= 0, so nothing overflows -- the classic stability trick,
+written with registry ops so its gradient comes for free.
+
+Invariants (MXNet semantics)
+----------------------------
+* ``axis`` is an int, a tuple of ints or None (all axes); ``exclude=True`` reduces over
+  every axis *not* listed.
+* A reduction to a single number has shape ``(1,)``, never ``()``: MXNet 1.x has no 0-d
+  arrays.
+* ``argmax``/``argmin`` return indices as floats in the input's dtype, as MXNet does.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hybridlab.errors import ShapeError
+from hybridlab.ops.registry import Attr, Aval, Kind, OpDef, composite, register
+
+_AXIS_ATTRS = {"axis": Attr("axis", None), "keepdims": Attr("bool", False),
+               "exclude": Attr("bool", False)}
+
+
+def reduced_axes(op_name: str, shape: tuple[int, ...], axis, exclude: bool = False):
+    """The sorted, non-negative axes that ``axis`` names in an array of ``shape``."""
+    ndim = len(shape)
+    everything = axis is None or axis == ()  # MXNet: axis=() also means all axes
+    listed = range(ndim) if everything else (axis,) if isinstance(axis, int) else axis
+    for a in listed:
+        if not -ndim <= a < ndim:
+            raise ShapeError(f"{op_name}: axis {a} is out of range for an input of shape "
+                             f"{shape} ({ndim} dimensions: use -{ndim} .. {ndim - 1})")
+    axes = sorted({a % ndim for a in listed})
+    return tuple(a for a in range(ndim) if a not in axes) if exclude else tuple(axes)
+
+
+def reduced_shape(shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool):
+    """The shape after reducing ``axes``; ``(1,)`` instead of ``()`` (MXNet semantics)."""
+    if keepdims:
+        return tuple(1 if i in axes else n for i, n in enumerate(shape))
+    return tuple(n for i, n in enumerate(shape) if i not in axes) or (1,)
+
+
+def _reduction(name, numpy_fn, grad, doc, aliases=(), keep_dtype=True) -> OpDef:
+    def infer(x: Aval, axis, keepdims, exclude) -> list[Aval]:
+        axes = reduced_axes(name, x.shape, axis, exclude)
+        return [Aval(reduced_shape(x.shape, axes, keepdims), x.dtype)]
+
+    def kernel(x: np.ndarray, axis, keepdims, exclude) -> np.ndarray:
+        axes = reduced_axes(name, x.shape, axis, exclude)
+        out = numpy_fn(x, axis=axes, keepdims=keepdims)
+        return np.asarray(out, x.dtype).reshape(reduced_shape(x.shape, axes, keepdims))
+
+    return register(OpDef(name=name, kernel=kernel, infer=infer, grad=grad, kind=Kind.REDUCE,
+                          attrs=_AXIS_ATTRS, aliases=aliases, doc=doc))
+
+
+def _unreduce_kernel(g, like, axis, keepdims, exclude, mean):
+    axes = reduced_axes("_unreduce", like.shape, axis, exclude)
+    spread = np.broadcast_to(g.reshape(reduced_shape(like.shape, axes, True)), like.shape)
+    count = int(np.prod([like.shape[a] for a in axes]))
+    return spread / np.asarray(count, g.dtype) if mean else spread.copy()
+
+
+register(OpDef(
+    name="_unreduce", kernel=_unreduce_kernel,
+    infer=lambda g, like, **attrs: [Aval(like.shape, g.dtype)],
+    grad=lambda F, inputs, outputs, out_grads, mean, **axis: [
+        (F.mean if mean else F.sum)(out_grads[0], **axis), None],
+    kind=Kind.OPAQUE, inputs=("data", "like"), attrs={**_AXIS_ATTRS, "mean": Attr("bool", False)},
+    doc="Spread ``data`` (a reduction of ``like``) back over the reduced axes; divide by "
+        "the count if ``mean``. The VJP of ``sum`` and ``mean``.",
+))
+
+
+def _spread(F, g, x, attrs, mean=False):
+    return F._unreduce(g, x, mean=mean, **attrs)
+
+
+def _extreme_grad(F, inputs, outputs, out_grads, **attrs):
+    """Only the elements equal to the max (or min) receive the gradient."""
+    x = inputs[0]
+    winners = F.broadcast_equal(x, _spread(F, outputs[0], x, attrs))
+    return [_spread(F, out_grads[0], x, attrs) * winners]
+
+
+_reduction("sum", np.sum, lambda F, inputs, outputs, out_grads, **attrs: [
+    _spread(F, out_grads[0], inputs[0], attrs)], "Sum over ``axis``.", ("sum_axis",))
+_reduction("mean", np.mean, lambda F, inputs, outputs, out_grads, **attrs: [
+    _spread(F, out_grads[0], inputs[0], attrs, mean=True)], "Mean over ``axis``.")
+_reduction("max", np.max, _extreme_grad, "Maximum over ``axis``.", ("max_axis",))
+_reduction("min", np.min, _extreme_grad, "Minimum over ``axis``.", ("min_axis",))
+_reduction("prod", np.prod, lambda F, inputs, outputs, out_grads, **attrs: [
+    _spread(F, out_grads[0] * outputs[0], inputs[0], attrs) / inputs[0]],
+    "Product over ``axis`` (its gradient divides by the input: no zeros).")
+_reduction("norm", lambda x, axis, keepdims: np.sqrt(np.sum(x * x, axis, keepdims=keepdims)),
+           lambda F, inputs, outputs, out_grads, **attrs: [
+               _spread(F, out_grads[0] / outputs[0], inputs[0], attrs) * inputs[0]],
+           "The L2 norm over ``axis`` (all axes by default).")
+
+
+def _arg_reduction(name: str, numpy_fn, doc: str) -> OpDef:
+    def infer(x: Aval, axis, keepdims) -> list[Aval]:
+        axes = reduced_axes(name, x.shape, axis)
+        return [Aval(reduced_shape(x.shape, axes, keepdims and axis is not None), x.dtype)]
+
+    def kernel(x: np.ndarray, axis, keepdims) -> np.ndarray:
+        shape = infer(Aval(x.shape, x.dtype), axis, keepdims)[0].shape
+        return numpy_fn(x, axis=axis).astype(x.dtype).reshape(shape)
+
+    return register(OpDef(
+        name=name, kernel=kernel, infer=infer, grad=None, kind=Kind.REDUCE, doc=doc,
+        attrs={"axis": Attr("index", None), "keepdims": Attr("bool", False)}))
+
+
+_arg_reduction("argmax", np.argmax, "Index of the largest value along ``axis`` (as a float; "
+               "no gradient).")
+_arg_reduction("argmin", np.argmin, "Index of the smallest value along ``axis`` (as a float; "
+               "no gradient).")
+
+
+def _shift(F, data, axis, temperature):
+    """``x / temperature - max``: the largest exponent becomes 0, so ``exp`` cannot overflow."""
+    scaled = data if temperature in (None, 1.0) else F._div_scalar(data, scalar=temperature)
+    return F.broadcast_sub(scaled, F.max(scaled, axis=axis, keepdims=True))
+
+
+@composite("softmax")
+def softmax(F, data, axis=-1, temperature=None, name=None):
+    """``exp(x) / sum(exp(x))`` along ``axis``, shifted by the maximum so it never overflows."""
+    shifted = _shift(F, data, axis, temperature)
+    exps = F.exp(shifted)
+    return F.broadcast_div(exps, F.sum(exps, axis=axis, keepdims=True), name=name)
+
+
+@composite("log_softmax")
+def log_softmax(F, data, axis=-1, temperature=None, name=None):
+    """``x - log(sum(exp(x)))`` along ``axis``, stable: every exponent is <= 0."""
+    shifted = _shift(F, data, axis, temperature)
+    log_total = F.log(F.sum(F.exp(shifted), axis=axis, keepdims=True))
+    return F.broadcast_sub(shifted, log_total, name=name)

@@ -1,0 +1,449 @@
+"""The operator registry: every operator hybridlab knows is defined here exactly once.
+
+What this module teaches
+------------------------
+A deep-learning framework is mostly a table of operators. For each operator we need
+to know *how to compute it* (a numpy kernel), *what it produces without computing it*
+(a shape and dtype rule, used to give arrays a shape at once and to type-check graphs),
+*how to differentiate it* (a vector-Jacobian product written with registry operators,
+so the same rule builds the imperative tape's backward and a symbolic backward graph),
+and a few facts that passes and plots ask for (``kind``, ``pure``, ``inplace_ok``).
+
+All of that lives in one :class:`OpDef`. The front ends -- ``nd.*``, ``sym.*`` (and
+therefore ``F.*`` inside ``hybrid_forward``) and the arithmetic dunders of ``NDArray``
+and ``Symbol`` -- are *generated* from the table by :func:`populate` and
+:func:`install_dunders`, so the two namespaces can never disagree.
+
+Vocabulary
+----------
+``aval``      the abstract value of an array: its shape and dtype (:class:`Aval`).
+``kernel``    ``kernel(*arrays, **attrs) -> array | tuple of arrays`` on numpy arrays.
+``infer``     ``infer(*avals, **attrs) -> list[Aval]``, one per output; raises
+              :class:`~hybridlab.errors.ShapeError` (a ``ValueError``) with a message
+              naming the op, the shapes and the fix.
+``grad``      ``grad(F, inputs, outputs, out_grads, **attrs) -> list``, one entry per
+              input (``None`` where the input gets no gradient). ``F`` is a namespace
+              made by :func:`populate` (``nd`` on the tape, ``sym`` in a backward graph).
+``infer_params`` optional, for layers with weights: ``infer_params(data_aval, **attrs)
+              -> {input name: shape}``, so ``sym.infer_shape(data=...)`` fills the
+              parameters' shapes (``fc1_weight``) as MXNet did.
+``apply``     what a front end does with an op: ``apply(op, inputs, attrs, hint)``.
+              ``nd`` pushes the kernel to the engine; ``sym`` adds a graph node.
+``composite`` an operator written in Python from other operators (``sigmoid``,
+              ``softmax``, ``Dropout``): it has no kernel and no gradient of its own.
+"""
+
+from __future__ import annotations
+
+import difflib
+import enum
+import types
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from hybridlab.errors import AttributeValueError, UnknownAttributeError, UnknownOperatorError
+
+
+class Kind(str, enum.Enum):
+    """How an operator touches its data; passes and plots ask this, never op names."""
+
+    ELEMENTWISE = "elementwise"  # out[i] = f(in[i]); inputs and output share one shape
+    BROADCAST = "broadcast"  # elementwise after numpy broadcasting of the inputs
+    REDUCE = "reduce"  # sums, means, max ... over axes
+    OPAQUE = "opaque"  # everything else: dot, convolution, reshape, random, ...
+
+
+@dataclass(frozen=True)
+class Aval:
+    """The abstract value of an array: what is known before it is computed."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    def __str__(self) -> str:
+        return f"{np.dtype(self.dtype).name}[{','.join(map(str, self.shape))}]"
+
+
+REQUIRED: Any = object()  # marks an attribute without a default
+
+
+@dataclass(frozen=True)
+class Attr:
+    """One attribute of an operator: its type (used to validate and to parse JSON)."""
+
+    type: str  # one of ATTR_TYPES
+    default: Any = REQUIRED
+    choices: tuple[Any, ...] | None = None
+
+
+# The attribute types an operator may declare; each parser accepts the Python value a
+# user passes *and* the string MXNet's JSON stores ("(2, 2)", "True", "0.5").
+ATTR_TYPES = ("int", "float", "bool", "str", "shape", "axis", "dtype", "any", "index", "indices")
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What a kernel may need besides its inputs: the training flag and a seeded RNG."""
+
+    training: bool = False
+    rng: np.random.Generator | None = None
+
+
+@dataclass(eq=False)
+class OpDef:
+    """Everything hybridlab knows about one operator."""
+
+    name: str
+    kernel: Callable[..., Any]
+    infer: Callable[..., list[Aval]]
+    grad: Callable[..., Sequence[Any]] | None
+    kind: Kind
+    inputs: tuple[str, ...] | Callable[[dict[str, Any]], tuple[str, ...]] = ("data",)
+    attrs: dict[str, Attr] = field(default_factory=dict)
+    num_outputs: int | Callable[[dict[str, Any]], int] = 1  # callable: split(num_outputs=k)
+    pure: bool = True  # same inputs, same outputs, no side effects (CSE/DCE may touch it)
+    inplace_ok: bool = False  # the output may overwrite the first input's buffer
+    needs_context: bool = False  # the kernel takes a keyword ``rt: RunContext``
+    ufunc: np.ufunc | None = None  # elementwise ops: lets fused code write with ``out=``
+    # layers with weights: parameter shapes from the data's Aval, {input name: shape}, so
+    # sym.infer_shape(data=...) can fill `fc1_weight` as MXNet did
+    infer_params: Callable[..., dict[str, tuple[int, ...]]] | None = None
+    aliases: tuple[str, ...] = ()
+    doc: str = ""
+
+    def input_names(self, attrs: dict[str, Any]) -> tuple[str, ...]:
+        """Names of the inputs for these attributes (``("*data",)`` means variadic)."""
+        return self.inputs(attrs) if callable(self.inputs) else self.inputs
+
+    def output_count(self, attrs: dict[str, Any]) -> int:
+        """How many outputs the op has for these (parsed) attributes."""
+        return self.num_outputs(attrs) if callable(self.num_outputs) else self.num_outputs
+
+    def parse_attrs(self, given: dict[str, Any]) -> dict[str, Any]:
+        """Validate ``given`` against the declared attributes and fill in defaults."""
+        if not given and not self._required:
+            return self._defaults
+        parsed = dict(self._defaults)
+        for key, value in given.items():
+            spec = self.attrs.get(key)
+            if spec is None:
+                raise UnknownAttributeError(_unknown_attr_message(self, key))
+            parsed[key] = parse_attr_value(self.name, key, spec, value)
+        missing = [k for k in self._required if k not in parsed]
+        if missing:
+            raise AttributeValueError(
+                f"{self.name}: missing required attribute(s) {missing}; "
+                f"call it as {self.name}(..., {missing[0]}=<{self.attrs[missing[0]].type}>)"
+            )
+        return parsed
+
+    def __post_init__(self) -> None:
+        self._defaults = {k: a.default for k, a in self.attrs.items() if a.default is not REQUIRED}
+        self._required = [k for k, a in self.attrs.items() if a.default is REQUIRED]
+
+    def __repr__(self) -> str:
+        return f"<OpDef {self.name} ({self.kind.value})>"
+
+
+def _unknown_attr_message(op: OpDef, key: str) -> str:
+    close = difflib.get_close_matches(key, list(op.attrs), n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    known = ", ".join(sorted(op.attrs)) or "none"
+    return f"{op.name}: unknown attribute {key!r}{hint} (known attributes: {known})"
+
+
+def parse_attr_value(op_name: str, key: str, spec: Attr, value: Any) -> Any:
+    """Turn a user value or a JSON string into the attribute's declared type."""
+    try:
+        parsed = _PARSERS[spec.type](value)
+    except (TypeError, ValueError) as err:
+        raise AttributeValueError(
+            f"{op_name}: attribute {key!r} must be of type {spec.type}, got {value!r} ({err})"
+        ) from None
+    if spec.choices is not None and parsed not in spec.choices:
+        raise AttributeValueError(
+            f"{op_name}: attribute {key!r} must be one of {list(spec.choices)}, got {value!r}"
+        )
+    return parsed
+
+
+def _parse_bool(value: Any) -> bool:
+    if isinstance(value, str):
+        if value.lower() in ("true", "1"):
+            return True
+        if value.lower() in ("false", "0"):
+            return False
+        raise ValueError("expected True or False")
+    if isinstance(value, (bool, int, np.bool_, np.integer)):
+        return bool(value)
+    raise TypeError("expected a bool")
+
+
+def _parse_int(value: Any) -> int:
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError("expected an int, not a bool")
+    if isinstance(value, str):
+        return int(value.strip())
+    if isinstance(value, (int, np.integer)) or (isinstance(value, float) and value.is_integer()):
+        return int(value)
+    raise TypeError("expected an int")
+
+
+def _parse_float(value: Any) -> float:
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError("expected a number, not a bool")
+    if isinstance(value, str):
+        return float(value.strip())
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        return float(value)
+    raise TypeError("expected a number")
+
+
+def _parse_shape(value: Any) -> tuple[int, ...]:
+    """A shape: an int, a tuple/list of ints, or MXNet's string form "(2, 3)"."""
+    if isinstance(value, str):
+        text = value.strip().strip("()[]").strip()
+        return tuple(_parse_int(p) for p in text.split(",") if p.strip()) if text else ()
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return (int(value),)
+    if isinstance(value, (tuple, list)):
+        return tuple(_parse_int(v) for v in value)
+    raise TypeError("expected a shape such as (2, 3)")
+
+
+def _parse_axis(value: Any) -> int | tuple[int, ...] | None:
+    """An axis: None (all), an int, or a tuple of ints."""
+    if value is None or (isinstance(value, str) and value.strip() in ("None", "()", "")):
+        return None
+    if isinstance(value, str) and not value.strip().startswith(("(", "[")):
+        return _parse_int(value)
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return int(value)
+    return _parse_shape(value)
+
+
+def _parse_index(value: Any) -> int | None:
+    """An int or None (the open end of a slice); "None" in JSON."""
+    if value is None or (isinstance(value, str) and value.strip() == "None"):
+        return None
+    return _parse_int(value)
+
+
+def _parse_indices(value: Any) -> tuple[int | None, ...]:
+    """A tuple of ints and Nones, such as ``slice``'s ``begin=(None, 1)``."""
+    if isinstance(value, str):
+        text = value.strip().strip("()[]").strip()
+        return tuple(_parse_index(p) for p in text.split(",") if p.strip()) if text else ()
+    if isinstance(value, (tuple, list)):
+        return tuple(_parse_index(v) for v in value)
+    return (_parse_index(value),)
+
+
+def _parse_dtype(value: Any) -> str:
+    return np.dtype(value).name
+
+
+def _parse_str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError("expected a string")
+    return value
+
+
+_PARSERS: dict[str, Callable[[Any], Any]] = {
+    "int": _parse_int,
+    "float": _parse_float,
+    "bool": _parse_bool,
+    "str": _parse_str,
+    "shape": _parse_shape,
+    "axis": _parse_axis,
+    "dtype": _parse_dtype,
+    "any": lambda value: value,
+    "index": _parse_index,
+    "indices": _parse_indices,
+}
+
+
+# ---------------------------------------------------------------------------------------
+# The table
+# ---------------------------------------------------------------------------------------
+
+OPS: dict[str, OpDef] = {}  # primary name -> OpDef
+_BY_NAME: dict[str, OpDef] = {}  # primary names and aliases -> OpDef
+
+
+@dataclass(eq=False)
+class Composite:
+    """An operator written in Python from registry operators: ``fn(F, *args, **kwargs)``."""
+
+    name: str
+    fn: Callable[..., Any]
+    aliases: tuple[str, ...] = ()
+    doc: str = ""
+
+
+COMPOSITES: dict[str, Composite] = {}
+
+
+def register(op: OpDef) -> OpDef:
+    """Add ``op`` to the table; a name may be taken only once."""
+    for name in (op.name, *op.aliases):
+        if name in _BY_NAME or name in COMPOSITES:
+            raise ValueError(f"operator name {name!r} is registered twice")
+        _BY_NAME[name] = op
+    OPS[op.name] = op
+    return op
+
+
+def composite(name: str, aliases: tuple[str, ...] = ()) -> Callable[[Callable], Callable]:
+    """Decorator registering ``fn(F, *args, **kwargs)`` as a composite operator."""
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        for n in (name, *aliases):
+            if n in _BY_NAME or n in COMPOSITES:
+                raise ValueError(f"operator name {n!r} is registered twice")
+        COMPOSITES[name] = Composite(name, fn, aliases, fn.__doc__ or "")
+        return fn
+
+    return decorate
+
+
+def get(name: str) -> OpDef:
+    """The OpDef called ``name`` (primary name or alias), with a helpful error."""
+    op = _BY_NAME.get(name)
+    if op is None:
+        close = difflib.get_close_matches(name, list(_BY_NAME), n=3)
+        hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
+        raise UnknownOperatorError(f"unknown operator {name!r}.{hint}")
+    return op
+
+
+# ---------------------------------------------------------------------------------------
+# Generating the front ends: the one loop
+# ---------------------------------------------------------------------------------------
+
+Apply = Callable[[OpDef, list, dict, "str | None", str], Any]
+
+
+def populate(module: types.ModuleType, apply: Apply) -> None:
+    """Put one function per operator and composite into ``module``.
+
+    ``apply(op, inputs, attrs, name, hint)`` is the front end's only hook: ``inputs``
+    is a list (NDArrays, Symbols or ``None`` for an input the caller left out), ``attrs``
+    the raw keyword attributes, ``name`` the user's ``name=`` (or None) and ``hint`` the
+    spelling that was called (``"broadcast_add"``), used for automatic symbol names.
+    A dotted alias such as ``"random.normal"`` lands in a sub-namespace ``module.random``.
+    """
+    for op in OPS.values():
+        for spelling in (op.name, *op.aliases):
+            _install(module, spelling, _op_function(op, apply, spelling))
+    for comp in COMPOSITES.values():
+        for spelling in (comp.name, *comp.aliases):
+            _install(module, spelling, _composite_function(comp, module, spelling))
+
+
+def _op_function(op: OpDef, apply: Apply, spelling: str) -> Callable[..., Any]:
+    def function(*args: Any, name: str | None = None, **kwargs: Any) -> Any:
+        inputs, attrs = split_arguments(op, args, kwargs)
+        return apply(op, inputs, attrs, name, spelling.rsplit(".", 1)[-1].lower())
+
+    function.__name__ = spelling.rsplit(".", 1)[-1]
+    function.__qualname__ = spelling
+    function.__doc__ = op.doc
+    return function
+
+
+def _composite_function(comp: Composite, module: Any, spelling: str) -> Callable[..., Any]:
+    def function(*args: Any, **kwargs: Any) -> Any:
+        return comp.fn(module, *args, **kwargs)
+
+    function.__name__ = spelling.rsplit(".", 1)[-1]
+    function.__qualname__ = spelling
+    function.__doc__ = comp.doc
+    return function
+
+
+def _install(module: Any, spelling: str, function: Callable[..., Any]) -> None:
+    *path, leaf = spelling.split(".")
+    target = module
+    for part in path:
+        if not hasattr(target, part):
+            setattr(target, part, types.SimpleNamespace())
+        target = getattr(target, part)
+    setattr(target, leaf, function)
+
+
+def split_arguments(op: OpDef, args: tuple, kwargs: dict[str, Any]) -> tuple[list, dict]:
+    """Separate a call's inputs (positional, or keyword by input name) from attributes."""
+    if callable(op.inputs):  # e.g. FullyConnected has a bias input unless no_bias=True
+        names = op.inputs(op.parse_attrs({k: v for k, v in kwargs.items() if k in op.attrs}))
+    else:
+        names = op.inputs
+    if names and names[0].startswith("*"):  # variadic: every positional is an input
+        return list(args), kwargs
+    # Like MXNet's generated functions, positionals after the inputs fill the attributes
+    # in declaration order: ``nd.sum(x, 1)``, ``F.ones((1, 1))``, ``nd.clip(x, 0, 1)``.
+    extra = args[len(names):]
+    if len(extra) > len(op.attrs):
+        raise TypeError(
+            f"{op.name} takes {len(names)} input(s) {list(names)} and attributes "
+            f"{list(op.attrs)}, got {len(args)} positional arguments"
+        )
+    inputs = list(args[:len(names)]) + [None] * (len(names) - len(args[:len(names)]))
+    attrs = dict(zip(op.attrs, extra))
+    for key, value in kwargs.items():
+        if key in names:
+            inputs[names.index(key)] = value
+        elif key in attrs:
+            raise TypeError(f"{op.name} got attribute {key!r} both by position and by keyword")
+        else:
+            attrs[key] = value
+    return inputs, attrs
+
+
+# The arithmetic dunders of NDArray and Symbol: dunder -> (tensor op, scalar op, hint).
+# A "reflected" scalar op (``_rminus_scalar``) computes ``scalar - x``.
+DUNDERS: dict[str, tuple[str, str, str]] = {
+    "__add__": ("broadcast_add", "_plus_scalar", "_plus"),
+    "__radd__": ("broadcast_add", "_plus_scalar", "_plus"),
+    "__sub__": ("broadcast_sub", "_minus_scalar", "_minus"),
+    "__rsub__": ("broadcast_sub", "_rminus_scalar", "_minus"),
+    "__mul__": ("broadcast_mul", "_mul_scalar", "_mul"),
+    "__rmul__": ("broadcast_mul", "_mul_scalar", "_mul"),
+    "__truediv__": ("broadcast_div", "_div_scalar", "_div"),
+    "__rtruediv__": ("broadcast_div", "_rdiv_scalar", "_div"),
+    "__pow__": ("broadcast_power", "_power_scalar", "_power"),
+    "__rpow__": ("broadcast_power", "_rpower_scalar", "_power"),
+    "__mod__": ("broadcast_mod", "_mod_scalar", "_mod"),
+    "__eq__": ("broadcast_equal", "_equal_scalar", "_equal"),
+    "__ne__": ("broadcast_not_equal", "_not_equal_scalar", "_not_equal"),
+    "__gt__": ("broadcast_greater", "_greater_scalar", "_greater"),
+    "__ge__": ("broadcast_greater_equal", "_greater_equal_scalar", "_greater_equal"),
+    "__lt__": ("broadcast_lesser", "_lesser_scalar", "_lesser"),
+    "__le__": ("broadcast_lesser_equal", "_lesser_equal_scalar", "_lesser_equal"),
+}
+
+
+def install_dunders(cls: type, apply: Apply) -> None:
+    """Give ``cls`` its arithmetic operators, all routed through ``apply``."""
+    for dunder, (tensor_name, scalar_name, hint) in DUNDERS.items():
+        setattr(cls, dunder, _dunder(cls, dunder, tensor_name, scalar_name, hint, apply))
+    cls.__hash__ = object.__hash__  # defining __eq__ would otherwise remove hashing
+
+
+def _dunder(cls: type, dunder: str, tensor_name: str, scalar_name: str, hint: str,
+            apply: Apply) -> Callable[[Any, Any], Any]:
+    tensor_op, scalar_op = get(tensor_name), get(scalar_name)
+    reflected = dunder.startswith("__r") and dunder not in ("__rshift__",)
+
+    def method(self: Any, other: Any) -> Any:
+        if isinstance(other, cls):
+            pair = [other, self] if reflected else [self, other]
+            return apply(tensor_op, pair, {}, None, hint)
+        if isinstance(other, (int, float, bool, np.number)):
+            return apply(scalar_op, [self], {"scalar": float(other)}, None, hint + "scalar")
+        return NotImplemented
+
+    method.__name__ = dunder
+    return method

@@ -1,0 +1,189 @@
+"""Operators that move data without doing arithmetic: reshape, transpose, concat, slice...
+
+What this module teaches
+------------------------
+``reshape`` in MXNet speaks a small language of special codes, so one graph works for
+any batch size: ``x.reshape((0, -1))`` means "keep the first dimension, flatten the
+rest". :func:`reshape_codes` is that language's whole interpreter.
+
+Gradients of data-movement ops only move the gradient back: ``reshape_like`` undoes a
+reshape, ``_slice_grad`` puts a slice's gradient into a zero array, ``sum_like`` undoes a
+broadcast. They take the forward input as a ``like`` argument instead of reading its
+shape, because a Symbol's shape may not be known when its backward graph is built.
+
+Creation ops (``zeros``, ``ones``, ``_full``, ``arange``) have no inputs: their shape and
+dtype come entirely from attributes (``dtype`` defaults to float32).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hybridlab.errors import ShapeError
+from hybridlab.ops.registry import Attr, Aval, Kind, OpDef, register
+
+_CODES_HELP = ("codes: 0 copies an input dimension, -1 infers one dimension, -2 copies all "
+               "remaining dimensions, -3 merges two dimensions, -4 splits one dimension into "
+               "the next two values (one of them may be -1)")
+
+
+def _grad_like(F, inputs, outputs, out_grads, **attrs):
+    """The VJP of every pure reshaping op: reshape the gradient back."""
+    return [F.reshape_like(out_grads[0], inputs[0])]
+
+
+def _reshape_op(name, infer_shape, doc, attrs, aliases=()) -> OpDef:
+    def infer(x: Aval, **kw) -> list[Aval]:
+        return [Aval(tuple(infer_shape(x.shape, **kw)), x.dtype)]
+
+    return register(OpDef(
+        name=name, kernel=lambda x, **kw: x.reshape(infer(x, **kw)[0].shape), infer=infer,
+        grad=_grad_like, kind=Kind.OPAQUE, attrs=attrs, aliases=aliases, doc=doc))
+
+
+def reshape_codes(shape_in: tuple[int, ...], codes: tuple[int, ...], reverse: bool = False):
+    """The output shape for MXNet's ``Reshape(shape=codes)``; see ``_CODES_HELP``."""
+    def fail(why: str) -> ShapeError:
+        return ShapeError(f"Reshape: cannot reshape {tuple(shape_in)} to {tuple(codes)}: {why}"
+                          f" ({_CODES_HELP})")
+
+    dims, todo = (shape_in[::-1], codes[::-1]) if reverse else (shape_in, codes)
+    out, src, infer_at, i = [], 0, None, 0
+    while i < len(todo):
+        code = todo[i]
+        if code in (0, -3, -4) and src + (code == -3) >= len(dims):
+            raise fail(f"code {code} at position {i} has no input dimension left to use")
+        if code == -1:
+            if infer_at is not None:
+                raise fail("only one -1 is allowed")
+            infer_at = len(out)
+        if code == -2:
+            out.extend(dims[src:])
+            src = len(dims)
+        elif code == -3:
+            out.append(dims[src] * dims[src + 1])
+            src += 2
+        elif code == -4:
+            out.extend(_split_dim(dims[src], *todo[i + 1:i + 3], fail=fail))
+            src, i = src + 1, i + 2
+        elif code >= -1:
+            out.append(dims[src] if code == 0 else 1 if code == -1 else code)
+            src += 1
+        else:
+            raise fail(f"unknown code {code}")
+        i += 1
+    total, known = int(np.prod(shape_in)), int(np.prod(out))
+    if infer_at is not None:
+        if known == 0 or total % known:
+            raise fail(f"{total} elements cannot be split evenly for the -1")
+        out[infer_at] = total // known
+    if int(np.prod(out)) != total:
+        raise fail(f"{total} elements do not fit in {tuple(out[::-1] if reverse else out)}")
+    return tuple(out[::-1] if reverse else out) or (1,)  # never 0-d, as in MXNet
+
+
+def _split_dim(dim: int, *parts: int, fail) -> tuple[int, int]:
+    if len(parts) != 2 or 0 in parts or min(parts) < -1 or parts == (-1, -1):
+        raise fail(f"-4 must be followed by two sizes (one may be -1) whose product is {dim}")
+    first, second = parts
+    first = dim // second if first == -1 else first
+    second = dim // first if second == -1 else second
+    if first * second != dim:
+        raise fail(f"-4 cannot split {dim} into ({parts[0]}, {parts[1]})")
+    return first, second
+
+
+_reshape_op("Reshape", lambda s, shape, reverse: reshape_codes(s, shape, reverse),
+            "Reshape ``data`` to ``shape`` with MXNet's codes 0, -1, -2, -3, -4 "
+            "(``reverse=True`` reads the codes right to left).",
+            {"shape": Attr("shape"), "reverse": Attr("bool", False)}, ("reshape",))
+_reshape_op("Flatten", lambda s: (s[0], int(np.prod(s[1:]))),
+            "Collapse every axis but the first: ``(N, C, H, W) -> (N, C*H*W)``.", {}, ("flatten",))
+
+
+def _expand(s, axis):
+    if not -len(s) - 1 <= axis <= len(s):
+        raise ShapeError(f"expand_dims: axis {axis} is out of range for shape {s}")
+    axis %= len(s) + 1
+    return s[:axis] + (1,) + s[axis:]
+
+
+def squeeze_shape(s: tuple[int, ...], axis) -> tuple[int, ...]:
+    """The shape after removing axes of length 1 (all, or those in ``axis``)."""
+    if axis is None:
+        return tuple(n for n in s if n != 1) or (1,)
+    listed = (axis,) if isinstance(axis, int) else axis
+    axes = [a % len(s) for a in listed if -len(s) <= a < len(s)]
+    if len(axes) != len(listed) or any(s[a] != 1 for a in axes):
+        raise ShapeError(f"squeeze: axis {axis} of shape {s} is out of range or not of length 1")
+    return tuple(n for i, n in enumerate(s) if i not in axes) or (1,)
+
+
+_reshape_op("expand_dims", _expand, "Insert an axis of length 1 at ``axis``.",
+            {"axis": Attr("int")})
+_reshape_op("squeeze", squeeze_shape, "Remove axes of length 1 (all of them, or ``axis``).",
+            {"axis": Attr("axis", None)})
+
+
+def _check_size(name: str, a: Aval, b: Aval) -> None:
+    if int(np.prod(a.shape)) != int(np.prod(b.shape)):
+        raise ShapeError(f"{name}: {a.shape} and {b.shape} have different sizes")
+
+
+register(OpDef(
+    name="reshape_like", kernel=lambda x, like: x.reshape(like.shape),
+    infer=lambda x, like: _check_size("reshape_like", x, like) or [Aval(like.shape, x.dtype)],
+    grad=lambda F, inputs, outputs, out_grads: [F.reshape_like(out_grads[0], inputs[0]), None],
+    kind=Kind.OPAQUE, inputs=("lhs", "rhs"), doc="Reshape ``lhs`` to the shape of ``rhs``."))
+
+
+def _perm(shape, axes):
+    axes = tuple(range(len(shape)))[::-1] if not axes else axes
+    if sorted(a % len(shape) for a in axes) != list(range(len(shape))):
+        raise ShapeError(f"transpose: axes {axes} are not a permutation of the {len(shape)} "
+                         f"axes of shape {shape}")
+    return tuple(a % len(shape) for a in axes)
+
+
+def _inverse(axes: tuple[int, ...]) -> tuple[int, ...]:
+    """The permutation that undoes ``axes`` (an empty one reverses, and undoes itself)."""
+    return tuple(int(a) for a in np.argsort([a % len(axes) for a in axes])) if axes else ()
+
+
+register(OpDef(
+    name="transpose", kernel=lambda x, axes: x.transpose(_perm(x.shape, axes)).copy(),
+    infer=lambda x, axes: [Aval(tuple(x.shape[a] for a in _perm(x.shape, axes)), x.dtype)],
+    grad=lambda F, inputs, outputs, out_grads, axes: [F.transpose(
+        out_grads[0], axes=_inverse(axes))],
+    kind=Kind.OPAQUE, attrs={"axes": Attr("shape", ())},
+    doc="Permute the axes (reverse them when ``axes`` is empty)."))
+
+
+def _swapped(shape: tuple[int, ...], dim1: int, dim2: int) -> tuple[int, ...]:
+    if not all(-len(shape) <= d < len(shape) for d in (dim1, dim2)):
+        raise ShapeError(f"swapaxes: dim1={dim1}, dim2={dim2} out of range for shape {shape}")
+    out = list(shape)
+    out[dim1], out[dim2] = shape[dim2], shape[dim1]
+    return tuple(out)
+
+
+register(OpDef(
+    name="SwapAxis", kernel=lambda x, dim1, dim2: np.swapaxes(x, dim1, dim2).copy(),
+    infer=lambda x, dim1, dim2: [Aval(_swapped(x.shape, dim1, dim2), x.dtype)],
+    grad=lambda F, inputs, outputs, out_grads, **dims: [F.swapaxes(out_grads[0], **dims)],
+    kind=Kind.OPAQUE, attrs={"dim1": Attr("int", 0), "dim2": Attr("int", 0)},
+    aliases=("swapaxes",), doc="Exchange axes ``dim1`` and ``dim2`` (its own inverse)."))
+
+
+def _flip_infer(x: Aval, axis) -> list[Aval]:
+    axes = (axis,) if isinstance(axis, int) else axis
+    if not all(-len(x.shape) <= a < len(x.shape) for a in axes):
+        raise ShapeError(f"reverse: axis {axis} is out of range for shape {x.shape}")
+    return [x]
+
+
+register(OpDef(
+    name="reverse", kernel=lambda x, axis: np.flip(x, axis).copy(), infer=_flip_infer,
+    grad=lambda F, inputs, outputs, out_grads, axis: [F.reverse(out_grads[0], axis=axis)],
+    kind=Kind.OPAQUE, attrs={"axis": Attr("axis")}, aliases=("flip",),
+    doc="Reverse the order of the elements along ``axis`` (its own inverse)."))

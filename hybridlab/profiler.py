@@ -1,0 +1,73 @@
+"""MXNet's ``mx.profiler``: engine traces as Chrome Trace Event JSON.
+
+What this module teaches
+------------------------
+A profiler needs no magic: the engine already calls a ``posttask`` hook after every op,
+with a :class:`~hybridlab.engine.TaskRecord` (name, worker, start, end). Collect those
+records between ``set_state('run')`` and ``set_state('stop')``, and write each one as a
+*complete event* (``"ph": "X"``, start ``ts`` and duration ``dur`` in microseconds) on
+the row of the worker that ran it (``tid``). Open the file in https://ui.perfetto.dev or
+``chrome://tracing`` to see which ops ran in parallel. This module reads only records.
+
+    mx.profiler.set_config(profile_all=True, filename="profile.json")
+    mx.profiler.set_state("run")
+    ...                       # the code to profile
+    mx.nd.waitall()           # let pending ops finish, so they are recorded
+    mx.profiler.set_state("stop")
+    mx.profiler.dump()
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hybridlab import engine
+
+_config: dict[str, Any] = {"filename": "profile.json"}
+_records: list[engine.TaskRecord] = []
+_active: dict[str, Any] = {}  # "callback" and "engine" while the profiler runs
+
+
+def set_config(filename: str = "profile.json", **options: Any) -> None:
+    """Set the output file. MXNet's other options (``profile_all``, ``profile_symbolic``,
+    ``profile_imperative``, ``aggregate_stats``, ...) are accepted: every op is recorded."""
+    _config.update(options, filename=filename)
+
+
+def set_state(state: str = "stop") -> None:
+    """``'run'`` starts recording the ops the current engine executes; ``'stop'`` stops."""
+    if state not in ("run", "stop"):
+        raise ValueError(f"profiler state must be 'run' or 'stop', got {state!r}")
+    if state == "run" and not _active:
+        callback = engine.Callback(posttask=lambda task: _records.append(task.record))
+        _active.update(callback=callback, engine=engine.current())
+        _active["engine"].add_callback(callback)
+    elif state == "stop" and _active:
+        _active["engine"].remove_callback(_active["callback"])
+        _active.clear()
+
+
+def dumps(reset: bool = False) -> str:
+    """The recorded ops as a Chrome Trace Event JSON string; ``reset`` forgets them."""
+    records = list(_records)
+    origin = min((r.start for r in records), default=0.0)
+    events: list[dict[str, Any]] = [
+        {"name": "process_name", "ph": "M", "pid": 0, "args": {"name": "hybridlab engine"}}]
+    for worker in sorted({r.worker for r in records}):
+        events.append({"name": "thread_name", "ph": "M", "pid": 0, "tid": worker,
+                       "args": {"name": "caller" if worker < 0 else f"worker {worker}"}})
+    for record in records:
+        events.append({"name": record.name, "cat": "operator", "ph": "X", "pid": 0,
+                       "tid": record.worker, "ts": (record.start - origin) * 1e6,
+                       "dur": (record.end - record.start) * 1e6,
+                       "args": {"reads": list(record.reads), "writes": list(record.writes)}})
+    if reset:
+        _records.clear()
+    return json.dumps({"traceEvents": events, "displayTimeUnit": "ms"})
+
+
+def dump(finished: bool = True) -> None:
+    """Write :func:`dumps` to the configured file (``finished=True`` also forgets them)."""
+    with open(_config["filename"], "w", encoding="utf-8") as file:
+        file.write(dumps(reset=finished))

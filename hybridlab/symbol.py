@@ -1,0 +1,901 @@
+"""Symbols: building a graph instead of computing values (MXNet's ``mx.sym``).
+
+What this module teaches
+------------------------
+An NDArray operation computes at once; a Symbol operation only *records* what would be
+computed. ``sym.relu(sym.var('data'))`` makes a graph node and returns a handle to its
+output. A whole program written this way is a graph that can be inspected
+(``list_arguments``, ``infer_shape``), optimised by the compiler, saved as JSON and run
+many times (``eval``, ``bind``) -- the symbolic half of "hybrid" programming::
+
+    >>> import hybridlab as mx
+    >>> x = mx.sym.var('data')
+    >>> fc = mx.sym.FullyConnected(data=x, num_hidden=10, name='fc1')
+    >>> out = mx.sym.relu(fc)
+    >>> fc.list_arguments()            # weight and bias were created for us
+    ['data', 'fc1_weight', 'fc1_bias']
+    >>> out                            # an automatic name from mx.name.NameManager
+    <Symbol relu0>
+
+A Symbol is a thin handle over the compiler's IR (:mod:`hybridlab.graph.ir`): it holds
+the :class:`~hybridlab.graph.ir.Value` s it stands for, nothing else. ``sym.*`` and the
+arithmetic dunders are generated from the operator registry by the same loop that makes
+``nd.*``, so ``F.relu`` means the same thing whether ``F`` is ``nd`` or ``sym``.
+
+Differences from MXNet, on purpose
+----------------------------------
+* ``a + b`` on Symbols **broadcasts** (it is ``broadcast_add``), exactly like NDArrays.
+  MXNet's Symbol ``+`` did not, so code that was correct imperatively failed after
+  ``hybridize()``; MXNet users had to write ``F.broadcast_add`` by hand.
+* ``x[0]`` on a one-output Symbol raises :class:`~hybridlab.errors.SymbolIndexError`
+  instead of silently meaning "output 0"; indexing a *grouped* symbol still works.
+* Every node remembers the user line that created it, and shape errors quote it.
+
+Invariants
+----------
+* A Symbol never changes after it is made; operations return new Symbols.
+* Argument order (``list_arguments``) is MXNet's: depth-first, inputs in order.
+* Loading JSON never executes anything: it is parsed with :mod:`json` and every node
+  is checked against the registry before a graph is built (see ``load_json``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import sys
+import threading
+from itertools import accumulate
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from hybridlab import errors
+from hybridlab import name as _name
+from hybridlab.graph import ir
+from hybridlab.graph.ir import Graph, Node, Value
+from hybridlab.ops import registry
+from hybridlab.ops.registry import Aval
+
+# NOTE: [Parameter inputs] An operator input with one of these names is a learnable
+# parameter (or, for the last two, a running statistic): when the caller leaves it out,
+# ``sym`` creates a variable ``<node name>_<input name>`` for it, as MXNet did
+# (``fc1_weight``). The names are MXNet's operator-input contract, which its JSON files
+# rely on too; any other missing input (``data``, ``lhs``) is an error.
+PARAMETER_INPUTS = ("weight", "bias", "gamma", "beta", "moving_mean", "moving_var")
+AUXILIARY_INPUTS = ("moving_mean", "moving_var")  # updated by the op, not by the optimiser
+
+# Limits for loading model files: a file beyond them is refused before it is built.
+MAX_JSON_BYTES = 64 * 2**20
+MAX_NODES = 100_000
+MAX_NAME_CHARS = 256
+MAX_ATTRS = 64
+MAX_NDIM = 32
+MXNET_VERSION = 10901  # the JSON layout is MXNet 1.9.1's
+_DTYPE_CODES = {"0": "float32", "1": "float64", "2": "float16", "3": "uint8", "4": "int32",
+                "5": "int8", "6": "int64", "7": "bool"}  # MXNet's __dtype__ numbers
+_DTYPE_NUMBERS = {name: number for number, name in _DTYPE_CODES.items()}
+_STATE = threading.local()
+
+
+class Symbol:
+    """A handle to one or more outputs of a graph (several: a *grouped* symbol)."""
+
+    __slots__ = ("_outputs", "_graph", "_names")
+
+    def __init__(self, outputs: Sequence[Value]) -> None:
+        self._outputs = tuple(Value(*v) for v in outputs)
+        self._graph: Graph | None = None  # caches: a Symbol never changes once made
+        self._names: dict[str, list[str]] | None = None
+
+    # -- names and display ---------------------------------------------------------------
+
+    @property
+    def name(self) -> str | None:
+        """The node's name; None for a grouped symbol (as in MXNet)."""
+        return self._outputs[0].node.name if len(self._outputs) == 1 else None
+
+    def __repr__(self) -> str:
+        if self.name is None:
+            return f"<Symbol group [{', '.join(v.node.name for v in self._outputs)}]>"
+        return f"<Symbol {self.name}>"
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        """Jupyter draws a Symbol as its graph; the text form stays MXNet's ``<Symbol x>``."""
+        try:
+            from hybridlab.viz import graph as viz_graph
+            bundle = dict(viz_graph.mimebundle(self))
+        except (ImportError, errors.GraphvizNotFoundError):  # no drawing library: text only
+            bundle = {}
+        bundle["text/plain"] = repr(self)
+        return bundle
+
+    def to_graph(self) -> Graph:
+        """The compiler's view: a :class:`~hybridlab.graph.ir.Graph` of this symbol."""
+        if self._graph is None:
+            self._graph = Graph.from_outputs(self._outputs)
+        return self._graph
+
+    graph = property(to_graph)
+
+    # -- listing ----------------------------------------------------------------------------
+
+    def list_inputs(self) -> list[str]:
+        """Every variable, arguments and auxiliary states, in graph order."""
+        return list(self._listing()["inputs"])
+
+    def list_arguments(self) -> list[str]:
+        """The variables that are not auxiliary states: data and learnable parameters."""
+        return list(self._listing()["arguments"])
+
+    def list_auxiliary_states(self) -> list[str]:
+        """Variables the graph updates itself (BatchNorm's running mean and variance)."""
+        return list(self._listing()["auxiliary"])
+
+    def list_outputs(self) -> list[str]:
+        """``<name>_output`` per output (``<name>_output<i>`` for multi-output ops)."""
+        return [_output_name(value) for value in self._outputs]
+
+    def get_internals(self) -> Symbol:
+        """A grouped symbol of every output of every node (index it by output name)."""
+        graph = self.to_graph()
+        return Symbol([n.out(i) for n in graph.nodes for i in range(_output_count(n))])
+
+    def _variables(self) -> list[Node]:
+        return [node for node in self.to_graph().nodes if node.kind == "var"]
+
+    def _listing(self) -> dict[str, list[str]]:
+        """The three name lists, computed once (Gluon asks ``list_inputs`` on every call)."""
+        if self._names is None:
+            aux = self._auxiliary_ids()
+            variables = self._variables()
+            self._names = {
+                "inputs": [n.name for n in variables],
+                "arguments": [n.name for n in variables if id(n) not in aux],
+                "auxiliary": [n.name for n in variables if id(n) in aux]}
+        return self._names
+
+    def _auxiliary_ids(self) -> set[int]:
+        """Vars flagged ``__aux__`` (Gluon sets it) or feeding an auxiliary input."""
+        flagged = {id(n) for n in self._variables()
+                   if str(dict(n.attrs).get("__aux__")).lower() in ("true", "1")}
+        for node in self.to_graph().nodes:
+            if node.kind == "call":
+                names = node.opdef.input_names(node.attr_dict)
+                flagged |= {id(v.node) for v, input_name in zip(node.inputs, names)
+                            if input_name in AUXILIARY_INPUTS and v.node.kind == "var"}
+        return flagged
+
+    # -- grouped symbols ---------------------------------------------------------------
+
+    def __getitem__(self, index: int | str) -> Symbol:
+        if isinstance(index, str):
+            names = self.list_outputs()
+            if index not in names:
+                raise ValueError(f"{self!r} has no output {index!r}; outputs are {names}")
+            return Symbol([self._outputs[names.index(index)]])
+        if len(self._outputs) == 1 or not isinstance(index, (int, np.integer)):
+            raise errors.SymbolIndexError(_index_message(self, index))
+        return Symbol([self._outputs[index]])
+
+    def __len__(self) -> int:
+        if len(self._outputs) == 1:
+            raise errors.SymbolIndexError(_index_message(self, "len"))
+        return len(self._outputs)
+
+    def __iter__(self) -> Iterator[Symbol]:
+        return (self[i] for i in range(len(self)))
+
+    # -- attributes ------------------------------------------------------------------------
+
+    def attr(self, key: str) -> str | None:
+        """One attribute of this node as MXNet's string form, or None."""
+        return self.list_attr().get(key)
+
+    def list_attr(self) -> dict[str, str]:
+        """This node's attributes as strings (``{'num_hidden': '10'}``, ``{'__shape__': ...}``)."""
+        if self.name is None:
+            return {}
+        return {key: _attr_text(value) for key, value in self._outputs[0].node.attrs}
+
+    def attr_dict(self) -> dict[str, dict[str, str]]:
+        """Every node's attributes by node name (nodes without attributes are left out)."""
+        return {node.name: {key: _attr_text(value) for key, value in node.attrs}
+                for node in self.to_graph().nodes if node.attrs}
+
+    def debug_str(self) -> str:
+        """The graph in the compiler's printed SSA form (MXNet printed its own dump here)."""
+        return str(self.to_graph())
+
+    # -- shapes and types -----------------------------------------------------------------
+
+    def infer_shape(self, *args: Any, **kwargs: Any
+                    ) -> tuple[list | None, list | None, list | None]:
+        """``(arg_shapes, out_shapes, aux_shapes)`` from some input shapes; unknown: None."""
+        avals = _propagate(self, self._given(args, kwargs), {})
+        return self._report(avals, lambda aval: aval.shape)
+
+    infer_shape_partial = infer_shape  # MXNet's name for "unknown shapes are allowed"
+
+    def infer_type(self, *args: Any, **kwargs: Any
+                   ) -> tuple[list | None, list | None, list | None]:
+        """``(arg_types, out_types, aux_types)`` as numpy dtypes; unknown: None."""
+        dtypes = {k: np.dtype(v) for k, v in self._given(args, kwargs).items()}
+        avals = _propagate(self, {}, dtypes)
+        return self._report(avals, lambda aval: np.dtype(aval.dtype).type)
+
+    def _given(self, args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
+        names = self.list_arguments()
+        if len(args) > len(names):
+            raise TypeError(f"{self!r} has {len(names)} arguments {names}, got {len(args)}")
+        given = {n: v for n, v in zip(names, args) if v is not None}
+        unknown = sorted(set(kwargs) - set(self.list_inputs()))
+        if unknown:
+            raise ValueError(f"{unknown} are not inputs of {self!r}; its inputs are "
+                             f"{self.list_inputs()}")
+        return {**given, **{k: v for k, v in kwargs.items() if v is not None}}
+
+    def _report(self, avals: dict, field: Any) -> tuple[list, list, list]:
+        variables = {node.name: node for node in self._variables()}
+
+        def pick(value: Value) -> Any:
+            aval = avals.get((id(value.node), value.index))
+            return None if aval is None else field(aval)
+
+        return ([pick(variables[n].out()) for n in self.list_arguments()],
+                [pick(value) for value in self._outputs],
+                [pick(variables[n].out()) for n in self.list_auxiliary_states()])
+
+    def _static_shape(self) -> tuple[int, ...]:
+        """The shape recorded in the trace (Gluon layers use it to size parameters)."""
+        aval = self._outputs[0].aval
+        if aval is None:
+            raise errors.SymbolShapeError(_shape_message(self, "shape"))
+        return aval.shape
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Only under ``with symbol.static_shapes():`` (Gluon's ``static_shape=True``)."""
+        if getattr(_STATE, "static", False):
+            return self._static_shape()
+        raise errors.SymbolShapeError(_shape_message(self, "shape"))
+
+    # -- saving -------------------------------------------------------------------------
+
+    def tojson(self) -> str:
+        """The graph in MXNet's JSON layout (attributes as strings); see ``load_json``."""
+        graph = self.to_graph()
+        index = {id(n): i for i, n in enumerate(graph.nodes)}
+        nodes = [_node_json(n, index) for n in graph.nodes]
+        from hybridlab import __version__
+        document = {
+            "arg_nodes": [i for i, n in enumerate(graph.nodes) if n.kind == "var"],
+            "node_row_ptr": list(accumulate([0] + [_output_count(n) for n in graph.nodes])),
+            "heads": [[index[id(v.node)], v.index, 0] for v in graph.outputs],
+            "attrs": {"mxnet_version": ["int", MXNET_VERSION],
+                      "hybridlab_version": ["str", __version__]},
+        }
+        body = ",\n".join(f'  "{k}": {json.dumps(v)}' for k, v in document.items())
+        listed = ",\n    ".join(json.dumps(n) for n in nodes)
+        return f'{{\n  "nodes": [\n    {listed}\n  ],\n{body}\n}}\n'
+
+    def save(self, fname: str) -> None:
+        """Write ``tojson()`` to ``fname`` (``sym.load(fname)`` reads it back)."""
+        with open(fname, "w", encoding="utf-8") as file:
+            file.write(self.tojson())
+
+    # -- running ------------------------------------------------------------------------
+
+    def eval(self, ctx: Any = None, **kwargs: Any) -> list:
+        """Run the graph once on NDArrays given by name; returns one NDArray per output."""
+        aux = {k: v for k, v in kwargs.items() if k in self._listing()["auxiliary"]}
+        args = {k: v for k, v in kwargs.items() if k not in aux}
+        return self.bind(ctx, args, aux_states=aux).forward()
+
+    def bind(self, ctx: Any, args: Any, args_grad: Any = None, grad_req: Any = "write",
+             aux_states: Any = None) -> Executor:
+        """An :class:`Executor` holding the arrays (list in ``list_arguments`` order, or dict)."""
+        return Executor(self, args, args_grad, grad_req, aux_states)
+
+    # -- what a symbolic program cannot do (teaching errors) ----------------------------
+
+    def __bool__(self) -> bool:
+        raise errors.SymbolBoolError(
+            f"`if`/`while`/`bool()`/`and`/`or` on {self!r}{_where(self)}: a Symbol has no "
+            f"value while the graph is built, so Python cannot choose a branch. Fix: compute "
+            f"both sides and pick with F.where(cond, a, b)")
+
+    def asnumpy(self) -> np.ndarray:
+        raise errors.SymbolValueError(
+            f"asnumpy() on {self!r}{_where(self)}: a Symbol is a placeholder with no value. "
+            f"Fix: keep the computation in F.* operators; debug with hybridize(False)")
+
+    asscalar = wait_to_read = asnumpy
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        raise errors.SymbolInplaceError(_inplace_message(self, "x[...] = y"))
+
+    def __neg__(self) -> Symbol:
+        return self * -1.0
+
+    def __abs__(self) -> Symbol:
+        return globals()["abs"](self)  # the generated sym.abs (see NOTE: [Shadowed builtins])
+
+    def astype(self, dtype: Any) -> Symbol:
+        """``Cast`` to ``dtype``, as ``NDArray.astype``."""
+        return globals()["Cast"](self, dtype=dtype)
+
+
+def _inplace_method(spelling: str) -> Any:
+    def method(self: Symbol, other: Any) -> Symbol:
+        raise errors.SymbolInplaceError(_inplace_message(self, f"x {spelling} y"))
+    return method
+
+
+def _valueless_property(what: str) -> property:
+    def getter(self: Symbol) -> Any:
+        raise errors.SymbolShapeError(_shape_message(self, what))
+    return property(getter, doc=f"A Symbol has no {what}: reading it raises SymbolShapeError.")
+
+
+for _dunder, _spelling in (("__iadd__", "+="), ("__isub__", "-="), ("__imul__", "*="),
+                           ("__itruediv__", "/=")):
+    setattr(Symbol, _dunder, _inplace_method(_spelling))
+for _what in ("dtype", "context", "size", "ndim"):
+    setattr(Symbol, _what, _valueless_property(_what))
+
+
+@contextlib.contextmanager
+def static_shapes() -> Iterator[None]:
+    """Let ``Symbol.shape`` answer from the traced shapes (``hybridize(static_shape=True)``)."""
+    saved = getattr(_STATE, "static", False)
+    _STATE.static = True
+    try:
+        yield
+    finally:
+        _STATE.static = saved
+
+
+def _where(symbol: Symbol) -> str:
+    origin = symbol._outputs[0].node.origin
+    return f" (created at {origin})" if origin else ""
+
+
+def _inplace_message(symbol: Symbol, spelling: str) -> str:
+    return (f"`{spelling}` on {symbol!r}{_where(symbol)}: a Symbol is a graph node, not a "
+            f"buffer, so there is nothing to overwrite. Fix: x = x + y, or F.where(mask, y, x)")
+
+
+def _shape_message(symbol: Symbol, what: str) -> str:
+    return (f".{what} of {symbol!r}{_where(symbol)}: a traced program must work for every "
+            f"input, so a Symbol has no {what}. Fix: reshape codes (x.reshape((0, -1))), "
+            f"F.*_like operators, or hybridize(static_shape=True)")
+
+
+def _index_message(symbol: Symbol, index: Any) -> str:
+    what, meaning = (("len(x)", "the number of outputs") if index == "len" else
+                     (f"x[{index!r}]", f"output {index!r} of a grouped symbol"))
+    return (f"{what} on {symbol!r}{_where(symbol)}: a Symbol is not an array. MXNet read this "
+            f"as {meaning}, which differs from the NDArray meaning. "
+            f"Fix: F.slice_axis(x, axis=0, begin=0, end=1), F.take or F.split; group outputs "
+            f"with sym.Group([...]) before indexing them")
+
+
+def _output_count(node: Node) -> int:
+    return node.opdef.output_count(node.attr_dict) if node.kind == "call" else 1
+
+
+def _output_name(value: Value) -> str:
+    if value.node.kind == "var":
+        return value.node.name
+    if _output_count(value.node) == 1:
+        return f"{value.node.name}_output"
+    return f"{value.node.name}_output{value.index}"
+
+
+def _attr_text(value: Any) -> str:
+    """An attribute in MXNet's JSON string form ("128", "(2, 3)", "True", "0.5")."""
+    if isinstance(value, Graph):
+        raise ValueError("a fused sub-graph attribute cannot be saved; save the symbol "
+                         "before running compiler passes on it")
+    return value if isinstance(value, str) else repr(value)
+
+
+# ---------------------------------------------------------------------------------------
+# Shape and type propagation with partial knowledge
+# ---------------------------------------------------------------------------------------
+
+def _propagate(symbol: Symbol, shapes: dict[str, Any], dtypes: dict[str, np.dtype]) -> dict:
+    """``(id(node), index) -> Aval`` for every value whose shape can be inferred.
+
+    A value whose shape is unknown is kept with ``shape=None`` when its dtype is known,
+    so ``infer_type`` works without shapes. A node whose inputs are all known gets its
+    operator's ``infer`` rule; a failure names the node, its inputs and the user line.
+    """
+    known: dict[tuple[int, int], Aval] = {}
+    for node in symbol.to_graph().nodes:
+        if node.kind == "call":
+            _fill_parameters(node, known)
+            inputs = [known.get((id(v.node), v.index)) for v in node.inputs]
+            outputs = _infer_call(node, inputs)
+        elif node.kind == "const":
+            outputs = list(node.aval)
+        else:
+            outputs = [_var_aval(node, shapes.get(node.name), dtypes.get(node.name))]
+        known.update(((id(node), i), a) for i, a in enumerate(outputs) if a is not None)
+    return known
+
+
+def _fill_parameters(node: Node, known: dict) -> None:
+    """Parameter shapes from the data shape (``fc1_weight`` from ``data``), as MXNet did.
+
+    Only for operators whose OpDef has the rule ``infer_params(data_aval, **attrs) ->
+    {input name: shape}``; it fills variables whose shape is still unknown.
+    """
+    rule = node.opdef.infer_params
+    data = known.get((id(node.inputs[0].node), node.inputs[0].index)) if node.inputs else None
+    if rule is None or data is None or data.shape is None:
+        return
+    shapes = rule(data, **node.attr_dict)
+    for value, input_name in zip(node.inputs, node.opdef.input_names(node.attr_dict)):
+        key = (id(value.node), value.index)
+        unknown = key not in known or known[key].shape is None
+        if input_name in shapes and unknown and value.node.kind == "var":
+            known[key] = Aval(tuple(shapes[input_name]), data.dtype)
+
+
+def _var_aval(node: Node, shape: Any, dtype: np.dtype | None) -> Aval:
+    declared = dict(node.attrs)
+    if shape is None and node.aval is not None:
+        shape = node.aval[0].shape
+    if shape is None and "__shape__" in declared:
+        shape = _parse_shape(declared["__shape__"])
+    if shape is not None and (not all(int(d) > 0 for d in shape)):
+        shape = None  # MXNet's 0 means "not known yet" (Gluon's deferred shapes)
+    dtype = dtype or np.dtype(declared.get("__dtype__", "float32"))
+    return Aval(None if shape is None else tuple(int(d) for d in shape), dtype)
+
+
+def _infer_call(node: Node, inputs: list[Aval | None]) -> list[Aval | None]:
+    count = _output_count(node)
+    if any(a is None for a in inputs):
+        return [None] * count
+    if any(a.shape is None for a in inputs):  # dtype only: promote the inputs' dtypes
+        return [Aval(None, np.result_type(*(a.dtype for a in inputs)))] * count
+    try:
+        return list(node.opdef.infer(*inputs, **node.attr_dict))
+    except (ValueError, IndexError, TypeError, ArithmeticError) as err:
+        shapes = ", ".join(str(a) for a in inputs)
+        where = f"\n  created at {node.origin}" if node.origin else ""
+        raise errors.ShapeError(f"infer_shape failed in node {node.name!r} ({node.op} of "
+                                f"{shapes}): {err}{where}") from None
+
+
+# ---------------------------------------------------------------------------------------
+# Building symbols: var, Group, and the one ``apply`` the registry calls
+# ---------------------------------------------------------------------------------------
+
+def var(name: str, shape: Any = None, dtype: Any = None, init: Any = None,
+        attr: dict[str, str] | None = None, lr_mult: float | None = None,
+        wd_mult: float | None = None, **kwargs: Any) -> Symbol:
+    """A named input of the graph (data or a parameter). Extra keywords: ``__name__=``."""
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"sym.var needs a non-empty string name, got {name!r}")
+    attrs = {key: str(value) for key, value in (attr or {}).items()}
+    for key, value in kwargs.items():
+        if not (key.startswith("__") and key.endswith("__")):
+            raise ValueError(f"sym.var: attribute {key!r} is not supported; extra attributes "
+                             f"are spelled with double underscores, e.g. __{key}__={value!r}")
+        attrs[key] = str(value)
+    extra = {"__shape__": shape, "__dtype__": dtype, "__init__": init,
+             "__lr_mult__": lr_mult, "__wd_mult__": wd_mult}
+    for key, value in extra.items():
+        if value is not None:
+            attrs[key] = _var_attr_text(key, value)
+    aval = None
+    if shape is not None and all(int(d) > 0 for d in _as_shape(shape)):
+        aval = (Aval(_as_shape(shape), np.dtype(dtype or "float32")),)
+    node = Node("var", name=name, attrs=tuple(sorted(attrs.items())), aval=aval,
+                origin=ir.user_origin())
+    return Symbol([node.out()])
+
+
+Variable = var
+
+
+def _parse_shape(text: str) -> tuple[int, ...]:
+    """MXNet's ``__shape__`` string ("(2, 3)") with the registry's shape parser."""
+    return registry.parse_attr_value("var", "__shape__", registry.Attr("shape"), text)
+
+
+def _as_shape(shape: Any) -> tuple[int, ...]:
+    return (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
+
+
+def _var_attr_text(key: str, value: Any) -> str:
+    if key == "__shape__":
+        return str(_as_shape(value))
+    if key == "__dtype__":
+        return np.dtype(value).name
+    if key == "__init__" and hasattr(value, "dumps"):
+        return value.dumps()  # an Initializer describes itself as JSON, as in MXNet
+    return str(value)
+
+
+def Group(symbols: Sequence[Symbol]) -> Symbol:  # noqa: N802 -- MXNet's name
+    """One symbol with the outputs of all ``symbols`` (``g[0]``, ``g['fc1_output']``)."""
+    outputs = [value for s in symbols for value in _check_symbol(s, "Group")._outputs]
+    if not outputs:
+        raise ValueError("sym.Group needs at least one symbol")
+    return Symbol(outputs)
+
+
+def _check_symbol(value: Any, where: str) -> Symbol:
+    if isinstance(value, Symbol):
+        return value
+    if hasattr(value, "asnumpy"):
+        raise errors.ArrayInTraceError(
+            f"{where}: got an NDArray where a Symbol is needed. A symbolic graph cannot hold "
+            f"an array made outside it. Fix: F.ones/F.zeros/F.full for constants, or a "
+            f"parameter (self.params.get(..., grad_req='null')) for fixed arrays")
+    raise TypeError(f"{where}: expected a Symbol, got {type(value).__name__} {value!r}")
+
+
+def _apply(op: registry.OpDef, inputs: list, attrs: dict, name: str | None, hint: str
+           ) -> Symbol:
+    """The registry's hook for ``sym``: add one call node, return its outputs."""
+    parsed = op.parse_attrs(attrs)
+    node_name = _name.NameManager.current.get(name, hint)
+    names = op.input_names(parsed)
+    if names and names[0].startswith("*"):
+        names = tuple(f"{names[0][1:]}{i}" for i in range(len(inputs)))
+    values = [_input_value(op, node_name, input_name, given)
+              for input_name, given in zip(names, inputs)]
+    node = ir.call(op.name, values, parsed, name=node_name, origin=ir.user_origin(),
+                   parsed=True)
+    return Symbol([node.out(i) for i in range(op.output_count(parsed))])
+
+
+def _input_value(op: registry.OpDef, node_name: str, input_name: str, given: Any) -> Value:
+    if given is None:
+        if input_name not in PARAMETER_INPUTS:
+            raise errors.MissingInputError(
+                f"{op.name} {node_name!r}: input {input_name!r} is missing; pass a Symbol, "
+                f"e.g. sym.{op.name}({input_name}=sym.var('{input_name}'), ...)")
+        aux = {"__aux__": True} if input_name in AUXILIARY_INPUTS else {}
+        return var(f"{node_name}_{input_name}", **aux)._outputs[0]
+    symbol = _check_symbol(given, f"{op.name} {node_name!r} input {input_name!r}")
+    if len(symbol._outputs) != 1:
+        raise TypeError(f"{op.name} {node_name!r}: input {input_name!r} is the grouped "
+                        f"{symbol!r}; pick one output first (g[0] or g['name_output'])")
+    return symbol._outputs[0]
+
+
+# ---------------------------------------------------------------------------------------
+# Loading: MXNet JSON, validated node by node, never executed
+# ---------------------------------------------------------------------------------------
+
+def load(fname: str) -> Symbol:
+    """Read a symbol saved by ``Symbol.save`` / ``HybridBlock.export``."""
+    size = os.path.getsize(fname)
+    if size > MAX_JSON_BYTES:
+        raise errors.ModelFileError(f"{fname}: {size} bytes is larger than the "
+                                    f"{MAX_JSON_BYTES} bytes a symbol file may have")
+    with open(fname, encoding="utf-8") as file:
+        return load_json(file.read(), source=fname)
+
+
+def load_json(text: str, source: str = "<json>") -> Symbol:
+    """Parse MXNet-layout JSON into a Symbol, checking every node against the registry.
+
+    Rejected with :class:`~hybridlab.errors.ModelFileError` (a ValueError) naming the node:
+    text that is not a JSON object, missing keys, unknown operators (with a suggestion),
+    unknown or mistyped attributes, input references that are not ints, negative, out of
+    range or pointing forward (a forward reference is how a cycle shows up in a node
+    list), duplicate names, bad heads, and sizes beyond the ``MAX_*`` limits. Names and
+    attribute strings are only ever compared and parsed as data, never run.
+    """
+    if not isinstance(text, (str, bytes)) or len(text) > MAX_JSON_BYTES:
+        raise errors.ModelFileError(f"{source}: expected JSON text of at most "
+                                    f"{MAX_JSON_BYTES} bytes")
+    try:
+        document = json.loads(text, parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as err:
+        raise errors.ModelFileError(f"{source}: not valid JSON ({err})") from None
+    _require(isinstance(document, dict), source, "the file must hold a JSON object")
+    for key in ("nodes", "heads"):
+        _require(isinstance(document.get(key), list), source, f"missing list {key!r}")
+    entries = document["nodes"]
+    _require(0 < len(entries) <= MAX_NODES, source, f"needs 1..{MAX_NODES} nodes")
+    built: list[Node] = []
+    seen: dict[str, int] = {}
+    for index, entry in enumerate(entries):
+        built.append(_load_node(entry, index, built, seen, source))
+    heads = document["heads"]
+    _require(0 < len(heads) <= MAX_NODES, source, "'heads' must list the outputs")
+    outputs = [_load_ref(ref, built, len(built), f"{source}: heads") for ref in heads]
+    _check_index_lists(document, built, source)
+    return Symbol(outputs)
+
+
+def _reject_constant(text: str) -> None:
+    raise ValueError(f"{text} is not allowed in a model file")
+
+
+def _require(condition: bool, where: str, message: str) -> None:
+    if not condition:
+        raise errors.ModelFileError(f"{where}: {message}")
+
+
+def _load_node(entry: Any, index: int, built: list[Node], seen: dict[str, int],
+               source: str) -> Node:
+    where = f"{source}: node {index}"
+    _require(isinstance(entry, dict), where, "each node must be a JSON object")
+    name, op = entry.get("name"), entry.get("op")
+    for key, value in (("name", name), ("op", op)):
+        _require(isinstance(value, str) and 0 < len(value) <= MAX_NAME_CHARS, where,
+                 f"{key!r} must be a string of 1..{MAX_NAME_CHARS} characters")
+    where = f"{where} ({name!r})"
+    _require(name not in seen, where, f"duplicate name (node {seen.get(name)} has it too)")
+    seen[name] = index
+    attrs = entry.get("attrs", entry.get("attr", entry.get("param", {})))  # pre-1.0 keys
+    _require(isinstance(attrs, dict) and len(attrs) <= MAX_ATTRS, where,
+             f"'attrs' must be an object of at most {MAX_ATTRS} entries")
+    _require(all(isinstance(v, str) for v in attrs.values()), where,
+             "attribute values must be strings (MXNet stores '128', '(2, 2)', 'True')")
+    refs = entry.get("inputs", [])
+    _require(isinstance(refs, list) and len(refs) <= MAX_NODES, where, "'inputs' must be a list")
+    inputs = [_load_ref(ref, built, index, where) for ref in refs]
+    if op == "null":
+        _require(not inputs, where, "a variable ('null' op) has no inputs")
+        return _load_var(name, attrs, where)
+    return _load_call(op, name, attrs, inputs, where)
+
+
+def _load_ref(ref: Any, built: list[Node], limit: int, where: str) -> Value:
+    """``[node, output, version]``: node must come earlier (no forward edges, no cycles)."""
+    ok = isinstance(ref, list) and len(ref) in (2, 3)
+    ok = ok and all(isinstance(n, int) and not isinstance(n, bool) for n in ref)
+    _require(ok, where, f"input reference {ref!r} must be [node, output, version] ints")
+    node_index, output = ref[0], ref[1]
+    _require(0 <= node_index < limit, where,
+             f"input reference {ref!r} points to node {node_index}, but only nodes "
+             f"0..{limit - 1} are defined before it (forward reference, cycle or out of range)")
+    count = _output_count(built[node_index])
+    _require(0 <= output < count, where,
+             f"input reference {ref!r} asks for output {output} of node {node_index} "
+             f"({built[node_index].name!r}), which has {count} output(s)")
+    return built[node_index].out(output)
+
+
+def _load_var(name: str, attrs: dict[str, str], where: str) -> Node:
+    for key in attrs:
+        _require(key.startswith("__") and key.endswith("__"), where,
+                 f"variable attribute {key!r} must be spelled __{key}__")
+    try:
+        shape = _parse_shape(attrs["__shape__"]) if "__shape__" in attrs else None
+        dtype = np.dtype(_DTYPE_CODES.get(attrs.get("__dtype__", "0"), attrs.get("__dtype__")))
+    except (TypeError, ValueError) as err:
+        raise errors.ModelFileError(f"{where}: bad __shape__ or __dtype__ ({err})") from None
+    _require(dtype.kind in "biuf", where, f"__dtype__ {dtype.name!r} is not a numeric dtype")
+    _require(shape is None or (len(shape) <= MAX_NDIM and all(d >= 0 for d in shape)), where,
+             f"__shape__ {attrs.get('__shape__')!r} must have 0..{MAX_NDIM} dims >= 0")
+    known = shape is not None and all(d > 0 for d in shape)
+    stored = dict(attrs)
+    if "__dtype__" in stored:
+        stored["__dtype__"] = dtype.name
+    return Node("var", name=name, attrs=tuple(sorted(stored.items())),
+                aval=(Aval(shape, dtype),) if known else None, origin=where)
+
+
+def _load_call(op: str, name: str, attrs: dict[str, str], inputs: list[Value],
+               where: str) -> Node:
+    composite = next((c for c in registry.COMPOSITES.values() if op in (c.name, *c.aliases)),
+                     None)
+    if composite is not None:
+        return _load_composite(composite, name, attrs, inputs, where)
+    try:
+        opdef = registry.get(op)
+        given = {k: _untyped_literal(v) if k in opdef.attrs and opdef.attrs[k].type == "any"
+                 else v for k, v in attrs.items() if not k.startswith("__")}
+        parsed = opdef.parse_attrs(given)
+    except (errors.UnknownOperatorError, errors.UnknownAttributeError,
+            errors.AttributeValueError) as err:
+        raise errors.ModelFileError(f"{where}: {err}") from None
+    names = opdef.input_names(parsed)
+    variadic = bool(names) and names[0].startswith("*")
+    _require(len(inputs) >= 1 if variadic else len(inputs) == len(names), where,
+             f"{opdef.name} takes inputs {list(names)}, the file gives {len(inputs)}")
+    try:
+        return ir.call(opdef.name, inputs, parsed, name=name, origin=where, parsed=True)
+    except Exception as err:  # any failure of the op's shape rule on untrusted attributes
+        raise errors.ModelFileError(f"{where}: {type(err).__name__}: {err}") from err
+
+
+def _load_composite(composite: registry.Composite, name: str, attrs: dict[str, str],
+                    inputs: list[Value], where: str) -> Node:
+    """A composite such as ``Activation`` in a file written by MXNet: expand it in place.
+
+    Its Python function builds the primitive nodes (hybridlab never writes composites,
+    so our own files never come here); helper nodes are named ``<name>_<op><n>``.
+    """
+    given = {k: _untyped_literal(v) for k, v in attrs.items() if not k.startswith("__")}
+    try:
+        with _name.Prefix(f"{name}_"):
+            result = composite.fn(sys.modules[__name__], *[Symbol([v]) for v in inputs],
+                                  **given)
+    except Exception as err:  # wrong attributes for the composite's Python signature
+        raise errors.ModelFileError(f"{where}: {composite.name}: {type(err).__name__}: "
+                                    f"{err}") from err
+    _require(isinstance(result, Symbol) and len(result._outputs) == 1
+             and result._outputs[0].index == 0, where, f"{composite.name} must give one output")
+    return dataclasses.replace(result._outputs[0].node, name=name, origin=where)
+
+
+def _untyped_literal(text: str) -> Any:
+    """An untyped attribute from its string: None, a bool, an int, a float, a tuple or text."""
+    literals = {"None": None, "True": True, "False": False}
+    if text in literals:
+        return literals[text]
+    if text.strip().startswith(("(", "[")):
+        try:
+            return registry.parse_attr_value("file", "tuple", registry.Attr("indices"), text)
+        except ValueError:
+            return text
+    for convert in (int, float):
+        try:
+            return convert(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _check_index_lists(document: dict, built: list[Node], source: str) -> None:
+    """``arg_nodes`` and ``node_row_ptr`` are redundant; when present they must agree."""
+    arg_nodes = document.get("arg_nodes", [])
+    _require(isinstance(arg_nodes, list) and all(
+        isinstance(i, int) and not isinstance(i, bool) and 0 <= i < len(built)
+        and built[i].kind == "var" for i in arg_nodes), source,
+        "'arg_nodes' must list indices of variable ('null') nodes")
+    row_ptr = document.get("node_row_ptr")
+    expected = list(accumulate([0] + [_output_count(n) for n in built]))
+    _require(row_ptr is None or row_ptr == expected, source,
+             f"'node_row_ptr' {str(row_ptr)[:80]} does not match the nodes' output counts")
+
+
+def _node_json(node: Node, index: dict[int, int]) -> dict[str, Any]:
+    if node.kind == "const":
+        raise ValueError(f"constant node {node.name!r} cannot be saved in MXNet JSON; save "
+                         f"the symbol before constant folding")
+    if node.kind == "var":
+        entry: dict[str, Any] = {"op": "null", "name": node.name}
+        attrs = dict(node.attrs)
+        if attrs.get("__dtype__") in _DTYPE_NUMBERS:  # MXNet's readers expect the number
+            attrs["__dtype__"] = _DTYPE_NUMBERS[attrs["__dtype__"]]
+    else:
+        defaults = node.opdef.attrs
+        entry = {"op": node.op, "name": node.name}
+        attrs = {k: _attr_text(v) for k, v in node.attrs
+                 if k not in defaults or defaults[k].default is registry.REQUIRED
+                 or defaults[k].default != v}
+    if attrs:
+        entry["attrs"] = attrs
+    entry["inputs"] = [[index[id(v.node)], v.index, 0] for v in node.inputs]
+    return entry
+
+
+# ---------------------------------------------------------------------------------------
+# Running: a small Executor (compiled through CachedOp when the compiler has one)
+# ---------------------------------------------------------------------------------------
+
+class Executor:
+    """A bound symbol: its arrays, and ``forward`` / ``backward`` over them (MXNet's API).
+
+    ``forward`` runs one compiled :class:`~hybridlab.graph.cached_op.CachedOp`; with
+    ``is_train=True`` it runs under ``autograd.record()``, so the CachedOp records one tape
+    node whose backward is the compiled backward graph, and ``backward`` is just
+    ``autograd.backward`` on the outputs.
+    """
+
+    def __init__(self, symbol: Symbol, args: Any, args_grad: Any, grad_req: Any,
+                 aux_states: Any) -> None:
+        from hybridlab.graph.cached_op import CachedOp
+        self._symbol, self._program = symbol, CachedOp(symbol)
+        names = symbol.list_arguments()
+        self.arg_dict = _array_dict(names, args, "args")
+        self.aux_dict = _array_dict(symbol.list_auxiliary_states(), aux_states, "aux_states")
+        reqs = grad_req if isinstance(grad_req, dict) else dict.fromkeys(names, grad_req)
+        self._grad_req = {n: reqs.get(n, "null") for n in names}
+        given = _array_dict(names, args_grad, "args_grad", partial=True) if args_grad else {}
+        for name in names:
+            if self._grad_req[name] != "null":  # once: 'add' accumulates over backwards
+                self.arg_dict[name].attach_grad(self._grad_req[name])
+        self.grad_dict = {n: given.get(n, self.arg_dict[n].grad) for n in names
+                          if self._grad_req[n] != "null"}
+        self.outputs: list = []
+
+    @property
+    def arg_arrays(self) -> list:
+        return [self.arg_dict[n] for n in self._symbol.list_arguments()]
+
+    @property
+    def grad_arrays(self) -> list:
+        return [self.grad_dict.get(n) for n in self._symbol.list_arguments()]
+
+    def forward(self, is_train: bool = False, **kwargs: Any) -> list:
+        """Copy arguments given by name into the bound arrays, run once, return ``outputs``."""
+        from hybridlab import autograd
+        for key, value in kwargs.items():
+            if key not in self.arg_dict:
+                raise ValueError(f"forward: {key!r} is not an argument "
+                                 f"{self._symbol.list_arguments()}")
+            _to_ndarray(value).copyto(self.arg_dict[key])
+        feed = {**self.arg_dict, **self.aux_dict}
+        scope = autograd.record(train_mode=True) if is_train else autograd.predict_mode()
+        with scope:
+            results = self._program(*[feed[n] for n in self._symbol.list_inputs()])
+        self.outputs = list(results) if isinstance(results, (list, tuple)) else [results]
+        return self.outputs
+
+    def backward(self, out_grads: Any = None) -> None:
+        """Gradients of the outputs (weighted by ``out_grads``) into ``grad_dict``."""
+        from hybridlab import autograd
+        if not self.outputs:
+            raise RuntimeError("backward() needs forward(is_train=True) first")
+        heads = None if out_grads is None else [
+            _to_ndarray(g) for g in (out_grads if isinstance(out_grads, (list, tuple))
+                                     else [out_grads])]
+        autograd.backward(self.outputs, heads)
+        for name, target in self.grad_dict.items():
+            if target is not self.arg_dict[name].grad:  # the caller's args_grad arrays
+                self.arg_dict[name].grad.copyto(target)
+
+
+def _array_dict(names: list[str], given: Any, what: str, partial: bool = False) -> dict:
+    if given is None:
+        given = {}
+    if not isinstance(given, dict):
+        given = dict(zip(names, given))
+    unknown = sorted(set(given) - set(names))
+    missing = [n for n in names if n not in given]
+    if unknown or (missing and not partial):
+        raise ValueError(f"bind: {what} must give exactly {names}; missing {missing}, "
+                         f"unknown {unknown}")
+    return {n: _to_ndarray(given[n]) for n in names if n in given}
+
+
+def _to_ndarray(value: Any) -> Any:
+    from hybridlab import ndarray
+    return value if isinstance(value, ndarray.NDArray) else ndarray.array(value)
+
+
+# Generate the namespace (sym.relu, sym.FullyConnected, ...) and the dunders from the
+# registry, with the same loop as nd; then x.relu(), x.reshape(...) as methods.
+# NOTE: [Shadowed builtins] this puts sym.sum, sym.min, sym.max, sym.abs, sym.round and
+# sym.slice into this module's globals, so code above must not call those builtins.
+registry.populate(sys.modules[__name__], _apply)
+registry.install_dunders(Symbol, _apply)
+
+
+def _method(function: Any) -> Any:
+    def method(self: Symbol, *args: Any, **kwargs: Any) -> Any:
+        return function(self, *args, **kwargs)
+
+    method.__name__ = function.__name__
+    method.__doc__ = function.__doc__
+    return method
+
+
+def _install_methods() -> None:
+    """Every lower-case operator that takes a data input becomes a method (``x.sum()``)."""
+    spellings = [s for op in registry.OPS.values() if callable(op.inputs) or op.inputs
+                 for s in (op.name, *op.aliases)]
+    spellings += [s for comp in registry.COMPOSITES.values() for s in (comp.name, *comp.aliases)]
+    for spelling in spellings:
+        if spelling[:1].islower() and "." not in spelling and not hasattr(Symbol, spelling):
+            setattr(Symbol, spelling, _method(globals()[spelling]))
+
+
+_install_methods()

@@ -1,0 +1,12 @@
+"""Reference solutions for lesson 03 (lazy evaluation); tests/test_lessons.py runs them."""
+
+# Exercise 1: the calls that need the numbers themselves. shape, dtype and reshape only
+# need what is known when the task is pushed.
+SYNC_POINTS = {"print", "asnumpy", "asscalar", "wait_to_read", "nd.waitall"}
+
+# Exercise 2: once a and b exist, a + b and a - b each read only a and b.
+READY_AFTER_TWO_STEPS = 2
+
+# Exercise 3: time 0-1 the two ones, 1-2 the sum and the difference side by side,
+# 2-3 the product.
+SPAN_ON_TWO_WORKERS = 3

@@ -1,0 +1,141 @@
+"""Every teaching error: its class, its built-in base, and a message with what/where/fix."""
+
+import pytest
+
+from hybridlab import errors, nd
+from hybridlab.gluon import nn
+
+
+def traced(body):
+    """A hybridized one-input block whose hybrid_forward is ``body(F, x)``."""
+
+    class Body(nn.HybridBlock):
+        def hybrid_forward(self, F, x):
+            return body(F, x)
+
+    net = Body()
+    net.hybridize()
+    return net
+
+
+def run(body):
+    traced(body)(nd.ones((2, 3)))
+
+
+def branch(F, x):
+    if x:  # user line: branch
+        return x
+    return -x
+
+
+def while_loop(F, x):
+    while x > 0:  # user line: while
+        x = x - 1
+    return x
+
+
+def reads_value(F, x):
+    return x * float(x.asnumpy().sum())  # user line: asnumpy
+
+
+def reads_scalar(F, x):
+    return x * x.sum().asscalar()  # user line: asscalar
+
+
+def reads_shape(F, x):
+    return x.reshape((x.shape[0], -1))  # user line: shape
+
+
+def reads_context(F, x):
+    return F.zeros_like(x) if x.context else x  # user line: context
+
+
+def adds_in_place(F, x):
+    x += 1  # user line: iadd
+    return x
+
+
+def assigns_items(F, x):
+    x[:] = 2  # user line: setitem
+    return x
+
+
+def indexes(F, x):
+    return x[0]  # user line: getitem
+
+
+def takes_len(F, x):
+    return x * len(x)  # user line: len
+
+
+def makes_array(F, x):
+    return x + nd.array([1.0, 2.0, 3.0])  # user line: nd.array
+
+
+CASES = [
+    (branch, errors.SymbolBoolError, TypeError, "if x:", "F.where"),
+    (while_loop, errors.SymbolBoolError, TypeError, "while x > 0:", "F.contrib.while_loop"),
+    (reads_value, errors.SymbolValueError, AttributeError, "x.asnumpy()", "hybridize(False)"),
+    (reads_scalar, errors.SymbolValueError, AttributeError, "asscalar()", "hybridize(False)"),
+    (reads_shape, errors.SymbolShapeError, AttributeError, "x.shape[0]", "static_shape=True"),
+    (reads_context, errors.SymbolShapeError, AttributeError, "x.context", "static_shape=True"),
+    (adds_in_place, errors.SymbolInplaceError, TypeError, "x += 1", "x = x + y"),
+    (assigns_items, errors.SymbolInplaceError, TypeError, "x[:] = 2", "F.where"),
+    (indexes, errors.SymbolIndexError, TypeError, "x[0]", "F.slice_axis"),
+    (takes_len, errors.SymbolIndexError, TypeError, "len(x)", "F.slice_axis"),
+    (makes_array, errors.ArrayInTraceError, TypeError, "nd.array([1.0, 2.0, 3.0])", "F.ones"),
+]
+
+
+@pytest.mark.parametrize("body, error, builtin, line, fix", CASES,
+                         ids=[case[0].__name__ for case in CASES])
+def test_teaching_error_names_block_line_and_fix(body, error, builtin, line, fix):
+    with pytest.raises(error) as caught:
+        run(body)
+    assert isinstance(caught.value, builtin)
+    message = str(caught.value)
+    assert "body0" in message  # the block
+    assert f"test_errors.py:{body.__code__.co_firstlineno + 1}" in message  # the user line
+    assert line in message
+    assert fix in message
+
+
+def test_the_same_bodies_work_imperatively():
+    for body in (branch, reads_value, reads_shape, adds_in_place, indexes, takes_len):
+        net = traced(body)
+        net.hybridize(False)
+        net(nd.ones((1, 1)))
+
+
+def test_shape_is_available_under_static_shape():
+    net = traced(reads_shape)
+    net.hybridize(static_shape=True)
+    assert net(nd.ones((2, 3))).shape == (2, 3)
+
+
+def test_non_hybrid_child_inside_a_hybrid_block():
+    class Child(nn.Block):
+        def forward(self, x):
+            return x
+
+    class Parent(nn.HybridBlock):
+        def __init__(self):
+            super().__init__()
+            self.child = Child()  # user line: non-hybrid child
+
+    with pytest.raises(errors.NonHybridChildError, match="make Child a HybridBlock") as caught:
+        Parent()
+    assert isinstance(caught.value, ValueError)
+    assert "self.child = Child()" in str(caught.value)
+
+
+def test_misspelled_hybridize_flag_suggests_the_right_one():
+    with pytest.raises(TypeError, match="did you mean 'static_shape'"):
+        nn.Dense(2).hybridize(static_shap=True)
+
+
+def test_deferred_parameter_error_says_how_to_fix():
+    net = nn.Dense(3)
+    net.initialize()
+    with pytest.raises(errors.DeferredInitializationError, match="run one forward pass"):
+        net.weight.data()

@@ -1,0 +1,259 @@
+"""hybridize(): imperative == hybridized == exported-and-reimported, forward and backward."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import hybridlab as mx
+from hybridlab import autograd, gluon, nd
+from hybridlab.gluon import nn
+
+LAYERS = {
+    "dense": lambda: nn.Dense(5),
+    "dense_relu": lambda: nn.Dense(4, activation="relu"),
+    "dense_tanh": lambda: nn.Dense(3, activation="tanh"),
+    "sigmoid": lambda: nn.Activation("sigmoid"),
+    "leaky": lambda: nn.LeakyReLU(0.1),
+    "dropout": lambda: nn.Dropout(0.5),  # identity when predicting
+    "flatten": lambda: nn.Flatten(),
+    "lambda": lambda: nn.HybridLambda(lambda F, x: F.relu(x) * 2 + 1),
+}
+
+
+def build(names):
+    net = nn.HybridSequential()
+    net.add(*[LAYERS[name]() for name in names], nn.Dense(2))
+    net.initialize(mx.init.Xavier())
+    return net
+
+
+def forward_and_grads(net, x):
+    with autograd.record(train_mode=False):  # predict mode: Dropout is the identity
+        out = net(x)
+        loss = (out * out).sum()
+    loss.backward()
+    grads = {k: p.grad().asnumpy().copy() for k, p in net.collect_params().items()}
+    return out.asnumpy(), grads
+
+
+@settings(max_examples=15, deadline=None)
+@given(names=st.lists(st.sampled_from(sorted(LAYERS)), min_size=1, max_size=4),
+       batch=st.integers(1, 5), static=st.booleans())
+def test_imperative_hybridized_and_reimported_agree(tmp_path_factory, names, batch, static):
+    net = build(names)
+    x = nd.array(np.random.default_rng(batch).normal(size=(batch, 3, 2)).astype("float32"))
+    expected, expected_grads = forward_and_grads(net, x)
+    net.hybridize(static_alloc=static, static_shape=static)
+    got, grads = forward_and_grads(net, x)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+    for key, grad in expected_grads.items():
+        np.testing.assert_allclose(grads[key], grad, rtol=1e-4, atol=1e-6, err_msg=key)
+    path = str(tmp_path_factory.mktemp("export") / "net")
+    net.export(path)
+    again = gluon.SymbolBlock.imports(path + "-symbol.json", ["data"], path + "-0000.params")
+    np.testing.assert_allclose(again(x).asnumpy(), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_a_new_input_shape_adds_a_program_only_with_static_shape():
+    net = build(["dense_relu"])
+    net.hybridize()
+    net(nd.ones((1, 3)))
+    net(nd.ones((4, 3)))
+    assert len(net._programs) == 1  # one trace serves every shape
+    net.hybridize(static_shape=True)
+    net(nd.ones((1, 3)))
+    net(nd.ones((4, 3)))
+    assert len(net._programs) == 2
+
+
+def test_hybridize_false_returns_to_imperative(capsys):
+    class Loud(nn.HybridBlock):
+        def hybrid_forward(self, F, x):
+            print("running")
+            return x * 2
+
+    net = Loud()
+    net.hybridize()
+    net(nd.ones((1,)))
+    net(nd.ones((1,)))
+    assert capsys.readouterr().out.count("running") == 1
+    net.hybridize(False)
+    net(nd.ones((1,)))
+    net(nd.ones((1,)))
+    assert capsys.readouterr().out.count("running") == 2
+
+
+def test_misspelled_hybridize_keyword_is_an_error():
+    net = build(["dense"])
+    with pytest.raises(TypeError, match="static_alloc"):
+        net.hybridize(static_aloc=True)
+
+
+def test_forward_style_without_F_is_traced_too():
+    class Scale(nn.HybridBlock):
+        def __init__(self):
+            super().__init__()
+            with self.name_scope():
+                self.fc = nn.Dense(3, in_units=2)
+
+        def forward(self, x):
+            return self.fc(x) * 3
+
+    net = Scale()
+    net.initialize()
+    x = nd.array([[1.0, 2.0]])
+    expected = net(x).asnumpy()
+    net.hybridize()
+    np.testing.assert_allclose(net(x).asnumpy(), expected, rtol=1e-6)
+    assert net._programs
+
+
+def test_forward_style_reads_its_parameters_with_data():
+    class Scale(nn.HybridBlock):
+        def __init__(self):
+            super().__init__()
+            with self.name_scope():
+                self.weight = self.params.get("weight", shape=(1, 2))
+
+        def forward(self, x):
+            return x * self.weight.data()
+
+    net = Scale()
+    net.initialize(mx.init.Constant(3.0))
+    x = nd.array([[1.0, 2.0]])
+    net.hybridize()
+    with autograd.record():
+        out = net(x)
+    out.backward()
+    np.testing.assert_allclose(out.asnumpy(), [[3.0, 6.0]])
+    np.testing.assert_allclose(net.weight.grad().asnumpy(), [[1.0, 2.0]])
+    assert "scale0_weight" in next(iter(net._programs.values())).graph.list_arguments()
+
+
+def test_hybridization_report_names_prints_branches_and_constants():
+    class Quirky(nn.HybridBlock):
+        def __init__(self):
+            super().__init__()
+            self.use_relu = True
+            self.scale = 2.0
+
+        def hybrid_forward(self, F, x):
+            print("tracing")
+            if self.use_relu:
+                x = F.relu(x)
+            return x * self.scale
+
+    net = Quirky()
+    net.hybridize()
+    with pytest.warns(UserWarning, match="hybridization report"):
+        net(nd.ones((2,)))
+    report = str(net.hybridization_report())
+    assert "[print]" in report and 'print("tracing")' in report
+    assert "[branch]" in report and "if self.use_relu:" in report
+    assert "[constant]" in report and "self.scale = 2.0" in report
+
+
+def test_batchnorm_running_stats_update_in_both_modes():
+    def run(hybrid):
+        mx.random.seed(1)
+        net = nn.HybridSequential()
+        net.add(nn.Dense(4), nn.BatchNorm(), nn.Dense(1))
+        net.initialize()
+        if hybrid:
+            net.hybridize()
+        x = nd.random.normal(shape=(8, 3))
+        with autograd.record():
+            net(x).backward()
+        bn = net[1]
+        return bn.running_mean.data().asnumpy(), net(x).asnumpy()
+
+    imperative_mean, imperative_out = run(False)
+    hybrid_mean, hybrid_out = run(True)
+    assert np.abs(imperative_mean).max() > 0
+    np.testing.assert_allclose(hybrid_mean, imperative_mean, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(hybrid_out, imperative_out, rtol=1e-4, atol=1e-5)
+
+
+def test_symbol_block_from_outputs_inputs_and_params():
+    net = build(["dense_relu"])
+    x = nd.random.normal(shape=(2, 3))
+    expected = net(x).asnumpy()
+    data = mx.sym.var("data")
+    block = gluon.SymbolBlock(net(data), data, net.collect_params())
+    np.testing.assert_allclose(block(x).asnumpy(), expected, rtol=1e-5, atol=1e-6)
+    assert list(block.collect_params().keys()) == list(net.collect_params().keys())
+    with autograd.record():
+        block(x).sum().backward()
+    assert np.abs(block.collect_params()["dense0_weight"].grad().asnumpy()).sum() > 0
+
+
+def test_the_report_warning_is_shown_once_for_the_same_findings():
+    import warnings
+
+    class Talky(nn.HybridBlock):
+        def hybrid_forward(self, F, x):
+            print("tracing")
+            return x + 1
+
+    net = Talky()
+    net.hybridize()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        net(nd.ones((1,)))
+        with autograd.record():  # training mode: a second trace, same findings
+            net(nd.ones((1,)))
+    assert sum("hybridization report" in str(w.message) for w in caught) == 1
+    assert net.hybridization_report().entries[0][0] == "print"
+
+
+def test_two_inputs_are_named_data0_and_data1():
+    loss_fn = gluon.loss.L2Loss()
+    loss_fn.hybridize()
+    pred, label = nd.ones((2, 3)), nd.zeros((2, 3))
+    np.testing.assert_allclose(loss_fn(pred, label).asnumpy(), [0.5, 0.5])
+    program = next(iter(loss_fn._programs.values()))
+    assert sorted(program.graph.list_arguments()) == ["data0", "data1"]  # fed by name
+    assert repr(loss_fn(mx.sym.var("p"), mx.sym.var("l"))).startswith("<Symbol l2loss0_")
+
+
+def test_export_after_training_only_saves_the_prediction_graph(tmp_path):
+    net = nn.HybridSequential()
+    net.add(nn.Dense(4), nn.BatchNorm(), nn.Dense(2))
+    net.initialize()
+    net.hybridize()
+    x = nd.random.normal(shape=(6, 3))
+    with autograd.record():  # a training call: batch statistics, running stats updated
+        net(x).backward()
+    path = str(tmp_path / "bn")
+    net.export(path)
+    again = gluon.SymbolBlock.imports(path + "-symbol.json", ["data"], path + "-0000.params")
+    np.testing.assert_allclose(again(x).asnumpy(), net(x).asnumpy(), rtol=1e-5, atol=1e-6)
+    keys = nd.load(path + "-0000.params").keys()
+    assert "aux:batchnorm0_running_mean" in keys and "arg:batchnorm0_gamma" in keys
+
+
+def test_tuple_outputs_and_their_gradients():
+    class Two(nn.HybridBlock):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Dense(3, in_units=2)
+
+        def hybrid_forward(self, F, x):
+            y = self.fc(x)
+            return y, F.relu(y)
+
+    def grads(net):
+        with autograd.record():
+            first, second = net(x)
+            (first.sum() + second.sum()).backward()
+        return [first.asnumpy(), second.asnumpy(), net.fc.weight.grad().asnumpy().copy()]
+
+    x = nd.array([[1.0, -2.0], [0.5, 0.5]])
+    net = Two()
+    net.initialize()
+    expected = grads(net)
+    net.hybridize()
+    assert isinstance(net(x), tuple)
+    for got, want in zip(grads(net), expected):
+        np.testing.assert_allclose(got, want, rtol=1e-6)

@@ -1,0 +1,114 @@
+"""Parameters: deferred initialisation, collect_params order/select, save/load, grads."""
+
+import numpy as np
+import pytest
+
+import hybridlab as mx
+from hybridlab import autograd, gluon, nd
+from hybridlab.errors import DeferredInitializationError
+from hybridlab.gluon import nn
+
+
+def test_dense_weight_shape_is_deferred_until_the_first_forward():
+    net = nn.Dense(256)
+    net.initialize()
+    assert net.weight.shape == (256, 0)
+    with pytest.raises(DeferredInitializationError, match="in_units=512"):
+        net.weight.data()
+    net(nd.ones((2, 512)))
+    assert net.weight.shape == (256, 512)
+    assert net.weight.data().shape == (256, 512)
+
+
+def test_default_init_is_uniform_007_and_bias_is_zero():
+    net = nn.Dense(64, in_units=100)
+    net.initialize()
+    weight = net.weight.data().asnumpy()
+    assert np.abs(weight).max() <= 0.07 and np.abs(weight).max() > 0.05
+    assert (net.bias.data().asnumpy() == 0).all()
+
+
+def test_initialize_with_a_given_initializer_and_force_reinit():
+    net = nn.Dense(3, in_units=4)
+    net.initialize(mx.init.Constant(2.0))
+    assert (net.weight.data().asnumpy() == 2).all()
+    net.initialize(mx.init.One())  # already initialised: ignored without force_reinit
+    assert (net.weight.data().asnumpy() == 2).all()
+    net.initialize(mx.init.One(), force_reinit=True)
+    assert (net.weight.data().asnumpy() == 1).all()
+
+
+def test_xavier_and_normal_have_the_expected_spread():
+    xavier = mx.init.Xavier()(shape=(200, 300)).asnumpy()
+    assert np.abs(xavier).max() <= np.sqrt(3 / 250) + 1e-6
+    normal = mx.initializer.Normal(0.01)(shape=(300, 300)).asnumpy()
+    assert abs(normal.std() - 0.01) < 0.001
+
+
+def test_collect_params_lists_own_parameters_first_then_children():
+    class Net(nn.HybridBlock):
+        def __init__(self):
+            super().__init__()
+            with self.name_scope():
+                self.scale = self.params.get("scale", shape=(1,))
+                self.fc = nn.Dense(2)
+
+        def hybrid_forward(self, F, x, scale):
+            return F.broadcast_mul(self.fc(x), scale)
+
+    net = Net()
+    assert list(net.collect_params().keys()) == ["net0_scale", "net0_dense0_weight",
+                                                 "net0_dense0_bias"]
+    assert list(net.collect_params(".*weight").keys()) == ["net0_dense0_weight"]
+
+
+def test_save_and_load_parameters_round_trip(tmp_path):
+    net = nn.HybridSequential()
+    net.add(nn.Dense(4, activation="relu"), nn.Dense(2))
+    net.initialize()
+    x = nd.random.normal(shape=(3, 5))
+    expected = net(x).asnumpy()
+    path = str(tmp_path / "mlp.params")
+    net.save_parameters(path)
+    other = nn.HybridSequential()
+    other.add(nn.Dense(4, activation="relu"), nn.Dense(2))
+    other.load_parameters(path)
+    np.testing.assert_array_equal(other(x).asnumpy(), expected)
+
+
+def test_load_parameters_names_missing_values(tmp_path):
+    net = nn.Dense(2, in_units=3)
+    net.initialize()
+    path = str(tmp_path / "one.params")
+    net.save_parameters(path)
+    bigger = nn.HybridSequential()
+    bigger.add(nn.Dense(2, in_units=3))
+    with pytest.raises(ValueError, match="0.weight"):
+        bigger.load_parameters(path)
+
+
+def test_grad_req_null_and_add_and_zero_grad():
+    net = nn.Dense(1, in_units=2, use_bias=False)
+    net.initialize(mx.init.One())
+    net.weight.grad_req = "add"
+    x = nd.array([[1.0, 2.0]])
+    for _ in range(2):
+        with autograd.record():
+            y = net(x)
+        y.backward()
+    np.testing.assert_allclose(net.weight.grad().asnumpy(), [[2.0, 4.0]])
+    net.collect_params().zero_grad()
+    np.testing.assert_allclose(net.weight.grad().asnumpy(), [[0.0, 0.0]])
+    net.weight.grad_req = "null"
+    with pytest.raises(RuntimeError, match="grad_req='null'"):
+        net.weight.grad()
+
+
+def test_set_data_and_var():
+    param = gluon.Parameter("w", shape=(2, 2))
+    param.initialize()
+    param.set_data(nd.ones((2, 2)))
+    np.testing.assert_array_equal(param.data().asnumpy(), np.ones((2, 2)))
+    assert param.var().name == "w"
+    with pytest.raises(ValueError, match="shape"):
+        param.set_data(nd.ones((3, 2)))

@@ -1,0 +1,164 @@
+"""CachedOp: one program per signature, ONE engine op per call, gradients on the tape."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _helpers import aval, bias_relu_chain, has_ops, seed_mlp
+
+import hybridlab as mx
+from hybridlab import engine
+from hybridlab.graph import ir
+from hybridlab.graph.cached_op import CachedOp
+
+
+def _nd(*shape: int, seed: int = 0) -> mx.nd.NDArray:
+    return mx.nd.array(np.random.default_rng(seed).standard_normal(shape), dtype="float32")
+
+
+def test_one_program_per_signature_with_hit_and_miss_counters():
+    op = CachedOp(bias_relu_chain())
+    assert "not compiled yet" in op.code
+    op(_nd(4, 8), _nd(8))
+    op(_nd(4, 8, seed=1), _nd(8))
+    op(_nd(2, 8), _nd(8))
+    assert op.stats == {"hits": 1, "misses": 2}
+    assert "def forward(x, b, *, rt):" in op.code
+
+
+def test_results_match_the_reference_interpreter():
+    x, b = _nd(4, 8), _nd(8, seed=1)
+    op = CachedOp(bias_relu_chain(), static_alloc=True, static_shape=True)
+    for _ in range(2):
+        y = op(x, b)
+    expected = ir.evaluate(bias_relu_chain(), x.asnumpy(), b.asnumpy())[0]
+    np.testing.assert_allclose(y.asnumpy(), expected)
+
+
+def test_a_call_pushes_exactly_one_engine_op():
+    x, b = _nd(4, 8), _nd(8)
+    x.wait_to_read()
+    b.wait_to_read()
+    op = CachedOp(bias_relu_chain())
+    with engine.engine_scope("NaiveEngine"):
+        current = engine.current()
+        current.set_tracing(True)
+        current.clear_trace()
+        y = op(x, b)
+        y.wait_to_read()
+        names = [record.name for record in current.trace]
+        current.set_tracing(False)
+    assert names == ["CachedOp"]
+
+
+def test_wrong_number_of_inputs_names_the_inputs():
+    with pytest.raises(TypeError, match=r"takes 2 inputs \['x', 'b'\], got 1"):
+        CachedOp(bias_relu_chain())(_nd(4, 8))
+
+
+def test_recorded_call_is_one_tape_node_with_a_compiled_backward():
+    x, b = _nd(4, 8), _nd(8, seed=1)
+    x.attach_grad()
+    b.attach_grad()
+    op = CachedOp(bias_relu_chain())
+    with mx.autograd.record():
+        y = op(x, b)
+    y.backward()
+    mask = (x.asnumpy() + b.asnumpy()) > 0
+    np.testing.assert_allclose(x.grad.asnumpy(), 2.0 * mask)
+    np.testing.assert_allclose(b.grad.asnumpy(), (2.0 * mask).sum(axis=0))
+    assert op.code.count("def forward") == 2  # the forward and the backward program
+
+
+@pytest.mark.skipif(not has_ops("FullyConnected"), reason="FullyConnected not registered yet")
+def test_seed_mlp_trains_through_cached_op_like_the_tape():
+    graph = seed_mlp(batch=8)
+    arrays = [_nd(*n.aval[0].shape, seed=i) * 0.1 for i, n in enumerate(graph.inputs)]
+    grads = []
+    for hybrid in (False, True):
+        xs = [a.copy() for a in arrays]
+        for x in xs:
+            x.attach_grad()
+        with mx.autograd.record():
+            out = CachedOp(graph, static_alloc=True)(*xs) if hybrid else _imperative_mlp(xs)
+            loss = (out * out).sum()
+        loss.backward()
+        grads.append([x.grad.asnumpy() for x in xs])
+    for got, want in zip(*grads):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.skipif(not has_ops("FullyConnected"), reason="FullyConnected not registered yet")
+def test_backward_computes_only_the_gradients_that_are_read():
+    """The data has no attach_grad: its ``dx = g . W`` is not computed, the weights' are."""
+    graph = seed_mlp(batch=4)
+    arrays = [_nd(*n.aval[0].shape, seed=i) * 0.1 for i, n in enumerate(graph.inputs)]
+    grads = []
+    for hybrid in (False, True):
+        xs = [a.copy() for a in arrays]
+        for x in xs[1:]:  # the parameters only
+            x.attach_grad()
+        op = CachedOp(graph)
+        with mx.autograd.record():
+            out = op(*xs) if hybrid else _imperative_mlp(xs)
+            loss = (out * out).sum()
+        loss.backward()
+        grads.append([x.grad.asnumpy() for x in xs[1:]])
+    backward = op.code.split("def forward")[2]
+    assert backward.count("= dot(") == 5  # 3 weight gradients + 2 hidden-layer dx, no data dx
+    assert xs[0].grad is None
+    for got, want in zip(*grads):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
+    plain = CachedOp(graph)
+    with mx.autograd.record():  # nothing wants a gradient: the forward program only
+        plain(*arrays)
+    assert plain.code.count("def forward") == 1
+
+
+def _imperative_mlp(xs: list) -> mx.nd.NDArray:
+    value = xs[0]
+    for i in range(3):
+        value = mx.nd.FullyConnected(value, xs[1 + 2 * i], xs[2 + 2 * i],
+                                     num_hidden=xs[1 + 2 * i].shape[0])
+        if i < 2:
+            value = mx.nd.relu(value)
+    return value
+
+
+def test_graph_with_unknown_input_shapes_is_inferred_per_call():
+    x = ir.var("x")
+    graph = ir.Graph.from_outputs([ir.call("relu", [x.out()]).out()])
+    op = CachedOp(graph)
+    assert op(_nd(3)).shape == (3,) and op(_nd(2, 2)).shape == (2, 2)
+    assert aval(3) == ir.infer_shapes(graph, [aval(3)]).outputs[0].aval
+
+
+def test_random_nodes_draw_the_imperative_stream_so_hybridize_keeps_the_numbers():
+    """Each random node gets its own generator, drawn at push time in node order --
+    the generators ``nd`` would have drawn for the same ops, one by one."""
+    x = ir.var("x", aval(4, 5))
+    first = ir.call("_dropout_mask", [x.out()], {"p": 0.5}, name="mask0")
+    second = ir.call("_dropout_mask", [x.out()], {"p": 0.3}, name="mask1")
+    product = ir.call("broadcast_mul", [first.out(), second.out()], name="both")
+    graph = ir.Graph.from_outputs([product.out()])
+    data = _nd(4, 5)
+    results = []
+    for hybrid in (False, True):
+        mx.random.seed(7)
+        with mx.autograd.train_mode():
+            if hybrid:
+                results.append(CachedOp(graph)(data).asnumpy())
+            else:
+                masks = mx.nd._dropout_mask(data, p=0.5), mx.nd._dropout_mask(data, p=0.3)
+                results.append((masks[0] * masks[1]).asnumpy())
+    np.testing.assert_array_equal(results[0], results[1])
+    assert len(np.unique(results[0])) > 1  # it really dropped something
+
+
+def test_debug_flag_prints_each_compiled_program(capsys):
+    from hybridlab import config
+
+    with config.Context(DEBUG=1):
+        CachedOp(bias_relu_chain())(_nd(4, 8), _nd(8))
+    printed = capsys.readouterr().out
+    assert printed.startswith("# <hybridlab-forward-") and "def forward(x, b, *, rt):" in printed

@@ -1,0 +1,155 @@
+"""Generated Python: golden source, safe names, tracebacks into generated lines, static_alloc."""
+
+from __future__ import annotations
+
+import linecache
+import traceback
+
+import numpy as np
+import pytest
+from _helpers import aval, bias_relu_chain, check_golden, has_ops, seed_mlp
+
+from hybridlab.errors import ShapeError
+from hybridlab.graph import autodiff, ir
+from hybridlab.graph.codegen import Namespace, compile_graph
+from hybridlab.graph.passes import run_pipeline
+
+
+def _args(graph: ir.Graph, seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(n.aval[0].shape).astype(np.float32) for n in graph.inputs]
+
+
+def test_generated_source_of_fused_chain_matches_golden():
+    graph, _ = run_pipeline(bias_relu_chain())
+    check_golden("code_bias_relu_chain", compile_graph(graph).source)
+    unfused, _ = run_pipeline(bias_relu_chain(), disabled=("fuse_elementwise",))
+    check_golden("code_bias_relu_chain_static", compile_graph(unfused, static_alloc=True).source)
+
+
+def test_unfused_source_has_one_line_per_node_and_frees_dead_values():
+    graph, _ = run_pipeline(bias_relu_chain(), disabled=("fuse_elementwise",))
+    source = compile_graph(graph).source
+    assert source.splitlines() == [
+        "def forward(x, b, *, rt):",
+        "    add0 = broadcast_add(x, b)",
+        "    relu0 = relu(add0); add0 = None",
+        "    scale0 = _mul_scalar(relu0, scalar=2.0); relu0 = None",
+        "    return (scale0,)",
+    ]
+
+
+@pytest.mark.skipif(not has_ops("FullyConnected"), reason="FullyConnected not registered yet")
+def test_seed_mlp_code_matches_golden_and_computes_the_same():
+    graph, _ = run_pipeline(seed_mlp(batch=4))
+    program = compile_graph(graph, static_alloc=True)
+    check_golden("code_seed_mlp", program.source)
+    args = _args(graph)
+    np.testing.assert_allclose(program(*args)[0], ir.evaluate(seed_mlp(4), *args)[0], rtol=1e-5)
+
+
+def test_namespace_sanitises_keywords_builtins_and_injection():
+    names = Namespace()
+    made = [names.create(s) for s in ["class", "print", "x; import os", "1st", "", "x_import_os",
+                                      "np", "ok", "ok"]]
+    assert made == ["class_1", "print_1", "x__import_os", "v_1st", "v", "x_import_os",
+                    "np_1", "ok", "ok_1"]
+    assert all(m.isidentifier() for m in made)
+
+
+def test_hostile_names_and_string_attrs_never_reach_the_source():
+    evil = "x = __import__('os')\n"
+    x = ir.var(evil, aval(3))
+    node = ir.call("relu", [x.out()], name="print(1)#")
+    graph = ir.Graph.from_outputs([node.out()])
+    source = compile_graph(graph).source
+    assert "__import__('os')" not in source and "print(1)" not in source
+    assert "def forward(x_____import____os___, *, rt):" in source
+    np.testing.assert_array_equal(compile_graph(graph)(np.array([-1, 0, 2], np.float32))[0],
+                                  [0, 0, 2])
+
+
+def test_traceback_points_at_the_generated_line():
+    x, y = ir.var("x", aval(3)), ir.var("y", aval(3))
+    node = ir.call("broadcast_add", [x.out(), y.out()], name="boom")
+    program = compile_graph(ir.Graph.from_outputs([node.out()]))
+    with pytest.raises(ValueError) as info:  # shapes that cannot broadcast: the kernel fails
+        program(np.ones(2, np.float32), np.ones(3, np.float32))
+    frames = traceback.extract_tb(info.value.__traceback__)
+    generated = [f for f in frames if f.filename == program.filename]
+    assert generated and "boom = broadcast_add(x, y)" in generated[0].line
+    assert linecache.getline(program.filename, 2).strip() == "boom = broadcast_add(x, y)"
+
+
+def test_static_alloc_reuses_buffers_and_returns_fresh_outputs():
+    graph, _ = run_pipeline(bias_relu_chain(), disabled=("fuse_elementwise",))
+    program = compile_graph(graph, static_alloc=True)
+    assert "out=" in program.source and program.buffers
+    first = program(*_args(graph, 1))[0]
+    saved = first.copy()
+    second = program(*_args(graph, 2))[0]
+    np.testing.assert_array_equal(first, saved)  # the second call did not overwrite it
+    assert not np.array_equal(first, second)
+
+
+def test_static_shape_rejects_other_shapes_with_a_fix():
+    graph, _ = run_pipeline(bias_relu_chain())
+    program = compile_graph(graph, static_shape=True)
+    with pytest.raises(ShapeError, match=r"compiled for \(4, 8\).*static_shape=False"):
+        program(np.ones((2, 8), np.float32), np.ones(8, np.float32))
+
+
+def test_attrs_that_are_not_plain_literals_go_through_the_constants_table():
+    x = ir.var("x", aval(2, 3))
+    node = ir.call("_mul_scalar", [x.out()], {"scalar": float("inf")}, name="big")
+    program = compile_graph(ir.Graph.from_outputs([node.out()]))
+    assert "inf" not in program.source.split("big = ")[1].split("(")[0]
+    assert np.isinf(program(np.ones((2, 3), np.float32))[0]).all()
+
+
+def _fancy_func(a: ir.Value, b: ir.Value, c: ir.Value, d: ir.Value) -> ir.Graph:
+    """The seed's ``fancy_func``: e = add(a, b); f = add(c, d); g = add(e, f)."""
+    e = ir.call("broadcast_add", [a, b], name="e").out()
+    f = ir.call("broadcast_add", [c, d], name="f").out()
+    return ir.Graph.from_outputs([ir.call("broadcast_add", [e, f], name="g").out()])
+
+
+def test_seed_fancy_func_compiles_to_the_program_a_person_would_write():
+    a, b, c, d = (ir.var(n, aval()) for n in "abcd")
+    graph, _ = run_pipeline(_fancy_func(a.out(), b.out(), c.out(), d.out()),
+                            disabled=("fuse_elementwise",))
+    program = compile_graph(graph)
+    check_golden("code_seed_fancy_func", program.source)
+    args = [np.asarray(v, np.float32) for v in (1, 2, 3, 4)]
+    assert program(*args)[0] == 10
+
+
+def test_seed_fancy_func_of_constants_folds_to_print_10():
+    """"The compiler could rewrite it as print((1 + 2) + (3 + 4)), or even print(10)"."""
+    values = [ir.const(np.float32(v), name=f"c{v}").out() for v in (1, 2, 3, 4)]
+    graph, records = run_pipeline(_fancy_func(*values))
+    assert str(graph) == "%0 = const 10.0 : float32[]\nreturn %0"
+    assert len(records[0].changes) == 3
+    assert compile_graph(graph).source.splitlines()[1] == "    return (g,)"
+
+
+def test_multi_output_nodes_unpack_and_differentiate():
+    """split = SliceChannel(x, 3); relu(split[0] * split[2]) and split[1] are the outputs."""
+    x = ir.var("x", aval(4, 6))
+    split = ir.call("SliceChannel", [x.out()], {"num_outputs": 3, "axis": 1}, name="split0")
+    product = ir.call("broadcast_mul", [split.out(0), split.out(2)], name="m")
+    graph = ir.Graph.from_outputs([ir.call("relu", [product.out()], name="r").out(),
+                                   split.out(1)])
+    assert "= SliceChannel(%0, num_outputs=3) : (float32[4,2], float32[4,2]," in str(graph)
+    assert "broadcast_mul(%1, %1.2)" in str(graph) and str(graph).endswith("return %3, %1.1")
+    joint = autodiff.gradient_graph(graph)
+    args = _args(graph) + [np.ones((4, 2), np.float32)] * 2
+    expected = ir.evaluate(joint, *args)
+    optimised, _ = run_pipeline(joint, verify=True)
+    for static_alloc in (False, True):
+        program = compile_graph(optimised, static_alloc=static_alloc)
+        assert "split0, split0_1, split0_2 = SliceChannel(x" in program.source
+        for got, want in zip(program(*args), expected):
+            np.testing.assert_allclose(got, want)
+    x_grad = expected[2]
+    np.testing.assert_array_equal(x_grad[:, 2:4], 1.0)  # split[1] is an output itself

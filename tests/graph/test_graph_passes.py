@@ -1,0 +1,337 @@
+"""Each compiler pass on a small graph drawn in its docstring, then all of them at random.
+
+Every test verifies the graph after the pass (``ir.verify``) and compares results with
+the reference interpreter ``ir.evaluate`` on the original graph.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+
+import numpy as np
+import pytest
+from _helpers import aval, bias_relu_chain, random_graphs
+from hypothesis import given, settings
+
+from hybridlab.graph import ir
+from hybridlab.graph.codegen import compile_graph
+from hybridlab.graph.passes import (
+    PIPELINE,
+    eliminate_common_subexpressions,
+    eliminate_dead_code,
+    fold_constants,
+    fuse_elementwise,
+    plan_memory,
+    run_pipeline,
+)
+
+
+def _c(value: float) -> ir.Value:
+    return ir.const(np.float32(value)).out()
+
+
+def _add(a: ir.Value, b: ir.Value, name: str = "") -> ir.Value:
+    return ir.call("broadcast_add", [a, b], name=name).out()
+
+
+def _mul(a: ir.Value, b: ir.Value, name: str = "") -> ir.Value:
+    return ir.call("broadcast_mul", [a, b], name=name).out()
+
+
+def _relu(a: ir.Value, name: str = "") -> ir.Value:
+    return ir.call("relu", [a], name=name).out()
+
+
+def test_fold_constants_computes_the_seed_sum():
+    """The seeds' ``(1 + 2) + (3 + 4)``::
+
+        1   2   3   4
+         \\ /     \\ /
+          +       +          ==>    const 10.0
+            \\   /
+              +
+    """
+    graph = ir.Graph.from_outputs([_add(_add(_c(1), _c(2)), _add(_c(3), _c(4)))])
+    folded, changes = fold_constants(graph)
+    assert len(changes) == 3
+    ir.verify(folded)
+    result = folded.outputs[0].node
+    assert result.kind == "const" and result.value == 10.0
+    cleaned, removed = eliminate_dead_code(folded)
+    assert str(cleaned) == "%0 = const 10.0 : float32[]\nreturn %0" and len(removed) == 6
+
+
+def test_fold_constants_leaves_nodes_with_a_var_input():
+    """x + (2 * 3): only the product folds::
+
+        2   3
+         \\ /
+      x   *      ==>   x + const 6.0
+       \\ /
+        +
+    """
+    x = ir.var("x", aval(3))
+    graph = ir.Graph.from_outputs([_add(x.out(), _mul(_c(2), _c(3)))])
+    folded, changes = fold_constants(graph)
+    assert len(changes) == 1
+    ir.verify(folded)
+    np.testing.assert_array_equal(ir.evaluate(folded, np.ones(3, np.float32))[0], [7, 7, 7])
+
+
+def test_fold_constants_folds_ops_without_inputs():
+    """``full(val=2) * x`` -- ``full`` has no inputs, only attributes, so it is a constant::
+
+        full(shape=(3,), val=2)   x                const 2.0   x
+                           \\     /        ==>            \\    /
+                             *                             *
+    """
+    x = ir.var("x", aval(3))
+    full = ir.call("_full", [], {"shape": (3,), "value": 2.0}, name="two").out()
+    graph = ir.Graph.from_outputs([_mul(full, x.out())], [x])
+    folded, changes = fold_constants(graph)
+    assert changes == ["folded two (_full) into a constant"]
+    ir.verify(folded)
+    assert [n.kind for n in folded.nodes].count("const") == 1
+    np.testing.assert_array_equal(ir.evaluate(folded, np.ones(3, np.float32))[0], [2, 2, 2])
+
+
+def test_cse_merges_equal_calls_and_cascades():
+    """relu(x + y) appears twice; after CSE one add and one relu remain::
+
+        x   y   x   y               x   y
+         \\ /     \\ /                 \\ /
+          +       +        ==>        +
+          |       |                   |
+        relu    relu                relu
+           \\    /                    | |
+             *                        *
+    """
+    x, y = ir.var("x", aval(4)), ir.var("y", aval(4))
+    left, right = _relu(_add(x.out(), y.out())), _relu(_add(x.out(), y.out()))
+    graph = ir.Graph.from_outputs([_mul(left, right)])
+    merged, changes = eliminate_common_subexpressions(graph)
+    assert len(changes) == 2
+    cleaned, _ = eliminate_dead_code(merged)
+    ir.verify(cleaned)
+    assert [n.op for n in cleaned.nodes if n.kind == "call"] == [
+        "broadcast_add", "relu", "broadcast_mul"]
+
+
+def test_cse_keeps_calls_with_different_attrs():
+    x = ir.var("x", aval(4))
+    a = ir.call("_mul_scalar", [x.out()], {"scalar": 2}).out()
+    b = ir.call("_mul_scalar", [x.out()], {"scalar": 3}).out()
+    _, changes = eliminate_common_subexpressions(ir.Graph.from_outputs([_add(a, b)]))
+    assert changes == []
+
+
+def test_dce_removes_unused_nodes_but_keeps_inputs():
+    """relu(x) is computed and never used::
+
+        x ----> *2 ---> return
+         \\
+          relu   (dead)
+    """
+    x, unused = ir.var("x", aval(2)), ir.var("unused", aval(2))
+    dead = _relu(x.out(), "dead")
+    live = ir.call("_mul_scalar", [x.out()], {"scalar": 2.0}).out()
+    graph = ir.Graph((x, unused, dead.node, live.node), (x, unused), (live,))
+    cleaned, changes = eliminate_dead_code(graph)
+    ir.verify(cleaned)
+    assert changes == ["removed dead (relu)"]
+    assert cleaned.inputs == (x, unused) and unused in cleaned.nodes
+
+
+def test_fuse_bias_add_relu_scale_into_one_group():
+    """add -> relu -> *2, each result used once: one fused node::
+
+        x   b
+         \\ /
+          +  -> relu -> *2      ==>    _fused{broadcast_add; relu; _mul_scalar}(x, b)
+    """
+    fused, changes = fuse_elementwise(bias_relu_chain())
+    ir.verify(fused)
+    calls = [n for n in fused.nodes if n.kind == "call"]
+    assert len(calls) == 1 and len(changes) == 1
+    assert str(fused).splitlines()[2] == (
+        "%2 = _fused(%0, %1, program={broadcast_add; relu; _mul_scalar}) : float32[4,8]")
+
+
+def test_fusion_stops_at_shared_values_and_shape_changes():
+    """``a = x + y`` feeds two users, and ``sum_like`` is a reduction::
+
+        x   y
+         \\ /
+          a ------.
+          |       |
+        relu      |          groups: {relu, *} and {sum_like's user chain: none}
+          \\      /
+             *
+             |
+         sum_like(., b) -> relu -> *3      second group {relu, *3}
+    """
+    x, y, b = ir.var("x", aval(3, 4)), ir.var("y", aval(3, 4)), ir.var("b", aval(4))
+    a = _add(x.out(), y.out(), "a")
+    product = _mul(_relu(a), a)
+    reduced = ir.call("sum_like", [product, b.out()]).out()
+    out = ir.call("_mul_scalar", [_relu(reduced)], {"scalar": 3.0}).out()
+    fused, changes = fuse_elementwise(ir.Graph.from_outputs([out]))
+    ir.verify(fused)
+    assert len(changes) == 2
+    assert [n.op for n in fused.nodes if n.kind == "call"] == [
+        "broadcast_add", "_fused", "sum_like", "_fused"]
+    args = [np.random.default_rng(0).standard_normal(s).astype(np.float32)
+            for s in [(3, 4), (3, 4), (4,)]]
+    graph = ir.Graph.from_outputs([out])
+    np.testing.assert_allclose(ir.evaluate(fused, *args)[0], ir.evaluate(graph, *args)[0])
+
+
+def test_plan_memory_reuses_buffers_along_a_chain():
+    """A chain x -> relu -> exp -> tanh -> abs -> sqrt keeps two intermediates alive at
+    a time, not four (plus the output, which the caller keeps)::
+
+        x -> r1 -> r2 -> r3 -> r4 -> out      r1:@0 r2:@1024 r3:@0 r4:@1024 (or in place)
+    """
+    value = ir.var("x", aval(16, 16)).out()
+    for op in ["relu", "exp", "tanh", "abs", "sqrt"]:
+        value = ir.call(op, [value]).out()
+    planned, _ = plan_memory(ir.Graph.from_outputs([value]))
+    plan = planned.meta["memory"]
+    assert plan.unplanned == 5 * 16 * 16 * 4
+    assert plan.bound == 3 * 16 * 16 * 4  # the output, plus two intermediates at a time
+    assert plan.planned <= plan.bound
+
+
+def test_plan_memory_skips_graphs_without_shapes():
+    x = ir.var("x")
+    graph = ir.Graph.from_outputs([_relu(x.out())])
+    same, changes = plan_memory(graph)
+    assert same is graph and "skipped" in changes[0]
+
+
+def test_run_pipeline_records_every_pass_and_can_disable_some():
+    graph, records = run_pipeline(bias_relu_chain(), verify=True)
+    assert [r.name for r in records] == [p.__name__ for p in PIPELINE]
+    assert records[3].before is records[2].after and records[-1].after is graph
+    _, fewer = run_pipeline(bias_relu_chain(), disabled=("fuse_elementwise",))
+    assert "fuse_elementwise" not in [r.name for r in fewer]
+
+
+# ---------------------------------------------------------------------------------------
+# Random graphs: every subset of passes, with and without static_alloc, same results
+# ---------------------------------------------------------------------------------------
+
+NAMES = [p.__name__ for p in PIPELINE]
+
+
+@settings(max_examples=int(os.environ.get("HYBRIDLAB_EXAMPLES", "40")), deadline=None)
+@given(random_graphs())
+def test_every_subset_of_passes_keeps_results(case):
+    graph, arrays = case
+    expected = ir.evaluate(graph, *arrays)
+    for size in range(len(NAMES) + 1):
+        for disabled in itertools.combinations(NAMES, size):
+            optimised, _ = run_pipeline(graph, disabled=disabled, verify=True)
+            for static_alloc in (False, True):
+                program = compile_graph(optimised, static_alloc=static_alloc)
+                for _ in range(2):  # the second call reuses the static buffers
+                    got = program(*arrays)
+                    for want, have in zip(expected, got):
+                        np.testing.assert_allclose(have, want, rtol=1e-5, atol=1e-6)
+
+
+def test_random_ops_are_never_merged_folded_or_dropped():
+    """Two ``_random_normal`` draws are two values, even with equal attributes; an unused
+    draw stays (it advances the generator)::
+
+        normal(shape=3)   normal(shape=3)   normal(shape=3)  (unused)
+               \\             /
+                     +
+    """
+    first = ir.call("_random_normal", [], {"shape": (3,)}, name="n0")
+    second = ir.call("_random_normal", [], {"shape": (3,)}, name="n1")
+    unused = ir.call("_random_normal", [], {"shape": (3,)}, name="n2")
+    total = _add(first.out(), second.out())
+    graph = ir.Graph((first, second, unused, total.node), (), (total,))
+    optimised, records = run_pipeline(graph, disabled=("plan_memory",), verify=True)
+    assert [r.changes for r in records[:3]] == [[], [], []]
+    assert sum(n.op == "_random_normal" for n in optimised.nodes) == 3
+    (result,) = compile_graph(optimised)(rng=np.random.default_rng(0))
+    assert result.shape == (3,) and len(set(result.tolist())) == 3
+
+
+def test_verify_flag_from_config_checks_between_passes(monkeypatch):
+    from hybridlab import config
+    from hybridlab.errors import GraphError
+    from hybridlab.graph import passes
+
+    def break_graph(graph):
+        return ir.Graph(tuple(reversed(graph.nodes)), graph.inputs, graph.outputs), ["broke"]
+
+    break_graph.__name__ = "fold_constants"
+    monkeypatch.setattr(passes, "PIPELINE", (break_graph,) + passes.PIPELINE[1:])
+    with config.Context(VERIFY=1):
+        with pytest.raises(GraphError, match="after pass fold_constants"):
+            passes.run_pipeline(bias_relu_chain())
+    with pytest.raises(KeyError):  # unchecked, the next pass trips over it, far away
+        passes.run_pipeline(bias_relu_chain(), verify=False)
+
+
+@settings(max_examples=60, deadline=None)
+@given(random_graphs())
+def test_memory_plan_never_overlaps_values_alive_together(case):
+    """Two results alive at the same step never share bytes of the arena, except a
+    result written in place over the input that dies at that step."""
+    graph, _ = case
+    planned, _ = run_pipeline(graph, verify=True)
+    plan = planned.meta["memory"]
+    step_of = {id(n): i for i, n in enumerate(planned.nodes)}
+    spans = {}
+    for i, node in enumerate(planned.nodes):
+        for value in node.inputs:
+            key = (id(value.node), value.index)
+            if key in spans:
+                spans[key][1] = i
+        if node.kind == "call" and plan.buffer_of.get((id(node), 0)) == 0:
+            spans[(id(node), 0)] = [i, i]
+    for a, (start_a, end_a) in spans.items():
+        for b, (start_b, end_b) in spans.items():
+            if a >= b or end_a < start_b or end_b < start_a:
+                continue
+            bytes_a = (plan.offset_of[a], plan.offset_of[a] + _nbytes(a, planned))
+            bytes_b = (plan.offset_of[b], plan.offset_of[b] + _nbytes(b, planned))
+            if bytes_a[0] < bytes_b[1] and bytes_b[0] < bytes_a[1]:
+                handoff = {end_a, end_b} & {start_a, start_b}
+                assert handoff and bytes_a[0] == bytes_b[0], (str(planned), a, b)
+    slack = 64 * len(spans)  # arena offsets are 64-byte aligned
+    assert plan.planned <= plan.bound + slack or plan.inplace
+    assert step_of  # the graph was walked
+
+
+def _nbytes(key, graph):
+    node = next(n for n in graph.nodes if id(n) == key[0])
+    return int(np.prod(node.aval[0].shape)) * node.aval[0].dtype.itemsize
+
+
+def test_bias_add_and_relu_after_a_matrix_product_fuse_into_one_group():
+    """The module docstring's example::
+
+        x   w                     x   w
+         \\ /                       \\ /
+         dot   b                   dot   b
+           \\  /          ==>         \\  /
+            +                      _fused{broadcast_add; relu}
+            |
+          relu
+    """
+    x, w, b = ir.var("x", aval(8, 16)), ir.var("w", aval(16, 4)), ir.var("b", aval(4))
+    product = ir.call("dot", [x.out(), w.out()], name="dot0")
+    biased = ir.call("broadcast_add", [product.out(), b.out()], name="add0")
+    graph = ir.Graph.from_outputs([_relu(biased.out(), "relu0")])
+    fused, changes = fuse_elementwise(graph)
+    ir.verify(fused)
+    assert changes == ["fused ['add0', 'relu0'] into relu0_fused"]
+    assert [n.op for n in fused.nodes if n.kind == "call"] == ["dot", "_fused"]
+    source = compile_graph(fused).source
+    assert "relu0_fused = _fresh(broadcast_add(dot0, b), dot0, b)" in source

@@ -1,0 +1,395 @@
+"""The registry's rules: attributes, names, reshape codes, MXNet shapes, teaching errors."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hybridlab.errors import (
+    AttributeValueError,
+    ShapeError,
+    UnknownAttributeError,
+    UnknownOperatorError,
+)
+from hybridlab.ops import COMPOSITES, OPS, Aval, Kind, OpDef, RunContext, eager, get
+from hybridlab.ops.registry import ATTR_TYPES, DUNDERS, split_arguments
+from hybridlab.ops.shape import reshape_codes
+
+X23 = np.arange(6, dtype=np.float32).reshape(2, 3)
+
+
+# --- attributes -------------------------------------------------------------------------
+
+def test_attribute_typo_suggests_the_right_name():
+    with pytest.raises(UnknownAttributeError, match=r"sum: unknown attribute 'keepdim'.*did you "
+                                                    r"mean 'keepdims'"):
+        get("sum").parse_attrs({"keepdim": True})
+
+
+def test_unknown_attribute_is_a_type_error_like_mxnet():
+    with pytest.raises(TypeError, match="known attributes: axis, exclude, keepdims"):
+        eager.sum(X23, foo=1)
+
+
+@pytest.mark.parametrize("op, attrs, message", [
+    ("Reshape", {"shape": "two"}, r"'shape' must be of type shape"),
+    ("sum", {"keepdims": "maybe"}, r"'keepdims' must be of type bool"),
+    ("_plus_scalar", {"scalar": True}, r"'scalar' must be of type float"),
+    ("expand_dims", {"axis": 1.5}, r"'axis' must be of type int"),
+    ("LeakyReLU", {"act_type": "swish"}, r"'act_type' must be one of \['leaky', 'elu'\]"),
+    ("Cast", {"dtype": "float33"}, r"'dtype' must be of type dtype"),
+])
+def test_wrong_attribute_types_are_rejected(op, attrs, message):
+    with pytest.raises(AttributeValueError, match=message):
+        get(op).parse_attrs(attrs)
+
+
+def test_missing_required_attribute_names_it():
+    with pytest.raises(AttributeValueError, match=r"FullyConnected: missing required .*"
+                                                  r"num_hidden"):
+        get("FullyConnected").parse_attrs({})
+
+
+@pytest.mark.parametrize("op, raw, expected", [
+    ("Reshape", {"shape": "(2, 2)"}, {"shape": (2, 2), "reverse": False}),
+    ("Reshape", {"shape": "[0, -1]", "reverse": "True"}, {"shape": (0, -1), "reverse": True}),
+    ("sum", {"axis": "None", "keepdims": "False"}, {"axis": None, "keepdims": False,
+                                                     "exclude": False}),
+    ("sum", {"axis": "1"}, {"axis": 1, "keepdims": False, "exclude": False}),
+    ("sum", {"axis": "(0, 2)", "keepdims": "1"}, {"axis": (0, 2), "keepdims": True,
+                                                  "exclude": False}),
+    ("_mul_scalar", {"scalar": "0.5"}, {"scalar": 0.5}),
+    ("slice", {"begin": "(None, 1)", "end": "(2, None)"},
+     {"begin": (None, 1), "end": (2, None), "step": ()}),
+    ("slice_axis", {"axis": "0", "begin": "1", "end": "None"}, {"axis": 0, "begin": 1,
+                                                                 "end": None}),
+    ("Cast", {"dtype": np.float16}, {"dtype": "float16"}),
+    ("Concat", {"dim": "1", "num_args": "2"}, {"dim": 1, "num_args": 2}),
+])
+def test_json_string_forms_parse(op, raw, expected):
+    assert get(op).parse_attrs(raw) == expected
+
+
+def test_every_attribute_has_a_known_type():
+    for op in OPS.values():
+        for name, spec in op.attrs.items():
+            assert spec.type in ATTR_TYPES, f"{op.name}.{name}: {spec.type}"
+
+
+# --- names, positional attributes, front ends ------------------------------------------
+
+def test_unknown_operator_suggests_close_names():
+    with pytest.raises(UnknownOperatorError, match=r"unknown operator 'broadcast_ad'.*"
+                                                   r"'broadcast_add'"):
+        get("broadcast_ad")
+
+
+@pytest.mark.parametrize("name", [
+    "broadcast_add", "elemwise_add", "_plus", "_Plus", "elemwise_sub", "elemwise_mul",
+    "elemwise_div", "_rminus_scalar", "_rdiv_scalar", "_rpower_scalar", "_maximum_scalar",
+    "Reshape", "reshape", "Flatten", "flatten", "transpose", "expand_dims", "Concat", "concat",
+    "SliceChannel", "split", "slice", "slice_axis", "broadcast_to", "broadcast_axes", "Cast",
+    "cast", "FullyConnected", "Convolution", "Pooling", "dot", "batch_dot", "add_n",
+    "ElementWiseSum", "LeakyReLU", "sigmoid", "softmax", "log_softmax", "Activation",
+    "Dropout", "random_normal", "random_uniform", "_random_normal", "normal", "uniform",
+    "zeros", "ones", "_zeros", "_full", "full", "arange", "one_hot", "pick", "take",
+    "zeros_like", "ones_like", "identity", "_copy", "where", "clip", "maximum", "minimum",
+    "power", "add", "subtract", "multiply", "divide", "sum_axis", "argmax", "norm", "stack",
+    "Embedding", "broadcast_greater", "broadcast_lesser_equal",
+])
+def test_mxnet_names_resolve(name):
+    assert hasattr(eager, name)
+
+
+def test_dotted_aliases_make_sub_namespaces():
+    assert eager.random.normal(shape=(2, 2)).asnumpy().shape == (2, 2)
+    assert eager.random.uniform(0, 1, (3,)).asnumpy().shape == (3,)
+
+
+def test_dunders_name_registered_ops():
+    for tensor_op, scalar_op, _ in DUNDERS.values():
+        assert get(tensor_op).kind == Kind.BROADCAST
+        assert get(scalar_op).attrs["scalar"].type == "float"
+
+
+def test_positional_arguments_after_the_inputs_fill_attributes_in_order():
+    inputs, attrs = split_arguments(get("clip"), (X23, 0, 1), {})
+    assert len(inputs) == 1 and attrs == {"a_min": 0, "a_max": 1}
+    assert eager.sum(X23, 1).asnumpy().tolist() == [3.0, 12.0]
+    assert eager.ones((1, 1)).asnumpy().tolist() == [[1.0]]
+    assert eager.arange(1, 7, 2).asnumpy().tolist() == [1.0, 3.0, 5.0]
+    assert eager.full((2,), 3).asnumpy().tolist() == [3.0, 3.0]
+
+
+def test_too_many_positionals_or_the_same_attribute_twice_are_type_errors():
+    with pytest.raises(TypeError, match="got 3 positional"):
+        split_arguments(get("relu"), (X23, 1, 2), {})
+    with pytest.raises(TypeError, match="'axis' both by position and by keyword"):
+        split_arguments(get("sum"), (X23, 1), {"axis": 0})
+
+
+def test_optional_bias_input_depends_on_no_bias():
+    fully_connected = get("FullyConnected")
+    assert fully_connected.input_names({"no_bias": True}) == ("data", "weight")
+    assert fully_connected.input_names({"no_bias": False}) == ("data", "weight", "bias")
+
+
+def test_split_output_count_comes_from_attributes():
+    op = get("split")
+    assert op.output_count(op.parse_attrs({"num_outputs": 3})) == 3
+    parts = eager.split(np.zeros((2, 6), np.float32), num_outputs=3)
+    assert [p.asnumpy().shape for p in parts] == [(2, 2)] * 3
+
+
+def test_random_ops_are_not_pure_and_others_declare_it():
+    assert not get("_random_normal").pure and not get("_dropout_mask").pure
+    assert get("broadcast_add").pure
+
+
+def test_scalar_front_ends_accept_a_number_on_either_side():
+    x = eager.Tensor(X23)
+    np.testing.assert_array_equal(eager.maximum(2, x).asnumpy(), np.maximum(2, X23))
+    np.testing.assert_array_equal(eager.subtract(10, x).asnumpy(), 10 - X23)
+    with pytest.raises(TypeError, match="at least one of lhs, rhs must be an array"):
+        eager.maximum(1, 2)
+
+
+def test_tensor_dunders_use_registry_ops():
+    x = eager.Tensor(X23 + 1)
+    np.testing.assert_allclose((2 / x).asnumpy(), 2 / (X23 + 1))
+    np.testing.assert_allclose((2 ** x).asnumpy(), 2 ** (X23 + 1))
+    np.testing.assert_array_equal((x % 2).asnumpy(), (X23 + 1) % 2)
+    assert (x >= 3).asnumpy().dtype == np.float32  # 0/1 in the input's dtype, not bool
+
+
+def test_activation_rejects_an_unknown_type():
+    with pytest.raises(AttributeValueError, match="unknown act_type 'swish'"):
+        eager.Activation(X23, act_type="swish")
+
+
+# --- reshape codes ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("shape_in, codes, reverse, expected", [
+    ((2, 3, 4), (4, 0, 2), False, (4, 3, 2)),
+    ((2, 3, 4), (2, 0, 0), False, (2, 3, 4)),
+    ((2, 3, 4), (6, 1, -1), False, (6, 1, 4)),
+    ((2, 3, 4), (3, -1, 8), False, (3, 1, 8)),
+    ((2, 3, 4), (-1,), False, (24,)),
+    ((2, 3, 4), (-2,), False, (2, 3, 4)),
+    ((2, 3, 4), (2, -2), False, (2, 3, 4)),
+    ((2, 3, 4), (-2, 1, 1), False, (2, 3, 4, 1, 1)),
+    ((2, 3, 4), (-3, 4), False, (6, 4)),
+    ((2, 3, 4, 5), (-3, -3), False, (6, 20)),
+    ((2, 3, 4), (0, -3), False, (2, 12)),
+    ((2, 3, 4), (-3, -2), False, (6, 4)),
+    ((2, 3, 4), (-4, 1, 2, -2), False, (1, 2, 3, 4)),
+    ((2, 3, 4), (2, -4, -1, 3, -2), False, (2, 1, 3, 4)),
+    ((10, 5, 4), (-1, 0), False, (40, 5)),
+    ((10, 5, 4), (-1, 0), True, (50, 4)),
+    ((16, 6, 4, 4), (0, -1), False, (16, 96)),
+])
+def test_reshape_codes_follow_mxnet(shape_in, codes, reverse, expected):
+    assert reshape_codes(shape_in, codes, reverse) == expected
+    out = eager.reshape(np.zeros(shape_in, np.float32), shape=codes, reverse=reverse)
+    assert out.asnumpy().shape == expected
+
+
+@pytest.mark.parametrize("shape_in, codes, why", [
+    ((2, 3, 4), (-1, -1), "only one -1 is allowed"),
+    ((2, 3, 4), (5, -1), "24 elements cannot be split evenly"),
+    ((2, 3), (0, 0, 0), "code 0 at position 2 has no input dimension left"),
+    ((2, 3), (-3, -3), "code -3 at position 1 has no input dimension left"),
+    ((2, 3, 4), (-4, 3, 3, -2), "-4 cannot split 2 into (3, 3)"),
+    ((2, 3, 4), (-4, -1, 3, -2), "-4 cannot split 2 into (-1, 3)"),
+    ((2, 3, 4), (-4, -1, 0), "-4 must be followed by two sizes"),
+    ((2, 3, 4), (-4, 2), "-4 must be followed by two sizes"),
+    ((2, 3), (7,), "6 elements do not fit in"),
+    ((2, 3), (-5, 6), "unknown code -5"),
+])
+def test_reshape_errors_name_both_shapes_and_explain_the_codes(shape_in, codes, why):
+    with pytest.raises(ShapeError) as info:
+        eager.reshape(np.zeros(shape_in, np.float32), shape=codes)
+    message = str(info.value)
+    assert why in message
+    assert f"Reshape: cannot reshape {shape_in} to {codes}" in message
+    assert "-2 copies all remaining dimensions" in message
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 4), min_size=1, max_size=4), st.data())
+def test_reshape_with_one_inferred_dimension_keeps_the_size(shape, data):
+    shape = tuple(shape)
+    keep = data.draw(st.integers(0, len(shape) - 1))
+    codes = (0,) * keep + (-1,)
+    out = reshape_codes(shape, codes)
+    assert out[:keep] == shape[:keep] and int(np.prod(out)) == int(np.prod(shape))
+
+
+# --- MXNet shapes -----------------------------------------------------------------------
+
+def test_reductions_to_a_single_number_have_shape_1():
+    x = np.ones((2, 3), np.float32)
+    assert eager.sum(x).asnumpy().shape == (1,)
+    assert eager.mean(x, axis=(0, 1)).asnumpy().shape == (1,)
+    assert eager.max(np.ones(4, np.float32), axis=0).asnumpy().shape == (1,)
+    assert eager.argmax(x).asnumpy().shape == (1,)
+    assert eager.dot(np.ones(3), np.ones(3)).asnumpy().shape == (1,)
+    assert eager.sum(x, keepdims=True).asnumpy().shape == (1, 1)
+    assert eager.sum(x, axis=()).asnumpy().shape == (1,)  # MXNet: () means all axes
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 3), min_size=1, max_size=4), st.data())
+def test_reduction_infer_agrees_with_numpy(shape, data):
+    axes = data.draw(st.lists(st.integers(0, len(shape) - 1), unique=True, max_size=len(shape)))
+    keepdims = data.draw(st.booleans())
+    x = np.ones(shape, np.float32)
+    expected = np.sum(x, axis=tuple(axes) or None, keepdims=keepdims).shape or (1,)
+    got = get("sum").infer(Aval(tuple(shape), x.dtype), axis=tuple(axes) or None,
+                           keepdims=keepdims, exclude=False)
+    assert got[0].shape == expected
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from([1, 3]), max_size=3), st.lists(st.sampled_from([1, 3]),
+                                                             min_size=1, max_size=3))
+def test_broadcast_infer_agrees_with_numpy(left, right):
+    a, b = np.ones(left or (1,), np.float32), np.ones(right, np.float32)
+    assert eager.broadcast_mul(a, b).asnumpy().shape == np.broadcast_shapes(a.shape, b.shape)
+
+
+# --- errors that teach ------------------------------------------------------------------
+
+@pytest.mark.parametrize("call, pattern", [
+    (lambda: eager.broadcast_add(X23, np.ones(4, np.float32)),
+     r"broadcast_add: shapes \(2, 3\) and \(4,\) cannot be broadcast.*broadcast_to"),
+    (lambda: eager.dot(X23, X23),
+     r"dot: the last axis of lhs \(2, 3\) must match the first axis of rhs \(2, 3\).*"
+     r"transpose_b=True"),
+    (lambda: eager.FullyConnected(X23, np.ones((4, 2)), np.ones(4), num_hidden=4),
+     r"FullyConnected: data \(2, 3\).*needs weight \(4, 3\).*got weight \(4, 2\)"),
+    (lambda: eager.Convolution(np.ones((1, 2, 5, 5)), np.ones((3, 1, 3, 3)), np.ones(3),
+                               kernel=(3, 3), num_filter=3),
+     r"Convolution: data \(1, 2, 5, 5\) needs weight \(3, 2, 3, 3\)"),
+    (lambda: eager.concat(X23, np.ones((3, 3), np.float32), dim=1),
+     r"concat: cannot join shapes \[\(2, 3\), \(3, 3\)\] along dim 1"),
+    (lambda: eager.sum(X23, axis=2),
+     r"sum: axis 2 is out of range for an input of shape \(2, 3\)"),
+    (lambda: eager.split(X23, num_outputs=2),
+     r"split: cannot split shape \(2, 3\) into 2 equal parts along axis 1"),
+    (lambda: eager.batch_dot(X23, X23), r"batch_dot: needs two 3-D inputs"),
+    (lambda: eager.broadcast_to(X23, shape=(4, 3, 2)), r"broadcast_to: cannot broadcast shape "
+                                                        r"\(2, 3\) to \(4, 3, 2\)"),
+    (lambda: eager.transpose(X23, axes=(0, 0)), r"transpose: axes \(0, 0\) are not a "
+                                                r"permutation"),
+    (lambda: eager.Pooling(np.ones((1, 1, 2, 2)), kernel=(3, 3)),
+     r"Pooling: a window of 3 .* does not fit an input of 2"),
+    (lambda: eager.pick(X23, np.zeros(3, np.float32)), r"pick: index shape \(3,\) does not "
+                                                       r"match data shape \(2, 3\)"),
+    (lambda: eager.slice(X23, begin=(0,), end=(2,), step=(0,)), r"slice: begin \(0,\), end "
+                                                                 r"\(2,\), step \(0,\) do not fit"),
+    (lambda: eager.Pooling(np.ones((1, 1, 4, 4)), kernel=(2, 2), stride=2),
+     r"Pooling: stride=\(2,\) needs two values \(rows, columns\)"),
+    (lambda: eager.concat(X23, X23, num_args=3), r"concat: num_args=3 but 2 inputs"),
+    (lambda: eager.zeros(shape=(2, -1)), r"_zeros: shape \(2, -1\) is not a valid array shape"),
+    (lambda: eager.random.normal(shape=()), r"_random_normal: shape \(\) is not a valid"),
+    (lambda: eager.one_hot(np.zeros(2, np.float32), depth=0), r"one_hot: depth=0 must be"),
+    (lambda: eager.split(X23, num_outputs=0), r"split: cannot split shape \(2, 3\) into 0"),
+    (lambda: eager.sum_like(np.ones(4, np.float32), np.ones((1, 4), np.float32)),
+     r"sum_like: shape \(1, 4\) does not broadcast to \(4,\)"),
+    (lambda: eager.broadcast_axis(X23, axis=4, size=2), r"broadcast_axis: axis 4 and size "
+                                                         r"\(2,\) do not fit shape \(2, 3\)"),
+    (lambda: eager.Convolution(np.ones((1, 1, 3, 3)), np.ones((1, 1, 0, 1)), np.ones(1),
+                               kernel=(0, 1), num_filter=1), r"Convolution: needs NCHW data"),
+])
+def test_shape_errors_name_the_op_and_the_shapes(call, pattern):
+    with pytest.raises(ShapeError, match=pattern):
+        call()
+
+
+def test_an_empty_sampling_range_is_rejected_before_running():
+    with pytest.raises(AttributeValueError, match="low=5 must be less than high=5"):
+        eager.random.randint(5, 5, (2,))
+
+
+def test_dropout_axes_share_one_draw_along_them():
+    mask = _dropout_mask(np.ones((4, 50), np.float32), 0.5, training=True, axes=(1,))
+    assert mask.shape == (4, 1)
+    rows = eager.broadcast_mul(np.ones((4, 50), np.float32), mask).asnumpy()
+    assert all(len(set(row)) == 1 for row in rows)
+
+
+def test_dropout_probability_must_be_below_one():
+    with pytest.raises(AttributeValueError, match=r"Dropout: p=1.0 must be in \[0, 1\)"):
+        eager.Dropout(X23, p=1.0)
+
+
+def test_reshape_to_a_single_element_never_makes_a_0d_array():
+    assert reshape_codes((1, 1), ()) == (1,)
+
+
+def test_shape_errors_are_value_errors_like_mxnet():
+    assert issubclass(ShapeError, ValueError)
+
+
+def test_eager_catches_a_kernel_that_disagrees_with_its_shape_rule():
+    liar = OpDef(name="liar", kernel=lambda x: x.sum(0), infer=lambda x: [x], grad=None,
+                 kind=Kind.OPAQUE)
+    with pytest.raises(RuntimeError, match="liar: the kernel returned .* but infer promised"):
+        eager.apply_eagerly(liar, [X23], {})
+
+
+# --- numerics and randomness ------------------------------------------------------------
+
+def test_stable_activations_do_not_overflow():
+    x = np.array([-1000.0, 0.0, 1000.0], np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an overflow warning would fail the test
+        np.testing.assert_allclose(eager.sigmoid(x).asnumpy(), [0, 0.5, 1])
+        np.testing.assert_allclose(eager.softrelu(x).asnumpy(), [0, np.log(2), 1000])
+        np.testing.assert_allclose(eager.log_softmax(x).asnumpy(), [-2000, -1000, 0])
+        np.testing.assert_allclose(eager.softmax(x).asnumpy(), [0, 0, 1])
+
+
+def test_sigmoid_gradient_stays_finite_far_from_zero():
+    x = eager.Tensor(np.array([-1000.0, 1000.0]))
+    out = eager.sigmoid(x)
+    grads = get("sigmoid").grad(eager, [x], [out], [eager.Tensor(np.ones(2))])
+    assert np.all(np.isfinite(grads[0].asnumpy()))
+
+
+def _dropout_mask(x, p, training, seed=0, mode="training", axes=()):
+    rt = RunContext(training=training, rng=np.random.default_rng(seed))
+    return get("_dropout_mask").kernel(x, p=p, mode=mode, axes=axes, rt=rt)
+
+
+def test_dropout_drops_and_rescales_only_while_training():
+    x = np.ones((200, 50), np.float32)
+    mask = _dropout_mask(x, 0.3, training=True)
+    assert set(np.unique(mask)) == {0.0, np.float32(1 / 0.7)}
+    assert abs((mask == 0).mean() - 0.3) < 0.02
+    np.testing.assert_array_equal(_dropout_mask(x, 0.3, training=False), 1)
+    assert (_dropout_mask(x, 0.3, training=False, mode="always") == 0).any()
+    np.testing.assert_array_equal(_dropout_mask(x, 0.3, True, seed=5),
+                                  _dropout_mask(x, 0.3, True, seed=5))
+
+
+def test_random_ops_draw_from_the_generator_they_are_given():
+    op = get("_random_normal")
+    attrs = op.parse_attrs({"shape": (3,), "loc": 1.0})
+    draws = [op.kernel(rt=RunContext(rng=np.random.default_rng(seed)), **attrs)
+             for seed in (7, 7, 8)]
+    np.testing.assert_array_equal(draws[0], draws[1])
+    assert not np.array_equal(draws[0], draws[2])
+    assert draws[0].dtype == np.float32
+
+
+def test_every_composite_takes_a_name():
+    import inspect
+
+    for comp in COMPOSITES.values():
+        assert "name" in inspect.signature(comp.fn).parameters, comp.name

@@ -1,0 +1,432 @@
+"""One table over the registry: every OpDef is checked the same three ways.
+
+For each row: the kernel against a plain-numpy reference (float32 inputs), ``infer``
+against the real output shape and dtype, and the gradient rule (run through the eager
+namespace, so it uses registry ops only) against central differences of
+``sum(output * random cotangent)`` with float64 inputs. An op without a gradient says so
+in its row (``grad=False``). A new op without a row fails ``test_every_op_has_a_row``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+
+from hybridlab.ops import COMPOSITES, OPS, Aval, Kind, eager, get
+from hybridlab.ops.eager import Tensor
+
+
+@dataclass
+class Row:
+    """How to test one op: input shapes, attributes, a numpy reference, a gradient."""
+
+    op: str
+    shapes: list[tuple[int, ...]]
+    ref: Callable[..., Any] | None  # plain numpy; None only with ``checked_by``
+    attrs: dict[str, Any] = field(default_factory=dict)
+    grad: bool = True  # False: the op declares no gradient (grad=None or all None)
+    low: float = -2.0  # inputs are uniform in [low, high) ...
+    high: float = 2.0
+    ints: dict[int, int] = field(default_factory=dict)  # ... except input i: ints in [0, n)
+    checked_by: str = ""  # internal backward ops: whose gradient check exercises them
+
+    @property
+    def id(self) -> str:
+        return f"{self.op}-{self.attrs}" if self.attrs else self.op
+
+
+def _conv_ref(x, w, b=None, stride=(1, 1), pad=(0, 0), dilate=(1, 1)):
+    xp = np.pad(x, ((0, 0), (0, 0), (pad[0], pad[0]), (pad[1], pad[1])))
+    kh, kw = w.shape[2:]
+    oh = (xp.shape[2] - (kh - 1) * dilate[0] - 1) // stride[0] + 1
+    ow = (xp.shape[3] - (kw - 1) * dilate[1] - 1) // stride[1] + 1
+    out = np.zeros((x.shape[0], w.shape[0], oh, ow), x.dtype)
+    for i in range(oh):
+        for j in range(ow):
+            top, left = i * stride[0], j * stride[1]
+            patch = xp[:, :, top:top + (kh - 1) * dilate[0] + 1:dilate[0],
+                       left:left + (kw - 1) * dilate[1] + 1:dilate[1]]
+            out[:, :, i, j] = np.einsum("nckl,fckl->nf", patch, w)
+    return out if b is None else out + b.reshape(1, -1, 1, 1)
+
+
+def _pool_ref(x, kernel, stride, pad=(0, 0), reduce=np.max, fill=-np.inf, out_size=None):
+    xp = np.pad(x, ((0, 0), (0, 0), (pad[0], pad[0] + 2), (pad[1], pad[1] + 2)),
+                constant_values=fill)
+    oh, ow = out_size or ((x.shape[2] + 2 * pad[0] - kernel[0]) // stride[0] + 1,
+                          (x.shape[3] + 2 * pad[1] - kernel[1]) // stride[1] + 1)
+    out = np.zeros(x.shape[:2] + (oh, ow), x.dtype)
+    for i in range(oh):
+        for j in range(ow):
+            patch = xp[:, :, i * stride[0]:i * stride[0] + kernel[0],
+                       j * stride[1]:j * stride[1] + kernel[1]]
+            out[:, :, i, j] = reduce(patch, axis=(2, 3))
+    return out
+
+
+def _mean_with_pad(patch, axis):
+    area = patch.shape[2] * patch.shape[3]
+    return np.sum(np.where(np.isinf(patch), 0, patch), axis=axis) / area
+
+
+def _mean_of_real(patch, axis):
+    real = ~np.isinf(patch)
+    return np.sum(np.where(real, patch, 0), axis=axis) / real.sum(axis=axis)
+
+
+def _scatter(shape, index, values):
+    out = np.zeros(shape, values.dtype)
+    out[index] = values
+    return out
+
+
+def _sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+POS = {"low": 0.5, "high": 2.0}
+B2 = [(2, 1, 3), (4, 1)]  # two shapes that broadcast to (2, 4, 3)
+
+ROWS: list[Row] = [
+    Row("broadcast_add", B2, np.add),
+    Row("broadcast_sub", B2, np.subtract),
+    Row("broadcast_mul", B2, np.multiply),
+    Row("broadcast_div", B2, np.divide, **POS),
+    Row("broadcast_power", B2, np.power, **POS),
+    Row("broadcast_mod", [(2, 3), (3,)], np.mod, **POS),
+    Row("broadcast_maximum", B2, np.maximum),
+    Row("broadcast_minimum", B2, np.minimum),
+    Row("sum_like", [(2, 3, 4), (3, 1)], lambda x, like: x.sum(axis=(0, 2)).reshape(3, 1)),
+    Row("broadcast_like", [(3, 1), (2, 3, 4)], lambda x, like: np.broadcast_to(x, like.shape)),
+    Row("_plus_scalar", [(2, 3)], lambda x: x + 1.5, {"scalar": 1.5}),
+    Row("_minus_scalar", [(2, 3)], lambda x: x - 1.5, {"scalar": 1.5}),
+    Row("_rminus_scalar", [(2, 3)], lambda x: 1.5 - x, {"scalar": 1.5}),
+    Row("_mul_scalar", [(2, 3)], lambda x: x * 1.5, {"scalar": 1.5}),
+    Row("_div_scalar", [(2, 3)], lambda x: x / 1.5, {"scalar": 1.5}),
+    Row("_rdiv_scalar", [(2, 3)], lambda x: 1.5 / x, {"scalar": 1.5}, **POS),
+    Row("_power_scalar", [(2, 3)], lambda x: x ** 2.5, {"scalar": 2.5}, **POS),
+    Row("_rpower_scalar", [(2, 3)], lambda x: 2.5 ** x, {"scalar": 2.5}),
+    Row("_mod_scalar", [(2, 3)], lambda x: np.mod(x, 0.7), {"scalar": 0.7}),
+    Row("_rmod_scalar", [(2, 3)], lambda x: np.mod(1.3, x), {"scalar": 1.3}, **POS),
+    Row("_maximum_scalar", [(2, 3)], lambda x: np.maximum(x, 0.1), {"scalar": 0.1}),
+    Row("_minimum_scalar", [(2, 3)], lambda x: np.minimum(x, 0.1), {"scalar": 0.1}),
+    Row("_copy", [(2, 3)], lambda x: x.copy()),
+    Row("relu", [(2, 3)], lambda x: np.where(x > 0, x, 0)),
+    Row("sigmoid", [(2, 3)], _sigmoid),
+    Row("zeros_like", [(2, 3)], np.zeros_like, grad=False),
+    Row("ones_like", [(2, 3)], np.ones_like, grad=False),
+    Row("clip", [(3, 4)], lambda x: np.minimum(np.maximum(x, -0.5), 0.5),
+        {"a_min": -0.5, "a_max": 0.5}),
+    Row("where", [(2, 3), (2, 3), (3,)], lambda c, x, y: np.where(c != 0, x, y), ints={0: 2}),
+    Row("LeakyReLU", [(2, 3)], lambda x: np.where(x > 0, x, 0.25 * x)),
+    Row("LeakyReLU", [(2, 3)], lambda x: np.where(x > 0, x, 0.3 * (np.exp(x) - 1)),
+        {"act_type": "elu", "slope": 0.3}),
+    # reductions
+    Row("sum", [(2, 3, 4)], lambda x: x.sum(axis=(0, 2)), {"axis": (0, 2)}),
+    Row("sum", [(2, 3, 4)], lambda x: x.sum(axis=1, keepdims=True), {"axis": 1, "keepdims": True}),
+    Row("sum", [(2, 3, 4)], lambda x: x.sum(axis=(0, 2)), {"axis": 1, "exclude": True}),
+    Row("mean", [(2, 3, 4)], lambda x: x.mean(axis=-1), {"axis": -1}),
+    Row("max", [(2, 3, 4)], lambda x: x.max().reshape(1)),
+    Row("max", [(2, 3, 4)], lambda x: x.max(axis=1, keepdims=True), {"axis": 1, "keepdims": True}),
+    Row("min", [(2, 3, 4)], lambda x: x.min(axis=(1, 2)), {"axis": (1, 2)}),
+    Row("prod", [(2, 3)], lambda x: x.prod(axis=0), {"axis": 0}, **POS),
+    Row("norm", [(2, 3)], lambda x: np.sqrt((x * x).sum()).reshape(1)),
+    Row("argmax", [(3, 4)], lambda x: x.argmax(axis=1).astype(x.dtype), {"axis": 1}, grad=False),
+    Row("argmin", [(3, 4)], lambda x: x.argmin().astype(x.dtype).reshape(1), grad=False),
+    Row("_unreduce", [(3,), (2, 3, 4)],
+        lambda g, like: np.broadcast_to(g[None, :, None], like.shape),
+        {"axis": (0, 2)}),
+    Row("_unreduce", [(2, 1, 4), (2, 3, 4)], lambda g, like: np.broadcast_to(g, like.shape) / 3,
+        {"axis": 1, "keepdims": True, "mean": True}),
+    # shapes
+    Row("Reshape", [(2, 3, 4)], lambda x: x.reshape(2, 12), {"shape": (0, -1)}),
+    Row("Reshape", [(2, 3, 4)], lambda x: x.reshape(6, 2, 2), {"shape": (-3, -4, -1, 2)}),
+    Row("Flatten", [(2, 3, 4)], lambda x: x.reshape(2, 12)),
+    Row("expand_dims", [(2, 3)], lambda x: x[:, None], {"axis": 1}),
+    Row("squeeze", [(2, 1, 3)], lambda x: x[:, 0], {"axis": 1}),
+    Row("reshape_like", [(2, 6), (3, 4)], lambda x, like: x.reshape(3, 4)),
+    Row("transpose", [(2, 3, 4)], lambda x: x.transpose(1, 2, 0), {"axes": (1, 2, 0)}),
+    Row("transpose", [(2, 3)], lambda x: x.T),
+    Row("Concat", [(2, 3), (2, 2), (2, 1)], lambda *xs: np.concatenate(xs, 1)),
+    Row("_concat_part", [(2, 5), (2, 3), (2, 2)], lambda g, a, b: g[:, 3:], {"dim": 1, "index": 1},
+        grad=False),
+    Row("SliceChannel", [(2, 6)], lambda x: tuple(np.split(x, 3, axis=1)), {"num_outputs": 3}),
+    Row("SliceChannel", [(3, 2)], lambda x: tuple(x), {"num_outputs": 3, "axis": 0,
+                                                       "squeeze_axis": True}),
+    Row("broadcast_to", [(3, 1)], lambda x: np.broadcast_to(x, (2, 3, 4)), {"shape": (2, 0, 4)}),
+    Row("broadcast_axis", [(1, 3, 1)], lambda x: np.broadcast_to(x, (2, 3, 4)),
+        {"axis": (0, 2), "size": (2, 4)}),
+    Row("SwapAxis", [(2, 3, 4)], lambda x: x.transpose(2, 1, 0), {"dim1": 0, "dim2": -1}),
+    Row("reverse", [(2, 3, 4)], lambda x: x[::-1, :, ::-1], {"axis": (0, 2)}),
+    Row("Cast", [(2, 3)], lambda x: x.astype(np.float64), {"dtype": "float64"}),
+    Row("_cast_like", [(2, 3), (1,)], lambda x, like: x.astype(like.dtype)),
+    # indexing
+    Row("slice", [(4, 5)], lambda x: x[1:3, ::2], {"begin": (1, None), "end": (3, None),
+                                                    "step": (None, 2)}),
+    Row("slice_axis", [(4, 5)], lambda x: x[:, -3:], {"axis": 1, "begin": -3, "end": None}),
+    Row("_slice_grad", [(2, 3), (4, 5)],
+        lambda g, like: _scatter(like.shape, (slice(1, 3), slice(None, None, 2)), g),
+        {"begin": (1, None), "end": (3, None), "step": (None, 2)}, grad=False),
+    Row("pick", [(3, 4), (3,)], lambda x, i: x[np.arange(3), i.astype(int)], ints={1: 4}),
+    Row("_pick_grad", [(3,), (3, 4), (3,)],
+        lambda g, x, i: np.eye(4)[i.astype(int)] * g[:, None], ints={2: 4}, grad=False),
+    Row("take", [(5, 3), (2, 4)], lambda a, i: a[i.astype(int)], ints={1: 5}),
+    Row("_take_grad", [(2, 4, 3), (5, 3), (2, 4)], None, ints={2: 5}, grad=False,
+        checked_by="take"),
+    Row("one_hot", [(3,)], lambda i: np.eye(4)[i.astype(int)], {"depth": 4}, ints={0: 4},
+        grad=False),
+    # creation and random
+    Row("_zeros", [], lambda: np.zeros((2, 3)), {"shape": (2, 3)}, grad=False),
+    Row("_ones", [], lambda: np.ones((2, 3)), {"shape": (2, 3)}, grad=False),
+    Row("_full", [], lambda: np.full((2, 3), 2.5), {"shape": (2, 3), "value": 2.5}, grad=False),
+    Row("_arange", [], lambda: np.array([1, 1, 3, 3, 5, 5]),
+        {"start": 1, "stop": 7, "step": 2, "repeat": 2}, grad=False),
+    Row("_random_normal", [], lambda: np.random.default_rng(0).normal(1, 2, (2, 3)),
+        {"loc": 1, "scale": 2, "shape": (2, 3)}, grad=False),
+    Row("_random_uniform", [], lambda: np.random.default_rng(0).uniform(-1, 1, (2, 3)),
+        {"low": -1, "high": 1, "shape": (2, 3)}, grad=False),
+    Row("_random_randint", [], lambda: np.random.default_rng(0).integers(2, 9, (5,)),
+        {"low": 2, "high": 9, "shape": (5,)}, grad=False),
+    Row("_dropout_mask", [(2, 3)], np.ones_like, {"p": 0.5}, grad=False),
+    # linear algebra
+    Row("dot", [(2, 3), (3, 4)], lambda a, b: a @ b),
+    Row("dot", [(2, 3), (4, 3)], lambda a, b: a @ b.T, {"transpose_b": True}),
+    Row("dot", [(3, 2), (3, 4)], lambda a, b: a.T @ b, {"transpose_a": True}),
+    Row("dot", [(2, 3, 4), (4, 5)], lambda a, b: np.einsum("ijk,kl->ijl", a, b)),
+    Row("dot", [(3,), (3, 2, 2)], lambda a, b: np.einsum("k,kij->ij", a, b)),
+    Row("dot", [(3,), (3,)], lambda a, b: np.array([a @ b])),
+    Row("_dot_grad_lhs", [(2, 4), (2, 3), (3, 4)], lambda g, a, b: g @ b.T, grad=False),
+    Row("_dot_grad_rhs", [(2, 4), (2, 3), (3, 4)], lambda g, a, b: a.T @ g, grad=False),
+    Row("batch_dot", [(2, 3, 4), (2, 4, 5)], lambda a, b: a @ b),
+    Row("batch_dot", [(2, 4, 3), (2, 4, 5)], lambda a, b: a.transpose(0, 2, 1) @ b,
+        {"transpose_a": True}),
+    Row("batch_dot", [(2, 3, 4), (2, 5, 4)], lambda a, b: a @ b.transpose(0, 2, 1),
+        {"transpose_b": True}),
+    Row("batch_dot", [(2, 4, 3), (2, 5, 4)],
+        lambda a, b: a.transpose(0, 2, 1) @ b.transpose(0, 2, 1),
+        {"transpose_a": True, "transpose_b": True}),
+    Row("FullyConnected", [(2, 3, 2), (4, 6), (4,)], lambda x, w, b: x.reshape(2, 6) @ w.T + b,
+        {"num_hidden": 4}),
+    Row("FullyConnected", [(2, 3, 5), (4, 5)], lambda x, w: x @ w.T,
+        {"num_hidden": 4, "no_bias": True, "flatten": False}),
+    Row("add_n", [(2, 3)] * 3, lambda *xs: xs[0] + xs[1] + xs[2]),
+    # convolution and pooling
+    Row("Convolution", [(2, 3, 5, 5), (4, 3, 3, 3), (4,)],
+        lambda x, w, b: _conv_ref(x, w, b, stride=(2, 2), pad=(1, 1)),
+        {"kernel": (3, 3), "stride": (2, 2), "pad": (1, 1), "num_filter": 4}),
+    Row("Convolution", [(1, 2, 6, 5), (3, 2, 2, 2)],
+        lambda x, w: _conv_ref(x, w, dilate=(2, 1)),
+        {"kernel": (2, 2), "dilate": (2, 1), "num_filter": 3, "no_bias": True}),
+    Row("_conv_data_grad", [(2, 4, 3, 3), (4, 3, 3, 3), (2, 3, 5, 5)], None, grad=False,
+        attrs={"kernel": (3, 3), "stride": (2, 2), "pad": (1, 1), "num_filter": 4},
+        checked_by="Convolution"),
+    Row("_conv_weight_grad", [(2, 4, 3, 3), (2, 3, 5, 5)], None, grad=False,
+        attrs={"kernel": (3, 3), "stride": (2, 2), "pad": (1, 1), "num_filter": 4},
+        checked_by="Convolution"),
+    Row("Pooling", [(2, 2, 4, 4)], lambda x: _pool_ref(x, (2, 2), (2, 2)),
+        {"kernel": (2, 2), "stride": (2, 2)}),
+    Row("Pooling", [(1, 2, 4, 5)], lambda x: _pool_ref(x, (3, 3), (1, 1), (1, 1), _mean_with_pad),
+        {"kernel": (3, 3), "pad": (1, 1), "pool_type": "avg"}),
+    Row("Pooling", [(1, 2, 4, 5)], lambda x: _pool_ref(x, (3, 3), (1, 1), (1, 1), _mean_of_real),
+        {"kernel": (3, 3), "pad": (1, 1), "pool_type": "avg", "count_include_pad": False}),
+    Row("Pooling", [(1, 2, 4, 5)], lambda x: _pool_ref(x, (3, 3), (1, 1), (1, 1)),
+        {"kernel": (3, 3), "pad": (1, 1)}),
+    Row("Pooling", [(1, 1, 5, 5)], lambda x: _pool_ref(x, (2, 2), (2, 2), out_size=(3, 3)),
+        {"kernel": (2, 2), "stride": (2, 2), "pooling_convention": "full"}),
+    Row("Pooling", [(2, 3, 3, 2)], lambda x: x.sum(axis=(2, 3), keepdims=True),
+        {"global_pool": True, "pool_type": "sum"}),
+    Row("_pooling_grad", [(2, 2, 2, 2), (2, 2, 4, 4)], None, grad=False,
+        attrs={"kernel": (2, 2), "stride": (2, 2)}, checked_by="Pooling"),
+]
+
+_COMPARE = {"equal": np.equal, "not_equal": np.not_equal, "greater": np.greater,
+            "greater_equal": np.greater_equal, "lesser": np.less, "lesser_equal": np.less_equal}
+for _name, _fn in _COMPARE.items():
+    ROWS.append(Row(f"broadcast_{_name}", [(2, 3), (3,)], _fn, grad=False, ints={0: 3, 1: 3}))
+    ROWS.append(Row(f"_{_name}_scalar", [(2, 3)], lambda x, fn=_fn: fn(x, 1.0),
+                    {"scalar": 1.0}, grad=False, ints={0: 3}))
+
+_UNARY = {
+    "negative": (np.negative, {}), "abs": (np.abs, {}), "exp": (np.exp, {}),
+    "log": (np.log, POS), "log2": (np.log2, POS), "log10": (np.log10, POS),
+    "rsqrt": (lambda x: 1 / np.sqrt(x), POS), "log1p": (np.log1p, POS), "expm1": (np.expm1, {}),
+    "sqrt": (np.sqrt, POS), "square": (np.square, {}), "tanh": (np.tanh, {}),
+    "sin": (np.sin, {}), "cos": (np.cos, {}), "reciprocal": (lambda x: 1 / x, POS),
+}
+for _name, (_fn, _domain) in _UNARY.items():
+    ROWS.append(Row(_name, [(2, 3)], _fn, **_domain))
+for _name, _fn in {"sign": np.sign, "floor": np.floor, "ceil": np.ceil,
+                   "round": np.round}.items():
+    ROWS.append(Row(_name, [(2, 3)], _fn, grad=False))
+
+
+def _inputs(row: Row, dtype, seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for i, shape in enumerate(row.shapes):
+        if i in row.ints:
+            arrays.append(rng.integers(0, row.ints[i], shape).astype(dtype))
+        else:
+            arrays.append(rng.uniform(row.low, row.high, shape).astype(dtype))
+    return arrays
+
+
+def _as_tuple(value) -> tuple:
+    return value if isinstance(value, tuple) else (value,)
+
+
+def test_every_op_has_a_row():
+    ours = {name for name, op in OPS.items() if op.infer.__module__.startswith("hybridlab.ops")}
+    missing = sorted(ours - {row.op for row in ROWS})
+    assert not missing, f"add a row to tests/ops/test_registry_table.py for: {missing}"
+
+
+def test_every_op_has_a_doc():
+    assert [name for name, op in OPS.items() if not op.doc] == []
+    assert [name for name, c in COMPOSITES.items() if not c.doc] == []
+
+
+@pytest.mark.parametrize("row", ROWS, ids=lambda row: row.id)
+def test_kernel_matches_numpy_and_infer(row: Row):
+    op = get(row.op)
+    arrays = _inputs(row, np.float32)
+    outputs = _as_tuple(getattr(eager, row.op)(*arrays, **row.attrs))
+    attrs = op.parse_attrs(row.attrs)
+    expected = op.infer(*(Aval(a.shape, a.dtype) for a in arrays), **attrs)
+    assert len(outputs) == op.output_count(attrs) == len(expected)
+    for out, aval in zip(outputs, expected):
+        assert (out.data.shape, out.data.dtype) == (aval.shape, aval.dtype)
+    if row.ref is None:
+        assert row.checked_by, f"{row.op}: a row without a reference must say what checks it"
+        return
+    reference = _as_tuple(row.ref(*arrays))
+    for out, ref in zip(outputs, reference):
+        np.testing.assert_allclose(out.data, ref, rtol=2e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize("row", ROWS, ids=lambda row: row.id)
+def test_kind_and_ufunc_tell_the_truth(row: Row):
+    """Passes trust ``kind`` and ``ufunc`` without looking at kernels: check both here."""
+    op = get(row.op)
+    arrays = _inputs(row, np.float32)
+    shapes = [a.shape for a in arrays]
+    outputs = _as_tuple(getattr(eager, row.op)(*arrays, **row.attrs))
+    out_shape = outputs[0].data.shape
+    if op.kind == Kind.ELEMENTWISE:
+        assert all(s == out_shape for s in shapes), f"{row.op}: elementwise but reshapes"
+    if op.kind == Kind.BROADCAST:
+        assert all(np.broadcast_shapes(s, out_shape) == out_shape for s in shapes)
+    if op.kind == Kind.REDUCE:
+        assert int(np.prod(out_shape)) <= int(np.prod(shapes[0]))
+    if op.ufunc is not None:
+        assert op.ufunc.nin == len(arrays) and not op.attrs
+        np.testing.assert_array_equal(op.ufunc(*arrays), outputs[0].data)
+
+
+def _objective(row: Row, arrays, cotangents) -> float:
+    outputs = _as_tuple(getattr(eager, row.op)(*arrays, **row.attrs))
+    return sum(float((out.data * ct).sum()) for out, ct in zip(outputs, cotangents))
+
+
+def _numeric_grad(row: Row, arrays, cotangents, which: int, eps: float = 1e-6) -> np.ndarray:
+    grad = np.zeros_like(arrays[which])
+    for index in np.ndindex(grad.shape):
+        plus = [a.copy() for a in arrays]
+        minus = [a.copy() for a in arrays]
+        plus[which][index] += eps
+        minus[which][index] -= eps
+        grad[index] = (_objective(row, plus, cotangents)
+                       - _objective(row, minus, cotangents)) / (2 * eps)
+    return grad
+
+
+@pytest.mark.parametrize("row", ROWS, ids=lambda row: row.id)
+def test_gradient_matches_central_differences(row: Row):
+    op = get(row.op)
+    if not row.grad:
+        arrays = _inputs(row, np.float64)
+        if op.grad is not None:
+            outputs = _as_tuple(getattr(eager, row.op)(*arrays, **row.attrs))
+            grads = op.grad(eager, [Tensor(a) for a in arrays], list(outputs),
+                            [Tensor(np.ones_like(o.data)) for o in outputs],
+                            **op.parse_attrs(row.attrs))
+            assert all(g is None for g in grads), f"{row.op} has a gradient: test it"
+        return
+    assert op.grad is not None, f"{row.op}: the row expects a gradient rule"
+    arrays = _inputs(row, np.float64)
+    outputs = _as_tuple(getattr(eager, row.op)(*arrays, **row.attrs))
+    rng = np.random.default_rng(1)
+    cotangents = [rng.normal(size=o.data.shape) for o in outputs]
+    grads = op.grad(eager, [Tensor(a) for a in arrays], list(outputs),
+                    [Tensor(c) for c in cotangents], **op.parse_attrs(row.attrs))
+    assert len(grads) == len(arrays)
+    assert any(g is not None for g in grads)
+    for which, grad in enumerate(grads):
+        if which in row.ints:  # an index: integer-valued, not differentiable
+            assert grad is None, f"{row.op}: index input {which} should get no gradient"
+            continue
+        numeric = _numeric_grad(row, arrays, cotangents, which)
+        if grad is None:  # e.g. the ``like`` of sum_like: only its shape matters
+            np.testing.assert_allclose(numeric, 0, atol=1e-6)
+            continue
+        assert grad.data.shape == arrays[which].shape
+        np.testing.assert_allclose(grad.data, numeric, rtol=1e-4, atol=1e-6,
+                                   err_msg=f"{row.op}: gradient of input {which}")
+
+
+# ---------------------------------------------------------------------------------------
+# Composites: forward against numpy (their gradients are those of the ops they call)
+# ---------------------------------------------------------------------------------------
+
+def _softmax(x, axis=-1):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+X = np.random.default_rng(2).normal(size=(3, 4)).astype(np.float32)
+Y = np.random.default_rng(3).normal(size=(4,)).astype(np.float32)
+COMPOSITE_ROWS: list[tuple[str, Callable[[], Any], Any]] = [
+    ("softmax", lambda: eager.softmax(X), _softmax(X)),
+    ("softmax", lambda: eager.softmax(X, axis=0), _softmax(X, 0)),
+    ("log_softmax", lambda: eager.log_softmax(X), np.log(_softmax(X))),
+    ("log_softmax", lambda: eager.log_softmax(X, temperature=2.0), np.log(_softmax(X / 2))),
+    ("softrelu", lambda: eager.softrelu(X), np.log1p(np.exp(X))),
+    ("softsign", lambda: eager.softsign(X), X / (1 + np.abs(X))),
+    ("Activation", lambda: eager.Activation(X, act_type="tanh"), np.tanh(X)),
+    ("Activation", lambda: eager.Activation(X, act_type="sigmoid"), _sigmoid(X)),
+    ("add", lambda: eager.add(X, Y), X + Y),
+    ("subtract", lambda: eager.subtract(2, X), 2 - X),
+    ("multiply", lambda: eager.multiply(X, 3), X * 3),
+    ("divide", lambda: eager.divide(1, np.abs(X) + 1), 1 / (np.abs(X) + 1)),
+    ("power", lambda: eager.power(np.abs(X), 2), np.abs(X) ** 2),
+    ("modulo", lambda: eager.modulo(3, np.abs(X) + 1), np.mod(3, np.abs(X) + 1)),
+    ("maximum", lambda: eager.maximum(X, 0.5), np.maximum(X, 0.5)),
+    ("maximum", lambda: eager.maximum(0.5, X), np.maximum(X, 0.5)),
+    ("minimum", lambda: eager.minimum(X, Y), np.minimum(X, Y)),
+    ("equal", lambda: eager.equal(X, X), np.ones_like(X)),
+    ("not_equal", lambda: eager.not_equal(X, 0.0), np.ones_like(X)),
+    ("greater", lambda: eager.greater(0.0, X), (X < 0).astype(X.dtype)),
+    ("greater_equal", lambda: eager.greater_equal(X, Y), (X >= Y).astype(X.dtype)),
+    ("lesser", lambda: eager.lesser(X, 0.0), (X < 0).astype(X.dtype)),
+    ("lesser_equal", lambda: eager.lesser_equal(0.0, X), (X >= 0).astype(X.dtype)),
+    ("stack", lambda: eager.stack(X, X, axis=1), np.stack([X, X], axis=1)),
+    ("Dropout", lambda: eager.Dropout(X, p=0.5), X),
+    ("full", lambda: eager.full((2, 2), 7), np.full((2, 2), 7, np.float32)),
+    ("Embedding", lambda: eager.Embedding(np.array([2.0, 0.0]), X, input_dim=3, output_dim=4),
+     X[[2, 0]]),
+]
+
+
+def test_every_composite_has_a_row():
+    assert set(COMPOSITES) - {name for name, _, _ in COMPOSITE_ROWS} == set()
+
+
+@pytest.mark.parametrize("name, run, expected", COMPOSITE_ROWS,
+                         ids=[f"{n}-{i}" for i, (n, _, _) in enumerate(COMPOSITE_ROWS)])
+def test_composite_matches_numpy(name, run, expected):
+    result = run().asnumpy()
+    assert result.shape == expected.shape
+    np.testing.assert_allclose(result, expected, rtol=2e-5, atol=2e-6)

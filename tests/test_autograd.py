@@ -1,0 +1,222 @@
+"""autograd: gradients from the registry's rules checked against central differences,
+grad_req write/add/null, autograd.grad, retain_graph, the mode flags and their errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hybridlab import autograd, engine, nd
+from hybridlab.errors import GraphReleasedError, MXNetError, NotRecordedError
+
+
+def _numeric_grad(fn, values: list[np.ndarray], index: int, eps: float = 1e-6) -> np.ndarray:
+    """Central differences of sum(fn(*inputs)) with respect to input ``index`` (float64)."""
+    grad = np.zeros_like(values[index])
+    for position in np.ndindex(values[index].shape):
+        total = []
+        for sign in (1, -1):
+            shifted = [v.copy() for v in values]
+            shifted[index][position] += sign * eps
+            total.append(fn(*[nd.array(v, dtype="float64") for v in shifted]).sum().asscalar())
+        grad[position] = (total[0] - total[1]) / (2 * eps)
+    return grad
+
+
+def _assert_grads_match_central_differences(fn, values: list[np.ndarray], rtol: float) -> None:
+    """Record ``fn`` on float64 copies of ``values``, backward, compare every input's grad."""
+    arrays = [nd.array(v, dtype="float64") for v in values]
+    for x in arrays:
+        x.attach_grad()
+    with autograd.record():
+        y = fn(*arrays)
+    y.backward()
+    for index, x in enumerate(arrays):
+        np.testing.assert_allclose(x.grad.asnumpy(), _numeric_grad(fn, values, index),
+                                   rtol=rtol, atol=1e-6)
+
+
+COMPOSITIONS = {
+    "poly": (lambda x: x * x * x + 3 * x - 1, [(2, 3)]),
+    "broadcast": (lambda x, y: (x + y) * x - y / 2, [(2, 3), (1, 3)]),
+    "relu_exp": (lambda x, y: nd.relu(x) * nd.exp(y), [(3,), (3,)]),
+    "tanh_sigmoid": (lambda x: nd.tanh(x) + nd.sigmoid(x) * x, [(4,)]),
+    "reduce": (lambda x, y: nd.sum(x * y, axis=1, keepdims=True) * y, [(2, 3), (2, 3)]),
+    "reuse": (lambda x: (x * x) + (x * x), [(3,)]),
+    "softmax_log": (lambda x: nd.log_softmax(x) * nd.softmax(x), [(2, 4)]),
+    "dot_index": (lambda x, y: nd.dot(x, y)[1:, 0] + x[0], [(3, 2), (2, 2)]),
+    "division": (lambda x, y: x / (y * y + 1), [(2, 2), (2, 2)]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(COMPOSITIONS))
+def test_gradients_match_central_differences(name):
+    fn, shapes = COMPOSITIONS[name]
+    rng = np.random.default_rng(0)
+    values = [rng.normal(size=shape) + 0.5 for shape in shapes]
+    _assert_grads_match_central_differences(fn, values, rtol=1e-5)
+
+
+def test_gradients_are_the_same_on_every_engine():
+    results = []
+    for name in ["NaiveEngine", "ThreadedEngine", "StepEngine"]:
+        with engine.engine_scope(name):
+            x = nd.array([[1.0, -2.0, 3.0]])
+            x.attach_grad()
+            with autograd.record():
+                y = (nd.relu(x) * x + nd.exp(x)).sum()
+            y.backward()
+            results.append(x.grad.asnumpy())
+    for got in results[1:]:
+        np.testing.assert_array_equal(got, results[0])
+
+
+def test_grad_req_add_accumulates_and_null_ignores():
+    x, z = nd.array([1.0, 2.0]), nd.array([3.0])
+    x.attach_grad(grad_req="add")
+    z.attach_grad(grad_req="null")
+    for _ in range(3):
+        with autograd.record():
+            y = x * x * z
+        y.backward()
+    np.testing.assert_allclose(x.grad.asnumpy(), 3 * 2 * np.array([1.0, 2.0]) * 3)
+    np.testing.assert_array_equal(z.grad.asnumpy(), [0.0])
+    x.attach_grad()  # back to 'write': a fresh zero buffer, then overwritten
+    with autograd.record():
+        y = x * 2
+    y.backward()
+    np.testing.assert_array_equal(x.grad.asnumpy(), [2.0, 2.0])
+    with pytest.raises(ValueError, match="grad_req must be one of"):
+        x.attach_grad(grad_req="sum")
+
+
+def test_head_gradient_and_multiple_heads():
+    x = nd.array([1.0, 2.0])
+    x.attach_grad()
+    with autograd.record():
+        y = x * 3
+        z = x * x
+    y.backward(nd.array([1.0, 10.0]), retain_graph=True)
+    np.testing.assert_array_equal(x.grad.asnumpy(), [3.0, 30.0])
+    autograd.backward([y, z], [None, nd.array([1.0, 1.0])])
+    np.testing.assert_array_equal(x.grad.asnumpy(), [5.0, 7.0])
+
+
+def test_autograd_grad_leaves_dot_grad_alone():
+    x = nd.array([1.0, 2.0, 3.0])
+    x.attach_grad()
+    with autograd.record():
+        y = (x * x).sum()
+    dx = autograd.grad(y, x)
+    np.testing.assert_array_equal(dx.asnumpy(), [2.0, 4.0, 6.0])
+    np.testing.assert_array_equal(x.grad.asnumpy(), [0.0, 0.0, 0.0])
+    with autograd.record():
+        hidden = x * 2
+        y = (hidden * hidden).sum()
+    dx, dh = autograd.grad([y], [x, hidden])  # an intermediate array works as a variable
+    np.testing.assert_array_equal(dh.asnumpy(), [4.0, 8.0, 12.0])
+    np.testing.assert_array_equal(dx.asnumpy(), [8.0, 16.0, 24.0])
+
+
+def test_second_order_with_create_graph():
+    x = nd.array([1.0, 2.0])
+    x.attach_grad()
+    with autograd.record():
+        y = x * x * x
+        dx = autograd.grad(y, x, create_graph=True)
+    np.testing.assert_array_equal(dx.asnumpy(), [3.0, 12.0])
+    dx.backward()
+    np.testing.assert_array_equal(x.grad.asnumpy(), [6.0, 12.0])
+
+
+def test_second_backward_needs_retain_graph():
+    x = nd.array([1.0])
+    x.attach_grad()
+    with autograd.record():
+        y = x * x
+    y.backward(retain_graph=True)
+    y.backward()
+    np.testing.assert_array_equal(x.grad.asnumpy(), [2.0])
+    with pytest.raises(GraphReleasedError, match="retain_graph=True"):
+        y.backward()
+    assert issubclass(GraphReleasedError, MXNetError)
+
+
+def test_backward_without_record_is_a_clear_error():
+    x = nd.array([1.0])
+    x.attach_grad()
+    y = x * 2  # not recorded
+    with pytest.raises(NotRecordedError, match=r"autograd.record\(\)"):
+        y.backward()
+    with pytest.raises(NotRecordedError, match="attach_grad"):
+        autograd.grad(x * 1, nd.array([1.0]))
+
+
+def test_mode_flags_and_scopes():
+    assert not autograd.is_recording() and not autograd.is_training()
+    with autograd.record():
+        assert autograd.is_recording() and autograd.is_training()
+        with autograd.pause():
+            assert not autograd.is_recording() and not autograd.is_training()
+        with autograd.predict_mode():
+            assert autograd.is_recording() and not autograd.is_training()
+    with autograd.record(train_mode=False):
+        assert not autograd.is_training()
+    with autograd.train_mode():
+        assert autograd.is_training() and not autograd.is_recording()
+    assert autograd.set_recording(True) is False
+    assert autograd.set_recording(False) is True
+    assert autograd.set_training(True) is False
+    assert autograd.set_training(False) is True
+
+
+def test_paused_ops_are_constants():
+    x = nd.array([2.0])
+    x.attach_grad()
+    with autograd.record():
+        with autograd.pause():
+            scale = x * 10  # not on the tape: treated as a constant
+        y = x * scale
+    y.backward()
+    np.testing.assert_array_equal(x.grad.asnumpy(), [20.0])
+
+
+def test_dropout_follows_training_flag_at_push_time():
+    x = nd.ones((1000,))
+    with autograd.record():
+        dropped = nd.Dropout(x, p=0.5)
+    kept = nd.Dropout(x, p=0.5)
+    values = dropped.asnumpy()
+    assert set(np.unique(values)) == {0.0, 2.0}
+    np.testing.assert_array_equal(kept.asnumpy(), x.asnumpy())
+
+
+_SMOOTH_UNARY = {
+    "tanh": nd.tanh, "sigmoid": nd.sigmoid, "square": nd.square,
+    "scale": lambda x: x * 0.5 - 1, "sin": nd.sin, "softmax": nd.softmax,
+}
+_SMOOTH_BINARY = {"mul": lambda x, y: x * y, "add": lambda x, y: x + y,
+                  "sub": lambda x, y: y - x}
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(sorted(_SMOOTH_UNARY) + sorted(_SMOOTH_BINARY)),
+                          st.integers(0, 9)), min_size=1, max_size=6),
+       st.integers(0, 1000))
+def test_random_smooth_programs_match_central_differences(program, seed):
+    """Each step applies an op to the last value (and an earlier one for binary ops)."""
+    def run(x, w):
+        values = [x, w]
+        for name, pick in program:
+            last, other = values[-1], values[pick % len(values)]
+            if name in _SMOOTH_UNARY:
+                values.append(_SMOOTH_UNARY[name](last))
+            else:
+                values.append(_SMOOTH_BINARY[name](last, other))
+        return values[-1]
+
+    rng = np.random.default_rng(seed)
+    inputs = [rng.normal(size=(2, 3)) * 0.5, rng.normal(size=(1, 3)) * 0.5]
+    _assert_grads_match_central_differences(run, inputs, rtol=1e-4)

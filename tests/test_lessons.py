@@ -1,0 +1,83 @@
+"""The lessons: notebooks in sync with their sources, and every exercise solvable.
+
+The reference solutions in ``lessons/solutions/`` must pass their checks; the checks
+themselves must be able to fail (``tests/test_exercises.py``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import sync_notebooks  # noqa: E402 -- a tool script, not a package
+
+from hybridlab import exercises, random  # noqa: E402
+
+
+def solution(name: str):
+    """Import ``lessons/solutions/<name>.py`` as a module."""
+    path = ROOT / "lessons" / "solutions" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"solution_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(autouse=True)
+def _seeded():
+    random.seed(0)
+
+
+def test_every_lesson_has_a_notebook_with_the_same_cells():
+    assert sync_notebooks.lesson_paths(), "no lessons found"
+    assert sync_notebooks.check(sync_notebooks.lesson_paths()) == []
+
+
+def test_the_check_notices_an_edited_lesson(tmp_path):
+    lesson = sync_notebooks.lesson_paths()[0]
+    edited = tmp_path / lesson.name
+    edited.write_text(lesson.read_text() + "\n```{code-cell} ipython3\n1 + 1\n```\n")
+    problems = sync_notebooks.check([edited])
+    assert len(problems) == 1 and "differs" in problems[0]
+
+
+def test_every_lesson_opens_with_goals_and_ends_with_exercises():
+    for lesson in sync_notebooks.lesson_paths():
+        text = lesson.read_text()
+        assert "**What you will learn**" in text, lesson.name
+        exercises_part = text.split("## Exercises", 1)[1]
+        numbered = [line for line in exercises_part.splitlines() if line[:2] in ("1.", "2.", "3.")]
+        assert len(numbered) >= 3 and "## Summary" in text, lesson.name
+
+
+def test_lesson00_solutions():
+    sol = solution("00_tour")
+    assert exercises.check_tour_mlp(sol.tour_mlp())
+    assert exercises.check_fc_count(sol.lesson_net(), sol.FC_COUNT)
+    assert exercises.check_same_outputs(*sol.outputs_before_and_after())
+
+
+def test_lesson01_solutions():
+    sol = solution("01_imperative_vs_symbolic")
+    assert exercises.check_symbol_program(sol.exercise_symbol)
+    assert exercises.check_fancy_func_nodes(sol.FANCY_FUNC_NODES)
+    assert exercises.check_dense_from_primitives(sol.dense_from_primitives)
+
+
+def test_lesson02_solutions(tmp_path):
+    sol = solution("02_hybridize")
+    assert exercises.check_hybridizable(sol.RowScaler)
+    assert exercises.check_print_count(sol.PRINT_COUNT)
+    assert exercises.check_export_roundtrip(*sol.export_roundtrip(str(tmp_path)))
+
+
+def test_lesson03_solutions():
+    sol = solution("03_lazy_evaluation")
+    assert exercises.check_sync_points(sol.SYNC_POINTS)
+    assert exercises.check_ready_after_two_steps(sol.READY_AFTER_TWO_STEPS)
+    assert exercises.check_span(2, sol.SPAN_ON_TWO_WORKERS)

@@ -1,0 +1,429 @@
+"""NDArray semantics: shapes at once, values at sync points, MXNet's repr, indexing,
+in-place ordering on every engine, save/load without pickle, per-op errors."""
+
+from __future__ import annotations
+
+import pickle
+import zipfile
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import hybridlab as mx
+from hybridlab import autograd, engine, nd
+from hybridlab.errors import (
+    ArrayFileError,
+    InplaceGradError,
+    MXNetError,
+    NoGPUError,
+    NotScalarError,
+    ShapeError,
+)
+
+ENGINES = ["NaiveEngine", "ThreadedEngine", "StepEngine"]
+
+
+@pytest.fixture(params=ENGINES)
+def any_engine(request):
+    with engine.engine_scope(request.param) as eng:
+        yield eng
+
+
+@pytest.fixture
+def step_engine():
+    with engine.engine_scope("StepEngine") as eng:
+        yield eng
+
+
+def test_repr_matches_mxnet():
+    assert repr(nd.array([[3, 3]])) == "\n[[3. 3.]]\n<NDArray 1x2 @cpu(0)>"
+    values = np.random.default_rng(0).normal(size=(3, 4)).astype(np.float32)
+    assert repr(nd.array(values)) == f"\n{values}\n<NDArray 3x4 @cpu(0)>"
+    assert str(nd.array([1, 2], dtype="int32")) == "\n[1 2]\n<NDArray 2 @cpu(0)>"
+
+
+@pytest.mark.parametrize("source, dtype, expected", [
+    ([1, 2], None, np.float32),
+    (np.arange(3.0), None, np.float32),  # float64 numpy data becomes float32, as in MXNet
+    (np.arange(3), None, np.float32),
+    ([1, 2], "int32", np.int32),
+    (np.arange(3.0), "float64", np.float64),
+])
+def test_nd_array_dtype(source, dtype, expected):
+    x = nd.array(source, dtype=dtype)
+    assert x.dtype == expected
+    np.testing.assert_array_equal(x.asnumpy(), np.asarray(source, dtype=expected))
+
+
+def test_nd_array_from_ndarray_keeps_dtype_and_scalar_is_1d():
+    x = nd.array(nd.array([1, 2], dtype="int32"))
+    assert x.dtype == np.int32
+    assert nd.array(5).shape == (1,)
+    with pytest.raises(TypeError, match="nd.array: cannot make a numeric array"):
+        nd.array([[1, 2], [3]])
+
+
+def test_shape_known_before_any_op_runs(step_engine):
+    y = nd.ones((2, 3)) * 2 + nd.ones((1, 3))
+    assert (y.shape, y.dtype) == ((2, 3), np.float32)
+    assert y.sum().shape == (1,)  # reductions give (1,), never a 0-d array
+    assert step_engine.ready  # nothing ran yet: the ops wait in the queue
+    np.testing.assert_array_equal(y.asnumpy(), np.full((2, 3), 3.0))
+
+
+def test_shape_error_raised_at_the_call_naming_op_and_shapes(step_engine):
+    a, b = nd.ones((2, 3)), nd.ones((4,))
+    pushed = len(step_engine.tasks)
+    with pytest.raises(ShapeError, match=r"broadcast_add.*\(2, 3\).*\(4,\)"):
+        a + b
+    with pytest.raises(ShapeError, match="dot"):
+        nd.dot(a, a)
+    assert len(step_engine.tasks) == pushed  # the failed calls pushed nothing
+
+
+def test_input_errors_name_the_op_and_argument():
+    x = nd.ones((2,))
+    with pytest.raises(TypeError, match="broadcast_add: missing input 'rhs'"):
+        nd.broadcast_add(x)
+    with pytest.raises(TypeError, match="relu: input 'data' must be an NDArray, got list"):
+        nd.relu([1.0, 2.0])
+    with pytest.raises(TypeError, match="broadcast_add: input 'rhs' must be an NDArray"):
+        nd.broadcast_add(x, np.ones(2))
+    with pytest.raises(TypeError, match="relu takes 1 input"):
+        nd.relu(x, x, x)
+
+
+def test_asscalar_and_asnumpy():
+    assert nd.array([2.5]).asscalar() == np.float32(2.5)
+    assert isinstance(nd.array([2.5]).asscalar(), np.float32)
+    with pytest.raises(NotScalarError, match=r"exactly one element, got shape \(2,\)"):
+        nd.array([1, 2]).asscalar()
+    x = nd.array([1, 2])
+    values = x.asnumpy()
+    values[0] = 100  # a copy: the array is unchanged
+    assert x.asnumpy()[0] == 1
+
+
+def test_python_protocols():
+    x = nd.array([[1, -2], [3, 4]])
+    assert (len(x), x.size, x.ndim) == (2, 4, 2)
+    np.testing.assert_array_equal(np.stack([row.asnumpy() for row in x]), x.asnumpy())
+    np.testing.assert_array_equal((-x).asnumpy(), -x.asnumpy())
+    np.testing.assert_array_equal(abs(x).asnumpy(), np.abs(x.asnumpy()))
+    np.testing.assert_array_equal(x.T.asnumpy(), x.asnumpy().T)
+    assert bool(nd.array([1])) and not bool(nd.array([0])) and not bool(nd.zeros((0,)))
+    with pytest.raises(ValueError, match="ambiguous"):
+        bool(x)
+    np.testing.assert_array_equal((2 * x - 1).asnumpy(), 2 * x.asnumpy() - 1)
+    np.testing.assert_array_equal((np.float32(2) * x).asnumpy(), 2 * x.asnumpy())
+    assert float(nd.array([1.5])) == 1.5
+
+
+def test_methods_mirror_operators():
+    values = np.arange(6, dtype=np.float32).reshape(2, 3)
+    x = nd.array(values)
+    assert x.reshape((0, -1)).shape == (2, 3)
+    assert x.reshape(3, 2).shape == (3, 2) and x.reshape(shape=(6,)).shape == (6,)
+    np.testing.assert_array_equal(x.sum(axis=1, keepdims=True).asnumpy(),
+                                  values.sum(axis=1, keepdims=True))
+    np.testing.assert_allclose(x.mean().asnumpy(), [values.mean()])
+    np.testing.assert_array_equal(x.max(axis=0).asnumpy(), values.max(axis=0))
+    np.testing.assert_array_equal(x.clip(1, 4).asnumpy(), values.clip(1, 4))
+    np.testing.assert_allclose(x.exp().asnumpy(), np.exp(values), rtol=1e-6)
+    np.testing.assert_array_equal(x.transpose(1, 0).asnumpy(), values.T)
+    np.testing.assert_array_equal(x.flatten().asnumpy(), values.reshape(2, 3))
+    assert x.expand_dims(axis=1).shape == (2, 1, 3)
+    assert x.astype("int32").dtype == np.int32 and x.astype("float32", copy=False) is x
+    assert x.argmax(axis=1).asnumpy().tolist() == [2, 2]
+
+
+def test_context():
+    x = nd.ones((2,))
+    assert repr(mx.cpu()) == "cpu(0)" and mx.cpu(0) == mx.cpu() == x.context == x.ctx
+    assert x.as_in_context(mx.cpu()) is x
+    with pytest.raises(NoGPUError, match="CPU only"):
+        mx.gpu()
+    with pytest.raises(MXNetError):  # MXNet's try/except-MXNetError fallback still works
+        nd.zeros((2,), ctx=mx.gpu(0))
+    assert mx.context.num_gpus() == 0
+    assert nd.zeros((2,), ctx=mx.cpu()).context == mx.cpu()
+    np.testing.assert_array_equal(nd.empty((2, 1)).asnumpy(), np.zeros((2, 1)))
+    with mx.cpu(0) as ctx:
+        assert mx.context.current_context() is ctx
+
+
+def test_copy_copyto_out_and_detach(any_engine):
+    x = nd.array([1, 2])
+    y = x.copy()
+    x += 1
+    np.testing.assert_array_equal(y.asnumpy(), [1, 2])
+    target = nd.zeros((2,))
+    assert x.copyto(target) is target
+    np.testing.assert_array_equal(target.asnumpy(), [2, 3])
+    out = nd.zeros((2,))
+    assert nd.relu(x - 2.5, out=out) is out
+    np.testing.assert_array_equal(out.asnumpy(), [0, 0.5])
+    with pytest.raises(ValueError, match=r"relu: the result has shape \[\(2,\)\] but.*\(3,\)"):
+        nd.relu(x, out=nd.zeros((3,)))
+    with pytest.raises(ValueError, match="in-place ops cannot change a shape"):
+        x += nd.ones((3, 2))
+    np.testing.assert_array_equal(x.detach().asnumpy(), x.asnumpy())
+
+
+INDEX_KEYS = [
+    1, -1, slice(1, 3), slice(None, None, 2), (slice(None), 0), (1, 2), (1, slice(1, None)),
+    (Ellipsis, 1), (slice(None, None, -1),), (slice(3, 0, -2), slice(None)), (),
+]
+
+
+@pytest.mark.parametrize("key", INDEX_KEYS)
+def test_getitem_matches_numpy(key):
+    values = np.arange(20, dtype=np.float32).reshape(4, 5)
+    expected = values[key]
+    got = nd.array(values)[key].asnumpy()
+    np.testing.assert_array_equal(got, expected.reshape(-1) if expected.ndim == 0 else expected)
+
+
+def test_kernel_failures_surface_at_the_sync_point(step_engine):
+    from hybridlab.ops.registry import Aval, Kind, OpDef
+
+    def failing(x):
+        raise FloatingPointError("boom")
+
+    same = lambda x: [Aval(x.shape, x.dtype)]  # noqa: E731
+    broken = OpDef("broken_kernel", failing, same, None, Kind.ELEMENTWISE)
+    wrong_shape = OpDef("wrong_shape", lambda x: x[:1], same, None, Kind.ELEMENTWISE)
+    y = nd._apply(broken, [nd.ones((2,))], {})
+    assert y.shape == (2,)  # nothing ran yet
+    with pytest.raises(MXNetError, match="operator 'broken_kernel' failed with FloatingPointError"):
+        y.asnumpy()
+    z = nd._apply(wrong_shape, [nd.ones((2,))], {})
+    with pytest.raises(MXNetError, match=r"kernel returned shape \(1,\).*registry bug"):
+        z.wait_to_read()
+
+
+@st.composite
+def _shape_and_key(draw):
+    shape = tuple(draw(st.lists(st.integers(1, 5), min_size=1, max_size=3)))
+    items = []
+    for size in shape[:draw(st.integers(0, len(shape)))]:
+        if draw(st.booleans()):
+            items.append(draw(st.integers(-size, size - 1)))
+        else:
+            bound = st.one_of(st.none(), st.integers(-size - 1, size + 1))
+            step = draw(st.sampled_from([None, 1, 2, -1, -2]))
+            items.append(slice(draw(bound), draw(bound), step))
+    return shape, tuple(items)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_shape_and_key())
+def test_getitem_and_setitem_match_numpy_on_random_keys(shape_and_key):
+    shape, key = shape_and_key
+    values = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
+    expected = values[key]
+    x = nd.array(values)
+    if expected.size == 0:  # MXNet's slice refuses empty results, and so does hybridlab
+        with pytest.raises(ShapeError):
+            x[key]
+        return
+    np.testing.assert_array_equal(x[key].asnumpy(), expected.reshape(x[key].shape))
+    assert x[key].shape == (expected.shape or (1,))
+    x[key] = -1.0
+    values[key] = -1.0
+    np.testing.assert_array_equal(x.asnumpy(), values)
+
+
+def test_getitem_errors_and_array_index():
+    x = nd.array(np.arange(6).reshape(2, 3))
+    with pytest.raises(IndexError, match="index 2 is out of bounds for axis 0 with size 2"):
+        x[2]
+    with pytest.raises(IndexError, match="too many indices"):
+        x[0, 0, 0]
+    np.testing.assert_array_equal(x[nd.array([1, 0])].asnumpy(), x.asnumpy()[[1, 0]])
+    np.testing.assert_array_equal(x[[1, 1]].asnumpy(), x.asnumpy()[[1, 1]])
+    np.testing.assert_array_equal(x[np.array([0])].asnumpy(), x.asnumpy()[[0]])
+    everything = x[:]
+    assert everything is not x  # indexing always returns a new array
+    x += 1
+    np.testing.assert_array_equal(everything.asnumpy(), np.arange(6).reshape(2, 3))
+    with pytest.raises(ShapeError, match="slice"):
+        x[1:0]
+
+
+@pytest.mark.parametrize("key, value", [
+    (slice(None), 7.0), (0, 2.0), ((slice(1, 3), slice(None)), np.ones((2, 5))),
+    ((slice(None), 1), np.arange(4)), ((Ellipsis, -1), 9.0), (1, "nd"),
+])
+def test_setitem_matches_numpy(any_engine, key, value):
+    values = np.arange(20, dtype=np.float32).reshape(4, 5)
+    x = nd.array(values)
+    if isinstance(value, str):
+        value = np.full(5, -1.0)
+        x[key] = nd.array(value)
+    else:
+        x[key] = value
+    values[key] = value
+    np.testing.assert_array_equal(x.asnumpy(), values)
+
+
+def test_setitem_shape_error_at_the_call():
+    x = nd.zeros((2, 3))
+    with pytest.raises(ValueError, match=r"cannot assign a value of shape \(4,\)"):
+        x[0] = np.ones(4)
+
+
+def test_inplace_ordering(any_engine):
+    """Reads pushed before an in-place op see the old value, reads pushed after the new."""
+    x = nd.array([1.0, 2.0])
+    before = x * 1
+    x += 10
+    middle = x + 0
+    x[0] = -1
+    x *= 2
+    after = x.copy()
+    x[:] = nd.array([5.0, 6.0])
+    x -= 1
+    x /= 2
+    np.testing.assert_array_equal(before.asnumpy(), [1, 2])
+    np.testing.assert_array_equal(middle.asnumpy(), [11, 12])
+    np.testing.assert_array_equal(after.asnumpy(), [-2, 24])
+    np.testing.assert_array_equal(x.asnumpy(), [2, 2.5])
+
+
+def test_inplace_under_record_is_refused():
+    w = nd.ones((2,))
+    w.attach_grad()
+    with autograd.record():
+        y = w * 2
+        with pytest.raises(InplaceGradError, match="in-place write.*autograd.record"):
+            w += 1
+        with pytest.raises(InplaceGradError):
+            y[0] = 3
+    w += 1  # fine outside record (what Trainer.step does)
+    np.testing.assert_array_equal(w.asnumpy(), [2, 2])
+
+
+# --- save / load -------------------------------------------------------------------------
+def test_save_load_round_trip(tmp_path):
+    arrays = [nd.array([[1, 2]]), nd.array([3], dtype="int32")]
+    fname = str(tmp_path / "arrays")
+    nd.save(fname, arrays)
+    assert (tmp_path / "arrays").exists() and not (tmp_path / "arrays.npz").exists()
+    loaded = nd.load(fname)
+    assert isinstance(loaded, list) and [a.dtype for a in loaded] == [np.float32, np.int32]
+    for a, b in zip(arrays, loaded):
+        np.testing.assert_array_equal(a.asnumpy(), b.asnumpy())
+    params = {"net_dense0_weight": nd.ones((2, 3)), "file": nd.zeros((1,)), "a/b": nd.ones((1,))}
+    nd.save(fname, params)
+    loaded = nd.load(fname)
+    assert list(loaded) == list(params)
+    np.testing.assert_array_equal(loaded["net_dense0_weight"].asnumpy(), np.ones((2, 3)))
+    nd.save(fname, nd.ones((2,)))
+    assert len(nd.load(fname)) == 1
+    plain = tmp_path / "plain.npz"  # an npz written by numpy itself loads as a dict
+    np.savez(plain, w=np.ones((2, 2), np.float32))
+    assert nd.load(str(plain))["w"].shape == (2, 2)
+
+
+def test_save_rejects_bad_data(tmp_path):
+    with pytest.raises(TypeError, match="must be an NDArray, list or dict"):
+        nd.save(str(tmp_path / "x"), 3)
+    with pytest.raises(TypeError, match="entry 'a' must be a str key and an NDArray"):
+        nd.save(str(tmp_path / "x"), {"a": np.ones(2)})
+
+
+class _Exploit:
+    triggered = False
+
+    def __reduce__(self):
+        return (_set_triggered, ())
+
+
+def _set_triggered():
+    _Exploit.triggered = True
+    return np.ones(1)
+
+
+def test_load_malformed_files_never_run_pickle(tmp_path):
+    garbage = tmp_path / "garbage"
+    garbage.write_bytes(b"this is not an array file")
+    with pytest.raises(ArrayFileError, match="not an array file written by nd.save"):
+        nd.load(str(garbage))
+    evil = tmp_path / "evil.npz"
+    np.savez(evil, weight=np.array([_Exploit()], dtype=object))
+    with pytest.raises(ArrayFileError):
+        nd.load(str(evil))
+    assert not _Exploit.triggered
+    pickled = tmp_path / "pickled"
+    pickled.write_bytes(pickle.dumps(_Exploit()))
+    with pytest.raises(ArrayFileError):
+        nd.load(str(pickled))
+    assert not _Exploit.triggered
+    bad_list = tmp_path / "bad_list"
+    with zipfile.ZipFile(bad_list, "w") as archive:
+        for key, value in [("__hybridlab_format__", np.array("list")), ("5", np.ones(2))]:
+            with archive.open(key + ".npy", "w") as member:
+                np.lib.format.write_array(member, value)
+    with pytest.raises(ArrayFileError, match="malformed entry list"):
+        nd.load(str(bad_list))
+    with pytest.raises(FileNotFoundError):
+        nd.load(str(tmp_path / "missing"))
+
+
+# --- the engines agree: random elementwise / broadcast programs ---------------------------
+_BINARY = ["__add__", "__sub__", "__mul__", "broadcast_maximum", "broadcast_minimum"]
+_UNARY = ["relu", "tanh", "negative", "square", "sigmoid"]
+_SHAPES = [(3, 4), (1, 4), (3, 1), (4,)]
+
+instruction = st.one_of(
+    st.tuples(st.just("binary"), st.sampled_from(_BINARY), st.integers(0, 99), st.integers(0, 99)),
+    st.tuples(st.just("unary"), st.sampled_from(_UNARY), st.integers(0, 99), st.just(0)),
+    st.tuples(st.just("scalar"), st.sampled_from(["__add__", "__mul__", "__rsub__"]),
+              st.integers(0, 99), st.integers(-3, 3)),
+    st.tuples(st.just("inplace"), st.sampled_from(["__iadd__", "__imul__"]),
+              st.integers(0, 99), st.integers(0, 99)),
+)
+
+
+def _broadcastable(*shapes: tuple) -> bool:
+    try:
+        np.broadcast_shapes(*shapes)
+    except ValueError:
+        return False
+    return True
+
+
+def _run_program(engine_name: str, program: list, seed_values: list) -> list:
+    with engine.engine_scope(engine_name):
+        env = [nd.array(v) for v in seed_values]
+        for kind, name, i, j in program:
+            a, b = env[i % len(env)], env[j % len(env)]
+            if kind == "binary":
+                if _broadcastable(a.shape, b.shape):
+                    env.append(getattr(nd, name)(a, b) if name.startswith("b") else
+                               getattr(a, name)(b))
+            elif kind == "unary":
+                env.append(getattr(nd, name)(a))
+            elif kind == "scalar":
+                env.append(getattr(a, name)(float(j)))
+            elif a.shape == np.broadcast_shapes(a.shape, b.shape) and a is not b:
+                getattr(a, name)(b)
+        results = [x.asnumpy() for x in env]
+        nd.waitall()
+    return results
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(instruction, min_size=1, max_size=12), st.integers(0, 2**16))
+def test_engines_agree_on_random_programs(program, seed):
+    rng = np.random.default_rng(seed)
+    seed_values = [rng.normal(size=shape).astype(np.float32) for shape in _SHAPES]
+    reference = _run_program("NaiveEngine", program, seed_values)
+    for engine_name in ["StepEngine", engine.ThreadedEngine(1), engine.ThreadedEngine(2),
+                        engine.ThreadedEngine(4)]:
+        results = _run_program(engine_name, program, seed_values)
+        for expected, got in zip(reference, results):
+            np.testing.assert_array_equal(got, expected)

@@ -1,0 +1,61 @@
+"""The profiler turns the engine's TaskRecords into valid Chrome Trace Event JSON."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from hybridlab import engine, profiler
+from hybridlab.engine import Var
+
+
+def run_two_chains(n_ops: int) -> None:
+    """Two independent chains; a barrier makes their first ops meet on two workers."""
+    barrier = threading.Barrier(2, timeout=20)
+    for chain in range(2):
+        var = Var(f"chain{chain}")
+        engine.push(barrier.wait, [], [var], name=f"start{chain}")
+        for number in range(n_ops - 1):
+            engine.push(lambda: None, [var], [var], name=f"step{chain}_{number}")
+
+
+def test_dump_writes_one_complete_event_per_op(tmp_path):
+    filename = tmp_path / "profile.json"
+    with engine.engine_scope(engine.ThreadedEngine(2)):
+        profiler.set_config(profile_all=True, filename=str(filename))
+        profiler.set_state("run")
+        run_two_chains(5)
+        engine.wait_all()
+        profiler.set_state("stop")
+        engine.push(lambda: None, [], [Var()], name="not_profiled")
+        engine.wait_all()
+        profiler.dump()
+    events = json.loads(filename.read_text())["traceEvents"]
+    ops = [e for e in events if e["ph"] == "X"]
+    assert sorted(e["name"] for e in ops) == sorted(
+        [f"start{c}" for c in range(2)] + [f"step{c}_{n}" for c in range(2) for n in range(4)])
+    assert {e["tid"] for e in ops} == {0, 1}  # the barrier forced both workers to work
+    names = {e["tid"]: e["args"]["name"] for e in events if e["name"] == "thread_name"}
+    assert names == {0: "worker 0", 1: "worker 1"}
+    assert all(e["dur"] >= 0 and e["ts"] >= 0 for e in ops)
+    assert json.loads(profiler.dumps())["traceEvents"][1:] == []  # dump() forgot them
+
+
+def test_dumps_keeps_records_unless_reset():
+    with engine.engine_scope("NaiveEngine"):
+        profiler.set_state("run")
+        engine.push(lambda: None, [Var("a")], [Var("b")], name="copy")
+        profiler.set_state("stop")
+    first = json.loads(profiler.dumps())["traceEvents"]
+    (event,) = [e for e in first if e["ph"] == "X"]
+    assert (event["name"], event["tid"], event["args"]) == ("copy", 0,
+                                                            {"reads": ["a"], "writes": ["b"]})
+    assert json.loads(profiler.dumps(reset=True))["traceEvents"] == first
+    assert [e for e in json.loads(profiler.dumps())["traceEvents"] if e["ph"] == "X"] == []
+
+
+def test_bad_state_is_a_clear_error():
+    with pytest.raises(ValueError, match="'run' or 'stop'"):
+        profiler.set_state("go")

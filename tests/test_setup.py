@@ -1,0 +1,202 @@
+"""Guards on the project set-up: dependency lists, a light `import hybridlab`, line budgets.
+
+* pyproject.toml and environment.yml must list the same packages with the same version
+  bounds, so a pip user and a conda user get the same course.
+* ``import hybridlab`` must stay light: it imports numpy and nothing heavy (plots, widgets
+  and graphviz are imported inside the functions that draw), and it is quick.
+* ``tools/sz.py`` (the code-line budgets of STYLE.md) passes, and counts what it claims to.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# conda-forge names that differ from the PyPI name of the same package.
+CONDA_TO_PIP = {"python-graphviz": "graphviz"}
+# conda entries that are the toolchain, not a dependency pyproject.toml could list.
+CONDA_ONLY = {"python", "pip"}
+
+HEAVY_MODULES = ("matplotlib", "graphviz", "ipywidgets", "threadpoolctl", "IPython", "sklearn",
+                 "scipy", "onnx", "pandas")
+IMPORT_SECONDS_LIMIT = 0.2
+
+
+def _load_toml(path: Path) -> dict:
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        tomllib = pytest.importorskip("tomli")
+    return tomllib.loads(path.read_text(encoding="utf-8"))
+
+
+def _split_requirement(text: str) -> tuple[str, str]:
+    """``"ipywidgets>=8"`` -> ``("ipywidgets", ">=8")``; names normalised as PEP 503 does."""
+    match = re.fullmatch(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?\s*([^;]*?)\s*(;.*)?",
+                         text)
+    assert match, f"cannot parse requirement {text!r}"
+    name = re.sub(r"[-_.]+", "-", match.group(1)).lower()
+    return name, match.group(3).replace(" ", "")
+
+
+def pyproject_requirements() -> dict[str, str]:
+    """Core dependencies plus every extra; the self-reference ``hybridlab[...]`` is skipped."""
+    project = _load_toml(ROOT / "pyproject.toml")["project"]
+    entries = list(project["dependencies"])
+    for extra in project.get("optional-dependencies", {}).values():
+        entries += extra
+    pairs = [_split_requirement(entry) for entry in entries]
+    return {name: spec for name, spec in pairs if name != project["name"]}
+
+
+def conda_requirements(path: Path = ROOT / "environment.yml") -> dict[str, str]:
+    """The conda packages of environment.yml, under their PyPI names.
+
+    A deliberately small parser (the core must not need PyYAML): the entries are the
+    ``  - name spec`` lines of the ``dependencies:`` block, stopping at its ``pip:`` list.
+    """
+    found: dict[str, str] = {}
+    in_dependencies, item_indent = False, None
+    for line in path.read_text(encoding="utf-8").splitlines():
+        text = line.split("#", 1)[0].rstrip()
+        if not text:
+            continue
+        if not text.startswith((" ", "-")):  # a top-level key
+            in_dependencies = text == "dependencies:"
+            continue
+        item, indent = text.strip(), len(text) - len(text.lstrip())
+        if not in_dependencies or not item.startswith("- "):
+            continue
+        item_indent = indent if item_indent is None else item_indent
+        if indent > item_indent or item.endswith(":"):  # the `- pip:` list and its entries
+            continue
+        name, spec = _split_requirement(item[2:])
+        if name not in CONDA_ONLY:
+            found[CONDA_TO_PIP.get(name, name)] = spec
+    return found
+
+
+def test_split_requirement_parses_names_bounds_and_extras() -> None:
+    assert _split_requirement("ipywidgets>=8") == ("ipywidgets", ">=8")
+    assert _split_requirement("Scikit_Learn") == ("scikit-learn", "")
+    assert _split_requirement("hybridlab[notebooks]") == ("hybridlab", "")
+    assert _split_requirement("numpy >= 2, <3 ; python_version>'3'") == ("numpy", ">=2,<3")
+
+
+def test_conda_parser_maps_names_and_skips_the_toolchain_and_pip_list(tmp_path: Path) -> None:
+    env = tmp_path / "environment.yml"
+    env.write_text("name: x\nchannels:\n- conda-forge\ndependencies:\n- python>=3.10\n"
+                   "- numpy>=2  # core\n- python-graphviz\n- pip\n- pip:\n  - -e .\n  - extra\n"
+                   "variables:\n  - not-a-package\n")
+    assert conda_requirements(env) == {"numpy": ">=2", "graphviz": ""}
+
+
+def test_pyproject_core_dependency_is_numpy_only() -> None:
+    project = _load_toml(ROOT / "pyproject.toml")["project"]
+    assert [_split_requirement(d)[0] for d in project["dependencies"]] == ["numpy"]
+
+
+def test_pyproject_and_environment_yml_list_the_same_packages() -> None:
+    pip_side, conda_side = pyproject_requirements(), conda_requirements()
+    assert "numpy" in conda_side and "graphviz" in conda_side, conda_side
+    only_pip = sorted(set(pip_side) - set(conda_side))
+    only_conda = sorted(set(conda_side) - set(pip_side))
+    assert not only_pip and not only_conda, (
+        f"add {only_pip} to environment.yml and {only_conda} to pyproject.toml "
+        f"(conda names map through CONDA_TO_PIP)")
+    differing = {n: (pip_side[n], conda_side[n]) for n in pip_side if pip_side[n] != conda_side[n]}
+    assert not differing, f"version bounds differ (pyproject, environment.yml): {differing}"
+
+
+_IMPORT_PROBE = f"""
+import json, sys, time
+start, start_cpu = time.perf_counter(), time.thread_time()
+import hybridlab
+seconds, cpu_seconds = time.perf_counter() - start, time.thread_time() - start_cpu
+heavy = [name for name in {HEAVY_MODULES!r} if name in sys.modules]
+print(json.dumps({{"seconds": seconds, "cpu_seconds": cpu_seconds, "heavy": heavy}}))
+"""
+
+
+def _probe_import() -> dict:
+    done = subprocess.run([sys.executable, "-c", _IMPORT_PROBE], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, f"`import hybridlab` failed:\n{done.stderr}"
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_import_hybridlab_is_light_and_quick() -> None:
+    # One-off guard, not a benchmark: a fresh interpreter each time, median of three
+    # (the first run may also be writing .pyc files). The limit is on the importing thread's
+    # CPU time, numpy's import included: wall time on a shared 2-core CI machine mostly
+    # measures the neighbours, and process CPU time counts OpenBLAS threads spinning up.
+    probes = [_probe_import() for _ in range(3)]
+    heavy = sorted({name for probe in probes for name in probe["heavy"]})
+    assert not heavy, (f"`import hybridlab` imported {heavy}; import them inside the "
+                       f"functions that need them (viz/, profiler.py)")
+    cpu_seconds = statistics.median(probe["cpu_seconds"] for probe in probes)
+    wall_seconds = statistics.median(probe["seconds"] for probe in probes)
+    assert cpu_seconds < IMPORT_SECONDS_LIMIT, (
+        f"`import hybridlab` took {cpu_seconds:.3f} s of CPU ({wall_seconds:.3f} s wall, "
+        f"medians of 3), limit {IMPORT_SECONDS_LIMIT} s; find the slow import with "
+        f"`python -X importtime -c 'import hybridlab'`")
+
+
+def _load_sz():
+    spec = importlib.util.spec_from_file_location("sz", ROOT / "tools" / "sz.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_sz_counts_code_but_not_docstrings_comments_or_blanks() -> None:
+    sz = _load_sz()
+    source = '''"""Module docstring,
+over two lines."""
+
+# a comment
+import os  # trailing comment
+
+
+def f(x):
+    """Function docstring."""
+    return (x +
+            1)
+
+
+class C:
+    attribute = 1
+    """Attribute docstring."""
+    text = """a string value
+spanning two lines"""
+'''
+    # import, def, return (two lines), class, attribute, text (two lines)
+    assert sz.code_lines(source) == 8
+    assert sz.code_lines("") == 0
+    assert sz.code_lines("x = f'{1 + 1}'\n") == 1
+
+
+def test_sz_check_reports_modules_over_budget_and_the_total() -> None:
+    sz = _load_sz()
+    budgeted = next(iter(sz.BUDGETS))
+    assert sz.check({budgeted: sz.BUDGETS[budgeted]}) == []
+    assert sz.check({budgeted: sz.BUDGETS[budgeted] + 1})[0].startswith(budgeted)
+    assert sz.check({"hybridlab/unlisted.py": sz.DEFAULT_BUDGET + 1}) != []
+    many = {f"hybridlab/m{i}.py": 100 for i in range(sz.TOTAL_BUDGET // 100 + 1)}
+    assert sz.check(many) == [f"total: {sum(many.values())} code lines, budget {sz.TOTAL_BUDGET}"]
+
+
+def test_sz_passes_on_the_package() -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "sz.py")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, f"tools/sz.py failed:\n{done.stdout}\n{done.stderr}"
+    assert "ops:" in done.stdout and "flags:" in done.stdout

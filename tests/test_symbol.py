@@ -1,0 +1,402 @@
+"""Symbols: composition through the registry, listing, shapes, teaching errors, running."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import hybridlab as mx
+from hybridlab import errors, sym
+from hybridlab.graph import ir
+from hybridlab.name import NameManager, Prefix
+from hybridlab.ops import registry
+
+needs_fc = pytest.mark.skipif("FullyConnected" not in registry._BY_NAME,
+                              reason="FullyConnected is not registered yet")
+
+
+@pytest.fixture(autouse=True)
+def fresh_names():
+    with NameManager():
+        yield
+
+
+def test_repr_and_str_match_mxnet():
+    x = sym.var("data")
+    hidden = sym.relu(x)
+    group = sym.Group([x, hidden])
+    assert repr(x) == str(x) == "<Symbol data>"
+    assert repr(hidden) == "<Symbol relu0>"
+    assert repr(group) == str(group) == "<Symbol group [data, relu0]>"
+    assert group.name is None and hidden.name == "relu0"
+
+
+def test_seed_trace_prints_block_prefixed_names():
+    x = sym.var("data")
+    with Prefix("hybridnet0_"):
+        hidden = sym.relu(sym.broadcast_add(x, sym.var("bias")))
+        out = sym.relu(hidden)
+    assert [repr(x), repr(hidden), repr(out)] == [
+        "<Symbol data>", "<Symbol hybridnet0_relu0>", "<Symbol hybridnet0_relu1>"]
+
+
+def test_arithmetic_uses_broadcasting_and_scalar_ops():
+    a, b = sym.var("a", shape=(2, 1)), sym.var("b", shape=(1, 3))
+    total = a + b
+    assert total.to_graph().nodes[-1].op == "broadcast_add"
+    assert total.infer_shape()[1] == [(2, 3)]
+    assert (a * 2).to_graph().nodes[-1].op == "_mul_scalar"
+    assert (2 - a).to_graph().nodes[-1].op == "_rminus_scalar"
+    assert (-a).to_graph().nodes[-1].attr_dict == {"scalar": -1.0}
+
+
+def test_methods_mirror_the_namespace():
+    x = sym.var("x", shape=(2, 3))
+    assert x.relu().to_graph().nodes[-1].op == "relu"
+    assert x.reshape((0, -1)).infer_shape()[1] == [(2, 3)]
+    assert x.sum(axis=1).infer_shape()[1] == [(2,)]
+    assert sym.Symbol.relu.__doc__ == sym.relu.__doc__
+    assert x.astype("float16").infer_type()[1] == [np.float16]
+    assert abs(x).to_graph().nodes[-1].op == "abs"
+
+
+def test_list_arguments_follow_depth_first_input_order():
+    a, b, c = sym.var("a"), sym.var("b"), sym.var("c")
+    out = sym.relu(c * (b + a)) + a
+    assert out.list_arguments() == ["c", "b", "a"]
+    assert out.list_inputs() == ["c", "b", "a"]
+    assert out.list_outputs() == [f"{out.name}_output"]
+    assert sym.var("z").list_outputs() == ["z"]
+
+
+def test_get_internals_and_indexing_a_group():
+    x = sym.var("data")
+    hidden = sym.relu(x, name="h")
+    out = sym.relu(hidden * 2, name="out")
+    internals = out.get_internals()
+    assert internals.list_outputs() == ["data", "h_output", "_mulscalar0_output", "out_output"]
+    picked = internals["h_output"]
+    assert picked.name == "h" and picked.list_arguments() == ["data"]
+    assert internals[0].name == "data" and internals[np.int64(-1)].name == "out"
+    assert [s.name for s in internals] == ["data", "h", "_mulscalar0", "out"]
+    assert len(internals) == 4
+    with pytest.raises(ValueError, match="no output 'nope'"):
+        internals["nope"]
+
+
+def test_indexing_a_single_symbol_is_refused_with_a_fix():
+    x = sym.var("data")
+    with pytest.raises(errors.SymbolIndexError, match="slice_axis"):
+        x[0]
+    with pytest.raises(errors.SymbolIndexError, match="len"):
+        len(x)
+    with pytest.raises(errors.SymbolIndexError, match="number of outputs"):
+        list(x)
+
+
+def test_multi_output_operators_give_grouped_symbols():
+    x = sym.var("x", shape=(4, 6))
+    parts = sym.split(x, num_outputs=2, axis=1)
+    assert len(parts) == 2
+    assert parts.list_outputs() == [f"{parts[0].name}_output0", f"{parts[0].name}_output1"]
+    assert parts[1].infer_shape()[1] == [(4, 3)]
+
+
+def test_var_attributes_are_mxnet_strings():
+    w = sym.var("w", shape=(3, 4), dtype="float16", lr_mult=2, __foo__="bar")
+    assert w.attr("__shape__") == "(3, 4)"
+    assert w.attr("__dtype__") == "float16"
+    assert w.attr("__missing__") is None
+    assert w.list_attr() == {"__shape__": "(3, 4)", "__dtype__": "float16",
+                             "__lr_mult__": "2", "__foo__": "bar"}
+    with pytest.raises(ValueError, match="double underscores"):
+        sym.var("w", foo=1)
+    assert sym.Variable is sym.var
+
+
+def test_op_attributes_are_listed_as_strings():
+    out = sym.sum(sym.var("x"), axis=(0, 1), keepdims=True)
+    assert out.attr("keepdims") == "True"
+    assert out.attr("axis") == "(0, 1)"
+    assert out.attr_dict() == {out.name: out.list_attr()}
+    assert out.debug_str().splitlines()[-1] == "return %1"
+
+
+def test_auxiliary_variables_are_listed_apart_from_arguments():
+    x = sym.var("data")
+    running = sym.var("bn_running_mean", __aux__=True)
+    out = sym.broadcast_sub(x, running)
+    assert out.list_arguments() == ["data"]
+    assert out.list_auxiliary_states() == ["bn_running_mean"]
+    assert out.list_inputs() == ["data", "bn_running_mean"]
+
+
+def test_missing_data_input_is_an_error_that_names_the_op():
+    with pytest.raises(errors.MissingInputError, match=r"relu 'relu0': input 'data' is missing"):
+        sym.relu()
+    with pytest.raises(TypeError, match="expected a Symbol"):
+        sym.relu("x")
+
+
+def test_grouped_symbol_cannot_be_an_input():
+    group = sym.Group([sym.var("a"), sym.var("b")])
+    with pytest.raises(TypeError, match="pick one output"):
+        sym.relu(group)
+
+
+@needs_fc
+def test_parameters_are_created_as_name_input():
+    x = sym.var("data")
+    fc = sym.FullyConnected(data=x, num_hidden=10, name="fc1")
+    assert fc.list_arguments() == ["data", "fc1_weight", "fc1_bias"]
+    assert sym.FullyConnected(x, num_hidden=3, no_bias=True).list_arguments() == [
+        "data", "fullyconnected0_weight"]
+    net = sym.relu(sym.FullyConnected(x, num_hidden=4))
+    assert repr(net) == "<Symbol relu0>"
+    assert net.list_arguments() == ["data", "fullyconnected1_weight", "fullyconnected1_bias"]
+
+
+@needs_fc
+def test_infer_shape_of_a_small_mlp_with_given_weights():
+    x = sym.var("data")
+    w = sym.var("fc1_weight", shape=(10, 5))
+    fc = sym.FullyConnected(data=x, weight=w, num_hidden=10, name="fc1")
+    args, outs, aux = fc.infer_shape(data=(2, 5), fc1_bias=(10,))
+    assert args == [(2, 5), (10, 5), (10,)] and outs == [(2, 10)] and aux == []
+
+
+@needs_fc
+def test_parameter_shapes_follow_from_the_data_as_in_mxnet():
+    net = sym.FullyConnected(sym.relu(sym.FullyConnected(sym.var("data"), num_hidden=8,
+                                                         name="fc1")), num_hidden=2, name="fc2")
+    args, outs, aux = net.infer_shape(data=(5, 4))
+    assert dict(zip(net.list_arguments(), args)) == {
+        "data": (5, 4), "fc1_weight": (8, 4), "fc1_bias": (8,),
+        "fc2_weight": (2, 8), "fc2_bias": (2,)}
+    assert outs == [(5, 2)] and aux == []
+
+
+def test_conv_then_flatten_then_dense_parameter_shapes():
+    conv = sym.Convolution(sym.var("data"), kernel=(3, 3), num_filter=4, name="c")
+    net = sym.FullyConnected(sym.Flatten(conv), num_hidden=5, no_bias=True, name="f")
+    args, outs, _ = net.infer_shape(data=(2, 3, 8, 8))
+    assert dict(zip(net.list_arguments(), args)) == {
+        "data": (2, 3, 8, 8), "c_weight": (4, 3, 3, 3), "c_bias": (4,), "f_weight": (5, 144)}
+    assert outs == [(2, 5)]
+
+
+@pytest.mark.parametrize("name, data, attrs", [
+    ("FullyConnected", (3, 2, 5), {"num_hidden": 4}),
+    ("FullyConnected", (3, 2, 5), {"num_hidden": 4, "flatten": False}),
+    ("Convolution", (2, 3, 9, 7), {"kernel": (3, 2), "num_filter": 6, "stride": (2, 1)}),
+])
+def test_infer_params_shapes_satisfy_the_ops_own_shape_rule(name, data, attrs):
+    op = registry.get(name)
+    parsed = op.parse_attrs(attrs)
+    x = registry.Aval(data, np.dtype("float32"))
+    params = op.infer_params(x, **parsed)
+    inputs = [x] + [registry.Aval(params[n], x.dtype) for n in op.input_names(parsed)[1:]]
+    assert len(op.infer(*inputs, **parsed)) == 1  # raises ShapeError if the shapes disagree
+
+
+def test_infer_shape_full_partial_and_positional():
+    a, b = sym.var("a"), sym.var("b")
+    out = sym.relu(a + b)
+    assert out.infer_shape(a=(2, 3), b=(1, 3)) == ([(2, 3), (1, 3)], [(2, 3)], [])
+    assert out.infer_shape((2, 3), (3,)) == ([(2, 3), (3,)], [(2, 3)], [])
+    assert out.infer_shape(a=(2, 3)) == ([(2, 3), None], [None], [])
+    assert out.infer_shape_partial(a=(2, 3)) == out.infer_shape(a=(2, 3))
+    assert out.infer_type(a="float16") == ([np.float16, np.float32], [np.float32], [])
+    with pytest.raises(ValueError, match=r"\['c'\] are not inputs"):
+        out.infer_shape(c=(1,))
+
+
+def test_infer_shape_error_names_node_shapes_and_user_line():
+    a, b = sym.var("a"), sym.var("b")
+    bad = sym.broadcast_add(a, b, name="oops")  # the line the error must quote
+    with pytest.raises(errors.ShapeError) as info:
+        bad.infer_shape(a=(2, 3), b=(4, 5))
+    message = str(info.value)
+    assert "'oops'" in message and "float32[2,3], float32[4,5]" in message
+    assert "test_symbol.py" in message and "bad = sym.broadcast_add(a, b" in message
+
+
+def test_shape_errors_are_raised_on_the_building_line_when_shapes_are_known():
+    a, b = sym.var("a", shape=(2, 3)), sym.var("b", shape=(4, 5))
+    with pytest.raises(errors.ShapeError, match=r"cannot be broadcast.*\n.*test_symbol.py"):
+        sym.broadcast_add(a, b)
+
+
+def test_teaching_errors_for_what_a_symbol_cannot_do():
+    x = sym.var("x")
+    with pytest.raises(errors.SymbolBoolError, match="F.where"):
+        if x:
+            pass
+    with pytest.raises(errors.SymbolValueError, match="hybridize"):
+        x.asnumpy()
+    with pytest.raises(errors.SymbolShapeError, match="static_shape=True"):
+        _ = x.shape
+    for what in ("dtype", "context", "size", "ndim"):
+        with pytest.raises(errors.SymbolShapeError, match=f"has no {what}"):
+            getattr(x, what)
+    with pytest.raises(errors.SymbolInplaceError, match="x = x \\+ y"):
+        x += 1
+    with pytest.raises(errors.SymbolInplaceError):
+        x[0] = 1
+    assert issubclass(errors.SymbolShapeError, AttributeError)
+
+
+def test_static_shapes_expose_traced_shapes():
+    x = sym.var("x", shape=(2, 3))
+    with sym.static_shapes():
+        assert x.reshape((0, -1)).shape == (2, 3)
+    with pytest.raises(AttributeError):
+        _ = x.shape
+
+
+def test_to_graph_is_the_compiler_ir():
+    out = sym.relu(sym.var("data", shape=(1, 4)))
+    graph = out.to_graph()
+    assert isinstance(graph, ir.Graph) and out.graph.outputs == graph.outputs
+    ir.verify(graph)
+    assert str(graph).splitlines() == ["%0 = var data : float32[1,4]",
+                                       "%1 = relu(%0) : float32[1,4]", "return %1"]
+
+
+def test_repr_mimebundle_keeps_the_mxnet_text_form():
+    bundle = sym.relu(sym.var("data"))._repr_mimebundle_()
+    assert bundle["text/plain"] == "<Symbol relu0>"
+    assert set(bundle) <= {"text/plain", "image/svg+xml"}
+
+
+# ---------------------------------------------------------------------------------------
+# Running: eval / bind against numpy
+# ---------------------------------------------------------------------------------------
+
+def _needs_runtime():
+    pytest.importorskip("hybridlab.ndarray")
+
+
+def test_eval_equals_numpy():
+    _needs_runtime()
+    a, b = sym.var("a"), sym.var("b")
+    out = sym.relu(a * b + 1) * 2
+    x = np.array([[1.0, -2.0], [3.0, -4.0]], np.float32)
+    y = np.array([0.5, 2.0], np.float32)
+    (result,) = out.eval(a=mx.nd.array(x), b=mx.nd.array(y))
+    np.testing.assert_allclose(result.asnumpy(), np.maximum(x * y + 1, 0) * 2)
+
+
+def test_bind_forward_backward_matches_hand_gradients():
+    _needs_runtime()
+    a, b = sym.var("a"), sym.var("b")
+    out = a * b + a
+    x = np.array([1.0, 2.0, 3.0], np.float32)
+    y = np.array([4.0, 5.0, 6.0], np.float32)
+    exe = out.bind(None, {"a": mx.nd.array(x), "b": mx.nd.array(y)})
+    (value,) = exe.forward(is_train=True)
+    np.testing.assert_allclose(value.asnumpy(), x * y + x)
+    exe.backward(mx.nd.array(np.full(3, 2.0, np.float32)))
+    np.testing.assert_allclose(exe.grad_dict["a"].asnumpy(), 2 * (y + 1))
+    np.testing.assert_allclose(exe.grad_dict["b"].asnumpy(), 2 * x)
+    assert len(exe.grad_arrays) == 2
+    exe.forward(a=mx.nd.array(2 * x))
+    np.testing.assert_allclose(exe.outputs[0].asnumpy(), 2 * x * y + 2 * x)
+
+
+def test_grad_req_add_accumulates_and_args_grad_arrays_receive_values():
+    _needs_runtime()
+    a, b = sym.var("a"), sym.var("b")
+    x = np.array([1.0, 2.0], np.float32)
+    y = np.array([3.0, 4.0], np.float32)
+    given = mx.nd.zeros((2,))
+    exe = (a * b).bind(None, [mx.nd.array(x), mx.nd.array(y)], args_grad={"a": given},
+                       grad_req={"a": "add", "b": "null"})
+    for _ in range(2):
+        exe.forward(is_train=True)
+        exe.backward()
+    np.testing.assert_allclose(given.asnumpy(), 2 * y)
+    assert exe.grad_arrays[1] is None and list(exe.grad_dict) == ["a"]
+
+
+_UNARY = {"relu": lambda v: np.maximum(v, 0), "neg": lambda v: -v,
+          "mul3": lambda v: v * 3, "plus1": lambda v: v + 1}
+_SYM_UNARY = {"relu": sym.relu, "neg": lambda s: -s, "mul3": lambda s: s * 3,
+              "plus1": lambda s: s + 1}
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(sorted(_UNARY)), st.booleans()), min_size=1,
+                max_size=6))
+def test_random_programs_evaluate_like_numpy(steps):
+    """Build the same expression with Symbols and numpy; eval must agree."""
+    _needs_runtime()
+    values = np.linspace(-2, 2, 6, dtype=np.float32).reshape(2, 3)
+    other = np.linspace(1, 3, 3, dtype=np.float32)
+    x, y = sym.var("x"), sym.var("y")
+    symbolic, expected = x, values
+    for op_name, combine in steps:
+        symbolic, expected = _SYM_UNARY[op_name](symbolic), _UNARY[op_name](expected)
+        if combine:
+            symbolic, expected = symbolic * y, expected * other
+    feed = {"x": mx.nd.array(values)}
+    if "y" in symbolic.list_arguments():
+        feed["y"] = mx.nd.array(other)
+    (result,) = symbolic.eval(**feed)
+    np.testing.assert_allclose(result.asnumpy(), expected, rtol=1e-6)
+
+
+def test_seed_a_hybridized_mlp_called_on_a_symbol_returns_a_symbol():
+    """The book's `x = sym.var('data'); net(x)` prints `<Symbol dense..._fwd>`."""
+    gluon = pytest.importorskip("hybridlab.gluon")
+    net = gluon.nn.HybridSequential()
+    net.add(gluon.nn.Dense(8, activation="relu"), gluon.nn.Dense(2))
+    net.initialize()
+    net(mx.nd.ones((1, 4)))
+    net.hybridize()
+    out = net(sym.var("data"))
+    assert repr(out) == f"<Symbol {net[1].name}_fwd>"
+    assert out.list_arguments() == ["data"] + [
+        f"{layer.name}_{p}" for layer in (net[0], net[1]) for p in ("weight", "bias")]
+    assert out.infer_shape(data=(3, 4))[1] == [(3, 2)]
+
+
+def test_eval_takes_auxiliary_states_by_name_too():
+    _needs_runtime()
+    out = sym.broadcast_sub(sym.var("data"), sym.var("running_mean", __aux__=True))
+    (result,) = out.eval(data=mx.nd.array([3.0, 4.0]), running_mean=mx.nd.array([1.0, 1.0]))
+    np.testing.assert_allclose(result.asnumpy(), [2.0, 3.0])
+    assert out.list_inputs() is not out.list_inputs()  # callers get copies of the cache
+
+
+def test_no_operator_spelling_hides_the_module_functions():
+    for public in ("var", "Variable", "Group", "load", "load_json", "static_shapes"):
+        assert getattr(sym, public).__module__ == "hybridlab.symbol", public
+
+
+# One body, two modes: each function below is written once with ``F`` and must give the
+# same numbers with F = nd (imperative) and F = sym (graph, evaluated through CachedOp).
+SAME_IN_BOTH_MODES = {
+    "relu": lambda F, x, w: F.relu(x),
+    "dot_transpose_b": lambda F, x, w: F.dot(x, w, transpose_b=True),
+    "fully_connected": lambda F, x, w: F.FullyConnected(x, w, num_hidden=5, no_bias=True),
+    "broadcast_add": lambda F, x, w: F.broadcast_add(x, F.ones((1, 3))),
+    "reshape_codes": lambda F, x, w: x.reshape((0, -1)).sum(axis=1),
+    "scalar_dunders": lambda F, x, w: (2 - x) * 3 / 4 + x ** 2,
+    "softmax": lambda F, x, w: F.softmax(x, axis=-1),
+    "broadcasting_plus": lambda F, x, w: x + F.ones((1, 3)),
+}
+
+
+@pytest.mark.parametrize("key", sorted(SAME_IN_BOTH_MODES))
+def test_the_same_F_code_gives_the_same_numbers_in_both_modes(key):
+    _needs_runtime()
+    body = SAME_IN_BOTH_MODES[key]
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 3)).astype(np.float32)
+    w = rng.standard_normal((5, 3)).astype(np.float32)
+    imperative = body(mx.nd, mx.nd.array(x), mx.nd.array(w)).asnumpy()
+    graph = body(sym, sym.var("x"), sym.var("w"))
+    feed = {"x": mx.nd.array(x), "w": mx.nd.array(w)}
+    (symbolic,) = graph.eval(**{k: v for k, v in feed.items() if k in graph.list_inputs()})
+    np.testing.assert_allclose(symbolic.asnumpy(), imperative, rtol=1e-5, atol=1e-6)

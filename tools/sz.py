@@ -1,0 +1,201 @@
+"""Count the code lines of every hybridlab module and hold them to a budget (run by `make test`).
+
+What this script teaches
+------------------------
+Size is a design constraint, not a score: a module that outgrows its budget is usually
+doing two jobs. The rule is "no code golf -- reduce complexity, increase readability"
+(tinygrad's ``sz.py``), so only *code* is counted and explanations are free:
+
+* lines are counted with :mod:`tokenize`, so a line counts when it holds a code token;
+* comments, blank lines and docstrings (any statement that is only a string) cost nothing;
+* a statement wrapped over three lines costs three lines -- wrap for the reader anyway.
+
+When a module really needs more room, raise its budget in :data:`BUDGETS` with a one-line
+reason beside it (STYLE.md). A module with no budget gets :data:`DEFAULT_BUDGET` and is
+flagged in the table so someone gives it a real one.
+
+Exit status: 1 when a module is over its budget or the total is over :data:`TOTAL_BUDGET`.
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+import token
+import tokenize
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "hybridlab"
+
+# STYLE.md's ~3.9k cap sketched ~40 ops and no course code. The issues asked for 135 ops
+# (conv, pool, indexing, join), MXNet-JSON validation, contrib control flow, teaching errors
+# and the exercises package (~300 lines), so the cap is 6.2k; the per-module budgets bind.
+TOTAL_BUDGET = 6200
+DEFAULT_BUDGET = 150
+
+# Code-line budgets from STYLE.md section 2, keyed by path relative to the repository root.
+BUDGETS: dict[str, int] = {
+    "hybridlab/__init__.py": 40,
+    "hybridlab/config.py": 40,
+    "hybridlab/errors.py": 60,
+    "hybridlab/base.py": 10,  # mx.base re-exports MXNetError; nothing else belongs here
+    "hybridlab/ops/__init__.py": 30,  # imports 12 op modules so they register, OPS/COMPOSITES views
+    "hybridlab/ops/registry.py": 290,  # was 120: + 10 attr types from MXNet JSON, output_count
+    "hybridlab/ops/elementwise.py": 200,
+    "hybridlab/ops/reduce.py": 120,
+    "hybridlab/ops/shape.py": 140,
+    "hybridlab/ops/linalg.py": 110,  # + infer_params: weight shapes from the data for sym
+    "hybridlab/ops/random.py": 40,
+    "hybridlab/engine.py": 420,  # three engines + failure propagation/chaining + callbacks + scopes
+    "hybridlab/ndarray.py": 360,  # + indexing, copy-on-write in-place ops, save/load, methods
+    "hybridlab/context.py": 50,  # mx.cpu/gpu/Context: devices exist only for MXNet compatibility
+    "hybridlab/random.py": 40,  # ARCHITECTURE.md: mx.random.seed and the seed stream
+    "hybridlab/symbol.py": 620,  # + validated JSON load (~190), Executor (~60), teaching errors
+    "hybridlab/name.py": 50,  # mx.name: NameManager, Prefix
+    "hybridlab/autograd.py": 160,  # + teaching errors: freed graph, unrecorded head, bad VJP shape
+    "hybridlab/graph/__init__.py": 20,  # re-exports only
+    "hybridlab/graph/ir.py": 250,  # + shape inference over the registry and the JSON layout
+    "hybridlab/graph/passes/__init__.py": 50,
+    "hybridlab/graph/passes/fold_constants.py": 70,
+    "hybridlab/graph/passes/eliminate_common_subexpressions.py": 60,
+    "hybridlab/graph/passes/eliminate_dead_code.py": 40,
+    "hybridlab/graph/passes/fuse_elementwise.py": 150,
+    "hybridlab/graph/passes/plan_memory.py": 140,
+    "hybridlab/graph/codegen.py": 205,  # + fused-node bodies, static_alloc out= buffers, Program.run
+    "hybridlab/graph/cached_op.py": 112,  # + stats, in-place write-back, only read gradients
+    "hybridlab/gluon/__init__.py": 20,  # re-exports only
+    "hybridlab/gluon/parameter.py": 165,  # + save/load without pickle, regex select, grad_req
+    "hybridlab/gluon/block.py": 250,
+    "hybridlab/gluon/nn.py": 180,
+    "hybridlab/gluon/loss.py": 60,  # STYLE gives loss+trainer+data 180 together; split 60/50/70
+    "hybridlab/gluon/trainer.py": 80,  # sgd (momentum, wd) and adam; STYLE's 180 for the trio holds
+    "hybridlab/gluon/data.py": 70,
+    "hybridlab/profiler.py": 60,
+    "hybridlab/viz/__init__.py": 20,  # re-exports only
+    "hybridlab/viz/graph.py": 190,  # DOT + adapters for Symbol/Graph/CachedOp/block + plot_network
+    "hybridlab/viz/views.py": 60,  # pass-by-pass and source-beside-graph notebook views
+    "hybridlab/viz/stepper.py": 130,
+    "hybridlab/viz/gantt.py": 100,
+    "hybridlab/viz/plots.py": 130,  # timing, numpy floor, slider callback, widget, static figure
+    # Modules STYLE.md did not list (the issues asked for more than its sketch).
+    "hybridlab/ops/_infer.py": 40,  # shared shape-rule helpers (axis normalisation, broadcast)
+    "hybridlab/ops/broadcast.py": 60,  # broadcast_to/axis/like and sum_like, their inverse
+    "hybridlab/ops/conv.py": 100,  # Convolution via im2col + its gradients
+    "hybridlab/ops/creation.py": 50,  # ones/zeros/full/arange and *_like
+    "hybridlab/ops/eager.py": 50,  # every registry op run at once on numpy arrays, no engine
+    "hybridlab/ops/indexing.py": 130,  # slice, slice_axis, pick, take, one_hot + scatter grads
+    "hybridlab/ops/join.py": 70,  # concat, stack, split
+    "hybridlab/ops/nn.py": 70,  # sigmoid, LeakyReLU, Activation, Dropout
+    "hybridlab/ops/pool.py": 80,  # Pooling (max/avg/global) and its gradients
+    "hybridlab/graph/autodiff.py": 80,  # symbolic backward graph from the registry's grad rules
+    "hybridlab/gluon/_trace.py": 140,  # tracing hybrid_forward with Symbols + the report
+    "hybridlab/gluon/symbol_block.py": 60,  # SymbolBlock and imports
+    "hybridlab/contrib.py": 50,  # F.contrib.cond / foreach / while_loop
+    "hybridlab/initializer.py": 70,  # mx.init: Uniform, Normal, Xavier, Zero, One, Constant
+    "hybridlab/exercises/__init__.py": 40,  # course: self-check functions, one module per lesson
+    "hybridlab/exercises/_common.py": 40,
+    "hybridlab/exercises/lesson00.py": 60,
+    "hybridlab/exercises/lesson01.py": 70,
+    "hybridlab/exercises/lesson02.py": 90,
+    "hybridlab/exercises/lesson03.py": 80,
+}
+
+# Tokens that make a line count as code. Comments, NL/NEWLINE and INDENT/DEDENT do not.
+_CODE_TOKENS = {token.NAME, token.NUMBER, token.STRING, token.OP}
+_CODE_TOKENS |= {getattr(token, n) for n in ("FSTRING_START", "FSTRING_MIDDLE", "FSTRING_END")
+                 if hasattr(token, n)}  # Python 3.12 splits f-strings into several tokens
+
+
+def code_lines(source: str) -> int:
+    """The number of lines of ``source`` holding code, not counting docstrings or comments.
+
+    >>> code_lines("'Doc.'\\n\\n# note\\nx = 1  # why\\ny = (1,\\n     2)\\n")
+    3
+    """
+    lines: set[int] = set()
+    statement: list[tokenize.TokenInfo] = []
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type in _CODE_TOKENS:
+            statement.append(tok)
+        elif tok.type in (token.NEWLINE, token.ENDMARKER) and statement:
+            lines |= _statement_lines(statement)
+            statement = []
+    return len(lines)
+
+
+def _statement_lines(statement: list[tokenize.TokenInfo]) -> set[int]:
+    # A statement made only of string literals is a docstring (module, class, function or
+    # attribute): documentation, so it is free.
+    if all(tok.type == token.STRING for tok in statement):
+        return set()
+    return {row for tok in statement for row in range(tok.start[0], tok.end[0] + 1)}
+
+
+def measure(package: Path = PACKAGE) -> dict[str, int]:
+    """Code lines per module, keyed by path relative to the repository root."""
+    return {
+        path.relative_to(package.parent).as_posix(): code_lines(path.read_text(encoding="utf-8"))
+        for path in sorted(package.rglob("*.py"))
+    }
+
+
+def check(sizes: dict[str, int]) -> list[str]:
+    """Every budget violation as a readable line; empty when all is within budget."""
+    problems = [f"{path}: {lines} code lines, budget {BUDGETS.get(path, DEFAULT_BUDGET)}"
+                for path, lines in sizes.items() if lines > BUDGETS.get(path, DEFAULT_BUDGET)]
+    total = sum(sizes.values())
+    if total > TOTAL_BUDGET:
+        problems.append(f"total: {total} code lines, budget {TOTAL_BUDGET}")
+    return problems
+
+
+def _area(path: str) -> str:
+    parts = path.split("/")
+    if len(parts) > 2 and parts[1] in ("gluon", "viz"):
+        return parts[1]
+    return "viz" if parts[-1] == "profiler.py" else "core"
+
+
+def print_table(sizes: dict[str, int]) -> None:
+    """Module, code lines and budget, then the totals per area (core, gluon, viz)."""
+    width = max([len(p) for p in sizes] + [len("module")])
+    print(f"{'module':<{width}}  {'lines':>5}  {'budget':>6}")
+    for path, lines in sizes.items():
+        budget = BUDGETS.get(path, DEFAULT_BUDGET)
+        note = "  OVER BUDGET" if lines > budget else ""
+        note += "  (no budget in tools/sz.py: default)" if path not in BUDGETS else ""
+        print(f"{path:<{width}}  {lines:>5}  {budget:>6}{note}")
+    print("-" * (width + 15))
+    for area in ("core", "gluon", "viz"):
+        area_lines = sum(n for p, n in sizes.items() if _area(p) == area)
+        print(f"{area + ' (viz includes profiler)' if area == 'viz' else area:<{width}}  "
+              f"{area_lines:>5}")
+    print(f"{'total':<{width}}  {sum(sizes.values()):>5}  {TOTAL_BUDGET:>6}")
+
+
+def print_counts() -> None:
+    """The op and flag counts (tinygrad's sz.py prints its op count the same way)."""
+    sys.path.insert(0, str(ROOT))
+    try:
+        import hybridlab
+    except Exception as exc:  # the line count must still be reported while a module is broken
+        print(f"ops: unavailable, `import hybridlab` failed: {type(exc).__name__}: {exc}")
+        return
+    ops, composites = len(hybridlab.ops.OPS), len(hybridlab.ops.COMPOSITES)
+    print(f"ops: {ops + composites} ({ops} primitives + {composites} composites)")
+    print(f"flags: {len(hybridlab.config.FLAGS)}")
+
+
+def main() -> int:
+    sizes = measure()
+    print_table(sizes)
+    print_counts()
+    problems = check(sizes)
+    for problem in problems:
+        print(f"sz.py: over budget: {problem}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
