@@ -29,32 +29,31 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[notebooks,test]'
 	@touch $(STAMP)
 
-# The graphviz Python package only calls the `dot` program; pip cannot install it.
-graphviz:
-	@if command -v dot >/dev/null 2>&1; then \
+# apt_install(program, package, why, what happens without it): a system program pip cannot
+# install. Present: nothing to do. Root: apt-get installs it. Otherwise: say the exact command
+# and run $(4) ("exit 1" stops make; "true" lets the tests that need it skip).
+define apt_install
+	@if command -v $(1) >/dev/null 2>&1; then \
 		exit 0; \
 	elif [ "$$(id -u)" = "0" ]; then \
-		echo "graphviz: installing the 'dot' program with apt-get"; \
-		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y graphviz; \
+		echo "$(2): installing $(3) with apt-get"; \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $(2); \
 	else \
-		echo "graphviz: the 'dot' program is missing. Install it with:"; \
-		echo "    sudo apt-get update && sudo apt-get install -y graphviz"; \
-		echo "(macOS: brew install graphviz; conda: conda env create -f environment.yml)"; \
-		exit 1; \
+		echo "$(2): '$(1)' is missing ($(3)). Install it with:"; \
+		echo "    sudo apt-get update && sudo apt-get install -y $(2)"; \
+		$(4); \
 	fi
+endef
+
+# The graphviz Python package only calls the `dot` program; pip cannot install it.
+# (macOS: brew install graphviz; conda: conda env create -f environment.yml)
+graphviz:
+	$(call apt_install,dot,graphviz,the program that draws the lessons' graphs,exit 1)
 
 # The browser test (tests/browser) drives Debian's chromium through Playwright; Playwright
 # never downloads a browser here. Without root we only say how: those tests then skip.
 chromium:
-	@if command -v chromium >/dev/null 2>&1; then \
-		exit 0; \
-	elif [ "$$(id -u)" = "0" ]; then \
-		echo "chromium: installing the browser for tests/browser with apt-get"; \
-		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; \
-	else \
-		echo "chromium: missing, so the browser tests will be skipped. Install it with:"; \
-		echo "    sudo apt-get update && sudo apt-get install -y chromium"; \
-	fi
+	$(call apt_install,chromium,chromium,the browser of tests/browser; they skip without it,true)
 
 test: venv graphviz chromium
 	$(PY) tools/sz.py
