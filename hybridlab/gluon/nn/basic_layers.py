@@ -1,14 +1,9 @@
-"""Gluon's layers (``from hybridlab.gluon import nn``).
+"""The basic layers: containers, ``Dense``, ``Dropout``, ``Flatten``, ``BatchNorm``, lambdas.
 
 What this module teaches
 ------------------------
-Every layer is a :class:`HybridBlock` whose maths is one ``hybrid_forward`` written with
-``F.*`` operators, so it runs imperatively (``F = nd``) and traced (``F = sym``) from the
-same lines. A layer that does not know its input size (``nn.Dense(256)``) creates its
-weight with a 0 in the shape and fills it in from the first input in ``infer_shape``.
-
-Layers name their operator ``fwd`` (MXNet's convention), so the output of the third
-Dense layer made in a session is the Symbol ``dense2_fwd``.
+``Sequential`` and ``HybridSequential`` only call their children in order; ``Dense`` is
+one ``F.FullyConnected`` whose weight shape waits for the first input (``infer_shape``).
 
 ``Dropout`` and ``BatchNorm`` behave differently in training (``autograd.record()``)
 and prediction. A hybridized block compiles one program per mode, so the Python test
@@ -24,10 +19,7 @@ import numpy as np
 from hybridlab import autograd
 from hybridlab.gluon import _trace
 from hybridlab.gluon.block import Block, HybridBlock
-
-
-def _pair(value: Any) -> tuple[int, int]:
-    return (value, value) if isinstance(value, int) else tuple(value)
+from hybridlab.gluon.nn.activations import Activation
 
 
 def _shape(x: Any) -> tuple[int, ...]:
@@ -99,31 +91,6 @@ class Dense(HybridBlock):
         return f"Dense({shape[1] or None} -> {shape[0]}, {act})"
 
 
-class Activation(HybridBlock):
-    """``relu``, ``sigmoid``, ``tanh``, ``softrelu`` or ``softsign``, applied elementwise."""
-
-    def __init__(self, activation: str, **kwargs: Any) -> None:
-        self._act_type = activation  # set first: _alias() names the block after it
-        super().__init__(**kwargs)
-
-    def _alias(self) -> str:
-        return self._act_type
-
-    def hybrid_forward(self, F: Any, x: Any) -> Any:
-        return F.Activation(x, act_type=self._act_type, name="fwd")
-
-
-class LeakyReLU(HybridBlock):
-    """``x`` where positive, ``alpha * x`` elsewhere."""
-
-    def __init__(self, alpha: float, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._alpha = alpha
-
-    def hybrid_forward(self, F: Any, x: Any) -> Any:
-        return F.LeakyReLU(x, act_type="leaky", slope=self._alpha, name="fwd")
-
-
 class Dropout(HybridBlock):
     """Zero a fraction ``rate`` of the inputs while training; identity when predicting."""
 
@@ -140,72 +107,6 @@ class Flatten(HybridBlock):
 
     def hybrid_forward(self, F: Any, x: Any) -> Any:
         return F.Flatten(x)
-
-
-class Conv2D(HybridBlock):
-    """2-D convolution over NCHW input with ``channels`` filters of ``kernel_size``."""
-
-    def __init__(self, channels: int, kernel_size: Any, strides: Any = 1, padding: Any = 0,
-                 dilation: Any = 1, groups: int = 1, activation: str | None = None,
-                 use_bias: bool = True, weight_initializer: Any = None,
-                 bias_initializer: Any = "zeros", in_channels: int = 0, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._attrs = {"kernel": _pair(kernel_size), "stride": _pair(strides),
-                       "pad": _pair(padding), "dilate": _pair(dilation),
-                       "num_filter": channels, "num_group": groups}
-        with self.name_scope():
-            shape = (channels, in_channels // groups, *self._attrs["kernel"])
-            self.weight = self.params.get("weight", shape=shape, init=weight_initializer)
-            self.bias = self.params.get("bias", shape=(channels,), init=bias_initializer) \
-                if use_bias else None
-            self.act = Activation(activation, prefix=activation + "_") if activation else None
-
-    def _alias(self) -> str:
-        return "conv"  # MXNet's name: conv0_weight
-
-    def infer_shape(self, x: Any, *args: Any) -> None:
-        shape = self.weight.shape
-        self.weight.shape = (shape[0], _shape(x)[1] // self._attrs["num_group"], *shape[2:])
-
-    def hybrid_forward(self, F: Any, x: Any, weight: Any, bias: Any = None) -> Any:
-        inputs = (x, weight) if bias is None else (x, weight, bias)
-        out = F.Convolution(*inputs, no_bias=bias is None, name="fwd", **self._attrs)
-        return self.act(out) if self.act is not None else out
-
-
-class _Pool2D(HybridBlock):
-    """Pooling over ``pool_size`` windows; subclasses choose ``_pool_type``."""
-
-    _pool_type, _global = "max", False
-
-    def __init__(self, pool_size: Any = (2, 2), strides: Any = None, padding: Any = 0,
-                 **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._attrs = {"kernel": _pair(pool_size), "pad": _pair(padding),
-                       "stride": _pair(pool_size if strides is None else strides),
-                       "pool_type": self._pool_type, "global_pool": self._global}
-
-    def _alias(self) -> str:
-        return "pool"  # MXNet names every pooling layer pool<n>_
-
-    def hybrid_forward(self, F: Any, x: Any) -> Any:
-        return F.Pooling(x, name="fwd", **self._attrs)
-
-
-class MaxPool2D(_Pool2D):
-    """The maximum of each ``pool_size`` window (stride defaults to the window size)."""
-
-
-class AvgPool2D(_Pool2D):
-    """The mean of each ``pool_size`` window (stride defaults to the window size)."""
-
-    _pool_type = "avg"
-
-
-class GlobalAvgPool2D(_Pool2D):
-    """The mean over each whole feature map: ``(N, C, H, W) -> (N, C, 1, 1)``."""
-
-    _pool_type, _global = "avg", True
 
 
 class BatchNorm(HybridBlock):
