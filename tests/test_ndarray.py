@@ -269,6 +269,13 @@ def test_setitem_matches_numpy(any_engine, key, value):
     np.testing.assert_array_equal(x.asnumpy(), values)
 
 
+def test_split_into_one_part_gives_one_array(any_engine):
+    values = np.arange(6, dtype=np.float32).reshape(2, 3)
+    part = nd.split(nd.array(values), num_outputs=1, axis=1)  # one output: an NDArray
+    assert isinstance(part, nd.NDArray) and part.shape == (2, 3)
+    np.testing.assert_array_equal(part.asnumpy(), values)
+
+
 def test_setitem_shape_error_at_the_call():
     x = nd.zeros((2, 3))
     with pytest.raises(ValueError, match=r"cannot assign a value of shape \(4,\)"):

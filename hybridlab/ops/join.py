@@ -75,7 +75,8 @@ def _split_infer(x: Aval, num_outputs: int, axis: int, squeeze_axis: bool) -> li
 
 def _split_kernel(x, num_outputs, axis, squeeze_axis):
     part = _split_infer(Aval(x.shape, x.dtype), num_outputs, axis, squeeze_axis)[0].shape
-    return tuple(p.reshape(part) for p in np.split(x, num_outputs, axis=axis))
+    parts = tuple(p.reshape(part) for p in np.split(x, num_outputs, axis=axis))
+    return parts[0] if num_outputs == 1 else parts  # one output is an array, not a 1-tuple
 
 
 def _split_grad(F, inputs, outputs, out_grads, num_outputs, axis, squeeze_axis):
