@@ -138,11 +138,16 @@ register(OpDef(
 
 
 def _perm(shape, axes):
-    axes = tuple(range(len(shape)))[::-1] if not axes else axes
-    if sorted(a % len(shape) for a in axes) != list(range(len(shape))):
-        raise ShapeError(f"transpose: axes {axes} are not a permutation of the {len(shape)} "
-                         f"axes of shape {shape}")
-    return tuple(a % len(shape) for a in axes)
+    """``axes`` as non-negative axis numbers; each of ``-n <= a < n`` must appear once."""
+    n = len(shape)
+    if not axes:
+        return tuple(range(n))[::-1]
+    normal = [a % n for a in axes if -n <= a < n]  # in range only: 3 must not wrap to 1
+    if len(axes) != n or len(normal) != n or sorted(normal) != list(range(n)):
+        raise ShapeError(f"transpose: axes {axes} are not a permutation of the {n} axes of "
+                         f"shape {shape}; give each of 0..{n - 1} (or -{n}..-1) exactly once, "
+                         f"e.g. axes={tuple(range(n))[::-1]}")
+    return tuple(normal)
 
 
 def _inverse(axes: tuple[int, ...]) -> tuple[int, ...]:
