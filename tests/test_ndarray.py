@@ -304,6 +304,37 @@ def test_split_into_one_part_gives_one_array(any_engine):
     np.testing.assert_array_equal(part.asnumpy(), values)
 
 
+@pytest.mark.parametrize("call, error, message", [
+    (lambda x, row: nd.transpose(x, axes=(3, 0)), ShapeError,
+     r"axes \(3, 0\) are not a permutation.*0\.\.1 \(or -2\.\.-1\)"),
+    (lambda x, row: nd.transpose(x, axes=(-3, -4)), ShapeError, "not a permutation"),
+    (lambda x, row: nd.transpose(x, axes=(1,)), ShapeError, "not a permutation"),
+    (lambda x, row: nd.transpose(x, axes=(0, 0)), ShapeError, "not a permutation"),
+    (lambda x, row: nd.broadcast_to(row, shape=(-2, 3)), ShapeError,
+     r"broadcast_to: target shape \(-2, 3\) has a negative size"),
+    (lambda x, row: nd.broadcast_axis(row, axis=0, size=-2), ShapeError, "negative size"),
+])
+def test_bad_arguments_raise_at_the_call(step_engine, call, error, message):
+    x, row = nd.ones((2, 3)), nd.ones((1, 3))
+    pushed = len(step_engine.tasks)
+    with pytest.raises(error, match=message):
+        call(x, row)
+    assert len(step_engine.tasks) == pushed  # refused before anything was pushed
+
+
+def test_transpose_accepts_negative_axes(any_engine):
+    values = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(nd.transpose(nd.array(values), axes=(-1, -2)).asnumpy(),
+                                  values.T)
+
+
+def test_split_into_one_part_gives_one_array(any_engine):
+    values = np.arange(6, dtype=np.float32).reshape(2, 3)
+    part = nd.split(nd.array(values), num_outputs=1, axis=1)  # one output: an NDArray
+    assert isinstance(part, nd.NDArray) and part.shape == (2, 3)
+    np.testing.assert_array_equal(part.asnumpy(), values)
+
+
 def test_setitem_shape_error_at_the_call():
     x = nd.zeros((2, 3))
     with pytest.raises(ValueError, match=r"cannot assign a value of shape \(4,\)"):

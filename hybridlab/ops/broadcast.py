@@ -62,7 +62,11 @@ def _target(x: Aval, shape: tuple[int, ...]) -> tuple[int, ...]:
 
 def _broadcast_op(name, target, doc, attrs, aliases=()) -> OpDef:
     def infer(x: Aval, **kw) -> list[Aval]:
-        return _infer.broadcast_to(x, target(x, **kw), name)
+        shape = target(x, **kw)
+        if any(n < 0 for n in shape):  # numpy would only fail when the op runs
+            raise ShapeError(f"{name}: target shape {shape} has a negative size; every size "
+                             f"must be >= 0 (in broadcast_to, 0 keeps the input's dimension)")
+        return _infer.broadcast_to(x, shape, name)
 
     return register(OpDef(
         name=name, kernel=lambda x, **kw: np.broadcast_to(x, infer(x, **kw)[0].shape).copy(),
