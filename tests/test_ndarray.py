@@ -15,6 +15,7 @@ import hybridlab as mx
 from hybridlab import autograd, engine, nd
 from hybridlab.errors import (
     ArrayFileError,
+    AttributeValueError,
     InplaceGradError,
     MXNetError,
     NoGPUError,
@@ -269,41 +270,6 @@ def test_setitem_matches_numpy(any_engine, key, value):
     np.testing.assert_array_equal(x.asnumpy(), values)
 
 
-def test_split_into_one_part_gives_one_array(any_engine):
-    values = np.arange(6, dtype=np.float32).reshape(2, 3)
-    part = nd.split(nd.array(values), num_outputs=1, axis=1)  # one output: an NDArray
-    assert isinstance(part, nd.NDArray) and part.shape == (2, 3)
-    np.testing.assert_array_equal(part.asnumpy(), values)
-
-
-@pytest.mark.parametrize("call, error, message", [
-    (lambda x, row: nd.transpose(x, axes=(3, 0)), ShapeError,
-     r"axes \(3, 0\) are not a permutation.*0\.\.1 \(or -2\.\.-1\)"),
-    (lambda x, row: nd.transpose(x, axes=(-3, -4)), ShapeError, "not a permutation"),
-    (lambda x, row: nd.transpose(x, axes=(1,)), ShapeError, "not a permutation"),
-    (lambda x, row: nd.transpose(x, axes=(0, 0)), ShapeError, "not a permutation"),
-])
-def test_bad_arguments_raise_at_the_call(step_engine, call, error, message):
-    x, row = nd.ones((2, 3)), nd.ones((1, 3))
-    pushed = len(step_engine.tasks)
-    with pytest.raises(error, match=message):
-        call(x, row)
-    assert len(step_engine.tasks) == pushed  # refused before anything was pushed
-
-
-def test_transpose_accepts_negative_axes(any_engine):
-    values = np.arange(6, dtype=np.float32).reshape(2, 3)
-    np.testing.assert_array_equal(nd.transpose(nd.array(values), axes=(-1, -2)).asnumpy(),
-                                  values.T)
-
-
-def test_split_into_one_part_gives_one_array(any_engine):
-    values = np.arange(6, dtype=np.float32).reshape(2, 3)
-    part = nd.split(nd.array(values), num_outputs=1, axis=1)  # one output: an NDArray
-    assert isinstance(part, nd.NDArray) and part.shape == (2, 3)
-    np.testing.assert_array_equal(part.asnumpy(), values)
-
-
 @pytest.mark.parametrize("call, error, message", [
     (lambda x, row: nd.transpose(x, axes=(3, 0)), ShapeError,
      r"axes \(3, 0\) are not a permutation.*0\.\.1 \(or -2\.\.-1\)"),
@@ -313,6 +279,9 @@ def test_split_into_one_part_gives_one_array(any_engine):
     (lambda x, row: nd.broadcast_to(row, shape=(-2, 3)), ShapeError,
      r"broadcast_to: target shape \(-2, 3\) has a negative size"),
     (lambda x, row: nd.broadcast_axis(row, axis=0, size=-2), ShapeError, "negative size"),
+    (lambda x, row: nd.concat(dim=0), TypeError, "concat: needs at least one input array"),
+    (lambda x, row: nd.stack(), TypeError, "stack: needs at least one input array"),
+    (lambda x, row: nd.random.normal(scale=-1), AttributeValueError, "scale=-1.0 .* must be >= 0"),
 ])
 def test_bad_arguments_raise_at_the_call(step_engine, call, error, message):
     x, row = nd.ones((2, 3)), nd.ones((1, 3))

@@ -24,6 +24,7 @@ from hybridlab.ops.shape import squeeze_shape
 
 
 def _concat_infer(*xs: Aval, dim: int, num_args: int) -> list[Aval]:
+    _needs_inputs("concat", xs)
     _infer.check_count("concat", xs, num_args)
     first = xs[0].shape
     axis = dim % len(first) if -len(first) <= dim < len(first) else None
@@ -38,6 +39,12 @@ def _concat_infer(*xs: Aval, dim: int, num_args: int) -> list[Aval]:
     size = sum(x.shape[axis] for x in xs)
     dtype = np.result_type(*(x.dtype for x in xs))
     return [Aval(first[:axis] + (size,) + first[axis + 1:], dtype)]
+
+
+def _needs_inputs(op_name: str, inputs: tuple) -> None:
+    if not inputs:
+        raise TypeError(f"{op_name}: needs at least one input array, got none; call it as "
+                        f"{op_name}(a, b, ...) with the arrays to join")
 
 
 def _concat_grad(F, inputs, outputs, out_grads, dim, num_args):
@@ -96,4 +103,5 @@ register(OpDef(
 @composite("stack")
 def stack(F, *data, axis=0, num_args=None, name=None):
     """Join arrays of one shape along a new axis ``axis``."""
+    _needs_inputs("stack", data)
     return F.concat(*[F.expand_dims(x, axis=axis) for x in data], dim=axis, name=name)

@@ -33,10 +33,16 @@ def _sampler(name: str, draw, params: dict[str, Attr], aliases: tuple[str, ...],
 
 
 def _check(name: str, params: dict) -> None:
-    """A sampler's range must be non-empty: ``low < high`` (checked before the op runs)."""
+    """A sampler's parameters must make sense: ``low < high``, ``scale >= 0``.
+
+    Checked when the op is called: numpy would only complain once the engine ran it.
+    """
     if "high" in params and not params["low"] < params["high"]:
         raise AttributeValueError(f"{name}: low={params['low']} must be less than "
                                   f"high={params['high']}")
+    if "scale" in params and not params["scale"] >= 0:  # `not >=` also catches nan
+        raise AttributeValueError(f"{name}: scale={params['scale']} is a standard deviation "
+                                  f"and must be >= 0")
 
 
 _sampler("_random_normal", lambda rng, shape, loc, scale: rng.normal(loc, scale, shape),
