@@ -31,7 +31,11 @@ Safety (NOTE: [Generated names]): every identifier in the source comes from
 builtin or a name the generated code itself uses) and makes them unique. Strings from
 a graph or a loaded file are never pasted into the source: attributes are written as
 literals only when they are plain numbers, bools or tuples of those (formatted here);
-anything else is passed by reference through the program's constants table.
+anything else is passed by reference through the program's constants table. Comments
+are built from those identifiers and registry op names only: a node name may hold a
+newline, and a newline inside a comment ends it. Before ``exec``, :func:`check_source`
+parses the result and refuses any name we did not create, any string constant and any
+attribute access, so a slip in this module fails loudly instead of running a file's text.
 
 The source is registered in ``linecache`` under a unique file name, so a traceback
 through a compiled program shows the generated line that failed.
@@ -39,6 +43,7 @@ through a compiled program shows the generated line that failed.
 
 from __future__ import annotations
 
+import ast
 import builtins
 import itertools
 import keyword
@@ -51,12 +56,13 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from hybridlab.errors import ShapeError
+from hybridlab.errors import GraphError, ShapeError
 from hybridlab.graph.ir import Graph, Node, Value
 from hybridlab.graph.passes.fuse_elementwise import FUSED
 from hybridlab.ops.registry import RunContext
 
 _RESERVED = {"np", "rt", "forward", "_fresh", "_into"}
+_MAX_IDENTIFIER = 40  # a name from a file may be 256 characters: keep lines readable
 _counter = itertools.count()
 
 
@@ -65,17 +71,44 @@ class Namespace:
 
     def __init__(self) -> None:
         self._used: set[str] = set(_RESERVED) | set(dir(builtins)) | set(keyword.kwlist)
+        self.created: set[str] = set()  # every identifier handed out (checked at the end)
 
     def create(self, candidate: str) -> str:
         """A fresh identifier that looks like ``candidate``."""
-        base = re.sub(r"\W", "_", candidate or "v", flags=re.ASCII)
+        base = re.sub(r"\W", "_", candidate or "v", flags=re.ASCII)[:_MAX_IDENTIFIER]
         if not base or base[0].isdigit():
             base = "v_" + base
         name, suffix = base, 1
         while name in self._used or keyword.iskeyword(name):
             name, suffix = f"{base}_{suffix}", suffix + 1
         self._used.add(name)
+        self.created.add(name)
         return name
+
+
+def check_source(source: str, identifiers: set[str]) -> None:
+    """Refuse generated source that is not made of our own pieces (defence in depth).
+
+    The writer only ever emits identifiers from its :class:`Namespace`, numbers and
+    tuples formatted by :func:`_literal`, ``rt[i]`` and comments built from those. So
+    the parsed program holds one function, no string constants, no attribute access and
+    no name we did not create. A graph string that slipped into a line would break one
+    of these rules and is caught here, before ``exec``.
+    """
+    tree = ast.parse(source)
+    problems = [] if len(tree.body) == 1 and isinstance(tree.body[0], ast.FunctionDef) \
+        else ["the module must hold exactly one function"]
+    for item in ast.walk(tree):
+        if isinstance(item, ast.Name) and item.id not in identifiers:
+            problems.append(f"unknown name {item.id!r}")
+        elif isinstance(item, ast.arg) and item.arg not in identifiers:
+            problems.append(f"unknown parameter {item.arg!r}")
+        elif isinstance(item, (ast.Attribute, ast.Import, ast.ImportFrom, ast.Lambda)) or (
+                isinstance(item, ast.Constant) and isinstance(item.value, (str, bytes))):
+            problems.append(f"a {type(item).__name__} node at line {item.lineno}")
+    if problems:
+        raise GraphError("codegen produced source it does not allow (a bug in codegen): "
+                         + "; ".join(problems[:5]))
 
 
 def _literal(value: Any) -> str | None:
@@ -164,6 +197,7 @@ def compile_graph(graph: Graph, static_alloc: bool = False, static_shape: bool =
     """Generate, compile and wrap the source of ``graph`` (see the module docstring)."""
     writer = _Writer(graph, static_alloc and "memory" in graph.meta)
     source = writer.write()
+    check_source(source, writer.names.created | set(writer.table) | {"rt"})
     filename = f"<hybridlab-{name}-{next(_counter)}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     scope = dict(writer.table)
@@ -286,7 +320,8 @@ class _Writer:
         out = self._name_value(node.out(), node.name)
         local = {id(p): name for p, name in zip(program.inputs, inputs)}
         steps = [n for n in program.nodes if n.kind == "call"]
-        lines = [f"# {node.name}: fused {' -> '.join(s.op for s in steps)} in one buffer"]
+        # only our identifier and registry op names: a node's name may hold a newline
+        lines = [f"# {out}: fused {' -> '.join(s.opdef.name for s in steps)} in one buffer"]
         target = self._view(node)
         for step in steps:
             args = [local.get(id(v.node), out) for v in step.inputs]

@@ -290,16 +290,23 @@ def _format_value(value: Value, number: Mapping[int, int]) -> str:
 
 def _format_rhs(node: Node, number: Mapping[int, int]) -> str:
     if node.kind == "var":
-        return f"var {node.name}"
+        return f"var {format_name(node.name)}"
     if node.kind == "const":
         array = node.value
-        shown = repr(array.item()) if array.size == 1 else f"<{node.name}>"
+        shown = repr(array.item()) if array.size == 1 else f"<{format_name(node.name)}>"
         return f"const {shown}"
     declared = registry.get(node.op).attrs if node.op in registry.OPS else {}
     args = [_format_value(v, number) for v in node.inputs]
     args += [f"{k}={format_attr(v)}" for k, v in node.attrs  # defaults are left out
              if k not in declared or freeze(declared[k].default) != v]
     return f"{node.op}({', '.join(args)})"
+
+
+def format_name(name: str) -> str:
+    """A node name as printed: as is when plain, else quoted with escapes (``'a\\nb'``),
+    so a name read from a file can never break the one-line-per-node form."""
+    plain = name and name.isprintable() and not any(c.isspace() or c in "'\"" for c in name)
+    return name if plain else repr(name)
 
 
 def format_attr(value: Any) -> str:
@@ -347,7 +354,7 @@ def verify(graph: Graph) -> Graph:
     position = {}
     for i, node in enumerate(graph.nodes):
         if id(node) in position:
-            problems.append(f"%{i} ({node.name}) is assigned twice (also %{position[id(node)]})")
+            problems.append(f"{_label(node, i)} is assigned twice (also %{position[id(node)]})")
         position[id(node)] = i
         problems += _check_node(node, i, position)
     for value in graph.outputs:
@@ -362,16 +369,20 @@ def verify(graph: Graph) -> Graph:
     return graph
 
 
+def _label(node: Node, i: int) -> str:
+    return f"%{i} ({format_name(node.name)})"
+
+
 def _check_node(node: Node, i: int, position: Mapping[int, int]) -> list[str]:
     if node.kind not in ("var", "const", "call"):
         return [f"%{i} has kind {node.kind!r}; graphs hold var, const and call nodes"]
     late = [v.node.name for v in node.inputs if position.get(id(v.node), i) >= i]
     if late:
-        return [f"%{i} ({node.name}) uses {late} before they are assigned (not topological)"]
+        return [f"{_label(node, i)} uses {late} before they are assigned (not topological)"]
     if node.kind == "const" and node.value is None:
         return [f"%{i} is a const node without a value"]
     if node.kind != "call":
-        return [f"%{i} ({node.name}) is a {node.kind} node with inputs"] if node.inputs else []
+        return [f"{_label(node, i)} is a {node.kind} node with inputs"] if node.inputs else []
     try:
         opdef = registry.get(node.op)
     except KeyError as err:
@@ -381,9 +392,9 @@ def _check_node(node: Node, i: int, position: Mapping[int, int]) -> list[str]:
     try:
         expected = tuple(opdef.infer(*(v.aval for v in node.inputs), **node.attr_dict))
     except ShapeError as err:
-        return [f"%{i} ({node.name}): {err}"]
+        return [f"{_label(node, i)}: {err}"]
     if expected != node.aval:
-        return [f"%{i} ({node.name}) claims {_format_type(node.aval)} but {node.op} "
+        return [f"{_label(node, i)} claims {_format_type(node.aval)} but {node.op} "
                 f"gives {_format_type(expected)}"]
     return []
 
