@@ -422,9 +422,12 @@ class ThreadedEngine(Engine):
 
     def __init__(self, workers: int | None = None) -> None:
         super().__init__()
-        self.workers = int(workers or config.FLAGS["ENGINE_WORKERS"])
+        self.workers = int(config.FLAGS["ENGINE_WORKERS"] if workers is None else workers)
         if self.workers < 1:
-            raise ValueError(f"ThreadedEngine needs at least 1 worker, got {self.workers}")
+            source = "HYBRIDLAB_ENGINE_WORKERS" if workers is None else "workers"
+            raise ValueError(f"ThreadedEngine needs at least 1 worker, got {source}="
+                             f"{self.workers}; use NaiveEngine to run every op in the caller's "
+                             f"thread")
         self._queue: SimpleQueue[Task | None] = SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._blas_limit: Any = None

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from hybridlab import engine
+from hybridlab import config, engine
 from hybridlab.engine import NaiveEngine, StepEngine, ThreadedEngine, Var
 from hybridlab.errors import MXNetError, UnknownEngineError
 
@@ -515,3 +515,14 @@ def test_threaded_engine_limits_blas_to_one_thread_while_running():
     done = subprocess.run([sys.executable, "-c", BLAS_SCRIPT], capture_output=True, text=True,
                           timeout=60)
     assert done.stdout.split() == ["2", "1", "2"], done.stdout + done.stderr  # before/in/after
+
+
+@pytest.mark.parametrize("workers", [0, -1])
+def test_threaded_engine_needs_at_least_one_worker(workers):
+    with pytest.raises(ValueError, match=f"at least 1 worker, got workers={workers}"):
+        ThreadedEngine(workers)
+    with config.Context(ENGINE_WORKERS=workers):
+        with pytest.raises(ValueError, match="got HYBRIDLAB_ENGINE_WORKERS="):
+            ThreadedEngine()
+    with config.Context(ENGINE_WORKERS=3):
+        assert ThreadedEngine().workers == 3 and ThreadedEngine(1).workers == 1
