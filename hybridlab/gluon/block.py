@@ -251,8 +251,13 @@ class HybridBlock(Block):
     # -- tracing -------------------------------------------------------------------------
 
     def _trace_call(self, *args: Any) -> Any:
-        """Run the block on Symbols: record its operators under its name scope."""
-        self._finish_deferred_init(*args)
+        """Run the block on Symbols: record its operators under its name scope.
+
+        Deferred parameters are sized only when the input shapes are known (always under
+        ``hybridize()``); ``net(sym.var('data'))`` leaves them deferred, as MXNet does.
+        """
+        if all(value.aval is not None for arg in args for value in arg._outputs):
+            self._finish_deferred_init(*args)
         with self.name_scope():
             if type(self).forward is not HybridBlock.forward:  # the F-less tracing style
                 return self.forward(*args)

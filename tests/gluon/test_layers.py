@@ -70,3 +70,70 @@ def test_max_pool_and_leaky_relu_values():
     np.testing.assert_array_equal(pooled.ravel(), [-3, -1, 5, 7])
     leaky = nn.LeakyReLU(0.1)(nd.array([-2.0, 3.0])).asnumpy()
     np.testing.assert_allclose(leaky, [-0.2, 3.0], rtol=1e-6)
+
+
+# -- calling a block on a Symbol with no shape (MXNet's net(sym.var('data'))) -------------
+
+
+def test_symbol_call_leaves_deferred_parameters_deferred():
+    dense = nn.Dense(3)
+    dense.initialize()
+    out = dense(mx.sym.var("data"))
+    assert repr(out) == "<Symbol dense0_fwd>"
+    assert dense.weight.shape == (3, 0)  # still deferred: the Symbol has no shape
+    assert out.list_arguments() == ["data", "dense0_weight", "dense0_bias"]
+    arg_shapes, out_shapes, _ = out.infer_shape(data=(2, 5))
+    assert arg_shapes[1] == (3, 5) and out_shapes == [(2, 3)]
+
+
+def test_symbol_call_of_a_batchnorm_net_builds_the_prediction_graph():
+    net = conv_net()
+    out = net(mx.sym.var("data"))  # no shape: BatchNorm must not need the input's ndim
+    assert out.list_auxiliary_states() == ["hybridsequential0_batchnorm0_running_mean",
+                                           "hybridsequential0_batchnorm0_running_var"]
+    x = nd.array(np.random.default_rng(1).normal(size=(2, 3, 8, 8)).astype("float32"))
+    expected = net(x).asnumpy()  # sizes the parameters, predict mode
+    values = {name: p.data() for name, p in net.collect_params().items()}
+    got = out.eval(data=x, **values)[0].asnumpy()
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def batchnorm_reference(x, axis, gamma, beta, eps=1e-5):
+    others = tuple(i for i in range(x.ndim) if i != axis % x.ndim)
+    mean, var = x.mean(axis=others, keepdims=True), x.var(axis=others, keepdims=True)
+    along = [1] * x.ndim
+    along[axis] = -1
+    return (x - mean) / np.sqrt(var + eps) * gamma.reshape(along) + beta.reshape(along), \
+        mean.ravel()
+
+
+@pytest.mark.parametrize("axis", [1, 2, -1, -3, 0])
+@pytest.mark.parametrize("hybrid", [False, True])
+def test_batchnorm_normalises_along_any_axis(axis, hybrid):
+    x = np.random.default_rng(2).normal(size=(3, 4, 5, 2)).astype("float32") * 3 + 1
+    channels = x.shape[axis]
+    bn = nn.BatchNorm(axis=axis, momentum=0.75)
+    bn.initialize()
+    if hybrid:
+        bn.hybridize()
+    gamma = np.arange(1, channels + 1, dtype="float32")
+    beta = np.linspace(-1, 1, channels).astype("float32")
+    with autograd.record():  # training: batch statistics, running stats updated
+        bn(nd.array(x))
+    bn.gamma.set_data(gamma)
+    bn.beta.set_data(beta)
+    with autograd.record():
+        out = bn(nd.array(x)).asnumpy()
+    expected, batch_mean = batchnorm_reference(x, axis, gamma, beta)
+    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4)
+    # two training calls from running_mean = 0: 0.25 * mean, then 0.75 * that + 0.25 * mean
+    np.testing.assert_allclose(bn.running_mean.data().asnumpy(), 0.4375 * batch_mean,
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_batchnorm_on_1d_input_says_what_shape_it_needs():
+    bn = nn.BatchNorm()
+    bn.initialize()
+    with pytest.raises(ValueError, match=r"axis=1 is the channel axis, but the input has "
+                                         r"shape \(5,\).*x.reshape\(\(-1, 1\)\)"):
+        bn(nd.ones((5,)))

@@ -17,6 +17,7 @@ from typing import Any, Callable
 import numpy as np
 
 from hybridlab import autograd
+from hybridlab.errors import ShapeError
 from hybridlab.gluon import _trace
 from hybridlab.gluon.block import Block, HybridBlock
 from hybridlab.gluon.nn.activations import Activation
@@ -25,6 +26,14 @@ from hybridlab.gluon.nn.activations import Activation
 def _shape(x: Any) -> tuple[int, ...]:
     """The shape of an NDArray, or of a traced Symbol (known from the traced input shapes)."""
     return tuple(x.shape) if not hasattr(x, "list_outputs") else tuple(x._static_shape())
+
+
+def _known_shape(x: Any) -> tuple[int, ...] | None:
+    """The shape of an NDArray or a shaped Symbol; None for ``sym.var('data')``."""
+    if not hasattr(x, "list_outputs"):
+        return tuple(x.shape)
+    aval = x._outputs[0].aval
+    return None if aval is None else tuple(aval.shape)
 
 
 class Sequential(Block):
@@ -135,35 +144,55 @@ class BatchNorm(HybridBlock):
                                    differentiable=False)
 
     def infer_shape(self, x: Any, *args: Any) -> None:
+        self._check_input(x)
         channels = _shape(x)[self._axis]
         for param in (self.gamma, self.beta, self.running_mean, self.running_var):
             param.shape = (channels,)
 
+    def _check_input(self, x: Any) -> None:
+        shape = _known_shape(x)
+        if shape is not None and not -len(shape) <= self._axis < len(shape):
+            raise ShapeError(
+                f"BatchNorm {self.name!r}: axis={self._axis} is the channel axis, but the "
+                f"input has shape {shape}. Fix: give (batch, channels, ...) input, e.g. "
+                f"x.reshape((-1, 1)) for one feature, or choose another axis")
+
     def hybrid_forward(self, F: Any, x: Any, gamma: Any, beta: Any, running_mean: Any,
                        running_var: Any) -> Any:
-        ndim = len(_shape(x))
-        axis = self._axis % ndim
-        along = tuple(-1 if i == axis else 1 for i in range(ndim))  # (1, C, 1, 1)
+        # NOTE: written without x's number of dimensions, so that net(sym.var('data'))
+        # traces with no shape at all. A (C,) statistic broadcasts along the channel axis
+        # once it is reshaped to (C, 1, ..., 1) with one 1 per axis after the channels:
+        # a negative axis says how many; a positive one is made -2 by merging the axes
+        # after the channels (reshape codes 0 ... 0, -1), which costs no copy.
+        self._check_input(x)
+        view, axis = (x, self._axis) if self._axis < 0 else \
+            (x.reshape((0,) * (self._axis + 1) + (-1,)), -2)
+        ones = (1,) * (-axis - 1)
         if autograd.is_training() and not self._use_global_stats:
-            others = tuple(i for i in range(ndim) if i != axis)
-            mean = F.mean(x, axis=others, keepdims=True)
-            var = F.mean(F.square(F.broadcast_sub(x, mean)), axis=others, keepdims=True)
+            mean = F.mean(view, axis=axis, exclude=True, keepdims=True)
+            var = F.mean(F.square(F.broadcast_sub(view, mean)), axis=axis, exclude=True,
+                         keepdims=True)
             self._update(F, self.running_mean, running_mean, mean.reshape((-1,)))
             self._update(F, self.running_var, running_var, var.reshape((-1,)))
         else:
-            mean, var = running_mean.reshape(along), running_var.reshape(along)
-        scale = F.broadcast_div(gamma.reshape(along), F.sqrt(var + self._eps))
-        return F.broadcast_add(F.broadcast_mul(F.broadcast_sub(x, mean), scale),
-                               beta.reshape(along))
+            mean, var = running_mean.reshape((-1, *ones)), running_var.reshape((-1, *ones))
+        scale = F.broadcast_div(gamma.reshape((-1, *ones)), F.sqrt(var + self._eps))
+        normalised = F.broadcast_mul(F.broadcast_sub(view, mean), scale)
+        if view is x:
+            return F.broadcast_add(normalised, beta.reshape((-1, *ones)), name="fwd")
+        return F.reshape_like(F.broadcast_add(normalised, beta.reshape((-1, *ones))), x,
+                              name="fwd")
 
     def _update(self, F: Any, param: Any, running: Any, batch: Any) -> None:
         """Move the running statistic towards the batch's (no gradient flows through it)."""
         keep = self._momentum
-        frame = _trace.current()
-        if frame is not None and hasattr(batch, "list_outputs"):
-            # traced: the compiled program returns the new value as an extra output,
-            # which the block copies into the parameter after each training call
-            frame.aux_updates.append((param, running * keep + batch * (1 - keep)))
+        if hasattr(batch, "list_outputs"):
+            # traced: the compiled program returns the new value as an extra output, which
+            # the block copies into the parameter after each training call. (A Symbol call
+            # outside hybridize() only builds a graph: there is nothing to update.)
+            frame = _trace.current()
+            if frame is not None:
+                frame.aux_updates.append((param, running * keep + batch * (1 - keep)))
             return
         with autograd.pause():
             param.set_data(running * keep + batch * (1 - keep))
