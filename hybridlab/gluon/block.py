@@ -50,17 +50,22 @@ class _BlockScope:
 
     @staticmethod
     def create(prefix: str | None, params: ParameterDict | None, hint: str) -> tuple:
+        """``(prefix, params)`` of a new block. ``params=other.params`` shares: the new
+        dict takes ``other``'s prefix, so ``get('weight')`` finds ``other``'s weight."""
         parent = getattr(_BlockScope._current, "value", None)
         if parent is None:
             if prefix is None:  # a top-level block: one global counter per class name
                 prefix = _name.NameManager.current.get(None, hint) + "_"
-            return prefix, ParameterDict(prefix, params)
-        if prefix is None:
-            count = parent._counter.get(hint, 0)
-            parent._counter[hint] = count + 1
-            prefix = f"{hint}{count}_"
-        full = parent._block.prefix + prefix
-        return full, ParameterDict(full, params or parent._block.params._shared)
+            full, owner = prefix, None
+        else:
+            if prefix is None:
+                count = parent._counter.get(hint, 0)
+                parent._counter[hint] = count + 1
+                prefix = f"{hint}{count}_"
+            full, owner = parent._block.prefix + prefix, parent._block.params
+        if params is not None:
+            return full, ParameterDict(params.prefix, params)
+        return full, ParameterDict(full, owner._shared if owner is not None else None)
 
     def __enter__(self) -> _BlockScope:
         self._old = getattr(_BlockScope._current, "value", None)

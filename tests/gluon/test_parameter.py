@@ -112,3 +112,35 @@ def test_set_data_and_var():
     assert param.var().name == "w"
     with pytest.raises(ValueError, match="shape"):
         param.set_data(nd.ones((3, 2)))
+
+
+@pytest.mark.parametrize("hybrid", [False, True])
+def test_params_argument_shares_parameters_and_their_gradients_add_up(hybrid):
+    net = nn.HybridSequential()
+    with net.name_scope():
+        first = nn.Dense(2, in_units=2)
+        second = nn.Dense(2, in_units=2, params=first.params)
+        net.add(first, second)
+    assert second.weight is first.weight and second.bias is first.bias
+    assert list(net.collect_params()) == ["hybridsequential0_dense0_weight",
+                                          "hybridsequential0_dense0_bias"]
+    net.initialize(mx.init.Xavier())
+    if hybrid:
+        net.hybridize()
+    x = nd.array([[1.0, -2.0], [0.5, 3.0]])
+    with autograd.record():
+        net(x).sum().backward()
+    # the same computation by hand, with one weight used twice
+    weight, bias = first.weight.data().copy(), first.bias.data().copy()
+    weight.attach_grad()
+    with autograd.record():
+        hidden = nd.dot(x, weight, transpose_b=True) + bias
+        (nd.dot(hidden, weight, transpose_b=True) + bias).sum().backward()
+    np.testing.assert_allclose(first.weight.grad().asnumpy(), weight.grad.asnumpy(),
+                               rtol=1e-5)
+
+
+def test_params_argument_at_top_level_shares_too():
+    first = nn.Dense(3, in_units=2)
+    second = nn.Dense(3, in_units=2, params=first.params)
+    assert second.weight is first.weight and second.prefix == "dense1_"
