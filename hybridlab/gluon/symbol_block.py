@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from hybridlab import ndarray, symbol
+from hybridlab.errors import DeferredInitializationError
 from hybridlab.gluon.block import HybridBlock, _Program
 from hybridlab.gluon.parameter import ParameterDict
 
@@ -33,6 +34,7 @@ class SymbolBlock(HybridBlock):
 
     def __init__(self, outputs: Any, inputs: Any, params: ParameterDict | None = None) -> None:
         super().__init__(prefix="", params=None)
+        self._params = ParameterDict("", params)  # get() finds the given Parameter objects
         self._outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
         graph = self._outputs[0] if len(self._outputs) == 1 else symbol.Group(self._outputs)
         inputs = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
@@ -40,10 +42,9 @@ class SymbolBlock(HybridBlock):
         aux = set(graph.list_auxiliary_states())
         for name in graph.list_inputs():
             if name not in self._input_names:
-                param = self.params.get(name, grad_req="null" if name in aux else "write",
-                                        differentiable=name not in aux)
-                if params is not None and name in params:
-                    param.set_data(params[name].data())
+                self.params.get(name, grad_req="null" if name in aux else "write",
+                                differentiable=name not in aux)
+        self._reg_params = dict(self.params)  # save_parameters keys: the graph's names
         self._graph, self._active = graph, True
 
     @staticmethod
@@ -65,7 +66,24 @@ class SymbolBlock(HybridBlock):
             self.params[name].set_data(value)
 
     def _trace(self, args: tuple) -> _Program:
+        self._finish_deferred_init(*args)
         return self._compile(self._outputs, self._input_names, [], len(self._outputs) > 1)
+
+    def infer_shape(self, *args: Any) -> None:
+        """Size deferred parameters (shared with a block not run yet) from the graph."""
+        given = {name: arg.shape for name, arg in zip(self._input_names, args)}
+        arg_shapes, _, aux_shapes = self._graph.infer_shape_partial(**given)
+        names = self._graph.list_arguments() + self._graph.list_auxiliary_states()
+        for name, shape in zip(names, arg_shapes + aux_shapes):
+            if name in self.params and shape is not None:
+                self.params[name].shape = shape
+        unknown = [p.name for p in self.params.values()
+                   if p._deferred is not None and not p._shape_known()]
+        if unknown:
+            raise DeferredInitializationError(
+                f"SymbolBlock: the shapes of {unknown} cannot be inferred from the graph. "
+                f"Fix: run the block the graph came from once (net(x)) before calling this "
+                f"one, or give those layers their input size (in_units=/in_channels=)")
 
     def _trace_call(self, *args: Any) -> Any:
         """Symbol inputs: substitute them for the graph's input variables (composition)."""

@@ -257,3 +257,41 @@ def test_tuple_outputs_and_their_gradients():
     assert isinstance(net(x), tuple)
     for got, want in zip(grads(net), expected):
         np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_symbol_block_shares_the_parameter_objects():
+    net = build(["dense_relu"])
+    data = mx.sym.var("data")
+    block = gluon.SymbolBlock(net(data), data, net.collect_params())
+    for name, param in net.collect_params().items():
+        assert block.collect_params()[name] is param
+    x = nd.random.normal(shape=(2, 3))
+    before = block(x).asnumpy()
+    net[0].weight.set_data(net[0].weight.data() * 2)  # a later update to the source net
+    after = block(x).asnumpy()
+    np.testing.assert_allclose(after, net(x).asnumpy(), rtol=1e-5, atol=1e-6)
+    assert not np.allclose(after, before)
+
+
+def test_symbol_block_sizes_parameters_the_source_net_has_not_sized_yet():
+    net = build(["dense_relu", "dense"])  # deferred: no forward pass yet
+    data = mx.sym.var("data")
+    block = gluon.SymbolBlock(net(data), data, net.collect_params())
+    x = nd.random.normal(shape=(2, 3))
+    out = block(x).asnumpy()
+    assert net[0].weight.shape == (4, 3)  # the same Parameter, now sized and drawn
+    np.testing.assert_allclose(out, net(x).asnumpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_symbol_block_says_when_the_graph_cannot_size_a_parameter():
+    net = nn.HybridSequential()
+    net.add(nn.Dense(4), nn.BatchNorm(), nn.Dense(2))
+    net.initialize()
+    data = mx.sym.var("data")
+    block = gluon.SymbolBlock(net(data), data, net.collect_params())
+    with pytest.raises(mx.errors.DeferredInitializationError,
+                       match=r"batchnorm0_gamma.*run the block the graph came from once"):
+        block(nd.ones((2, 3)))
+    net(nd.ones((2, 3)))  # the fix
+    np.testing.assert_allclose(block(nd.ones((2, 3))).asnumpy(), net(nd.ones((2, 3))).asnumpy(),
+                               rtol=1e-5, atol=1e-6)
