@@ -39,6 +39,7 @@ class SymbolBlock(HybridBlock):
         graph = self._outputs[0] if len(self._outputs) == 1 else symbol.Group(self._outputs)
         inputs = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
         self._input_names = [i.name for i in inputs]
+        _check_inputs(self._input_names, graph.list_inputs(), params, "the graph")
         aux = set(graph.list_auxiliary_states())
         for name in graph.list_inputs():
             if name not in self._input_names:
@@ -52,18 +53,28 @@ class SymbolBlock(HybridBlock):
                 ctx: Any = None) -> SymbolBlock:
         """Load ``export()``'s files: validated JSON graph, pickle-free parameters."""
         names = [input_names] if isinstance(input_names, str) else list(input_names)
-        block = SymbolBlock(symbol.load(symbol_file), [symbol.var(n) for n in names])
+        graph = symbol.load(symbol_file)
+        saved = {} if param_file is None else ndarray.load(param_file)
+        stored = {key.partition(":")[2] for key in saved}
+        _check_inputs(names, graph.list_inputs(), stored, symbol_file)
+        block = SymbolBlock(graph, [symbol.var(n) for n in names])
         if param_file is not None:
-            block._load_exported(param_file)
+            block._load_exported(param_file, saved)
         return block
 
-    def _load_exported(self, param_file: str) -> None:
-        for key, value in ndarray.load(param_file).items():
+    def _load_exported(self, param_file: str, saved: dict) -> None:
+        for key, value in saved.items():
             kind, _, name = key.partition(":")
             if kind not in ("arg", "aux") or name not in self.params:
                 raise ValueError(f"{param_file}: unexpected entry {key!r}; an exported "
                                  f"file has keys arg:<name> / aux:<name> of the graph")
             self.params[name].set_data(value)
+        missing = [name for name, param in self.params.items() if param._data is None]
+        if missing:
+            raise ValueError(f"{param_file} has no values for {missing}, which are neither "
+                             f"inputs ({self._input_names}) nor saved parameters. Fix: load "
+                             f"the .params file written by the same export(), or add them "
+                             f"to input_names if they are data")
 
     def _trace(self, args: tuple) -> _Program:
         self._finish_deferred_init(*args)
@@ -99,3 +110,13 @@ class SymbolBlock(HybridBlock):
 
     def hybridize(self, active: bool = True, **kwargs: Any) -> None:
         super().hybridize(True, **kwargs)  # a SymbolBlock has no imperative form
+
+
+def _check_inputs(names: list[str], variables: list[str], params: Any, where: str) -> None:
+    """Every input name must be a variable of the graph; suggest the ones with no value."""
+    unknown = [name for name in names if name not in variables]
+    if unknown:
+        free = [v for v in variables if params is None or v not in params]
+        raise ValueError(f"input name(s) {unknown} are not variables of {where}. Its variables "
+                         f"that are not parameters are {free}: pass those as input_names "
+                         f"(hybridized blocks name their inputs data, or data0, data1, ...)")

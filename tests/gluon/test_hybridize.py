@@ -295,3 +295,30 @@ def test_symbol_block_says_when_the_graph_cannot_size_a_parameter():
     net(nd.ones((2, 3)))  # the fix
     np.testing.assert_allclose(block(nd.ones((2, 3))).asnumpy(), net(nd.ones((2, 3))).asnumpy(),
                                rtol=1e-5, atol=1e-6)
+
+
+def exported_mlp(tmp_path):
+    net = build(["dense_relu"])
+    net.hybridize()
+    net(nd.ones((1, 3)))
+    path = str(tmp_path / "mlp")
+    net.export(path)
+    return path + "-symbol.json", path + "-0000.params"
+
+
+def test_imports_with_a_wrong_input_name_names_the_real_one(tmp_path):
+    symbol_file, param_file = exported_mlp(tmp_path)
+    with pytest.raises(ValueError, match=r"\['x'\] are not variables of .*mlp-symbol.json. "
+                                         r"Its variables that are not parameters are \['data'\]"):
+        gluon.SymbolBlock.imports(symbol_file, ["x"], param_file)
+    with pytest.raises(ValueError, match=r"\['x'\] are not variables of the graph"):
+        gluon.SymbolBlock(mx.sym.load(symbol_file), mx.sym.var("x"))
+
+
+def test_imports_lists_the_arguments_the_params_file_lacks(tmp_path):
+    symbol_file, param_file = exported_mlp(tmp_path)
+    arrays = nd.load(param_file)
+    del arrays["arg:dense1_bias"]
+    nd.save(param_file, arrays)
+    with pytest.raises(ValueError, match=r"no values for \['dense1_bias'\]"):
+        gluon.SymbolBlock.imports(symbol_file, ["data"], param_file)
