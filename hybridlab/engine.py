@@ -199,6 +199,8 @@ class Engine:
         self._callbacks: list[Callback] = []
         self._pretask: tuple = ()
         self._posttask: tuple = ()
+        self._hook_error: tuple | None = None  # the first hook that raised, not yet reported
+        self._hook_errors = 0  # how many hook calls raised since the last report
         self.trace: collections.deque[TaskRecord] = collections.deque(maxlen=100_000)
         self._recorder = Callback(posttask=lambda task: self.trace.append(task.record))
 
@@ -266,27 +268,61 @@ class Engine:
         raise NotImplementedError
 
     def _run(self, task: Task, worker: int) -> None:
-        """Run one ready task (unless it must be skipped), then finish it."""
+        """Run one ready task (unless it must be skipped), then finish it, whatever happens:
+        an unfinished task would hang every later wait."""
         self._inherit_failure(task)  # every source has finished by now
-        if task.failure is None:
-            task.state = "running"
-            for hook in self._pretask:
-                hook(task, worker)
-            start = perf_counter()
-            try:
-                task.fn()
-            except Exception as exc:  # stored, raised later at a sync point
-                task.error, task.failure = exc, task
-            except BaseException as exc:  # Ctrl-C while this thread ran it: finish, stop
-                task.error, task.failure, task.reported_at = exc, task, next(_task_numbers)
-                self._finish(task)  # or every later wait would hang on this op
-                raise
-            if self._posttask or self._keep_history:
-                names = (tuple(map(str, task.reads)), tuple(map(str, task.writes)))
-                task.record = TaskRecord(task.name, worker, start, perf_counter(), *names)
-            for hook in self._posttask:
-                hook(task)
-        self._finish(task)
+        try:
+            if task.failure is None:
+                self._execute(task, worker)
+        finally:
+            self._finish(task)
+
+    def _execute(self, task: Task, worker: int) -> None:
+        task.state = "running"
+        for hook in self._pretask:
+            self._call_hook("pretask", hook, task, worker)
+        start = perf_counter()
+        try:
+            task.fn()
+        except Exception as exc:  # stored, raised later at a sync point
+            task.error, task.failure = exc, task
+        except BaseException as exc:  # Ctrl-C while this thread ran it: stop (once finished)
+            task.error, task.failure, task.reported_at = exc, task, next(_task_numbers)
+            raise
+        if self._posttask or self._keep_history:
+            names = (tuple(map(str, task.reads)), tuple(map(str, task.writes)))
+            task.record = TaskRecord(task.name, worker, start, perf_counter(), *names)
+        for hook in self._posttask:
+            self._call_hook("posttask", hook, task)
+
+    def _call_hook(self, kind: str, hook: Callable, task: Task, *args: Any) -> None:
+        """Call a callback's hook; a hook that raises must not kill the worker thread.
+
+        Its error is kept (the first one, and a count) and raised at the next sync point;
+        the op itself is not affected.
+        """
+        try:
+            hook(task, *args)
+        except Exception as exc:
+            with self._lock:
+                if self._hook_error is None:
+                    self._hook_error = (kind, hook, task.name, exc)
+                self._hook_errors += 1
+
+    def _raise_hook_error(self) -> None:
+        with self._lock:
+            if self._hook_error is None:
+                return
+            (kind, hook, op_name, exc), more = self._hook_error, self._hook_errors - 1
+            self._hook_error, self._hook_errors = None, 0
+        code = getattr(hook, "__code__", None)
+        where = f" ({code.co_filename}:{code.co_firstlineno})" if code else ""
+        raise MXNetError(
+            f"the {kind} hook {getattr(hook, '__qualname__', hook)!s}{where} of an engine "
+            f"Callback raised {type(exc).__name__}: {exc} (operator '{op_name}'"
+            f"{f', and {more} more hook error(s)' if more else ''}); the operators ran "
+            f"normally. Fix the hook, or remove its Callback with engine.remove_callback(...)."
+        ) from exc
 
     def _finish(self, task: Task) -> None:
         with self._lock:
@@ -328,27 +364,33 @@ class Engine:
         Raises MXNetError (once) if one of them failed or was skipped because of a failure.
         """
         task = var._writer
-        if task is None:
-            return
-        self._wait_task(task)
-        with self._lock:
-            failed = task.failure
-            if failed is None or failed.reported_at != _NEVER:
-                return
-            failed.reported_at = next(_task_numbers)
-        raise _op_error(failed, task) from failed.error
+        if task is not None:
+            self._wait_task(task)
+            with self._lock:
+                failed = task.failure
+                report = failed is not None and failed.reported_at == _NEVER
+                if report:
+                    failed.reported_at = next(_task_numbers)
+            if report:
+                raise _op_error(failed, task) from failed.error
+        if self._hook_error is not None:
+            self._raise_hook_error()
 
     def wait_all(self) -> None:
-        """Block until every pushed op has finished; raise the earliest unreported failure."""
+        """Block until every pushed op has finished; raise the earliest unreported failure.
+
+        (Errors of callback hooks come after the ops' failures; see :meth:`_call_hook`.)
+        """
         self._wait_idle()
         with self._lock:
             unreported = sorted((t for t in self._failures if t.reported_at == _NEVER),
                                 key=lambda t: t.seq)
             self._failures = unreported[1:]
-            if not unreported:
-                return
-            failed = unreported[0]
-            failed.reported_at = next(_task_numbers)
+            if unreported:
+                failed = unreported[0]
+                failed.reported_at = next(_task_numbers)
+        if not unreported:
+            return self._raise_hook_error()  # then a broken callback's error, if any
         raise _op_error(failed, failed, more=len(unreported) - 1) from failed.error
 
     def add_callback(self, callback: Callback) -> None:
@@ -401,6 +443,8 @@ class NaiveEngine(Engine):
         if task.error is not None:
             task.reported_at = next(_task_numbers)
             raise _op_error(task, task) from task.error
+        if self._hook_error is not None:
+            self._raise_hook_error()
 
     def _submit(self, task: Task) -> None:
         self._run(task, 0)

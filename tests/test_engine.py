@@ -425,6 +425,36 @@ def test_callback_hooks_fire_in_order(engines):
     assert events == ["start", ("pre", "x"), ("post", "x"), "finish"]
 
 
+@pytest.mark.parametrize("make", [lambda: ThreadedEngine(2), lambda: ThreadedEngine(1),
+                                  NaiveEngine, StepEngine])
+@pytest.mark.parametrize("hook", ["pretask", "posttask"])
+def test_a_callback_that_raises_is_reported_and_the_engine_keeps_working(make, hook):
+    eng, out = make(), []
+
+    def broken(task, *worker):
+        raise ZeroDivisionError("hook bug")
+    callback = engine.Callback(**{hook: broken})
+    eng.add_callback(callback)
+    message = rf"(?s)the {hook} hook .*broken.*test_engine.py.*ZeroDivisionError: hook bug.*'op\d'"
+    with pytest.raises(MXNetError, match=message) as info:
+        for number in range(3):  # NaiveEngine raises at the first push, the others at the wait
+            eng.push(lambda number=number: out.append(number), [], [Var()], name=f"op{number}")
+        within(eng.wait_all)
+    assert isinstance(info.value.__cause__, ZeroDivisionError)
+    if isinstance(eng, NaiveEngine):
+        assert out == [0]
+    else:  # every op ran, and the message counts the other two hook errors
+        assert out == [0, 1, 2] and "and 2 more hook error(s)" in str(info.value)
+    within(eng.wait_all)  # reported once
+    eng.remove_callback(callback)
+    var = Var()
+    eng.push(lambda: out.append("after"), [], [var], name="after")  # the workers are alive
+    within(lambda: eng.wait_for_var(var))
+    within(eng.wait_all)
+    assert out[-1] == "after"
+    eng.close()
+
+
 # ----------------------------------------------------------------- engine selection
 
 
