@@ -58,7 +58,9 @@ to wait for a failed *reader* is not affected). The failure is raised once, as
 sync point that depends on it (``wait_for_var`` on a poisoned Var) or at ``wait_all``.
 Once reported, the failure is forgotten: ops pushed *after* the report treat the Var as
 healthy again (its buffer keeps whatever it held, as in MXNet). Deciding by push order
-keeps this deterministic. NaiveEngine raises at the push itself. Op functions must not
+keeps this deterministic. A buffer that no op ever filled has nothing to read, though:
+the front end asks :func:`reported_failure` and refuses to read it, naming the failed op,
+until an op overwrites it. NaiveEngine raises at the push itself. Op functions must not
 push or wait themselves.
 
 Traces: every executed op can be recorded as a :class:`TaskRecord` by callbacks
@@ -670,6 +672,17 @@ def push(fn: Callable[[], None], reads: Sequence[Var], writes: Sequence[Var],
 
 def wait_for_var(var: Var) -> None:
     current().wait_for_var(var)
+
+
+def reported_failure(var: Var) -> Task | None:
+    """The failed op behind the last write of ``var``, once its failure has been reported.
+
+    After the report the engine treats ``var`` as healthy again (see the rule), so it is
+    the front end's job to notice that the buffer was never filled: ndarray asks here.
+    """
+    writer = var._writer
+    failed = writer.failure if writer is not None else None
+    return failed if failed is not None and failed.reported_at != _NEVER else None
 
 
 def wait_all() -> None:

@@ -15,7 +15,10 @@ from the registry and goes through one function, :func:`_apply`::
 Invariants
 ----------
 * ``_data`` (a numpy array) is valid once the engine ran the op writing ``_var``;
-  ``shape``/``dtype`` are valid from the start.
+  ``shape``/``dtype`` are valid from the start. If that op failed, ``_data`` stays None:
+  the failure is raised once at a sync point (the engine's rule), and after that every
+  read of the array, or op using it, raises an MXNetError naming the failed op, until
+  an op overwrites the whole array (``x[:] = v``, ``out=x``).
 * NOTE [Immutable buffers]: a numpy buffer is never modified once an op stored it.
   In-place operations (``x += 1``, ``x[:] = v``, ``out=x``) compute a new buffer and
   rebind ``x._data``, in an engine op that reads *and* writes ``x._var``, so ops pushed
@@ -42,7 +45,13 @@ import numpy as np
 from hybridlab import autograd, engine
 from hybridlab import random as _seed_stream
 from hybridlab.context import Context, check_context, cpu
-from hybridlab.errors import ArrayFileError, InplaceGradError, NotScalarError, ShapeError
+from hybridlab.errors import (
+    ArrayFileError,
+    InplaceGradError,
+    MXNetError,
+    NotScalarError,
+    ShapeError,
+)
 from hybridlab.ops import registry
 from hybridlab.ops.registry import Aval, OpDef, RunContext
 
@@ -88,12 +97,18 @@ class NDArray:
     # --- sync points --------------------------------------------------------------------
     def wait_to_read(self) -> None:
         """Block until every pushed op writing this array has run."""
-        engine.current().wait_for_var(self._var)
+        self._values()
 
     def asnumpy(self) -> np.ndarray:
         """The values, as a new numpy array (waits for the engine)."""
-        engine.current().wait_for_var(self._var)
-        return self._data.copy()
+        return self._values().copy()
+
+    def _values(self) -> np.ndarray:
+        """Wait for the engine, then the buffer; raise if the op computing it failed."""
+        engine.current().wait_for_var(self._var)  # raises the failure the first time
+        if self._data is None:  # ... and this raises every later time
+            _raise_never_computed(self, engine.reported_failure(self._var))
+        return self._data
 
     def asscalar(self) -> Any:
         """The single value of a one-element array, as a numpy scalar."""
@@ -206,6 +221,9 @@ class NDArray:
                              f"shape {target_shape}") from None
         _check_inplace(self, [source])
         full = key == builtins.slice(None) if isinstance(key, builtins.slice) else False
+        for read in ([source] if full else [source, self]):  # x[:] = v heals a failed x
+            if read._data is None:
+                _check_computed(read)
 
         def write() -> None:
             new = np.empty(self.shape, self.dtype) if full else self._data.copy()
@@ -219,6 +237,29 @@ class NDArray:
 
     def __abs__(self) -> NDArray:
         return _apply(registry.get("abs"), [self], {})
+
+
+def _raise_never_computed(x: NDArray, failed: engine.Task | None) -> None:
+    what = f"this NDArray of shape {x.shape} has no values"
+    if failed is None:
+        raise MXNetError(f"{what}: no operator has written it yet")
+    filename, line = failed.origin
+    raise MXNetError(
+        f"{what}: operator '{failed.name}', which was to compute it, failed with "
+        f"{type(failed.error).__name__}: {failed.error}\n  pushed at {filename}:{line}\n"
+        f"  That failure was reported before; compute the array again, or overwrite it "
+        f"(x[:] = ...) before reading it.") from failed.error
+
+
+def _check_computed(x: NDArray) -> None:
+    """Refuse to push an op reading an array whose op failed (the failure was reported).
+
+    Only called when ``x._data`` is None. An unreported failure needs no check: the
+    engine skips the op and raises the failure at the next sync point (the rule).
+    """
+    failed = engine.reported_failure(x._var)
+    if failed is not None:
+        _raise_never_computed(x, failed)
 
 
 def _one_tuple(args: tuple) -> tuple:
@@ -299,6 +340,8 @@ def _apply(op: OpDef, inputs: list, attrs: dict, name: str | None = None, hint: 
     for x in inputs:
         if not isinstance(x, NDArray):
             _explain_bad_input(op, inputs, attrs)
+        if x._data is None:  # pending, or never computed because its op failed
+            _check_computed(x)
         key += (x.shape, x.dtype)
         reads.append(x._var)
     key += attrs.items()
@@ -405,6 +448,8 @@ def _check_inplace(target: NDArray, sources: list) -> None:
 
 def _assign(target: NDArray, source: NDArray) -> NDArray:
     """Make ``target`` hold ``source``'s values (an engine op; no autograd check)."""
+    if source._data is None:
+        _check_computed(source)
 
     def write() -> None:
         target._data = source._data.astype(target.dtype, copy=False)

@@ -205,6 +205,50 @@ def test_kernel_failures_surface_at_the_sync_point(step_engine):
         z.wait_to_read()
 
 
+def _broken(x):
+    """An op whose kernel always fails (its output array is never computed)."""
+    from hybridlab.ops.registry import Aval, Kind, OpDef
+
+    def failing(data):
+        raise FloatingPointError("boom")
+    op = OpDef("broken_kernel", failing, lambda a: [Aval(a.shape, a.dtype)], None,
+               Kind.ELEMENTWISE)
+    return nd._apply(op, [x], {})
+
+
+@pytest.mark.parametrize("engine_name", ["ThreadedEngine", "StepEngine"])
+def test_an_array_whose_op_failed_keeps_saying_why_it_has_no_values(engine_name):
+    with engine.engine_scope(engine_name):
+        b = _broken(nd.ones((2,)))
+        skipped = b * 2  # pushed before the failure is reported: skipped by the engine
+        with pytest.raises(MXNetError, match="operator 'broken_kernel' failed"):
+            b.asnumpy()  # the failure, reported once
+        never = r"(?s)shape \(2,\) has no values: operator 'broken_kernel'.*boom.*pushed at"
+        for use in (repr, np.asarray, nd.NDArray.asnumpy, nd.NDArray.wait_to_read,
+                    lambda x: x + 1, lambda x: nd.relu(x), lambda x: x.copyto(nd.zeros((2,))),
+                    lambda x: nd.ones((2,)).__setitem__(0, x[0]),
+                    lambda x: skipped.asnumpy()):  # b*2 was skipped: it names the root too
+            with pytest.raises(MXNetError, match=never) as info:
+                use(b)
+            assert isinstance(info.value.__cause__, FloatingPointError)
+        with pytest.raises(MXNetError, match=never):
+            b[0] = 1.0  # a partial write reads the rest of b
+        b[:] = 3.0  # a full overwrite heals it (the rule: after the report, b is healthy)
+        np.testing.assert_array_equal(b.asnumpy(), [3, 3])
+        np.testing.assert_array_equal((b + 1).asnumpy(), [4, 4])
+        nd.waitall()
+
+
+def test_a_failed_inplace_op_keeps_the_old_values(step_engine):
+    x, bad = nd.ones((2,)), _broken(nd.ones((2,)))
+    x += bad  # skipped: x keeps its buffer
+    with pytest.raises(MXNetError, match="'broken_kernel' failed"):
+        x.asnumpy()
+    np.testing.assert_array_equal(x.asnumpy(), [1, 1])  # as in MXNet: the old values
+    nd.relu(x, out=bad)  # out= overwrites the failed array: healthy again
+    np.testing.assert_array_equal(bad.asnumpy(), [1, 1])
+
+
 @st.composite
 def _shape_and_key(draw):
     shape = tuple(draw(st.lists(st.integers(1, 5), min_size=1, max_size=3)))
