@@ -187,8 +187,13 @@ class NDArray:
         autograd.mark_variables([self], [zeros], grad_req)
 
     def backward(self, out_grad: NDArray | None = None, retain_graph: bool = False,
-                 train_mode: bool = True) -> None:
-        autograd.backward([self], [out_grad], retain_graph, train_mode)
+                 train_mode: bool = True, *, head_grad: NDArray | None = None) -> None:
+        """Gradients of this array into every ``x.grad``; ``out_grad`` (MXNet's name) or
+        ``head_grad`` is the gradient flowing into it (ones by default)."""
+        if out_grad is not None and head_grad is not None:
+            raise TypeError("backward: give the head gradient once, as out_grad= or head_grad=")
+        grad = head_grad if out_grad is None else out_grad
+        autograd.backward([self], [grad], retain_graph, train_mode)
 
     # --- indexing -----------------------------------------------------------------------
     def __getitem__(self, key: Any) -> NDArray:

@@ -102,6 +102,14 @@ def test_head_gradient_and_multiple_heads():
     np.testing.assert_array_equal(x.grad.asnumpy(), [3.0, 30.0])
     autograd.backward([y, z], [None, nd.array([1.0, 1.0])])
     np.testing.assert_array_equal(x.grad.asnumpy(), [5.0, 7.0])
+    with autograd.record():
+        y = x * 3
+    y.backward(head_grad=nd.array([2.0, 0.0]), retain_graph=True)  # the spelling
+    np.testing.assert_array_equal(x.grad.asnumpy(), [6.0, 0.0])
+    y.backward(out_grad=nd.array([0.0, 1.0]), retain_graph=True)  # MXNet's spelling
+    np.testing.assert_array_equal(x.grad.asnumpy(), [0.0, 3.0])
+    with pytest.raises(TypeError, match="give the head gradient once"):
+        y.backward(nd.ones((2,)), head_grad=nd.ones((2,)))
 
 
 def test_autograd_grad_leaves_dot_grad_alone():
