@@ -149,6 +149,25 @@ class ArrayInTraceError(HybridizeError, TypeError):
     """
 
 
+class TraceOutputError(HybridizeError, TypeError):
+    """``hybrid_forward`` returned something that is not a Symbol while it was traced.
+
+    A compiled program can only return values it computed: the results of ``F.*``
+    operators. A Python number or list computed at trace time is not part of the graph.
+    Fix: return ``F.*`` results (one, or a tuple of them), e.g. ``F.ones_like(x) * 3.0``
+    for a constant.
+    """
+
+
+class BlockInputError(ValueError):
+    """A block was called with no input, or with something that is not an NDArray/Symbol.
+
+    ``net(x)`` computes when ``x`` is an NDArray and builds a graph when ``x`` is a
+    Symbol; a numpy array, a list or a mixture of the two kinds is neither. Fix:
+    ``net(nd.array(x))`` (MXNet raised ValueError here too).
+    """
+
+
 class GraphvizNotFoundError(RuntimeError):
     """A graph drawing was rendered but the graphviz ``dot`` program is missing.
 

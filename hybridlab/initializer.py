@@ -16,6 +16,7 @@ There is no guessing from name suffixes such as ``_weight``.
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any
 
 import numpy as np
@@ -32,11 +33,18 @@ class Initializer:
         return f"{type(self).__name__}({args})"
 
 
+def _number(value: Any, what: str, example: str) -> float:
+    """``value`` if it is a real number; a clear TypeError now rather than deep in numpy later."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{what} must be a number, got {value!r}; e.g. {example}")
+    return value
+
+
 class Uniform(Initializer):
     """Values drawn uniformly from ``[-scale, scale]`` (MXNet's default, scale 0.07)."""
 
     def __init__(self, scale: float = 0.07) -> None:
-        self.scale = scale
+        self.scale = _number(scale, "mx.init.Uniform(scale)", "mx.init.Uniform(0.07)")
 
     def __call__(self, shape: tuple[int, ...], dtype: Any = "float32") -> Any:
         from hybridlab import nd
@@ -47,7 +55,7 @@ class Normal(Initializer):
     """Values drawn from a normal distribution with mean 0 and standard deviation ``sigma``."""
 
     def __init__(self, sigma: float = 0.01) -> None:
-        self.sigma = sigma
+        self.sigma = _number(sigma, "mx.init.Normal(sigma)", "mx.init.Normal(0.01)")
 
     def __call__(self, shape: tuple[int, ...], dtype: Any = "float32") -> Any:
         from hybridlab import nd
@@ -66,7 +74,8 @@ class Xavier(Initializer):
         if rnd_type not in ("uniform", "gaussian") or factor_type not in ("avg", "in", "out"):
             raise ValueError("Xavier: rnd_type is 'uniform' or 'gaussian', factor_type is "
                              f"'avg', 'in' or 'out'; got {rnd_type!r}, {factor_type!r}")
-        self.rnd_type, self.factor_type, self.magnitude = rnd_type, factor_type, magnitude
+        self.rnd_type, self.factor_type = rnd_type, factor_type
+        self.magnitude = _number(magnitude, "mx.init.Xavier(magnitude)", "magnitude=3")
 
     def __call__(self, shape: tuple[int, ...], dtype: Any = "float32") -> Any:
         from hybridlab import nd
@@ -85,7 +94,7 @@ class Constant(Initializer):
     """Every element equal to ``value``."""
 
     def __init__(self, value: float) -> None:
-        self.value = value
+        self.value = _number(value, "mx.init.Constant(value)", "mx.init.Constant(0.5)")
 
     def __call__(self, shape: tuple[int, ...], dtype: Any = "float32") -> Any:
         from hybridlab import nd

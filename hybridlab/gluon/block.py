@@ -32,7 +32,12 @@ from typing import Any
 
 from hybridlab import autograd, ndarray, symbol
 from hybridlab import name as _name
-from hybridlab.errors import DeferredInitializationError, NonHybridChildError
+from hybridlab.errors import (
+    BlockInputError,
+    DeferredInitializationError,
+    NonHybridChildError,
+    TraceOutputError,
+)
 from hybridlab.gluon import _trace
 from hybridlab.gluon.parameter import Parameter, ParameterDict
 
@@ -93,11 +98,17 @@ class Block:
         return type(self).__name__.lower()
 
     def __setattr__(self, name: str, value: Any) -> None:
-        """Attributes that are Blocks or Parameters are registered (as MXNet does)."""
+        """Attributes that are Blocks or Parameters are registered (as MXNet does).
+
+        A Parameter made directly (``self.w = gluon.Parameter('w', shape=(2,))``) rather
+        than by ``self.params.get`` joins ``self.params`` too, so that ``initialize()``,
+        ``collect_params()`` and the compiled program all see it.
+        """
         if isinstance(value, Block):
             self.register_child(value, name)
         elif isinstance(value, Parameter):
             self._reg_params[name] = value
+            self._params.update({value.name: value})
         super().__setattr__(name, value)
 
     def __repr__(self) -> str:
@@ -165,7 +176,7 @@ class Block:
 
     def hybridize(self, active: bool = True, **flags: Any) -> None:
         """A plain Block cannot be compiled; it hybridizes its hybridizable children."""
-        _check_flags(flags)
+        _check_flags(active, flags)
         for child in self._children.values():
             child.hybridize(active, **flags)
 
@@ -176,13 +187,34 @@ class Block:
         raise NotImplementedError(f"{type(self).__name__} must define forward(self, x)")
 
 
-def _check_flags(flags: dict[str, Any]) -> None:
+def _check_flags(active: Any, flags: dict[str, Any]) -> None:
     for key in flags:
         if key not in ("static_alloc", "static_shape"):
             close = difflib.get_close_matches(key, ["static_alloc", "static_shape"], n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise TypeError(f"hybridize() got an unknown keyword {key!r}{hint} "
                             f"(it takes active, static_alloc and static_shape)")
+    for key, value in [("active", active), *flags.items()]:
+        if not isinstance(value, bool):  # the strings "no" and "False" are true in Python
+            raise TypeError(f"hybridize(): {key} must be True or False, got {value!r}")
+
+
+def _are_symbols(block: Block, args: tuple) -> bool:
+    """True for Symbol inputs, False for NDArrays; anything else is a clear error."""
+    if args:
+        wanted = symbol.Symbol if isinstance(args[0], symbol.Symbol) else ndarray.NDArray
+        for arg in args:
+            if not isinstance(arg, wanted):
+                break
+        else:
+            return wanted is symbol.Symbol
+    kinds = ", ".join(type(arg).__name__ for arg in args) or "no input"
+    fix = ("pass the input: net(x)" if not args else
+           "give all NDArrays (to compute) or all Symbols (to build a graph)"
+           if all(isinstance(a, (symbol.Symbol, ndarray.NDArray)) for a in args) else
+           "convert it first, e.g. net(nd.array(x))")
+    raise BlockInputError(f"{type(block).__name__} {block.name!r} was called with ({kinds}); "
+                          f"a block takes NDArrays or Symbols. Fix: {fix}")
 
 
 class HybridBlock(Block):
@@ -211,7 +243,7 @@ class HybridBlock(Block):
         ``static_shape=True`` also compiles one program per input shape, so traced
         Symbols know their shapes.
         """
-        _check_flags(flags)
+        _check_flags(active, flags)
         self._active = bool(active)
         self._flags = {"static_alloc": False, "static_shape": False, **flags}
         self._programs.clear()
@@ -222,7 +254,7 @@ class HybridBlock(Block):
         return self._report
 
     def __call__(self, *args: Any) -> Any:
-        if isinstance(args[0], symbol.Symbol):
+        if _are_symbols(self, args):
             return self._trace_call(*args)
         if self._active and _trace.current() is None:
             return self._call_compiled(*args)
@@ -278,6 +310,13 @@ class HybridBlock(Block):
         with _trace.tracing(frame):
             out = self._trace_call(*inputs)
         outputs = list(out) if isinstance(out, (list, tuple)) else [out]
+        for value in outputs:
+            if not isinstance(value, symbol.Symbol):
+                raise TraceOutputError(
+                    f"in block {self.name!r}: {type(self).__name__}.hybrid_forward returned "
+                    f"{type(value).__name__} {value!r} while traced; a compiled program "
+                    f"returns only F.* results. Fix: return Symbols computed with F.* (one, or "
+                    f"a tuple), e.g. F.ones_like(x) * 3.0 for a constant")
         if frame.report and str(frame.report) != str(self._report):  # each new finding once
             warnings.warn(str(frame.report), stacklevel=4)
         self._report = frame.report

@@ -64,6 +64,10 @@ class DataLoader:
         if last_batch not in ("keep", "discard", "rollover"):
             raise ValueError(f"last_batch must be 'keep', 'discard' or 'rollover', "
                              f"got {last_batch!r}")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) \
+                or batch_size < 1:
+            raise ValueError(f"DataLoader: batch_size must be a positive integer, got "
+                             f"{batch_size!r} (the number of samples per batch, e.g. 32)")
         self._dataset, self._batch_size = dataset, int(batch_size)
         self._shuffle, self._keep_last = shuffle, last_batch == "keep"
 

@@ -18,6 +18,7 @@ Adam:  ``m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g*g;  w -= lr_t * m / (sqrt(v) 
 
 from __future__ import annotations
 
+import numbers
 from typing import Any, Callable
 
 import numpy as np
@@ -45,6 +46,8 @@ class Trainer:
         if unknown:
             raise ValueError(f"{name}: unknown optimizer parameter(s) {sorted(unknown)}; "
                              f"known: {sorted(_DEFAULTS[name])}")
+        for key, value in given.items():
+            _check_number(f"{name} {key}", value)
         self._optimizer = name
         self._hyper = {**_DEFAULTS[name], **given}
         values = params.values() if isinstance(params, (ParameterDict, dict)) else params
@@ -57,10 +60,13 @@ class Trainer:
         return self._hyper["learning_rate"]
 
     def set_learning_rate(self, lr: float) -> None:
-        self._hyper["learning_rate"] = lr
+        self._hyper["learning_rate"] = _check_number("learning_rate", lr)
 
     def step(self, batch_size: int, ignore_stale_grad: bool = False) -> None:
         """One update of every parameter, with gradients scaled by ``1/batch_size``."""
+        if _check_number("step(batch_size)", batch_size) <= 0:
+            raise ValueError(f"step(batch_size): the number of samples the gradients were "
+                             f"summed over must be positive, got {batch_size!r}")
         self._steps += 1
         rescale = self._hyper.get("rescale_grad", 1.0) / batch_size
         hyper = {**self._hyper, "rescale": rescale, "t": self._steps}
@@ -76,6 +82,15 @@ class Trainer:
     def zero_grad(self) -> None:
         for param in self._params:
             param.zero_grad()
+
+
+def _check_number(what: str, value: Any) -> Any:
+    """A hyperparameter must be a real number, checked now: the update runs later, in the
+    engine, where a string would fail far from the line that gave it."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"Trainer: {what} must be a number, got {value!r} "
+                        f"({type(value).__name__}); e.g. {{'learning_rate': 0.1}}")
+    return value
 
 
 def _bind(optimizer: str, weight: Any, grad: Any, states: list, hyper: dict) -> Callable:

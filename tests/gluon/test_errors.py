@@ -1,8 +1,10 @@
 """Every teaching error: its class, its built-in base, and a message with what/where/fix."""
 
+import numpy as np
 import pytest
 
-from hybridlab import errors, nd
+import hybridlab as mx
+from hybridlab import errors, gluon, nd
 from hybridlab.gluon import nn
 
 
@@ -139,3 +141,89 @@ def test_deferred_parameter_error_says_how_to_fix():
     net.initialize()
     with pytest.raises(errors.DeferredInitializationError, match="run one forward pass"):
         net.weight.data()
+
+
+# -- bad input: a clear error at the call, not a crash deep inside -----------------------
+
+
+@pytest.mark.parametrize("result", [3.0, [1, 2]], ids=["number", "list"])
+def test_hybrid_forward_returning_a_python_value(result):
+    with pytest.raises(errors.TraceOutputError, match=r"in block 'body0': Body.hybrid_forward "
+                                                      r"returned .* F.ones_like\(x\) \* 3.0"):
+        run(lambda F, x: result if isinstance(result, float) else [x, *result])
+
+
+@pytest.mark.parametrize("hybrid", [False, True])
+@pytest.mark.parametrize("args, kinds, fix", [
+    ((np.ones((2, 3), "float32"),), r"\(ndarray\)", r"net\(nd.array\(x\)\)"),
+    (([[1.0, 2.0, 3.0]],), r"\(list\)", r"net\(nd.array\(x\)\)"),
+    ((), r"\(no input\)", r"pass the input: net\(x\)"),
+    ((nd.ones((2, 3)), mx.sym.var("label")), r"\(NDArray, Symbol\)", "all NDArrays"),
+], ids=["numpy", "list", "nothing", "mixed"])
+def test_calling_a_block_with_something_else_than_arrays(hybrid, args, kinds, fix):
+    net = nn.HybridSequential()
+    net.add(nn.Dense(2))
+    net.initialize()
+    net.hybridize(hybrid)
+    with pytest.raises(ValueError, match=rf"'hybridsequential0' was called with {kinds}.*{fix}"):
+        net(*args)
+    with pytest.raises(errors.BlockInputError):
+        net(*args)
+
+
+def test_a_parameter_assigned_as_an_attribute_is_registered():
+    class Scaled(nn.HybridBlock):
+        def __init__(self):
+            super().__init__()
+            self.w = gluon.Parameter("w", shape=(3,))  # not made through self.params.get
+
+        def hybrid_forward(self, F, x, w):
+            return F.broadcast_mul(x, w)
+
+    net = Scaled()
+    assert list(net.collect_params()) == ["w"]
+    net.initialize(mx.init.Constant(2.0))
+    x = nd.ones((2, 3))
+    expected = net(x).asnumpy()
+    net.hybridize()
+    np.testing.assert_array_equal(net(x).asnumpy(), expected)
+    np.testing.assert_array_equal(expected, np.full((2, 3), 2.0))
+
+
+@pytest.mark.parametrize("flags", [{"active": "yes"}, {"static_alloc": "no"},
+                                   {"static_shape": 1}])
+def test_hybridize_flags_must_be_booleans(flags):
+    key, value = next(iter(flags.items()))
+    with pytest.raises(TypeError, match=f"{key} must be True or False, got {value!r}"):
+        nn.Dense(2).hybridize(**flags)
+
+
+def test_dataloader_batch_size_must_be_positive():
+    dataset = gluon.data.ArrayDataset(np.ones(4))
+    for bad in (0, -1, 2.5, "8"):
+        with pytest.raises(ValueError, match=f"batch_size must be a positive integer, "
+                                             f"got {bad!r}"):
+            gluon.data.DataLoader(dataset, batch_size=bad)
+
+
+@pytest.mark.parametrize("make, text", [
+    (lambda: mx.init.Uniform("a"), r"mx.init.Uniform\(scale\) must be a number, got 'a'"),
+    (lambda: mx.init.Normal(None), r"mx.init.Normal\(sigma\) must be a number, got None"),
+    (lambda: mx.init.Constant("1"), r"mx.init.Constant\(value\) must be a number"),
+    (lambda: mx.init.Xavier(magnitude="3"), r"mx.init.Xavier\(magnitude\) must be a number"),
+])
+def test_initializer_arguments_must_be_numbers(make, text):
+    with pytest.raises(TypeError, match=text):
+        make()
+
+
+def test_trainer_hyperparameters_must_be_numbers():
+    net = nn.Dense(2, in_units=2)
+    net.initialize()
+    with pytest.raises(TypeError, match=r"sgd learning_rate must be a number, got '0.1' \(str\)"):
+        gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": "0.1"})
+    trainer = gluon.Trainer(net.collect_params(), "adam")
+    with pytest.raises(TypeError, match="learning_rate must be a number, got None"):
+        trainer.set_learning_rate(None)
+    with pytest.raises(ValueError, match="must be positive, got 0"):
+        trainer.step(0)
