@@ -36,7 +36,9 @@ Invariants
 from __future__ import annotations
 
 import builtins
+import difflib
 import sys
+import types
 import zipfile
 from typing import Any, Callable, Iterator
 
@@ -527,6 +529,19 @@ def array(source_array: Any, ctx: Context | None = None, dtype: Any = None) -> N
 def empty(shape: Any, ctx: Context | None = None, dtype: Any = "float32") -> NDArray:
     """MXNet's uninitialised array; hybridlab fills it with zeros (numpy has no cost to save)."""
     return zeros(shape, ctx=ctx, dtype=dtype)  # noqa: F821 -- zeros comes from populate
+
+
+def __getattr__(name: str) -> Any:
+    """``nd.Relu`` or ``nd.sofmax``: an AttributeError that suggests the nearest names."""
+    if name.startswith("__"):  # Python's own probing (__path__, __wrapped__...): no hints
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    known = {n.lower(): n for n, value in globals().items()  # operators, functions, NDArray
+             if not n.startswith("_") and not isinstance(value, types.ModuleType)}
+    close = difflib.get_close_matches(name, known.values(), n=3) or [
+        known[n] for n in difflib.get_close_matches(name.lower(), known, n=3)]
+    hint = f"; did you mean {' or '.join(repr(n) for n in close)}?" if close else (
+        "; see dir(nd) for the operators hybridlab has")
+    raise AttributeError(f"hybridlab.nd has no operator or function {name!r}{hint}")
 
 
 def waitall() -> None:

@@ -96,6 +96,15 @@ def test_input_errors_name_the_op_and_argument():
         nd.relu(x, x, x)
 
 
+def test_unknown_names_suggest_the_nearest_operator():
+    for name, message in [("sofmax", "no operator or function 'sofmax'; did you mean 'softmax'"),
+                          ("FULLYCONNECTED", "did you mean 'FullyConnected'"),
+                          ("nonexistent", "'nonexistent'; see dir\\(nd\\)")]:
+        with pytest.raises(AttributeError, match=message):
+            getattr(nd, name)
+    assert not hasattr(nd, "__path__") and hasattr(nd, "softmax")
+
+
 def test_asscalar_and_asnumpy():
     assert nd.array([2.5]).asscalar() == np.float32(2.5)
     assert isinstance(nd.array([2.5]).asscalar(), np.float32)
