@@ -586,6 +586,8 @@ def load(fname: str) -> list[NDArray] | dict[str, NDArray]:
         if values.dtype.kind not in "biuf":
             raise ArrayFileError(f"nd.load({fname!r}): entry {key!r} has dtype {values.dtype}, "
                                  f"not a number type")
+        if values.ndim == 0:  # a numpy scalar (np.savez(f, lr=0.1)): NDArrays are never 0-d
+            entries[key] = values.reshape(1)
     if kind == "dict":
         return {key: from_numpy(values) for key, values in entries.items()}
     if kind != "list" or sorted(entries) != sorted(str(i) for i in range(len(entries))):

@@ -412,8 +412,10 @@ def test_save_load_round_trip(tmp_path):
     nd.save(fname, nd.ones((2,)))
     assert len(nd.load(fname)) == 1
     plain = tmp_path / "plain.npz"  # an npz written by numpy itself loads as a dict
-    np.savez(plain, w=np.ones((2, 2), np.float32))
-    assert nd.load(str(plain))["w"].shape == (2, 2)
+    np.savez(plain, w=np.ones((2, 2), np.float32), lr=np.float32(0.5))
+    loaded = nd.load(str(plain))
+    assert loaded["w"].shape == (2, 2)
+    assert loaded["lr"].shape == (1,) and repr(loaded["lr"]) == "\n[0.5]\n<NDArray 1 @cpu(0)>"
 
 
 def test_save_rejects_bad_data(tmp_path):
