@@ -228,3 +228,22 @@ def test_random_smooth_programs_match_central_differences(program, seed):
     rng = np.random.default_rng(seed)
     inputs = [rng.normal(size=(2, 3)) * 0.5, rng.normal(size=(1, 3)) * 0.5]
     _assert_grads_match_central_differences(run, inputs, rtol=1e-4)
+
+
+@pytest.mark.parametrize("module", ["engine", "autograd", "random", "ndarray"])
+def test_foundation_modules_import_nothing_above_them(module):
+    """ARCHITECTURE.md: no module imports one above it (graph, symbol, gluon, viz...)."""
+    import ast
+    import pathlib
+
+    import hybridlab
+
+    source = pathlib.Path(hybridlab.__file__).with_name(f"{module}.py").read_text()
+    imported = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            imported |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+        elif isinstance(node, ast.Import):
+            imported |= {a.name for a in node.names}
+    above = ("symbol", "graph", "gluon", "viz", "profiler", "contrib", "initializer")
+    assert not [m for m in imported if m.split(".")[:2] in [["hybridlab", a] for a in above]]
