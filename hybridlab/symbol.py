@@ -56,7 +56,7 @@ from hybridlab import errors
 from hybridlab import name as _name
 from hybridlab.graph import ir
 from hybridlab.graph.ir import Graph, Node, Value
-from hybridlab.ops import registry
+from hybridlab.ops import _infer, registry
 from hybridlab.ops.registry import Aval
 
 # NOTE: [Parameter inputs] An operator input with one of these names is a learnable
@@ -463,7 +463,7 @@ def _infer_call(node: Node, inputs: list[Aval | None]) -> list[Aval | None]:
     if any(a is None for a in inputs):
         return [None] * count
     if any(a.shape is None for a in inputs):  # dtype only: promote the inputs' dtypes
-        return [Aval(None, np.result_type(*(a.dtype for a in inputs)))] * count
+        return [Aval(None, _infer.promote(*(a.dtype for a in inputs)))] * count
     try:
         return list(node.opdef.infer(*inputs, **node.attr_dict))
     except (ValueError, IndexError, TypeError, ArithmeticError) as err:

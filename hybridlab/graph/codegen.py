@@ -279,7 +279,7 @@ class _Writer:
         owners = [name for v, name in zip(node.inputs, inputs)
                   if (id(v.node), v.index) in self.placed]
         # NOTE: [Only out= goes into the arena]: other kernels allocate their result anyway
-        target = self._view(node) if node.opdef.ufunc is not None and not node.attrs else None
+        target = self._view(node) if node.opdef.kernel_out is not None else None
         return [self._write(node, inputs, target, outs[0], owners)]
 
     def _call(self, node: Node, args: list[str]) -> str:
@@ -288,13 +288,13 @@ class _Writer:
     def _write(self, node: Node, args: list[str], target: str | None, out: str,
                owners: list[str]) -> str:
         """``out = node(args)``, written into ``target`` when there is one."""
-        ufunc = node.opdef.ufunc
+        kernel_out = node.opdef.kernel_out
         if target is None:
             call = self._call(node, args)
             return f"{out} = _fresh({call}, {', '.join(owners)})" if owners else f"{out} = {call}"
-        if ufunc is not None and not node.attrs:
-            return f"{out} = {self._bind(ufunc, 'np_' + ufunc.__name__)}({', '.join(args)}, " \
-                   f"out={target})"
+        if kernel_out is not None:
+            function = self._bind(kernel_out, node.opdef.name + "_out")
+            return f"{out} = {function}({self._args(node, [*args, f'out={target}'])})"
         return f"{out} = _into({target}, {self._call(node, args)})"
 
     def _view(self, node: Node) -> str | None:

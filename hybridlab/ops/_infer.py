@@ -1,4 +1,9 @@
-"""Shape and dtype rules shared by many operators (each rule is still named by its OpDef)."""
+"""Shape and dtype rules shared by many operators (each rule is still named by its OpDef).
+
+The dtype rules here are half of the kernel contract (ARCHITECTURE.md, registry): a
+kernel returns exactly the dtype its ``infer`` rule promises, so the imperative engine,
+the reference interpreter and generated code compute the same thing.
+"""
 
 from __future__ import annotations
 
@@ -13,8 +18,17 @@ def same_as_first(*avals: Aval, **attrs: object) -> list[Aval]:
     return [avals[0]]
 
 
+def promote(*dtypes: object) -> np.dtype:
+    """The result dtype of mixing ``dtypes``, MXNet's rule: integers meeting floats give
+    the float type (``int32 + float32 -> float32``; numpy would say float64); otherwise
+    numpy's promotion (``float16 + float32 -> float32``, ``int8 + int32 -> int32``)."""
+    kinds = [np.dtype(d) for d in dtypes]
+    floats = [d for d in kinds if d.kind == "f"]
+    return np.result_type(*(floats or kinds))
+
+
 def broadcast(*avals: Aval, op_name: str = "op", **attrs: object) -> list[Aval]:
-    """numpy broadcasting of all inputs; the dtype follows numpy's promotion rules."""
+    """numpy broadcasting of all inputs; the dtype is :func:`promote`'s."""
     try:
         shape = np.broadcast_shapes(*(a.shape for a in avals))
     except ValueError:
@@ -23,7 +37,7 @@ def broadcast(*avals: Aval, op_name: str = "op", **attrs: object) -> list[Aval]:
             f"{op_name}: shapes {shapes} cannot be broadcast together; trailing dimensions "
             f"must be equal or 1 (reshape or use broadcast_to / expand_dims first)"
         ) from None
-    return [Aval(tuple(shape), np.result_type(*(a.dtype for a in avals)))]
+    return [Aval(tuple(shape), promote(*(a.dtype for a in avals)))]
 
 
 def broadcast_to(aval: Aval, shape: tuple[int, ...], op_name: str) -> list[Aval]:

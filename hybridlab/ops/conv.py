@@ -26,6 +26,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from hybridlab.errors import ShapeError
+from hybridlab.ops._infer import promote
 from hybridlab.ops.registry import Attr, Aval, Kind, OpDef, register
 
 _GEOMETRY = {"kernel": Attr("shape"), "stride": Attr("shape", (1, 1)),
@@ -101,14 +102,14 @@ def _conv_infer(x: Aval, w: Aval, b: Aval | None = None, **attrs) -> list[Aval]:
     check_pairs("Convolution", stride=attrs["stride"], pad=attrs["pad"], dilate=attrs["dilate"])
     sizes = [out_size("Convolution", x.shape[2 + i], (kernel[i] - 1) * attrs["dilate"][i] + 1,
                        attrs["stride"][i], attrs["pad"][i]) for i in (0, 1)]
-    return [Aval((x.shape[0], num_filter, *sizes), np.result_type(x.dtype, w.dtype))]
+    return [Aval((x.shape[0], num_filter, *sizes), promote(x.dtype, w.dtype))]
 
 
 def _convolution(x, w, b=None, *, kernel, stride, dilate, pad, **unused):
     cols = _windows(pad_image(x, pad), kernel, stride, dilate)
     out = np.tensordot(cols, w, axes=([1, 4, 5], [1, 2, 3])).transpose(0, 3, 1, 2)
     out = out if b is None else out + b.reshape(1, -1, 1, 1)
-    return np.ascontiguousarray(out, dtype=np.result_type(x, w))
+    return np.ascontiguousarray(out, dtype=promote(x.dtype, w.dtype))
 
 
 def _conv_data_grad(g, w, x, *, kernel, stride, dilate, pad, **unused):

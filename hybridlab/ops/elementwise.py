@@ -14,8 +14,10 @@ Invariants
   hybridlab broadcasts everywhere). The gradient of an input that was broadcast is
   summed back to its shape with ``sum_like`` -- the one place broadcasting shows up in
   backward.
-* Kernels keep the input dtype: ``float32 + 2.5`` stays ``float32``; comparisons return
-  0/1 in the input's dtype (as MXNet does), never ``bool``.
+* Kernels return exactly the dtype ``infer`` promises (the registry's kernel contract):
+  ``float32 + 2.5`` stays ``float32``, ``sqrt`` of int32 is int32 (truncated, as in
+  MXNet), ``int32 + float32`` is float32 (:func:`_infer.promote`), comparisons return
+  0/1 in the inputs' dtype (as MXNet does), never ``bool``.
 * ``ufunc`` is set only where calling the numpy ufunc *is* the kernel, so fused code may
   call it with ``out=``.
 * An op whose gradient is zero almost everywhere (comparisons, ``sign``, ``floor``)
@@ -29,7 +31,7 @@ from numbers import Number
 import numpy as np
 
 from hybridlab.errors import ShapeError
-from hybridlab.ops import _infer
+from hybridlab.ops import _infer, registry
 from hybridlab.ops.registry import Attr, Aval, Kind, OpDef, composite, register
 
 
@@ -39,19 +41,30 @@ def _sum_back(F, grads, inputs):
 
 
 def _keep_dtype(fn):
-    """``fn(a, b)`` cast to the promoted dtype of the inputs (``int / int`` stays int)."""
+    """``fn(a, b)`` in the promoted dtype of the inputs (``int / int`` stays int)."""
     def kernel(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
-        return fn(lhs, rhs).astype(np.result_type(lhs, rhs), copy=False)
+        result = fn(lhs, rhs)
+        dtype = lhs.dtype if lhs.dtype == rhs.dtype else _infer.promote(lhs.dtype, rhs.dtype)
+        return result if result.dtype == dtype else result.astype(dtype)
     return kernel
 
 
-def _binary(name, fn, grad, aliases=(), doc="", ufunc=None) -> OpDef:
+def _same_dtype(fn):
+    """``fn(x)`` in x's dtype: ``sqrt`` of int32 is int32, as in MXNet (numpy gives float64)."""
+    def kernel(x: np.ndarray) -> np.ndarray:
+        result = fn(x)
+        return result if result.dtype == x.dtype else result.astype(x.dtype)
+    return kernel
+
+
+def _binary(name, fn, grad, aliases=(), doc="", ufunc=None, kernel_out=None) -> OpDef:
     def infer(a: Aval, b: Aval) -> list[Aval]:
         return _infer.broadcast(a, b, op_name=name)
 
     return register(OpDef(
         name=name, kernel=_keep_dtype(fn), infer=infer, grad=grad, kind=Kind.BROADCAST,
-        inputs=("lhs", "rhs"), ufunc=ufunc, inplace_ok=True, aliases=aliases, doc=doc,
+        inputs=("lhs", "rhs"), ufunc=ufunc, kernel_out=kernel_out, inplace_ok=True,
+        aliases=aliases, doc=doc,
     ))
 
 
@@ -89,39 +102,53 @@ _COMPARISONS = {  # name -> numpy function; the result is 0/1 in the inputs' dty
 }
 for _name, _fn in _COMPARISONS.items():
     _binary(f"broadcast_{_name}", _fn, lambda F, inputs, outputs, out_grads: [None, None],
-            aliases=(f"_{_name}",), doc=f"1 where ``lhs {_name} rhs`` else 0, broadcasting.")
+            aliases=(f"_{_name}",), doc=f"1 where ``lhs {_name} rhs`` else 0, broadcasting.",
+            kernel_out=registry.ufunc_out(_fn))
 
 
-def _scalar(name, fn, grad, doc, zero_grad=False) -> OpDef:
-    """A ``data (op) scalar`` op; the scalar is cast to the data's dtype first."""
+def _scalar(name, ufunc, grad, doc, zero_grad=False, reflected=False,
+            int_scalar=True) -> OpDef:
+    """``data (op) scalar`` (``scalar (op) data`` when ``reflected``) with a numpy ufunc.
+
+    As in MXNet the scalar takes the data's dtype first (``int32 + 2.5`` adds 2). A Python
+    float meeting a float array already does (numpy's NEP 50), so only integer data pays
+    for the conversion; ``int_scalar=False`` keeps it a float (``2.0 ** -1`` on ints).
+    """
+    def operands(x: np.ndarray, scalar: float) -> tuple:
+        s = scalar if x.dtype.kind == "f" or not int_scalar else np.asarray(scalar, x.dtype)
+        return (s, x) if reflected else (x, s)
+
     def kernel(x: np.ndarray, scalar: float) -> np.ndarray:
-        return fn(x, np.asarray(scalar, x.dtype)).astype(x.dtype, copy=False)
+        return ufunc(*operands(x, scalar)).astype(x.dtype, copy=False)
+
+    def kernel_out(x: np.ndarray, out: np.ndarray, scalar: float) -> np.ndarray:
+        return ufunc(*operands(x, scalar), out=out, casting="unsafe")
 
     def vjp(F, inputs, outputs, out_grads, scalar):
         return [None] if zero_grad else [grad(F, out_grads[0], inputs[0], outputs[0], scalar)]
 
     return register(OpDef(
-        name=name, kernel=kernel, infer=_infer.same_as_first, grad=vjp, kind=Kind.ELEMENTWISE,
-        attrs={"scalar": Attr("float")}, inplace_ok=True, doc=doc,
+        name=name, kernel=kernel, kernel_out=kernel_out, infer=_infer.same_as_first, grad=vjp,
+        kind=Kind.ELEMENTWISE, attrs={"scalar": Attr("float")}, inplace_ok=True, doc=doc,
     ))
 
 
 _scalar("_plus_scalar", np.add, lambda F, g, x, out, s: g, "``data + scalar``")
 _scalar("_minus_scalar", np.subtract, lambda F, g, x, out, s: g, "``data - scalar``")
-_scalar("_rminus_scalar", lambda x, s: s - x, lambda F, g, x, out, s: F.negative(g),
-        "``scalar - data``")
+_scalar("_rminus_scalar", np.subtract, lambda F, g, x, out, s: F.negative(g),
+        "``scalar - data``", reflected=True)
 _scalar("_mul_scalar", np.multiply, lambda F, g, x, out, s: g * s, "``data * scalar``")
 _scalar("_div_scalar", np.divide, lambda F, g, x, out, s: g / s, "``data / scalar``")
-_scalar("_rdiv_scalar", lambda x, s: s / x, lambda F, g, x, out, s: F.negative(g * out / x),
-        "``scalar / data``")
+_scalar("_rdiv_scalar", np.divide, lambda F, g, x, out, s: F.negative(g * out / x),
+        "``scalar / data``", reflected=True)
 _scalar("_power_scalar", np.power, lambda F, g, x, out, s: g * s * x ** (s - 1.0),
         "``data ** scalar``")
-_scalar("_rpower_scalar", lambda x, s: s ** x, lambda F, g, x, out, s: g * out * float(np.log(s)),
-        "``scalar ** data`` (scalar > 0)")
+_scalar("_rpower_scalar", np.power, lambda F, g, x, out, s: g * out * float(np.log(s)),
+        "``scalar ** data`` (scalar > 0)", reflected=True, int_scalar=False)
 _scalar("_mod_scalar", np.mod, lambda F, g, x, out, s: g, "``data % scalar``")
-_scalar("_rmod_scalar", lambda x, s: np.mod(s, x),
+_scalar("_rmod_scalar", np.mod,
         lambda F, g, x, out, s: F.negative(g * F.floor(F._rdiv_scalar(x, scalar=s))),
-        "``scalar % data``")
+        "``scalar % data``", reflected=True)
 _scalar("_maximum_scalar", np.maximum, lambda F, g, x, out, s: g * (x >= s),
         "``max(data, scalar)``")
 _scalar("_minimum_scalar", np.minimum, lambda F, g, x, out, s: g * (x <= s),
@@ -130,14 +157,15 @@ for _name, _fn in _COMPARISONS.items():
     _scalar(f"_{_name}_scalar", _fn, None, f"1 where ``data {_name} scalar`` else 0.", True)
 
 
-def _unary(name, kernel, grad, doc, ufunc=None, aliases=()) -> OpDef:
+def _unary(name, kernel, grad, doc, ufunc=None, aliases=(), kernel_out=None) -> OpDef:
     """``grad(F, g, x, out)`` is the input's gradient; ``grad=None`` means zero."""
     def vjp(F, inputs, outputs, out_grads):
         return [None if grad is None else grad(F, out_grads[0], inputs[0], outputs[0])]
 
     return register(OpDef(
-        name=name, kernel=kernel, infer=_infer.same_as_first, grad=vjp, kind=Kind.ELEMENTWISE,
-        inplace_ok=True, ufunc=ufunc, aliases=aliases, doc=doc,
+        name=name, kernel=_same_dtype(kernel), infer=_infer.same_as_first, grad=vjp,
+        kind=Kind.ELEMENTWISE, inplace_ok=True, ufunc=ufunc, kernel_out=kernel_out,
+        aliases=aliases, doc=doc,
     ))
 
 
@@ -169,13 +197,14 @@ for _name, (_ufunc, _grad, _doc) in _UFUNCS.items():
 _unary("_copy", np.positive, lambda F, g, x, out: g, "A copy of ``x``.", np.positive,
        ("identity",))
 _unary("relu", lambda x: np.maximum(x, 0, dtype=x.dtype), lambda F, g, x, out: g * (out > 0),
-       "Rectified linear unit ``max(x, 0)``.")
+       "Rectified linear unit ``max(x, 0)``.", kernel_out=lambda x, out: np.maximum(x, 0, out=out))
 _unary("zeros_like", np.zeros_like, None, "Zeros with the shape and dtype of ``x``.")
 _unary("ones_like", np.ones_like, None, "Ones with the shape and dtype of ``x``.")
 
 
 register(OpDef(
     name="clip", kernel=lambda x, a_min, a_max: np.clip(x, a_min, a_max).astype(x.dtype),
+    kernel_out=lambda x, out, a_min, a_max: np.clip(x, a_min, a_max, out=out, casting="unsafe"),
     infer=_infer.same_as_first, kind=Kind.ELEMENTWISE, inplace_ok=True,
     grad=lambda F, inputs, outputs, out_grads, a_min, a_max: [
         out_grads[0] * (inputs[0] >= a_min) * (inputs[0] <= a_max)],
@@ -183,7 +212,8 @@ register(OpDef(
     doc="Limit values to ``[a_min, a_max]``; the gradient is zero outside.",
 ))
 register(OpDef(
-    name="where", kernel=lambda c, x, y: np.where(c != 0, x, y).astype(np.result_type(x, y)),
+    name="where", kernel=lambda c, x, y: np.where(c != 0, x, y).astype(
+        _infer.promote(x.dtype, y.dtype), copy=False),
     infer=lambda c, x, y: [Aval(_infer.broadcast(c, x, y, op_name="where")[0].shape,
                                 _infer.broadcast(x, y, op_name="where")[0].dtype)],
     grad=lambda F, inputs, outputs, out_grads: [None, *_sum_back(F, [
@@ -239,12 +269,18 @@ for _name, (_tensor, _scalar_op, _reflected) in _FRONT_ENDS.items():
     _front_end(_name, _tensor, _scalar_op, _reflected, f"``{_name}(lhs, rhs)``.")
 
 
+def _copy_into(out: np.ndarray, x: np.ndarray) -> np.ndarray:
+    np.copyto(out, x, casting="unsafe")
+    return out
+
+
 def _cast_grad(F, inputs, outputs, out_grads, **attrs):
     return [F._cast_like(out_grads[0], inputs[0])] + [None] * (len(inputs) - 1)
 
 
 register(OpDef(
     name="Cast", kernel=lambda x, dtype: x.astype(dtype), grad=_cast_grad,
+    kernel_out=lambda x, out, dtype: _copy_into(out, x),
     infer=lambda x, dtype: [Aval(x.shape, np.dtype(dtype))], kind=Kind.ELEMENTWISE,
     attrs={"dtype": Attr("dtype")}, aliases=("cast",), doc="Convert to ``dtype``."))
 register(OpDef(
@@ -257,11 +293,12 @@ def _add_n_infer(*xs: Aval, num_args: int) -> list[Aval]:
     _infer.check_count("add_n", xs, num_args)
     if len({x.shape for x in xs}) != 1:
         raise ShapeError(f"add_n: all inputs must have one shape, got {[x.shape for x in xs]}")
-    return [Aval(xs[0].shape, np.result_type(*(x.dtype for x in xs)))]
+    return [Aval(xs[0].shape, _infer.promote(*(x.dtype for x in xs)))]
 
 
 register(OpDef(
-    name="add_n", kernel=lambda *xs, num_args: sum(xs[1:], xs[0].copy()), infer=_add_n_infer,
+    name="add_n", kernel=lambda *xs, num_args: sum(
+        xs[1:], xs[0].astype(_infer.promote(*(x.dtype for x in xs)))), infer=_add_n_infer,
     grad=lambda F, inputs, outputs, out_grads, num_args: [out_grads[0]] * len(inputs),
     kind=Kind.ELEMENTWISE, inputs=("*args",), aliases=("ElementWiseSum",),
     attrs={"num_args": Attr("int", 0)},

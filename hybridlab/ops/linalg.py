@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from hybridlab.errors import ShapeError
+from hybridlab.ops._infer import promote
 from hybridlab.ops.registry import Attr, Aval, Kind, OpDef, register
 
 _TRANSPOSES = {"transpose_a": Attr("bool", False), "transpose_b": Attr("bool", False)}
@@ -43,7 +44,24 @@ def _dot(lhs, rhs, transpose_a, transpose_b):
     # np.dot contracts a's last axis with b's first when b has at most 2 axes (and skips
     # tensordot's Python-level reshaping); beyond that only tensordot has MXNet's meaning
     out = np.dot(a, b) if b.ndim <= 2 else np.tensordot(a, b, 1)
+    out = _in_dtype(out, lhs, rhs)
     return out.reshape(_dot_shape(lhs.shape, rhs.shape, transpose_a, transpose_b))
+
+
+def _in_dtype(out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """The product in the promoted dtype (``int32 . float32`` is float32, not float64)."""
+    if lhs.dtype == rhs.dtype == out.dtype:
+        return out
+    return out.astype(promote(lhs.dtype, rhs.dtype), copy=False)
+
+
+def _dot_out(lhs, rhs, *, out, transpose_a, transpose_b):
+    """``dot`` written into ``out``: a matrix product goes straight there (BLAS)."""
+    a, b = _flip(lhs, transpose_a), _flip(rhs, transpose_b)
+    if a.ndim == 2 and b.ndim == 2:
+        return np.matmul(a, b, out=out, casting="unsafe")
+    np.copyto(out, _dot(lhs, rhs, transpose_a, transpose_b), casting="unsafe")
+    return out
 
 
 def _dot_grad_lhs(g, lhs, rhs, transpose_a, transpose_b):
@@ -61,9 +79,10 @@ def _dot_grad_rhs(g, lhs, rhs, transpose_a, transpose_b):
 
 
 register(OpDef(
-    name="dot", kernel=_dot, kind=Kind.OPAQUE, inputs=("lhs", "rhs"), attrs=_TRANSPOSES,
-    infer=lambda a, b, **t: [Aval(_dot_shape(a.shape, b.shape, **t), np.result_type(a.dtype,
-                                                                                    b.dtype))],
+    name="dot", kernel=_dot, kernel_out=_dot_out, kind=Kind.OPAQUE, inputs=("lhs", "rhs"),
+    attrs=_TRANSPOSES,
+    infer=lambda a, b, **t: [Aval(_dot_shape(a.shape, b.shape, **t),
+                                  promote(a.dtype, b.dtype))],
     grad=lambda F, inputs, outputs, out_grads, **t: [
         F._dot_grad_lhs(out_grads[0], *inputs, **t), F._dot_grad_rhs(out_grads[0], *inputs, **t)],
     doc="Contract the last axis of ``lhs`` with the first axis of ``rhs`` (matrix product)."))
@@ -86,7 +105,7 @@ def _batch_dot_shape(a: Aval, b: Aval, transpose_a: bool, transpose_b: bool) -> 
         raise ShapeError(f"batch_dot: shapes {sa} and {sb} do not fit (transpose_a="
                          f"{transpose_a}, transpose_b={transpose_b}); batch sizes and inner "
                          f"dimensions must agree")
-    return [Aval((n, i, j), np.result_type(a.dtype, b.dtype))]
+    return [Aval((n, i, j), promote(a.dtype, b.dtype))]
 
 
 def _batch_dot_grad(F, inputs, outputs, out_grads, transpose_a, transpose_b):
@@ -105,8 +124,8 @@ def _batch_dot_grad(F, inputs, outputs, out_grads, transpose_a, transpose_b):
 
 register(OpDef(
     name="batch_dot", kind=Kind.OPAQUE, inputs=("lhs", "rhs"), attrs=_TRANSPOSES,
-    kernel=lambda a, b, transpose_a, transpose_b: np.matmul(
-        a.swapaxes(1, 2) if transpose_a else a, b.swapaxes(1, 2) if transpose_b else b),
+    kernel=lambda a, b, transpose_a, transpose_b: _in_dtype(np.matmul(
+        a.swapaxes(1, 2) if transpose_a else a, b.swapaxes(1, 2) if transpose_b else b), a, b),
     infer=_batch_dot_shape, grad=_batch_dot_grad,
     doc="One matrix product per batch entry: ``(n, i, k) . (n, k, j) -> (n, i, j)``."))
 
@@ -119,14 +138,23 @@ def _fc_infer(x: Aval, w: Aval, b: Aval | None = None, *, num_hidden, no_bias, f
             f"weight ({num_hidden}, {in_units}) and bias ({num_hidden},), got weight {w.shape}"
             f"{'' if b is None else f' and bias {b.shape}'}")
     lead = x.shape[:1] if flatten else x.shape[:-1]
-    return [Aval(lead + (num_hidden,), np.result_type(x.dtype, w.dtype))]
+    return [Aval(lead + (num_hidden,), promote(x.dtype, w.dtype))]
 
 
 def _fc(x, w, b=None, *, num_hidden, no_bias, flatten):
     rows = x.reshape(x.shape[0], -1) if flatten else x
-    out = rows @ w.T
+    out = _in_dtype(rows @ w.T, x, w)
     if b is not None:
         out += b  # out is a fresh array: add the bias in place, no second allocation
+    return out
+
+
+def _fc_out(x, w, b=None, *, out, num_hidden, no_bias, flatten):
+    """``FullyConnected`` written into ``out``: the product, then the bias added in place."""
+    rows = x.reshape(x.shape[0], -1) if flatten else x
+    np.matmul(rows, w.T, out=out, casting="unsafe")
+    if b is not None:
+        np.add(out, b, out=out, casting="unsafe")
     return out
 
 
@@ -140,7 +168,8 @@ def _fc_grad(F, inputs, outputs, out_grads, num_hidden, no_bias, flatten):
 
 
 register(OpDef(
-    name="FullyConnected", kernel=_fc, infer=_fc_infer, grad=_fc_grad, kind=Kind.OPAQUE,
+    name="FullyConnected", kernel=_fc, kernel_out=_fc_out, infer=_fc_infer, grad=_fc_grad,
+    kind=Kind.OPAQUE,
     infer_params=lambda x, *, num_hidden, flatten, **_: {
         "weight": (num_hidden, int(np.prod(x.shape[1:])) if flatten else x.shape[-1]),
         "bias": (num_hidden,)},

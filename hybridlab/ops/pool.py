@@ -58,7 +58,8 @@ def _pooling(x: np.ndarray, pool_type: str, **attrs) -> np.ndarray:
     for _, _, slab in slabs(kernel, stride, (1, 1), size):
         out = padded[slab].copy() if out is None else combine(out, padded[slab], out=out)
     if pool_type == "avg":
-        out /= _window_counts(x, **attrs).astype(out.dtype)
+        # in place; integers divide in float and truncate back (casting="unsafe")
+        np.divide(out, _window_counts(x, **attrs), out=out, casting="unsafe")
     return out
 
 

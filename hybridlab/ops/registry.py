@@ -18,6 +18,14 @@ Vocabulary
 ----------
 ``aval``      the abstract value of an array: its shape and dtype (:class:`Aval`).
 ``kernel``    ``kernel(*arrays, **attrs) -> array | tuple of arrays`` on numpy arrays.
+              The kernel contract: the result has exactly the shape and dtype ``infer``
+              promises (``sqrt`` of int32 is int32), so every front end and the compiled
+              programs agree without casting afterwards.
+``kernel_out`` optional: ``kernel_out(*arrays, out=buffer, **attrs) -> buffer`` writes the
+              same result into a buffer of the promised aval instead of allocating one
+              (fused chains compute in one buffer; ``static_alloc`` reuses buffers across
+              calls). With ``inplace_ok``, ``out`` may be the first input's own buffer.
+              Derived from ``ufunc`` when not given.
 ``infer``     ``infer(*avals, **attrs) -> list[Aval]``, one per output; raises
               :class:`~hybridlab.errors.ShapeError` (a ``ValueError``) with a message
               naming the op, the shapes and the fix.
@@ -106,7 +114,8 @@ class OpDef:
     pure: bool = True  # same inputs, same outputs, no side effects (CSE/DCE may touch it)
     inplace_ok: bool = False  # the output may overwrite the first input's buffer
     needs_context: bool = False  # the kernel takes a keyword ``rt: RunContext``
-    ufunc: np.ufunc | None = None  # elementwise ops: lets fused code write with ``out=``
+    ufunc: np.ufunc | None = None  # the kernel *is* this numpy ufunc (gives ``kernel_out``)
+    kernel_out: Callable[..., np.ndarray] | None = None  # writes into ``out=`` (see above)
     # layers with weights: parameter shapes from the data's Aval, {input name: shape}, so
     # sym.infer_shape(data=...) can fill `fc1_weight` as MXNet did
     infer_params: Callable[..., dict[str, tuple[int, ...]]] | None = None
@@ -142,9 +151,24 @@ class OpDef:
     def __post_init__(self) -> None:
         self._defaults = {k: a.default for k, a in self.attrs.items() if a.default is not REQUIRED}
         self._required = [k for k, a in self.attrs.items() if a.default is REQUIRED]
+        if self.kernel_out is None and self.ufunc is not None and not self.attrs:
+            self.kernel_out = ufunc_out(self.ufunc)
 
     def __repr__(self) -> str:
         return f"<OpDef {self.name} ({self.kind.value})>"
+
+
+def ufunc_out(ufunc: np.ufunc) -> Callable[..., np.ndarray]:
+    """The ``kernel_out`` of an op that is a numpy ufunc.
+
+    ``casting="unsafe"`` lets the ufunc write a result computed in a wider type into the
+    promised dtype, exactly as ``astype`` would (``sqrt`` of int32 truncates into int32).
+    """
+    def kernel_out(*arrays: np.ndarray, out: np.ndarray) -> np.ndarray:
+        return ufunc(*arrays, out=out, casting="unsafe")
+
+    kernel_out.__name__ = f"{ufunc.__name__}_out"
+    return kernel_out
 
 
 def _unknown_attr_message(op: OpDef, key: str) -> str:

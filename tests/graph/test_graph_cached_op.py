@@ -162,3 +162,40 @@ def test_debug_flag_prints_each_compiled_program(capsys):
         CachedOp(bias_relu_chain())(_nd(4, 8), _nd(8))
     printed = capsys.readouterr().out
     assert printed.startswith("# <hybridlab-forward-") and "def forward(x, b, *, rt):" in printed
+
+
+INTEGER_PROGRAMS = {
+    "sqrt": lambda F, x: F.sqrt(x),
+    "exp-sqrt-div": lambda F, x: F.exp(F.sqrt(x)) / 2,
+    "relu-div-plus": lambda F, x: F.relu(x) / 3 + 1.5,
+    "rdiv-rminus": lambda F, x: 1 - 7 / (x + 1),
+}
+
+
+@pytest.mark.parametrize("static_alloc", [False, True])
+@pytest.mark.parametrize("fuse", [False, True])
+@pytest.mark.parametrize("name", sorted(INTEGER_PROGRAMS))
+def test_integer_maths_compiled_equals_imperative(name, static_alloc, fuse):
+    """Every path keeps the node's dtype: int32 in, int32 out, truncated like nd does."""
+    build = INTEGER_PROGRAMS[name]
+    x = mx.nd.array(np.arange(6), dtype="int32")
+    expected = build(mx.nd, x)
+    disabled = () if fuse else ("fuse_elementwise",)
+    op = CachedOp(build(mx.sym, mx.sym.var("x")), static_alloc=static_alloc,
+                  disabled_passes=disabled)
+    for _ in range(2):  # the second call reuses static buffers
+        got = op(x)
+        assert got.dtype == np.int32 and got.asnumpy().dtype == np.int32
+        np.testing.assert_array_equal(got.asnumpy(), expected.asnumpy())
+    graph = op._last.forward.graph
+    assert np.dtype(ir.evaluate(graph, x.asnumpy())[0].dtype) == np.int32
+
+
+def test_int32_plus_float32_is_float32_in_every_mode():
+    a, b = mx.nd.array([1, 2], dtype="int32"), mx.nd.array([0.5, 0.25])
+    assert (a + b).dtype == np.float32 and (a + b).asnumpy().dtype == np.float32
+    total = mx.sym.var("a") + mx.sym.var("b")
+    assert total.infer_type(a="int32", b="float32")[1] == [np.float32]
+    got = CachedOp(total)(a, b)
+    assert got.asnumpy().dtype == np.float32
+    np.testing.assert_array_equal(got.asnumpy(), [1.5, 2.25])

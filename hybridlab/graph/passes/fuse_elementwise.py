@@ -133,9 +133,8 @@ def run_fused(*arrays: np.ndarray, program: Graph, out: np.ndarray | None = None
 def _step(node: Node, args: list[np.ndarray], buffer: np.ndarray | None,
           arrays: tuple[np.ndarray, ...]) -> np.ndarray:
     opdef = node.opdef
-    if buffer is not None and opdef.ufunc is not None and not node.attrs:
-        opdef.ufunc(*args, out=buffer)  # in place: elementwise reads before it writes
-        return buffer
+    if buffer is not None and opdef.kernel_out is not None:  # in place: reads, then writes
+        return opdef.kernel_out(*args, out=buffer, **node.attr_dict)
     result = np.asarray(opdef.kernel(*args, **node.attr_dict))
     if buffer is None:  # the first step allocates the group's buffer (never an input)
         return result.copy() if any(np.shares_memory(result, a) for a in arrays) else result
