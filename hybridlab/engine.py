@@ -641,16 +641,43 @@ def current() -> Engine:
 
 
 def set_engine(name_or_engine: str | Engine) -> Engine:
-    """Switch engines: wait for the old one (its failures raise here), then switch."""
+    """Switch engines: wait for the old one (its failures raise here), then switch.
+
+    Callbacks added with :func:`follow` move from the old engine to the new one.
+    """
     global _current
     new, old = _make(name_or_engine), _current
+    if old is new:
+        return new
     try:
-        if old is not None and old is not new:
-            old.wait_all()
-            old.close()
+        if old is not None:
+            try:
+                old.wait_all()
+            finally:
+                old.close()
     finally:
         _current = new
+        for callback in _followers:
+            if old is not None:
+                old.remove_callback(callback)
+            new.add_callback(callback)
     return new
+
+
+_followers: list[Callback] = []  # callbacks that stay on whichever engine is current
+
+
+def follow(callback: Callback) -> None:
+    """Add ``callback`` to the current engine and, after a switch, to the new current one
+    (the profiler records every op, whatever engine runs it)."""
+    _followers.append(callback)
+    current().add_callback(callback)
+
+
+def unfollow(callback: Callback) -> None:
+    """Stop following: remove ``callback`` from the current engine."""
+    _followers.remove(callback)
+    current().remove_callback(callback)
 
 
 @contextlib.contextmanager

@@ -26,7 +26,7 @@ from hybridlab import engine
 
 _config: dict[str, Any] = {"filename": "profile.json"}
 _records: list[engine.TaskRecord] = []
-_active: dict[str, Any] = {}  # "callback" and "engine" while the profiler runs
+_active: list[engine.Callback] = []  # the recording callback, while the profiler runs
 
 
 def set_config(filename: str = "profile.json", **options: Any) -> None:
@@ -36,16 +36,18 @@ def set_config(filename: str = "profile.json", **options: Any) -> None:
 
 
 def set_state(state: str = "stop") -> None:
-    """``'run'`` starts recording the ops the current engine executes; ``'stop'`` stops."""
+    """``'run'`` starts recording every op the engines execute; ``'stop'`` stops.
+
+    The recording callback follows the current engine (:func:`engine.follow`), so ops
+    run after ``engine.set_engine(...)`` or inside ``engine_scope`` are recorded too.
+    """
     if state not in ("run", "stop"):
         raise ValueError(f"profiler state must be 'run' or 'stop', got {state!r}")
     if state == "run" and not _active:
-        callback = engine.Callback(posttask=lambda task: _records.append(task.record))
-        _active.update(callback=callback, engine=engine.current())
-        _active["engine"].add_callback(callback)
+        _active.append(engine.Callback(posttask=lambda task: _records.append(task.record)))
+        engine.follow(_active[0])
     elif state == "stop" and _active:
-        _active["engine"].remove_callback(_active["callback"])
-        _active.clear()
+        engine.unfollow(_active.pop())
 
 
 def dumps(reset: bool = False) -> str:

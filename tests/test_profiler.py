@@ -59,3 +59,22 @@ def test_dumps_keeps_records_unless_reset():
 def test_bad_state_is_a_clear_error():
     with pytest.raises(ValueError, match="'run' or 'stop'"):
         profiler.set_state("go")
+
+
+def test_the_profiler_follows_engine_switches():
+    with engine.engine_scope("NaiveEngine"):
+        profiler.set_state("run")
+        engine.push(lambda: None, [], [Var()], name="on_naive")
+        with engine.engine_scope(engine.ThreadedEngine(1)):
+            engine.push(lambda: None, [], [Var()], name="on_threaded")
+        with engine.engine_scope("StepEngine"):
+            engine.push(lambda: None, [], [Var()], name="on_step")
+        engine.set_engine("StepEngine")
+        engine.push(lambda: None, [], [Var()], name="after_set_engine")
+        engine.wait_all()
+        profiler.set_state("stop")
+        engine.push(lambda: None, [], [Var()], name="not_profiled")
+        engine.wait_all()
+    events = json.loads(profiler.dumps(reset=True))["traceEvents"]
+    assert [e["name"] for e in events if e["ph"] == "X"] == [
+        "on_naive", "on_threaded", "on_step", "after_set_engine"]
