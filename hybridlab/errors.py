@@ -103,14 +103,59 @@ class SymbolValueError(HybridizeError, AttributeError):
     """
 
 
-class SymbolShapeError(HybridizeError, AttributeError):
-    """``.shape`` / ``.dtype`` / ``.context`` / ``.size`` on a Symbol.
+class SymbolNumberError(HybridizeError, TypeError):
+    """``float(x)``, ``int(x)`` or ``range(x)`` on a Symbol.
 
-    A traced program is meant to work for every input shape, so the trace has no shape.
-    Fix: use reshape codes (``x.reshape((0, -1))``: 0 copies a dimension, -1 infers it),
-    ``F.*_like`` operators, or ``hybridize(static_shape=True)``, under which traced
-    Symbols carry the concrete shapes of the first call.
+    Turning a Symbol into a Python number needs its value, which does not exist while the
+    graph is built. Fix: keep the arithmetic in ``F.*`` operators (``x * 2.0`` works on a
+    Symbol); choose with ``F.where``; debug with ``hybridize(False)``.
     """
+
+
+class SymbolShapeError(HybridizeError, AttributeError):
+    """``.shape`` / ``.dtype`` / ``.context`` / ``.size`` / ``.ndim`` (or ``.grad``...) on a Symbol.
+
+    A traced program is meant to work for every input, so the trace has no shape, dtype or
+    device. The fix depends on what was asked (:data:`ATTRIBUTE_FIXES`): reshape codes
+    (``x.reshape((0, -1))``: 0 copies a dimension, -1 infers it) and ``F.*_like``
+    operators instead of ``.shape``, or ``hybridize(static_shape=True)``, under which
+    traced Symbols carry the concrete shapes of the first call (shapes only: not dtypes).
+    """
+
+
+# The message text of the Symbol mistakes above, one fix per call or attribute: symbol.py
+# raises them with these words and gluon/_trace.py adds the block and the user's line.
+
+ATTRIBUTE_FIXES = {
+    "shape": "reshape codes (x.reshape((0, -1)): 0 copies a dimension, -1 infers one), "
+             "F.*_like operators, or hybridize(static_shape=True), under which x.shape works",
+    "size": "reshape codes and F.*_like operators need no sizes; under "
+            "hybridize(static_shape=True), x.shape works",
+    "ndim": "reshape codes (-2 copies all remaining dimensions) need no ndim; under "
+            "hybridize(static_shape=True), len(x.shape) works",
+    "dtype": "F.*_like operators follow x's dtype; x.astype('float64') sets one; store a "
+             "dtype on the block (self._dtype) when you need to read it "
+             "(hybridize(static_shape=True) does not help: it fixes shapes, not dtypes)",
+    "context": "F.zeros_like(x) / F.ones_like(x) make arrays where x is, and the compiled "
+               "program runs where its inputs are, so there is no device to ask for",
+}
+
+
+def attribute_message(attribute: str, symbol: str) -> str:
+    """The SymbolShapeError text for ``.attribute`` read from ``symbol`` (its repr)."""
+    fix = ATTRIBUTE_FIXES.get(attribute, "use F.* operators in the block, and read NDArray "
+                                         "attributes from its output, after the call")
+    return (f".{attribute} of {symbol}: a traced program must work for every input, so a "
+            f"Symbol has no {attribute}. Fix: {fix}")
+
+
+def value_message(call: str, symbol: str) -> str:
+    """The SymbolValueError / SymbolNumberError text for ``call`` (``"asscalar()"``,
+    ``"float(x)"``) on ``symbol``: name the call the user wrote, not an alias of it."""
+    return (f"{call} on {symbol}: a Symbol is a placeholder in a graph being built, with no "
+            f"value to read. Fix: keep the computation in F.* operators (F.where to choose); "
+            f"read values from the block's output, after the call; debug with "
+            f"hybridize(False)")
 
 
 class SymbolInplaceError(HybridizeError, TypeError):

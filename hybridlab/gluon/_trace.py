@@ -35,7 +35,13 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from hybridlab.errors import ArrayInTraceError, HybridizeError, SymbolBoolError, SymbolShapeError
+from hybridlab.errors import (
+    ArrayInTraceError,
+    HybridizeError,
+    SymbolBoolError,
+    SymbolShapeError,
+    attribute_message,
+)
 
 _EXTRA_FIX = {
     SymbolBoolError: "; for data-dependent control flow use F.contrib.cond / "
@@ -121,13 +127,13 @@ def tracing(frame: TraceFrame) -> Iterator[TraceFrame]:
     except HybridizeError as err:
         raise locate(err, frame.block) from None
     except AttributeError as err:
-        if not isinstance(getattr(err, "obj", None), symbol.Symbol):
+        # an NDArray-only attribute (x.grad, x.T) read from a Symbol teaches; a typo
+        # (x.resahpe) stays Python's AttributeError, with its "did you mean" hint
+        owner, name = getattr(err, "obj", None), getattr(err, "name", None)
+        if not isinstance(owner, symbol.Symbol) or not hasattr(ndarray.NDArray, name or ""):
             raise
-        raise locate(SymbolShapeError(
-            f".{err.name} of {err.obj!r}: a Symbol is a placeholder in a graph and has no "
-            f"{err.name} (only NDArrays have values, shapes, dtypes and devices). Fix: use "
-            f"F.* operators (F.*_like, reshape codes), or hybridize(static_shape=True) for "
-            f".shape").with_traceback(err.__traceback__), frame.block) from None
+        raise locate(SymbolShapeError(attribute_message(name, repr(owner)))
+                     .with_traceback(err.__traceback__), frame.block) from None
     finally:
         sys.settrace(old_tracer)
         builtins.print, ndarray.array = real_print, real_array

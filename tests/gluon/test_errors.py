@@ -49,7 +49,40 @@ def reads_shape(F, x):
 
 
 def reads_context(F, x):
-    return F.zeros_like(x) if x.context else x  # user line: context
+    return x * 0 if x.context else x  # user line: context
+
+
+def reads_dtype(F, x):
+    return F.zeros((2,), dtype=x.dtype)  # user line: dtype
+
+
+def waits(F, x):
+    x.wait_to_read()  # user line: wait_to_read
+    return x
+
+
+def converts_to_float(F, x):
+    return x * float(x)  # user line: float
+
+
+def converts_to_int(F, x):
+    return x * int(x.sum())  # user line: int
+
+
+def asks_bool(F, x):
+    return x * bool(x)  # user line: bool
+
+
+def assigns_one_item(F, x):
+    x[0] = 0  # user line: setitem 0
+    return x
+
+
+OUTSIDE = nd.ones((2, 3))
+
+
+def adds_an_outside_ndarray(F, x):
+    return x + OUTSIDE  # user line: Symbol + NDArray
 
 
 def adds_in_place(F, x):
@@ -74,23 +107,47 @@ def makes_array(F, x):
     return x + nd.array([1.0, 2.0, 3.0])  # user line: nd.array
 
 
+# Rows that need symbol.py to use errors.value_message / attribute_message and raise
+# SymbolNumberError from __float__/__int__/__index__, or (the last row) ArrayInTraceError
+# when a Symbol meets an NDArray in a dunder: remove the mark once symbol.py does so.
+NEEDS_SYMBOL_HOOK = pytest.mark.xfail(
+    reason="needs the symbol.py hook for errors.value_message / attribute_message / "
+           "SymbolNumberError / ArrayInTraceError in dunders", strict=False)
+
 CASES = [
     (branch, errors.SymbolBoolError, TypeError, "if x:", "F.where"),
+    (asks_bool, errors.SymbolBoolError, TypeError, "bool(x)", "F.where"),
     (while_loop, errors.SymbolBoolError, TypeError, "while x > 0:", "F.contrib.while_loop"),
     (reads_value, errors.SymbolValueError, AttributeError, "x.asnumpy()", "hybridize(False)"),
     (reads_scalar, errors.SymbolValueError, AttributeError, "asscalar()", "hybridize(False)"),
     (reads_shape, errors.SymbolShapeError, AttributeError, "x.shape[0]", "static_shape=True"),
-    (reads_context, errors.SymbolShapeError, AttributeError, "x.context", "static_shape=True"),
+    pytest.param(reads_scalar, errors.SymbolValueError, AttributeError, "asscalar()",
+                 "asscalar() on <Symbol", marks=NEEDS_SYMBOL_HOOK, id="names_asscalar"),
+    pytest.param(waits, errors.SymbolValueError, AttributeError, "x.wait_to_read()",
+                 "wait_to_read() on <Symbol", marks=NEEDS_SYMBOL_HOOK, id="waits"),
+    pytest.param(converts_to_float, errors.SymbolNumberError, TypeError, "float(x)",
+                 "F.where", marks=NEEDS_SYMBOL_HOOK, id="converts_to_float"),
+    pytest.param(converts_to_int, errors.SymbolNumberError, TypeError, "int(x.sum())",
+                 "hybridize(False)", marks=NEEDS_SYMBOL_HOOK, id="converts_to_int"),
+    pytest.param(reads_context, errors.SymbolShapeError, AttributeError, "x.context",
+                 "F.zeros_like(x)", marks=NEEDS_SYMBOL_HOOK, id="context_fix"),
+    pytest.param(reads_dtype, errors.SymbolShapeError, AttributeError, "x.dtype",
+                 "static_shape=True) does not help", marks=NEEDS_SYMBOL_HOOK,
+                 id="dtype_fix"),
+    (reads_dtype, errors.SymbolShapeError, AttributeError, "x.dtype", "F.*_like"),
     (adds_in_place, errors.SymbolInplaceError, TypeError, "x += 1", "x = x + y"),
     (assigns_items, errors.SymbolInplaceError, TypeError, "x[:] = 2", "F.where"),
+    (assigns_one_item, errors.SymbolInplaceError, TypeError, "x[0] = 0", "x = x + y"),
     (indexes, errors.SymbolIndexError, TypeError, "x[0]", "F.slice_axis"),
     (takes_len, errors.SymbolIndexError, TypeError, "len(x)", "F.slice_axis"),
     (makes_array, errors.ArrayInTraceError, TypeError, "nd.array([1.0, 2.0, 3.0])", "F.ones"),
+    pytest.param(adds_an_outside_ndarray, errors.ArrayInTraceError, TypeError, "x + OUTSIDE",
+                 "NDArray", marks=NEEDS_SYMBOL_HOOK, id="adds_an_outside_ndarray"),
 ]
 
 
 @pytest.mark.parametrize("body, error, builtin, line, fix", CASES,
-                         ids=[case[0].__name__ for case in CASES])
+                         ids=[getattr(case, "id", None) or case[0].__name__ for case in CASES])
 def test_teaching_error_names_block_line_and_fix(body, error, builtin, line, fix):
     with pytest.raises(error) as caught:
         run(body)
@@ -227,3 +284,28 @@ def test_trainer_hyperparameters_must_be_numbers():
         trainer.set_learning_rate(None)
     with pytest.raises(ValueError, match="must be positive, got 0"):
         trainer.step(0)
+
+
+def reads_grad(F, x):
+    return x * x.grad  # user line: grad
+
+
+def misspells(F, x):
+    return x.resahpe((0, -1))  # user line: typo
+
+
+def test_an_ndarray_only_attribute_teaches_but_a_typo_stays_a_plain_attribute_error():
+    with pytest.raises(errors.SymbolShapeError, match=r"(?s)test_errors.py:\d+ `return x \* x.grad"
+                                                      r".*no grad.*after the call"):
+        run(reads_grad)
+    with pytest.raises(AttributeError, match="resahpe") as caught:
+        run(misspells)
+    assert not isinstance(caught.value, errors.HybridizeError)
+
+
+def test_each_symbol_attribute_has_its_own_fix():
+    shape = errors.attribute_message("shape", "<Symbol data>")
+    assert shape.startswith(".shape of <Symbol data>") and "static_shape=True" in shape
+    assert "does not help" in errors.attribute_message("dtype", "<Symbol data>")
+    assert "F.zeros_like(x)" in errors.attribute_message("context", "<Symbol data>")
+    assert "asscalar() on <Symbol x>" in errors.value_message("asscalar()", "<Symbol x>")
