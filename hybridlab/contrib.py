@@ -8,11 +8,17 @@ exist, one definition for ``nd`` and ``sym`` alike:
 
 * ``cond(pred, then_func, else_func)`` computes both branches and selects with
   ``where`` -- right for pure branches, and the price is computing both;
-* ``foreach(body, data, init_states)`` runs ``body`` over the first axis of ``data``,
-  unrolled: the length comes from the (traced) shape, so one program per length;
+* ``foreach(body, data, init_states)`` runs ``body`` over the first axis of ``data``
+  (an array, or a list of arrays read in step), unrolled: the length comes from the
+  (traced) shape, so one program per length;
 * ``while_loop(cond, func, loop_vars, max_iterations)`` is unrolled ``max_iterations``
-  times; a running mask freezes the loop variables once ``cond`` fails, and the
-  stacked outputs of the finished steps are zeros (MXNet's padding).
+  times when traced; a running mask freezes the loop variables once ``cond`` fails, and
+  the stacked outputs of the finished steps are zeros (MXNet's padding). This one has a
+  second, imperative form: ``nd`` can read ``cond``'s value, so it runs a Python loop
+  that stops at once, and may omit ``max_iterations``.
+
+As in MXNet, the stacked outputs come back as one array when the step returned one
+array, and as a list when it returned a list (``None``: no outputs, ``[]``).
 
 MXNet had dedicated subgraph operators for these; unrolling keeps every step visible
 to the compiler's passes, at the cost of a program that grows with the trip count.
@@ -27,14 +33,21 @@ import types
 from typing import Any, Callable
 
 from hybridlab import ndarray, symbol
+from hybridlab.errors import UnboundedLoopError
 
 
 def _as_list(value: Any) -> list:
     return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
-def _length(F: Any, data: Any) -> int:
-    return data.shape[0] if F is ndarray else data._static_shape()[0]
+def _step_list(value: Any) -> list:
+    """A step's outputs as a list: ``None`` (no per-step output) is the empty list."""
+    return [] if value is None else _as_list(value)
+
+
+def _shaped_like(given: Any, stacked: list) -> Any:
+    """MXNet's return convention: one array if the step gave one, else a list."""
+    return stacked[0] if given is not None and not isinstance(given, (list, tuple)) else stacked
 
 
 def _select(F: Any, mask: Any, new: Any, old: Any) -> Any:
@@ -49,30 +62,70 @@ def cond(F: Any, pred: Any, then_func: Callable, else_func: Callable) -> Any:
 
 
 def foreach(F: Any, body: Callable, data: Any, init_states: Any) -> tuple[Any, Any]:
-    """``outputs[i], states = body(data[i], states)`` for each i; outputs are stacked."""
-    states, outputs = init_states, []
-    for i in range(_length(F, data)):
-        item = F.squeeze(F.slice_axis(data, axis=0, begin=i, end=i + 1), axis=0)
-        out, states = body(item, states)
-        outputs.append(_as_list(out))
+    """``outputs[i], states = body(data[i], states)`` for each i; outputs are stacked.
+
+    ``data`` may be a list of arrays of equal length: ``body`` then gets a list of rows.
+    """
+    arrays = _as_list(data)
+    first = arrays[0]
+    length = first.shape[0] if F is ndarray else first._static_shape()[0]
+    states, outputs, out = init_states, [], None
+    for i in range(length):
+        items = [F.squeeze(F.slice_axis(a, axis=0, begin=i, end=i + 1), axis=0) for a in arrays]
+        out, states = body(items if isinstance(data, (list, tuple)) else items[0], states)
+        outputs.append(_step_list(out))
     stacked = [F.stack(*column, axis=0) for column in zip(*outputs)]
-    return (stacked if len(stacked) > 1 else stacked[0]), states
+    return _shaped_like(out, stacked), states
 
 
 def while_loop(F: Any, cond: Callable, func: Callable, loop_vars: Any,
-               max_iterations: int) -> tuple[Any, Any]:
-    """Run ``outputs, loop_vars = func(*loop_vars)`` while ``cond(*loop_vars)``, unrolled."""
-    variables, outputs, active = _as_list(loop_vars), [], None
+               max_iterations: int | None = None) -> tuple[Any, Any]:
+    """Run ``outputs, loop_vars = func(*loop_vars)`` while ``cond(*loop_vars)``.
+
+    Traced (``F = sym``), the loop is unrolled ``max_iterations`` times, which is then
+    required. Imperatively it is a Python loop, and ``max_iterations=None`` means "until
+    ``cond`` fails". With a bound, the stacked outputs have ``max_iterations`` rows in both
+    forms: the rows after the loop stopped are zeros.
+    """
+    if F is ndarray:
+        return _run_while(cond, func, loop_vars, max_iterations)
+    if max_iterations is None:
+        raise UnboundedLoopError(
+            "F.contrib.while_loop needs max_iterations when hybridized: the compiled "
+            "program unrolls the loop, so its length must be known when it is traced. Fix: "
+            "max_iterations=<an upper bound on the number of steps>")
+    variables, outputs, active, out = _as_list(loop_vars), [], None, None
     for _ in range(max_iterations):
         test = cond(*variables)
         active = test if active is None else active * test  # once off, stays off
-        step_out, new_vars = func(*variables)
-        outputs.append([_select(F, active, o, F.zeros_like(o)) for o in _as_list(step_out)])
+        out, new_vars = func(*variables)
+        outputs.append([_select(F, active, o, F.zeros_like(o)) for o in _step_list(out)])
         variables = [_select(F, active, new, old)
                      for new, old in zip(_as_list(new_vars), variables)]
+    return _finish_loop(F, out, outputs, variables, loop_vars)
+
+
+def _run_while(cond: Callable, func: Callable, loop_vars: Any,
+               max_iterations: int | None) -> tuple[Any, Any]:
+    """The imperative loop: ``func`` runs only while ``cond`` holds (read at each step)."""
+    variables, outputs, out = _as_list(loop_vars), [], None
+    while max_iterations is None or len(outputs) < max_iterations:
+        test = cond(*variables)
+        if not (test.asscalar() if hasattr(test, "asscalar") else test):
+            break
+        out, new_vars = func(*variables)
+        outputs.append(_step_list(out))
+        variables = _as_list(new_vars)
+    if outputs and max_iterations is not None:  # zero rows up to max_iterations
+        outputs += [[ndarray.zeros_like(o) for o in outputs[0]]] * (max_iterations - len(outputs))
+    return _finish_loop(ndarray, out, outputs, variables, loop_vars)
+
+
+def _finish_loop(F: Any, out: Any, outputs: list, variables: list,
+                 loop_vars: Any) -> tuple[Any, Any]:
     stacked = [F.stack(*column, axis=0) for column in zip(*outputs)]
     final = variables if isinstance(loop_vars, (list, tuple)) else variables[0]
-    return (stacked if len(stacked) > 1 else stacked[0]), final
+    return _shaped_like(out, stacked), final
 
 
 def install(module: Any) -> None:

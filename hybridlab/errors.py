@@ -194,6 +194,16 @@ class ArrayInTraceError(HybridizeError, TypeError):
     """
 
 
+class UnboundedLoopError(HybridizeError, ValueError):
+    """``F.contrib.while_loop`` without ``max_iterations`` while hybridized.
+
+    A compiled program has a fixed list of operators, so a loop is unrolled when it is
+    traced and its length must be known then (imperatively, ``nd.contrib.while_loop`` can
+    run "until ``cond`` fails"). Fix: give ``max_iterations``, an upper bound on the number
+    of steps; the rows of the stacked outputs after the loop stopped are zeros.
+    """
+
+
 class TraceOutputError(HybridizeError, TypeError):
     """``hybrid_forward`` returned something that is not a Symbol while it was traced.
 

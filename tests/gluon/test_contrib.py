@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from hybridlab import nd
+from hybridlab import errors, nd
 from hybridlab.gluon import nn
 
 
@@ -30,10 +30,16 @@ def count_up(F, x):
     outputs, (i, value) = F.contrib.while_loop(
         lambda i, v: i < 3, lambda i, v: ([v], [i + 1, v * 2]),
         [F.zeros_like(F.sum(x)), F.sum(x)], max_iterations=5)
-    return F.broadcast_add(outputs.reshape((-1,)), value)
+    return F.broadcast_add(outputs[0].reshape((-1,)), value)  # [v]: a list of one, as MXNet
 
 
-@pytest.mark.parametrize("function", [clipped_double, running_sum, count_up],
+def paired_rows(F, x):
+    outputs, state = F.contrib.foreach(lambda rows, acc: (rows[0] * rows[1] + acc, acc + 1),
+                                       [x, x * 2], F.zeros_like(F.sum(x, axis=0)))
+    return F.broadcast_add(outputs, state)
+
+
+@pytest.mark.parametrize("function", [clipped_double, running_sum, count_up, paired_rows],
                          ids=lambda f: f.__name__)
 @pytest.mark.parametrize("scale", [1.0, 5.0])
 def test_control_flow_agrees_imperative_and_hybridized(function, scale):
@@ -48,7 +54,7 @@ def test_while_loop_stops_and_pads_with_zeros():
     outputs, (i, value) = nd.contrib.while_loop(
         lambda i, v: i < 2, lambda i, v: ([v], [i + 1, v + 1]),
         [nd.array([0.0]), nd.array([10.0])], max_iterations=4)
-    np.testing.assert_array_equal(outputs.asnumpy().ravel(), [10, 11, 0, 0])
+    np.testing.assert_array_equal(outputs[0].asnumpy().ravel(), [10, 11, 0, 0])
     assert i.asscalar() == 2 and value.asscalar() == 12
 
 
@@ -58,3 +64,36 @@ def test_cond_picks_the_branch():
     other = nd.contrib.cond(nd.array([0.0]), lambda: x + 1, lambda: x - 1)
     np.testing.assert_array_equal(then.asnumpy(), [2, 3])
     np.testing.assert_array_equal(other.asnumpy(), [0, 1])
+
+
+def test_imperative_while_loop_may_omit_max_iterations_and_runs_only_while_cond_holds():
+    calls = []
+
+    def step(i, v):
+        calls.append(i.asscalar())
+        return v, [i + 1, v * 2]  # one array per step: outputs come back as one array
+
+    outputs, (i, value) = nd.contrib.while_loop(lambda i, v: i < 3, step,
+                                                [nd.array([0.0]), nd.array([1.0])])
+    np.testing.assert_array_equal(outputs.asnumpy().ravel(), [1, 2, 4])
+    assert value.asscalar() == 8 and calls == [0, 1, 2]  # func never ran past the end
+
+
+def test_while_loop_without_outputs_returns_an_empty_list():
+    outputs, value = nd.contrib.while_loop(lambda v: v < 10, lambda v: (None, v * 3),
+                                           nd.array([1.0]), max_iterations=5)
+    assert outputs == [] and value.asscalar() == 27
+
+
+def test_hybridized_while_loop_needs_max_iterations():
+    def unbounded(F, x):
+        _, total = F.contrib.while_loop(lambda v: v < 10, lambda v: (None, v * 3), F.sum(x))
+        return total  # the line above is the user line
+
+    net = Body(unbounded)
+    assert net(nd.ones((2,))).asscalar() == 18
+    net.hybridize()
+    with pytest.raises(errors.UnboundedLoopError, match=r"(?s)test_contrib.py:\d+ `_, total = "
+                                                        r"F.contrib.while_loop.*max_iterations="):
+        net(nd.ones((2,)))
+    assert isinstance(errors.UnboundedLoopError("x"), ValueError)
