@@ -358,3 +358,273 @@ def test_simulated_schedules_respect_dependencies_and_bounds(ops, workers):
     for record in sorted(records, key=lambda r: r.start):  # no worker runs two ops at once
         assert record.start >= by_worker.get(record.worker, 0.0) - 1e-12
         by_worker[record.worker] = record.end
+
+
+# ---------------------------------------------------------------------------------------
+# Notebook display: repeated displays, objects with nothing to draw, missing graphviz
+# ---------------------------------------------------------------------------------------
+
+def test_displaying_a_drawing_again_does_not_repeat_the_hint(monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    drawing = vg.draw(small_graph())
+    texts = [drawing._repr_mimebundle_()["text/plain"] for _ in range(3)]
+    assert texts[0] == texts[2] and texts[0].count("apt-get install graphviz") == 1
+    assert drawing.text == repr(drawing) == vg.summary(small_graph())
+
+
+def test_mimebundle_keeps_the_callers_text_and_adds_the_hint_without_dot(monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    bundle = vg.mimebundle(fancy_symbol(), text="<Symbol _plus2>")
+    assert bundle == {"text/plain": f"<Symbol _plus2>\n{vg.INSTALL_HINT}"}
+
+
+def test_mimebundle_without_the_graphviz_package_says_what_to_install(monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_graphviz(name, *args, **kwargs):
+        if name == "graphviz":
+            raise ImportError("No module named 'graphviz'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(vg, "_DIGRAPH", None)
+    monkeypatch.setattr(builtins, "__import__", no_graphviz)
+    bundle = vg.mimebundle(small_graph())
+    assert set(bundle) == {"text/plain"}
+    assert bundle["text/plain"].startswith("Graph(nodes=7") and "pip install graphviz" in bundle[
+        "text/plain"]
+
+
+def test_a_block_with_nothing_to_draw_yet_shows_its_repr():
+    from hybridlab.gluon import nn
+
+    block = nn.Dense(3)
+    assert vg.mimebundle(block) == {"text/plain": repr(block)}
+    assert vg.mimebundle(block, text="Dense") == {"text/plain": "Dense"}
+
+
+@pytest.mark.skipif(not HAS_DOT, reason="graphviz 'dot' not installed")
+def test_graphs_and_hybridized_blocks_display_inline_with_a_summary():
+    from hybridlab import nd, random
+    from hybridlab.gluon import nn
+
+    bundle = vg.mimebundle(small_graph())
+    assert bundle["text/plain"].startswith("Graph(nodes=7, ") and "<svg" in bundle[
+        "image/svg+xml"]
+    random.seed(0)
+    net = nn.HybridSequential()
+    net.add(nn.Dense(4, activation="relu"), nn.Dense(2))
+    net.initialize()
+    net.hybridize()
+    net(nd.ones((1, 3)))
+    bundle = vg.mimebundle(net)
+    assert bundle["text/plain"] == ("Graph(nodes=8, inputs=1, params=4, "
+                                    "ops=[FullyConnected x2, relu])")
+    assert bundle["image/svg+xml"].count("FullyConnected") == 2
+
+
+def test_vars_declared_learnable_are_drawn_as_parameters():
+    import hybridlab as mx
+    from hybridlab import sym
+
+    weight = sym.var("w", shape=(4, 4), init=mx.init.Normal(0.01))
+    scale = sym.var("s", shape=(4,), lr_mult=0.5)
+    out = sym.broadcast_mul(sym.dot(sym.var("x", shape=(2, 4)), weight), scale)
+    assert vg.as_graph(out)[1] == ("w", "s")
+    assert vg.draw(out).text == "Graph(nodes=5, inputs=1, params=2, ops=[dot, broadcast_mul])"
+
+
+def test_unused_nodes_are_dotted_and_disconnected_pieces_packed():
+    from hybridlab import sym
+    from hybridlab.graph.passes import fold_constants
+
+    program = sum((sym.full(shape=(1,), val=v) for v in (2.0, 3.0, 4.0)), sym.full(shape=(1,),
+                                                                                     val=1.0))
+    folded, _ = fold_constants(program.to_graph())
+    source = vg.to_dot(folded).source
+    assert source.count("unused") == 6 and source.count("dotted") == 6
+    assert "pack=true" in source and "packmode=array_3" in source
+    assert vg.summary(folded).endswith("ops=[], unused=6)")
+
+
+def test_fused_clusters_are_labelled_in_the_drawing_font_at_the_bottom():
+    from hybridlab.graph.passes import run_pipeline
+
+    source = vg.to_dot(run_pipeline(small_graph())[0]).source
+    cluster = source.split("subgraph cluster_", 1)[1]
+    assert "fontname=Helvetica" in cluster and "labelloc=b" in cluster
+    assert r'label="fused:\r' in cluster
+
+
+# ---------------------------------------------------------------------------------------
+# views: pass captions, the memory plan, source under the graph
+# ---------------------------------------------------------------------------------------
+
+def test_pass_view_captions_changes_and_shows_the_memory_plan():
+    view = views.draw_passes(small_graph())
+    assert "fused [" in view.html  # the pass's own change list is shown under its name
+    plan = [line for line in view.text.splitlines() if line.startswith("plan_memory")]
+    assert len(plan) == 1
+    assert "fused:" in view.html and "own buffer 1 (output)" in view.html  # the fused result
+
+
+def test_memory_notes_place_every_result():
+    from hybridlab.graph.passes import run_pipeline
+
+    planned, _ = run_pipeline(small_graph(), disabled=["fuse_elementwise"])
+    notes = views.memory_notes(planned)
+    calls = [n for n in planned.nodes if n.kind == "call"]
+    assert set(notes) == {id(n) for n in calls}
+    assert notes[id(calls[-1])] == "own buffer 1 (output)"
+    assert all(notes[id(n)].startswith("arena bytes") for n in calls[:-1])
+
+
+def test_a_pass_that_only_annotates_nothing_is_not_drawn_twice():
+    from hybridlab import sym
+
+    program = sym.full(shape=(1,), val=1.0) + sym.full(shape=(1,), val=2.0)
+    view = views.draw_passes(program)
+    assert "only annotates it" in view.html
+    if HAS_DOT:  # every panel but plan_memory's has its picture
+        assert view.html.count("<svg") == view.html.count("<b>") - 1
+
+
+def test_source_view_puts_wrapped_source_under_the_graph():
+    view = views.draw_with_source(small_graph())
+    assert view.html.index("<b>graph</b>") < view.html.index("<b>generated source</b>")
+    assert "white-space:pre;" in view.html and "overflow-x:auto" in view.html
+
+
+GENERATED = [
+    "def forward(data, dense0_weight, dense0_bias, dense1_weight, dense1_bias, "
+    "dense2_weight, dense2_bias, *, rt):",
+    "    dense1_fwd = FullyConnected(dense0_relu_fwd, dense1_weight, dense1_bias, flatten=True, "
+    "no_bias=False, num_hidden=128); dense0_relu_fwd = None",
+    "    # a_comment_that_is_long: fused broadcast_add -> relu -> broadcast_mul -> "
+    "broadcast_add in one buffer",
+]
+
+
+@pytest.mark.parametrize("line", GENERATED)
+def test_wrapped_source_stays_python_and_never_splits_a_name(line):
+    wrapped = views.wrap_source(line, width=60)
+    assert "".join(wrapped.split()) == "".join(line.split())  # only whitespace changed
+    assert set(wrapped.replace(",", " ").split()) == set(line.replace(",", " ").split())
+    if not line.lstrip().startswith("#"):  # comments are left whole (they scroll)
+        assert all(len(row) <= 60 or ", " not in row for row in wrapped.splitlines())
+    program = wrapped if wrapped.startswith("def") else "def f():\n" + wrapped
+    compile(program + "\n    pass", "<wrapped>", "exec")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.from_regex(r"[a-z_][a-z0-9_]{0,14}", fullmatch=True), max_size=8),
+       st.lists(st.from_regex(r"[a-z_][a-z0-9_]{0,14}", fullmatch=True), max_size=6,
+                unique=True), st.integers(20, 100))
+def test_wrapping_any_call_keeps_its_tokens_and_validity(positional, keywords, width):
+    arguments = positional + [f"{name}=1" for name in keywords]
+    line = f"    result_name = SomeOperator({', '.join(arguments)})"
+    wrapped = views.wrap_source(line, width)
+    assert "".join(wrapped.split()) == "".join(line.split())  # only whitespace changed
+    compile("def f():\n" + wrapped, "<wrapped>", "exec")
+    for row in wrapped.splitlines():
+        assert len(row) <= width or ", " not in row  # too long only if it cannot break
+    for row in wrapped.splitlines()[1:]:
+        assert row.startswith(" " * len("    result_name = SomeOperator("))
+
+
+# ---------------------------------------------------------------------------------------
+# gantt: colours by kind, a legend, labels that fit
+# ---------------------------------------------------------------------------------------
+
+def test_gantt_colours_each_op_by_kind_the_same_in_every_chart_with_a_legend():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_hex
+
+    from hybridlab.viz import gantt
+
+    def colours(records):
+        figure = gantt.gantt(records)
+        (axes,) = figure.axes
+        found = {}
+        for collection, record in zip(axes.collections, records):
+            found.setdefault(record.name, set()).add(to_hex(collection.get_facecolor()[0]))
+        legend = [t.get_text() for t in figure.legends[0].get_texts()]
+        plt.close(figure)
+        return found, legend
+
+    first, legend1 = colours(gantt.simulate(["dot", "broadcast_add"], [[], [0]], [1, 1], 1))
+    second, legend2 = colours(gantt.simulate(["_ones", "relu", "dot", "broadcast_add", "CachedOp"],
+                                             [[], [0], [1], [2], []], [1] * 5, 2))
+    assert first["dot"] == second["dot"] == {vg.KIND_COLOURS["opaque"]}
+    assert first["broadcast_add"] == second["broadcast_add"] == {vg.KIND_COLOURS["broadcast"]}
+    assert second["relu"] == {vg.KIND_COLOURS["elementwise"]}
+    assert second["CachedOp"] == {gantt.OTHER_COLOUR}
+    assert legend1 == ["broadcast: broadcast_add", "opaque: dot"]
+    assert "opaque: _ones, dot" in legend2 and "other: CachedOp" in legend2
+
+
+def test_gantt_labels_only_bars_they_fit_in():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from hybridlab.viz import gantt
+
+    names = ["broadcast_add", "dot", "broadcast_add", "relu"]
+    records = gantt.simulate(names, [[], [0], [1], [2]], [5.0, 0.05, 3.0, 0.02], workers=1)
+    figure = gantt.gantt(records)
+    (axes,) = figure.axes
+    renderer = figure.canvas.get_renderer()
+    labelled = {t.get_text() for t in axes.texts}
+    assert labelled == {"broadcast_add"}  # the two slivers carry no label
+    for text in axes.texts:
+        x = text.get_position()[0]
+        record = next(r for r in records if abs((r.start + r.end) / 2 * 1e3 - x) < 1e-9)
+        x0, x1 = axes.transData.transform([(record.start * 1e3, 0), (record.end * 1e3, 0)])[:, 0]
+        assert text.get_window_extent(renderer).width <= x1 - x0
+    plt.close(figure)
+
+
+# ---------------------------------------------------------------------------------------
+# plots: a fair protocol and readable axes
+# ---------------------------------------------------------------------------------------
+
+def test_every_curve_is_timed_on_one_worker_with_one_blas_thread(monkeypatch):
+    from threadpoolctl import threadpool_info
+
+    from hybridlab import engine, nd, random
+    from hybridlab.viz import plots
+
+    seen = []
+    real = plots.time_round
+
+    def recording(fn, repeats):
+        blas = {info["num_threads"] for info in threadpool_info()
+                if info["user_api"] == "blas"}
+        seen.append((engine.current().__class__.__name__,
+                     getattr(engine.current(), "workers", None), blas))
+        return real(fn, repeats)
+
+    monkeypatch.setattr(plots, "time_round", recording)
+    before = engine.current()
+    random.seed(0)
+    net = plots.make_mlp(16, 2)
+    timing = plots.measure_speedup(net, nd.ones((2, 16)), repeats=2, rounds=2)
+    assert len(seen) == 6 and all(blas <= {1} for *_, blas in seen)
+    assert {name for name, *_ in seen} == {"ThreadedEngine"}
+    assert engine.current() is before and net._active  # back to the default, left hybridized
+    assert timing.imperative_us > 0 and timing.numpy_us > 0
+
+
+@pytest.mark.parametrize("values,limits", [([14.7, 261.2], (10, 500)), ([0.3, 0.9], (0.2, 1)),
+                                           ([200.0], (200, 200)), ([1.5, 21.0], (1, 50))])
+def test_nice_limits_put_a_labelled_tick_at_both_ends(values, limits):
+    from hybridlab.viz import plots
+
+    low, high = plots.nice_limits(values)
+    assert low == pytest.approx(limits[0]) and high == pytest.approx(limits[1])

@@ -76,11 +76,11 @@ BUDGETS: dict[str, int] = {
     "hybridlab/gluon/data.py": 70,
     "hybridlab/profiler.py": 60,
     "hybridlab/viz/__init__.py": 20,  # re-exports only
-    "hybridlab/viz/graph.py": 190,  # DOT + adapters for Symbol/Graph/CachedOp/block + plot_network
-    "hybridlab/viz/views.py": 60,  # pass-by-pass and source-beside-graph notebook views
+    "hybridlab/viz/graph.py": 245,  # DOT + adapters + plot_network; unused nodes, display hooks
+    "hybridlab/viz/views.py": 110,  # pass and source views; memory-plan notes, source wrapping
     "hybridlab/viz/stepper.py": 130,
     "hybridlab/viz/gantt.py": 100,
-    "hybridlab/viz/plots.py": 130,  # timing, numpy floor, slider callback, widget, static figure
+    "hybridlab/viz/plots.py": 150,  # + a fair protocol (1 worker, 1 BLAS thread, interleaved)
     # Modules STYLE.md did not list (the issues asked for more than its sketch).
     "hybridlab/ops/_infer.py": 40,  # shared shape-rule helpers (axis normalisation, broadcast)
     "hybridlab/ops/broadcast.py": 60,  # broadcast_to/axis/like and sum_like, their inverse

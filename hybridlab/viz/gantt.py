@@ -13,8 +13,10 @@ Invariants
 ----------
 * Reads only :class:`~hybridlab.engine.TaskRecord` s (the engine's records); never the
   engine itself. Simulated schedules are TaskRecords too, so one drawing serves both.
-* Colours follow the order in which op names first appear (deterministic), never a
-  table of op names. matplotlib is imported inside :func:`gantt` only.
+* Bars are coloured by the registry's ``OpDef.kind`` with the graph drawings' colours,
+  so one op has one colour in every chart of the course, never via a table of op
+  names; a legend names the ops of each kind. Names are written on bars only where the
+  text measurably fits. matplotlib is imported inside :func:`gantt` only.
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from hybridlab.engine import TaskRecord
+from hybridlab.viz.graph import KIND_COLOURS
 
-PALETTE = ("#8dd3c7", "#bebada", "#fb8072", "#80b1d3", "#fdb462", "#b3de69", "#fccde5")
+OTHER_COLOUR = "#d9d9d9"  # anything that is not a registry operator (CachedOp, ...)
 
 
 def simulate(names: Sequence[str], deps: Sequence[Sequence[int]],
@@ -59,28 +62,61 @@ def describe(records: Sequence[TaskRecord]) -> str:
             f"workers busy {busy:.0%} of it")
 
 
+def op_kind(name: str) -> str:
+    """The registry's kind of an op name (``OpDef.kind``), or "other" (CachedOp, user ops)."""
+    from hybridlab.ops import registry
+
+    try:
+        return registry.get(name).kind.value
+    except KeyError:  # not a registry operator: a CachedOp, or a task pushed by hand
+        return "other"
+
+
 def gantt(records: Sequence[TaskRecord], title: str = "engine trace") -> Any:
-    """A matplotlib figure: one row per worker, one labelled bar per op (milliseconds)."""
+    """A matplotlib figure: one row per worker, one bar per op (milliseconds), coloured
+    by the op's kind as in the graph drawings, with a legend naming the ops of each kind."""
     import matplotlib.pyplot as plt
 
     if not records:
         raise ValueError(describe(records))
     origin = min(r.start for r in records)
-    span_ms = (max(r.end for r in records) - origin) * 1e3
     workers = sorted({r.worker for r in records})
-    colours: dict[str, str] = {}
-    figure, axes = plt.subplots(figsize=(7, 1.2 + 0.5 * len(workers)))
+    figure, axes = plt.subplots(figsize=(8, 1.6 + 0.5 * len(workers)), layout="constrained")
+    bars = []
     for record in records:
-        colour = colours.setdefault(record.name, PALETTE[len(colours) % len(PALETTE)])
         row, left = workers.index(record.worker), (record.start - origin) * 1e3
         width = (record.end - record.start) * 1e3
-        axes.broken_barh([(left, width)], (row - 0.4, 0.8), facecolor=colour,
-                         edgecolor="#555555")
-        if width > 0.06 * span_ms:  # a label only where it fits; hover-free and legible
-            axes.text(left + width / 2, row, record.name, ha="center", va="center",
-                      fontsize=7, clip_on=True)
+        axes.broken_barh([(left, width)], (row - 0.4, 0.8), edgecolor="#555555",
+                         facecolor=KIND_COLOURS.get(op_kind(record.name), OTHER_COLOUR))
+        bars.append((left, width, row, record.name))
     axes.set_yticks(range(len(workers)), [f"worker {w}" for w in workers])
     axes.set(xlabel="time since the first op (ms)", title=f"{title}\n{describe(records)}")
     axes.invert_yaxis()
-    figure.tight_layout()
+    handles = _legend(records)
+    figure.legend(handles=handles, loc="outside lower center", ncols=len(handles),
+                  fontsize=8, frameon=False)
+    figure.draw_without_rendering()  # settles the layout, so labels fit the final bars
+    _label_bars(figure, axes, bars)
     return figure
+
+
+def _legend(records: Sequence[TaskRecord]) -> list[Any]:
+    """One patch per kind present, naming its ops (so unlabelled narrow bars are readable)."""
+    from matplotlib.patches import Patch
+
+    names: dict[str, list[str]] = {}
+    for name in sorted({r.name for r in records}):
+        names.setdefault(op_kind(name), []).append(name)
+    return [Patch(facecolor=KIND_COLOURS.get(kind, OTHER_COLOUR), edgecolor="#555555",
+                  label=f"{kind}: {', '.join(ops)}") for kind, ops in sorted(names.items())]
+
+
+def _label_bars(figure: Any, axes: Any, bars: list[tuple[float, float, int, str]]) -> None:
+    """Write each op's name on its bar, only where the text really fits (measured)."""
+    renderer = figure.canvas.get_renderer()
+    for left, width, row, name in bars:
+        text = axes.text(left + width / 2, row, name, ha="center", va="center", fontsize=8,
+                         clip_on=True)
+        x0, x1 = axes.transData.transform([(left, row), (left + width, row)])[:, 0]
+        if text.get_window_extent(renderer).width > 0.9 * (x1 - x0):
+            text.remove()

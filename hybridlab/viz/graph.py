@@ -9,17 +9,26 @@ are coloured by what they do to data (``OpDef.kind``: elementwise, broadcast, re
 opaque) -- the fact the fusion pass asks for -- never by a list of op names (MXNet's
 ``plot_network`` used an if/elif chain on names and guessed weights from ``_weight``).
 
+Who is a parameter? A var is drawn as one when the registry names the operator input it
+feeds as a parameter (``weight``, ``bias``, ...), when it carries a learnable var's
+attributes (``sym.var(..., init=...)``, ``lr_mult``, ``wd_mult``), or when a block says
+so (its ``collect_params()``). Anything else is an input: the graph cannot know more.
+
 Invariants
 ----------
 * Deterministic: node ids are ``n0, n1, ...`` in the graph's topological order and edges
   are emitted in input order, so two drawings of one graph have identical DOT text.
 * Reads only: the graph is never modified; graphviz is imported inside functions.
-* Without the ``dot`` program a drawing still has its DOT text (``.source``); rendering
-  raises :class:`~hybridlab.errors.GraphvizNotFoundError`, one line with the install fix.
+* Nodes no output depends on (a pass snapshot before dead-code elimination) are drawn
+  dotted and labelled ``unused``; disconnected pieces are packed in rows, not one line.
+* Without the ``dot`` program a drawing still has its DOT text (``.source``) and its
+  summary; rendering raises :class:`~hybridlab.errors.GraphvizNotFoundError`, one line
+  with the install fix, and a notebook shows the summary followed by that line.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from hybridlab.errors import GraphvizNotFoundError
@@ -32,21 +41,27 @@ KIND_COLOURS = {  # a colour-blind-safe pastel set, one per OpDef.kind
 }
 LEAF_STYLES = {  # how the non-call nodes look
     "input": {"shape": "oval", "style": "filled", "fillcolor": "#ffffb3"},
-    "param": {"shape": "box", "style": "filled,dashed", "fillcolor": "#f2f2f2",
-              "fontsize": "9"},
-    "const": {"shape": "note", "style": "filled", "fillcolor": "#f2f2f2", "fontsize": "9"},
+    "param": {"shape": "box", "style": "filled,dashed", "fillcolor": "#f2f2f2"},
+    "const": {"shape": "note", "style": "filled", "fillcolor": "#f2f2f2"},
     "output": {"shape": "plaintext"},
 }
+UNUSED_STYLE = {"style": "dotted", "color": "#888888", "fontcolor": "#666666"}
+LEARNABLE_ATTRS = ("__init__", "__lr_mult__", "__wd_mult__")  # only trainable vars have them
 INSTALL_HINT = ("the graphviz 'dot' program is not installed; install it with "
                 "`apt-get install graphviz` or `conda install python-graphviz` "
                 "(the DOT text is still available as .source)")
+PACKAGE_HINT = ("the graphviz Python package is not installed; install it with "
+                "`pip install graphviz` (or `pip install hybridlab[notebooks]`)")
 
 
 def graphviz_class() -> type:
     """A ``graphviz.Digraph`` whose rendering failures say how to install ``dot``."""
     global _DIGRAPH
     if _DIGRAPH is None:
-        import graphviz
+        try:
+            import graphviz
+        except ImportError:
+            raise ImportError(PACKAGE_HINT) from None
 
         def explained(method: Any) -> Any:
             def call(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -78,54 +93,82 @@ _DIGRAPH: type | None = None
 # Graph -> DOT
 # ---------------------------------------------------------------------------------------
 
+@dataclass
+class _Canvas:
+    """What every node needs to know while a graph is drawn."""
+
+    roles: dict[int, str]  # id(var node) -> "input" | "param"
+    hidden: set[int]  # ids of parameters left out (plot_network's hide_weights)
+    unused: set[int]  # ids of nodes no output depends on
+    notes: dict[int, str]  # id(node) -> an extra label line (e.g. its memory slot)
+    edges: list[tuple[str, str]] = field(default_factory=list)
+
+
 def to_dot(graph: Any, title: str = "plot", params: Any = (), node_attrs: dict | None = None,
-           hide_weights: bool = False) -> Any:
-    """Draw a ``graph.ir.Graph``; ``params`` names the var nodes that are parameters."""
+           hide_weights: bool = False, notes: dict[int, str] | None = None) -> Any:
+    """Draw a ``graph.ir.Graph``; ``params`` names the var nodes that are parameters and
+    ``notes`` maps ``id(node)`` to an extra line for its label."""
     heading = {} if title == "plot" else {"label": title, "labelloc": "t", "fontsize": "12"}
-    dot = graphviz_class()(name=title, graph_attr={"rankdir": "TB", "nodesep": "0.25",
-                                                    "ranksep": "0.3", **heading},
-                           node_attr={"fontname": "Helvetica", "fontsize": "10",
-                                      "height": "0.3", **(node_attrs or {})},
-                           edge_attr={"arrowsize": "0.6", "color": "#555555"})
+    dot = graphviz_class()(name=title, graph_attr={
+        "rankdir": "TB", "nodesep": "0.25", "ranksep": "0.3", "pack": "true",
+        "packmode": "array_3", "fontname": "Helvetica", **heading},
+        node_attr={"fontname": "Helvetica", "fontsize": "10", "height": "0.3",
+                   **(node_attrs or {})},
+        edge_attr={"arrowsize": "0.6", "color": "#555555"})
     roles = {id(n): ("param" if n.name in set(params) else "input") for n in graph.inputs}
     hidden = {id(n) for n in graph.inputs if roles[id(n)] == "param"} if hide_weights else set()
-    edges: list[tuple[str, str]] = []
-    names = _draw_nodes(dot, graph, "n", {}, roles, hidden, edges)
+    canvas = _Canvas(roles, hidden, unused_nodes(graph), dict(notes or {}))
+    names = _draw_nodes(dot, graph, "n", {}, canvas)
     for index, value in enumerate(graph.outputs):
         dot.node(f"out{index}", f"output {index}", **LEAF_STYLES["output"])
-        edges.append((names[id(value.node)], f"out{index}"))
-    for tail, head in edges:  # emitted last, at the top level, so clusters keep their nodes
+        canvas.edges.append((names[id(value.node)], f"out{index}"))
+    for tail, head in canvas.edges:  # emitted last, at the top level: clusters keep their nodes
         dot.edge(tail, head)
     return dot
 
 
-def _draw_nodes(target: Any, graph: Any, prefix: str, bound: dict, roles: dict, hidden: set,
-                edges: list) -> dict[int, str]:
+def unused_nodes(graph: Any) -> set[int]:
+    """Ids of the nodes that no graph output depends on (dead code)."""
+    used = {id(v.node) for v in graph.outputs} | {id(n) for n in graph.inputs}
+    for node in reversed(graph.nodes):
+        if id(node) in used:
+            used.update(id(v.node) for v in node.inputs)
+    return {id(n) for n in graph.nodes} - used
+
+
+def _draw_nodes(target: Any, graph: Any, prefix: str, bound: dict, canvas: _Canvas
+                ) -> dict[int, str]:
     """Add ``graph``'s nodes to ``target``; returns id(node) -> DOT id (``bound`` first)."""
     names = dict(bound)
     for position, node in enumerate(graph.nodes):
-        if id(node) in names or id(node) in hidden:
+        if id(node) in names or id(node) in canvas.hidden:
             continue
         dot_id = f"{prefix}{position}"
         body = _subgraph(node)
         if body is not None:
-            names[id(node)] = _draw_cluster(target, node, body, dot_id, names, edges)
+            names[id(node)] = _draw_cluster(target, node, body, dot_id, names, canvas)
             continue
         names[id(node)] = dot_id
-        target.node(dot_id, _label(node), **_style(node, roles))
-        edges.extend((names[id(v.node)], dot_id) for v in node.inputs if id(v.node) in names)
+        target.node(dot_id, _label(node, canvas), **_style(node, canvas))
+        canvas.edges.extend((names[id(v.node)], dot_id) for v in node.inputs
+                            if id(v.node) in names)
     return names
 
 
 def _draw_cluster(target: Any, node: Any, body: Any, dot_id: str, names: dict,
-                  edges: list) -> str:
+                  canvas: _Canvas) -> str:
     """A fused node: its sub-program drawn inside a dashed box, wired to the outer graph."""
     bound = {id(var): names[id(v.node)] for var, v in zip(body.inputs, node.inputs)}
+    lines = ["fused:", node.name] + ([canvas.notes[id(node)]] if id(node) in canvas.notes else [])
+    label = "".join(line + r"\r" for line in lines)  # \r: DOT's right-justified line end
     with target.subgraph(name=f"cluster_{dot_id}") as cluster:
-        cluster.attr(label=f"fused: {node.name}", style="rounded,dashed", color="#777777",
-                     fontsize="9")
-        inner = _draw_nodes(cluster, body, dot_id + "_", bound, {}, set(), edges)
-    return inner[id(body.outputs[0].node)]
+        # Label at the bottom right: edges enter at the top and leave at the middle.
+        cluster.attr(label=label, labelloc="b", labeljust="r", style="rounded,dashed",
+                     color="#777777", fontname="Helvetica", fontsize="10",
+                     fontcolor="#444444", margin="36,8")
+        inner = _Canvas({}, set(), set(), {}, canvas.edges)
+        names_inside = _draw_nodes(cluster, body, dot_id + "_", bound, inner)
+    return names_inside[id(body.outputs[0].node)]
 
 
 def _subgraph(node: Any) -> Any:
@@ -135,18 +178,20 @@ def _subgraph(node: Any) -> Any:
     return next((v for _, v in node.attrs if isinstance(v, Graph)), None)
 
 
-def _label(node: Any) -> str:
+def _label(node: Any, canvas: _Canvas) -> str:
     from hybridlab.graph.ir import _format_type
 
     if node.kind == "var":
-        head = node.name
+        lines = [node.name]
     elif node.kind == "const":
-        head = f"const {node.value.item():g}" if node.value.size == 1 else "const"
+        lines = [f"const {node.value.item():g}" if node.value.size == 1 else "const"]
     else:
-        head = r"\n".join([node.op, *_changed_attrs(node)])
-    if node.aval is None:  # a symbol whose shapes are not known yet
-        return head
-    return rf"{head}\n{_format_type(node.aval)}"  # DOT's escaped line break keeps one line
+        lines = [node.op, *_changed_attrs(node)]
+    if node.aval is not None:  # None: a symbol whose shapes are not known yet
+        lines.append(_format_type(node.aval))
+    lines += [canvas.notes[id(node)]] if id(node) in canvas.notes else []
+    lines += ["unused"] if id(node) in canvas.unused else []
+    return r"\n".join(lines)  # DOT's escaped line break keeps the source one line per node
 
 
 def _changed_attrs(node: Any, limit: int = 2) -> list[str]:
@@ -157,15 +202,19 @@ def _changed_attrs(node: Any, limit: int = 2) -> list[str]:
     return shown[:limit]
 
 
-def _style(node: Any, roles: dict) -> dict[str, str]:
+def _style(node: Any, canvas: _Canvas) -> dict[str, str]:
     if node.kind == "var":
-        role = roles.get(id(node), "input")
-        return {**LEAF_STYLES[role], **({"group": "spine"} if role == "input" else {})}
-    if node.kind == "const":
-        return LEAF_STYLES["const"]
-    colour = KIND_COLOURS.get(node.opdef.kind.value, "#e5e5e5")
-    # One group for the data path: graphviz then keeps it straight, parameters to the side.
-    return {"shape": "box", "style": "rounded,filled", "fillcolor": colour, "group": "spine"}
+        role = canvas.roles.get(id(node), "input")
+        style = {**LEAF_STYLES[role], **({"group": "spine"} if role == "input" else {})}
+    elif node.kind == "const":
+        style = LEAF_STYLES["const"]
+    else:  # one group for the data path: graphviz keeps it straight, parameters aside
+        style = {"shape": "box", "style": "rounded,filled", "group": "spine",
+                 "fillcolor": KIND_COLOURS.get(node.opdef.kind.value, "#e5e5e5")}
+    if id(node) in canvas.unused:
+        style = {**style, **UNUSED_STYLE,
+                 "style": UNUSED_STYLE["style"] + (",rounded" if node.kind == "call" else "")}
+    return style
 
 
 def summary(graph: Any, params: Any = ()) -> str:
@@ -176,8 +225,9 @@ def summary(graph: Any, params: Any = ()) -> str:
             counts[node.op] = counts.get(node.op, 0) + 1
     ops = ", ".join(f"{op} x{n}" if n > 1 else op for op, n in counts.items())
     n_params = sum(1 for n in graph.inputs if n.name in set(params))
+    unused = len(unused_nodes(graph))
     return (f"Graph(nodes={len(graph.nodes)}, inputs={len(graph.inputs) - n_params}, "
-            f"params={n_params}, ops=[{ops}])")
+            f"params={n_params}, ops=[{ops}]{f', unused={unused}' if unused else ''})")
 
 
 # ---------------------------------------------------------------------------------------
@@ -189,7 +239,9 @@ class Drawing:
 
     def __init__(self, dot: Any, text: str) -> None:
         self.dot = dot
-        self.text = text
+        self.text = text  # the summary; never changes (display it as often as you like)
+        self.hint: str | None = None  # why the last rendering failed, if it did
+        self._svg: str | None = None
 
     @property
     def source(self) -> str:
@@ -197,16 +249,20 @@ class Drawing:
         return self.dot.source
 
     def svg(self) -> str | None:
-        """The rendered SVG, or None (with the install hint in ``text``) without ``dot``."""
-        try:
-            return self.dot.pipe(format="svg", encoding="utf-8")
-        except GraphvizNotFoundError as err:
-            self.text = f"{self.text}\n{err}"
-            return None
+        """The rendered SVG (rendered once), or None without ``dot`` (see ``hint``)."""
+        if self._svg is None:
+            try:
+                self._svg = self.dot.pipe(format="svg", encoding="utf-8")
+                self.hint = None
+            except GraphvizNotFoundError as err:
+                self.hint = str(err)
+        return self._svg
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
         svg = self.svg()
-        return {"text/plain": self.text, **({"image/svg+xml": svg} if svg else {})}
+        if svg is None:
+            return {"text/plain": f"{self.text}\n{self.hint}"}
+        return {"text/plain": self.text, "image/svg+xml": svg}
 
     def __repr__(self) -> str:
         return self.text
@@ -218,9 +274,23 @@ def draw(obj: Any, title: str = "plot", **options: Any) -> Drawing:
     return Drawing(to_dot(graph, title, params, **options), summary(graph, params))
 
 
-def mimebundle(obj: Any) -> dict[str, str]:
-    """``_repr_mimebundle_`` for Symbols and blocks: they call this so they draw themselves."""
-    return draw(obj)._repr_mimebundle_()
+def mimebundle(obj: Any, text: str | None = None) -> dict[str, str]:
+    """What ``_repr_mimebundle_`` of a Symbol, Graph or HybridBlock returns: the drawing,
+    with ``text`` (default: the graph's summary) as the plain-text form.
+
+    Never raises for display reasons: an object with nothing to draw yet (a block before
+    its first hybridized call) shows ``text`` or its repr; without graphviz the text is
+    followed by the one-line install hint.
+    """
+    if not drawable(obj):
+        return {"text/plain": text if text is not None else repr(obj)}
+    graph, params = as_graph(obj)
+    plain = text if text is not None else summary(graph, params)
+    try:
+        dot = to_dot(graph, "plot", params)
+    except ImportError as err:  # the graphviz Python package itself is missing
+        return {"text/plain": f"{plain}\n{err}"}
+    return Drawing(dot, plain)._repr_mimebundle_()
 
 
 def plot_network(symbol: Any, title: str = "plot", save_format: str = "pdf",
@@ -237,12 +307,23 @@ def plot_network(symbol: Any, title: str = "plot", save_format: str = "pdf",
     return dot
 
 
+# ---------------------------------------------------------------------------------------
+# Anything drawable -> (graph, parameter names)
+# ---------------------------------------------------------------------------------------
+
+def drawable(obj: Any) -> bool:
+    """A Graph, a Symbol, a CachedOp or a hybridized block that has run."""
+    from hybridlab.graph.ir import Graph
+
+    return isinstance(obj, Graph) or hasattr(obj, "to_graph") or cached_op_of(obj) is not None
+
+
 def as_graph(obj: Any, shape: dict | None = None, dtype: Any = "float32") -> tuple[Any, tuple]:
     """``(graph, parameter names)`` for anything drawable; ``shape`` fills in the types."""
     from hybridlab.graph.ir import Graph
 
     if isinstance(obj, Graph):
-        return obj, ()
+        return obj, parameter_names(obj)
     if hasattr(obj, "to_graph"):  # a Symbol
         graph = obj.to_graph()
         if shape:
@@ -270,10 +351,11 @@ def block_parameters(obj: Any) -> tuple[str, ...]:
 
 
 def parameter_names(graph: Any) -> tuple[str, ...]:
-    """Vars feeding an operator input that the registry names as a parameter (``weight``)."""
+    """Vars that feed an input the registry names as a parameter (``weight``), or that
+    carry a learnable var's attributes (``init``, ``lr_mult``, ``wd_mult``)."""
     from hybridlab.symbol import PARAMETER_INPUTS
 
-    names = []
+    names = [n.name for n in graph.inputs if any(k in LEARNABLE_ATTRS for k, _ in n.attrs)]
     for node in graph.nodes:
         if node.kind == "call":
             slots = node.opdef.input_names(node.attr_dict)

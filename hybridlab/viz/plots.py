@@ -1,20 +1,27 @@
-"""How much does hybridize save? Measured timings and their plots (lesson 02).
+"""How much does hybridize save? Measured timings and their plots (lessons 00 and 02).
 
 What this module teaches
 ------------------------
 Hybridizing removes per-layer Python work; it cannot make numpy's matrix products
 faster. So the gain is large when the network is deep and the batch small (overhead
-dominates) and shrinks as arithmetic grows. We measure three things side by side, in
-one run: the network run imperatively, hybridized, and the same arithmetic written
-directly in numpy (the floor no framework on numpy can beat).
+dominates) and shrinks as arithmetic grows. We measure three things side by side: the
+network run imperatively, hybridized, and the same arithmetic written directly in numpy
+-- the floor: the kernels alone, with no framework around them.
+
+NOTE [A fair floor]: the three are measured under one protocol, so that only the work
+*around* the kernels differs. All three run with one BLAS thread (threadpoolctl) and the
+framework on a one-worker engine: with two workers, the engine would run consecutive
+independent calls at the same time (lesson 03's automatic parallelism) and could beat a
+numpy loop on one core, which says nothing about overhead. Rounds of the three are
+interleaved (in rotating order) and each result is the median round, so a burst of
+load on a shared machine hits all three alike.
 
 Invariants
 ----------
-* Timings are medians of several repeats, reported as microseconds per call; only the
-  ratios mean something across machines.
+* Timings are microseconds per call; only the ratios mean something across machines.
 * :func:`speedup_callback` is a plain function (what the sliders call); it is tested
-  across the sliders' whole range. matplotlib and ipywidgets are imported inside
-  functions only.
+  across the sliders' whole range. matplotlib, ipywidgets and threadpoolctl are imported
+  inside functions only.
 """
 
 from __future__ import annotations
@@ -29,9 +36,11 @@ import numpy as np
 BATCH_RANGE = (1, 256)  # slider limits, also used by the tests
 WIDTH_RANGE = (16, 512)
 DEPTH_RANGE = (1, 8)
+OUTPUTS = 10  # units of the last Dense layer
+PROTOCOL = "all three on 1 engine worker and 1 BLAS thread; medians of interleaved rounds"
 SERIES = (("imperative_us", "imperative", "#fc8d62"),  # Timing field, label, colour
           ("hybridized_us", "hybridized", "#66c2a5"),
-          ("numpy_us", "numpy floor", "#8da0cb"))
+          ("numpy_us", "numpy floor (kernels only)", "#8da0cb"))
 
 
 @dataclass(frozen=True)
@@ -52,28 +61,24 @@ class Timing:
                 f" | speed-up x{self.speedup:.1f}")
 
 
-def time_call(fn: Callable[[], Any], repeats: int = 50, rounds: int = 5) -> float:
-    """Median over ``rounds`` of the mean time of ``repeats`` calls, in microseconds.
+def time_round(fn: Callable[[], Any], repeats: int) -> float:
+    """Mean seconds per call of ``repeats`` calls issued back to back, synced once.
 
-    Like a training loop, the calls are issued back to back and the engine is synced
-    once at the end of each round (``nd.waitall()``): with a lazy engine, waiting after
-    every call would time the hand-over between threads, not the work.
+    Like a training loop, the engine is synced once at the end (``nd.waitall()``):
+    waiting after every call would time the hand-over between threads, not the work.
     """
     from hybridlab import nd
 
-    fn()  # warm-up: the first hybridized call traces and compiles
+    fn()  # warm-up: after a switch to hybridized, the first call traces and compiles
     nd.waitall()
-    samples = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        for _ in range(repeats):
-            fn()
-        nd.waitall()
-        samples.append((time.perf_counter() - start) / repeats)
-    return statistics.median(samples) * 1e6
+    start = time.perf_counter()
+    for _ in range(repeats):
+        fn()
+    nd.waitall()
+    return (time.perf_counter() - start) / repeats
 
 
-def make_mlp(width: int, depth: int, outputs: int = 10) -> Any:
+def make_mlp(width: int, depth: int, outputs: int = OUTPUTS) -> Any:
     """``depth`` ReLU Dense layers of ``width`` units and a Dense output layer."""
     from hybridlab.gluon import nn
 
@@ -98,15 +103,30 @@ def numpy_mlp(net: Any) -> Callable[[np.ndarray], np.ndarray]:
     return forward
 
 
-def measure_speedup(net: Any, x: Any, repeats: int = 50) -> Timing:
-    """Time ``net(x)`` imperatively, then hybridized, and the numpy floor (if it is an MLP)."""
-    net.hybridize(active=False)
-    net(x).wait_to_read()  # finishes deferred initialisation before numpy_mlp reads weights
-    imperative = time_call(lambda: net(x), repeats)
-    net.hybridize()
-    hybridized = time_call(lambda: net(x), repeats)
-    forward, array = numpy_mlp(net), x.asnumpy()
-    return Timing(imperative, hybridized, time_call(lambda: forward(array), repeats))
+def measure_speedup(net: Any, x: Any, repeats: int = 50, rounds: int = 5) -> Timing:
+    """Time ``net(x)`` imperatively and hybridized, and the numpy floor (for an MLP of
+    Dense layers), under the protocol of NOTE [A fair floor]. Leaves ``net`` hybridized."""
+    from threadpoolctl import threadpool_limits
+
+    from hybridlab import engine
+
+    with engine.engine_scope(engine.ThreadedEngine(workers=1)), \
+            threadpool_limits(1, user_api="blas"):
+        net.hybridize(active=False)
+        net(x).wait_to_read()  # finishes deferred initialisation before numpy_mlp reads
+        forward, array = numpy_mlp(net), x.asnumpy()
+        variants = [(lambda: net.hybridize(active=False), lambda: net(x)),
+                    (lambda: net.hybridize(), lambda: net(x)),
+                    (lambda: None, lambda: forward(array))]
+        samples: list[list[float]] = [[], [], []]
+        for round_index in range(rounds):
+            for offset in range(3):  # rotating order: no variant always goes first
+                which = (round_index + offset) % 3
+                switch, call = variants[which]
+                switch()
+                samples[which].append(time_round(call, repeats))
+        net.hybridize()
+    return Timing(*(statistics.median(s) * 1e6 for s in samples))
 
 
 def speedup_point(batch_size: int, width: int, depth: int, repeats: int = 30) -> Timing:
@@ -119,19 +139,27 @@ def speedup_point(batch_size: int, width: int, depth: int, repeats: int = 30) ->
     return measure_speedup(net, x, repeats)
 
 
+def network_name(width: int, depth: int) -> str:
+    return f"{depth} x Dense({width}) + Dense({OUTPUTS})"
+
+
 def speedup_callback(batch_size: int, width: int, depth: int, repeats: int = 30
                      ) -> tuple[Any, str]:
     """What the sliders call: a bar chart of one setting and its text summary."""
     import matplotlib.pyplot as plt
 
     timing = speedup_point(batch_size, width, depth, repeats)
-    figure, axes = plt.subplots(figsize=(6, 2.6))
-    axes.barh([label for _, label, _ in SERIES], [getattr(timing, f) for f, _, _ in SERIES],
-              color=[colour for _, _, colour in SERIES])
+    figure, axes = plt.subplots(figsize=(7, 2.6), layout="constrained")
+    bars = axes.barh([label for _, label, _ in SERIES],
+                     [getattr(timing, f) for f, _, _ in SERIES],
+                     color=[colour for _, _, colour in SERIES])
+    axes.bar_label(bars, fmt="%.0f µs", padding=3, fontsize=8)
+    axes.invert_yaxis()  # imperative on top, as in the summary line
+    axes.margins(x=0.15)  # room for the value labels
     axes.set_xlabel("time per forward call (µs)")
-    axes.set_title(f"batch {batch_size}, {depth} x Dense({width}): "
-                   f"hybridize speed-up x{timing.speedup:.1f}")
-    figure.tight_layout()
+    figure.supxlabel(PROTOCOL, fontsize=8, color="#555555")
+    axes.set_title(f"{network_name(width, depth)}, batch {batch_size}: "
+                   f"hybridize speed-up x{timing.speedup:.1f}", fontsize=10)
     return figure, f"batch={batch_size} width={width} depth={depth}: {timing}"
 
 
@@ -178,19 +206,26 @@ def speedup_figure(batch_sizes: tuple[int, ...] = (1, 16, 64, 256), width: int =
     from matplotlib import ticker
 
     timings = [speedup_point(b, width, depth, repeats) for b in batch_sizes]
-    figure, axes = plt.subplots(figsize=(6, 3.2))
+    figure, axes = plt.subplots(figsize=(7, 3.6), layout="constrained")
     for field, label, colour in SERIES:
         axes.plot(batch_sizes, [getattr(t, field) for t in timings], "o-", label=label,
                   color=colour)
     axes.set(xscale="log", yscale="log", xlabel="batch size (examples)",
-             ylabel="time per forward call (µs)",
-             title=f"MLP, {depth} x Dense({width}) + Dense(10)")
+             ylabel="time per forward call (µs)", title=f"MLP, {network_name(width, depth)}",
+             ylim=nice_limits([getattr(t, f) for t in timings for f, _, _ in SERIES]))
     axes.set_xticks(batch_sizes, [str(b) for b in batch_sizes])  # the measured sizes, plainly
+    axes.xaxis.set_minor_locator(ticker.NullLocator())
     axes.yaxis.set_major_locator(ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
     axes.yaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
     axes.yaxis.set_minor_formatter(ticker.NullFormatter())
-    axes.legend()
-    figure.tight_layout()
+    axes.legend(fontsize=9)
+    figure.supxlabel(PROTOCOL, fontsize=8, color="#555555")
     for b, t in zip(batch_sizes, timings):
         print(f"batch {b:4d}: {t}")
     return figure
+
+
+def nice_limits(values: list[float]) -> tuple[float, float]:
+    """The 1-2-5 values just below and above the data, so both ends carry a tick label."""
+    steps = [m * 10.0 ** e for e in range(-3, 10) for m in (1, 2, 5)]
+    return max(s for s in steps if s <= min(values)), min(s for s in steps if s >= max(values))

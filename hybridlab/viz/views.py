@@ -1,22 +1,28 @@
-"""The compiler at work, laid out for notebooks: passes side by side, source beside graph.
+"""The compiler at work, laid out for notebooks: pass by pass, and graph above source.
 
 What this module teaches
 ------------------------
 A compiler is easiest to understand by watching it. :func:`draw_passes` runs the pass
 pipeline on a graph and shows the graph before the passes and after each pass that
-changed something, with the pass's own list of changes; :func:`draw_with_source` puts the
-optimised graph next to the Python source generated from it, so each line of code can
-be matched with its node.
+changed something, with the pass's own list of changes (a pass that only annotates the
+graph, like ``plan_memory``, shows its annotations: each result's place in memory).
+:func:`draw_with_source` puts the optimised graph above the Python source generated from
+it, so each line of code can be matched with its node.
 
 Invariants
 ----------
 * Every view carries a plain-text twin (the summaries, or the source itself) that does
   not depend on graphviz, so nbval compares it and a reader without ``dot`` sees it.
+* Legible at notebook width (~800 px): pictures keep their natural size unless wider
+  than the page, source lines are wrapped after commas (never inside a name) and scroll
+  sideways rather than shrink.
 * Views only read: the pipeline runs on the given graph, which is never modified.
 """
 
 from __future__ import annotations
 
+import html
+import math
 from typing import Any
 
 from hybridlab.viz.graph import (
@@ -29,12 +35,16 @@ from hybridlab.viz.graph import (
     to_dot,
 )
 
+CODE_STYLE = ("font-size:12px;line-height:1.35;white-space:pre;overflow-x:auto;"
+              "word-break:normal;overflow-wrap:normal;background:#f7f7f7;padding:6px 8px")
+CAPTION_LINES = 3  # a pass's changes shown under its heading; the rest are counted
+
 
 class HtmlView:
     """Several drawings (and code) laid out in HTML, with a plain-text twin for nbval."""
 
-    def __init__(self, html: str, text: str) -> None:
-        self.html = html
+    def __init__(self, html_text: str, text: str) -> None:
+        self.html = html_text
         self.text = text
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
@@ -44,12 +54,24 @@ class HtmlView:
         return self.text
 
 
-def _panel(heading: str, drawing: Drawing) -> str:
-    import html
+def _picture(drawing: Drawing) -> str:
+    """The SVG at its natural size (shrunk only if wider than the page), or the text."""
+    svg = drawing.svg()
+    if svg is None:
+        return f"<pre>{html.escape(drawing.text)}\n{html.escape(str(drawing.hint))}</pre>"
+    svg = svg[svg.index("<svg"):]  # drop the XML prolog: the SVG sits inside HTML
+    return svg.replace("<svg", '<svg style="max-width:100%;height:auto"', 1)
 
-    body = drawing.svg() or f"<pre>{html.escape(drawing.text)}</pre>"
-    return (f'<div style="margin:0 12px 12px 0"><b>{html.escape(heading)}</b>'
-            f'<div style="max-width:420px;overflow:auto">{body}</div></div>')
+
+def _panel(heading: str, caption: list[str], body: str) -> str:
+    lines = caption[:CAPTION_LINES]
+    if len(caption) > CAPTION_LINES:
+        lines.append(f"... and {len(caption) - CAPTION_LINES} more")
+    notes = "".join(f"<div>{html.escape(line)}</div>" for line in lines)
+    return (f'<div style="margin:0 24px 16px 0;max-width:100%">'
+            f"<b>{html.escape(heading)}</b>"
+            f'<div style="font-size:12px;color:#555555;margin:2px 0 4px 0">{notes}</div>'
+            f"{body}</div>")
 
 
 def draw_passes(obj: Any, only_changed: bool = True) -> HtmlView:
@@ -58,29 +80,74 @@ def draw_passes(obj: Any, only_changed: bool = True) -> HtmlView:
 
     graph, params = as_graph(obj)
     _, records = run_pipeline(graph)
-    panels = [("before the passes", graph, [])]
-    panels += [(r.name, r.after, r.changes) for r in records if r.changes or not only_changed]
-    html_parts, lines = [], []
-    for heading, step, changes in panels:
-        title = f"{heading} ({len(changes)} change{'s' * (len(changes) != 1)})" if changes \
-            else heading
-        drawing = Drawing(to_dot(step, "plot", params), summary(step, params))
-        html_parts.append(_panel(title, drawing))
-        lines.append(f"{title}: {drawing.text}")
-    html_text = '<div style="display:flex;flex-wrap:wrap">' + "".join(html_parts) + "</div>"
-    return HtmlView(html_text, "\n".join(lines))
+    steps = [("before the passes", graph, [], False)]
+    steps += [(r.name, r.after, r.changes, r.after.nodes == r.before.nodes)
+              for r in records if r.changes or not only_changed]
+    parts, lines = [], []
+    for name, step, changes, annotates in steps:
+        heading = f"{name} ({len(changes)} change{'s' * (len(changes) != 1)})" \
+            if changes else name
+        notes = memory_notes(step) if annotates else {}
+        drawing = Drawing(to_dot(step, "plot", params, notes=notes), summary(step, params))
+        if annotates and not notes:  # the same picture again would teach nothing
+            body = "<i>(the graph is unchanged: this pass only annotates it)</i>"
+        else:
+            body = _picture(drawing)
+        parts.append(_panel(heading, changes, body))
+        lines.append(f"{heading}: {drawing.text}")
+    layout = '<div style="display:flex;flex-wrap:wrap;align-items:flex-start">'
+    return HtmlView(layout + "".join(parts) + "</div>", "\n".join(lines))
 
 
-def draw_with_source(obj: Any) -> HtmlView:
-    """The compiled graph on the left, the Python generated from it on the right."""
-    import html
+def memory_notes(graph: Any) -> dict[int, str]:
+    """id(node) -> where ``plan_memory`` put its result: a byte range of the shared arena,
+    or a buffer of its own (graph outputs, which the caller keeps)."""
+    plan = graph.meta.get("memory")
+    if plan is None:
+        return {}
+    notes = {}
+    for node in graph.nodes:  # one line per node: its first result stands for the others
+        buffer = plan.buffer_of.get((id(node), 0))
+        if buffer == 0:
+            start = plan.offset_of[(id(node), 0)]
+            size = node.aval[0].dtype.itemsize * math.prod(node.aval[0].shape)
+            notes[id(node)] = f"arena bytes {start}-{start + size}"
+        elif buffer is not None:
+            notes[id(node)] = f"own buffer {buffer} (output)"
+    return notes
 
+
+def draw_with_source(obj: Any, width: int = 96) -> HtmlView:
+    """The compiled graph, and under it the Python generated from it."""
     graph, source = _compiled(obj)
     params = parameter_names(graph) + block_parameters(obj)
     drawing = Drawing(to_dot(graph, "plot", params), summary(graph, params))
-    code = f'<pre style="font-size:11px">{html.escape(source)}</pre>'
-    html_text = f'<div style="display:flex">{_panel("graph", drawing)}<div>{code}</div></div>'
-    return HtmlView(html_text, source)
+    code = f'<pre style="{CODE_STYLE}">{html.escape(wrap_source(source, width))}</pre>'
+    return HtmlView(_panel("graph", [], _picture(drawing)) +
+                    _panel("generated source", [], code), source)
+
+
+def wrap_source(source: str, width: int = 96) -> str:
+    """Long lines broken after a comma and continued under their opening bracket, as
+    PEP 8 does by hand (still valid Python, and never breaking inside a name)."""
+    return "\n".join(_wrap_line(line, width) for line in source.splitlines())
+
+
+def _wrap_line(line: str, width: int) -> str:
+    if len(line) <= width or "(" not in line or line.lstrip().startswith("#"):
+        return line
+    indent = len(line) - len(line.lstrip())
+    bracket = line.index("(") + 1
+    hang = " " * (bracket if bracket <= 40 else indent + 8)
+    pieces = line.split(", ")
+    lines, current = [], pieces[0]
+    for piece in pieces[1:]:
+        if len(current) + 2 + len(piece) + 1 > width:  # + 1: room for a trailing comma
+            lines.append(current + ",")
+            current = hang + piece
+        else:
+            current += ", " + piece
+    return "\n".join([*lines, current])
 
 
 def _compiled(obj: Any) -> tuple[Any, str]:
