@@ -17,14 +17,17 @@ that needs no output gradient (run at forward time, returning the outputs plus t
 ``backward()`` arrives). That is how ``CachedOp`` records one tape node whose backward is
 a compiled program.
 
-Invariants: gradients of a value used several times are summed; an op without a gradient
-rule passes no gradient to its inputs; an input that receives no gradient gets zeros.
+Invariants: gradients of a value used several times are summed; an op with ``grad=None``
+(no gradient by design: random draws, masks) passes no gradient to its inputs; an op
+whose gradient exists but is not written (``OpDef.grad_missing``) raises ``GraphError``
+naming the node, never a silent zero; an input that receives no gradient gets zeros.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
+from hybridlab.errors import GraphError
 from hybridlab.graph import ir
 from hybridlab.graph.ir import Graph, Node, Value
 
@@ -43,7 +46,10 @@ def gradient_graph(graph: Graph) -> Graph:
             _accumulate(grads, value, cotangent.out())
         for node in reversed(graph.nodes):
             found = [grads.get((id(node), i)) for i in range(node.num_outputs)]
-            if node.kind != "call" or node.opdef.grad is None or all(g is None for g in found):
+            if node.kind != "call" or all(g is None for g in found):
+                continue
+            _check_rule(node)
+            if node.opdef.grad is None:  # no gradient by design
                 continue
             out_grads = [wrap(g) if g is not None else sym.zeros_like(wrap(node.out(i)))
                          for i, g in enumerate(found)]
@@ -61,6 +67,16 @@ def gradient_graph(graph: Graph) -> Graph:
     inputs = list(graph.inputs) + cotangents
     roots = [*inputs, *(v.node for v in graph.outputs), *(v.node for v in reversed(results))]
     return Graph(tuple(ir.toposort(roots)), tuple(inputs), tuple(graph.outputs) + tuple(results))
+
+
+def _check_rule(node: Node) -> None:
+    """A gradient reached a node whose op has a gradient but no rule written for it."""
+    why = node.opdef.grad_missing
+    if why:
+        where = f" (created at {node.origin})" if node.origin else ""
+        raise GraphError(f"cannot differentiate node {ir.format_name(node.name)} ({node.op})"
+                         f"{where}: {why}. Build the gradient graph from the forward graph "
+                         f"(not from one that already holds backward ops)")
 
 
 def _accumulate(grads: dict[tuple[int, int], Value], value: Value, grad: Value) -> None:

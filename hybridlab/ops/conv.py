@@ -139,10 +139,12 @@ register(OpDef(
         "``(num_filter, C, kh, kw)``, plus ``bias``; ``stride``, ``pad`` and ``dilate`` per "
         "axis."))
 register(OpDef(
-    name="_conv_data_grad", kernel=_conv_data_grad, grad=None, kind=Kind.OPAQUE,
+    name="_conv_data_grad", kernel=_conv_data_grad, kind=Kind.OPAQUE,
+    grad=None, grad_missing="Convolution's backward has no second order",
     infer=lambda g, w, x, **attrs: [Aval(x.shape, g.dtype)], attrs=_CONV_ATTRS,
     inputs=("data", "weight", "like"), doc="Convolution's gradient for its data (col2im)."))
 register(OpDef(
-    name="_conv_weight_grad", kernel=_conv_weight_grad, grad=None, kind=Kind.OPAQUE,
+    name="_conv_weight_grad", kernel=_conv_weight_grad, kind=Kind.OPAQUE,
+    grad=None, grad_missing="Convolution's backward has no second order",
     infer=lambda g, x, **attrs: [Aval((g.shape[1], x.shape[1], *attrs["kernel"]), g.dtype)],
     attrs=_CONV_ATTRS, inputs=("data", "like"), doc="Convolution's gradient for its weight."))

@@ -100,7 +100,8 @@ register(OpDef(
         "``global_pool`` pools each whole channel; ``pooling_convention='full'`` rounds "
         "the output size up."))
 register(OpDef(
-    name="_pooling_grad", kernel=_pooling_grad, grad=None, kind=Kind.OPAQUE,
+    name="_pooling_grad", kernel=_pooling_grad, kind=Kind.OPAQUE,
+    grad=None, grad_missing="Pooling's backward has no second order",
     attrs=_POOL_ATTRS, inputs=("data", "like"),
     infer=lambda g, x, **attrs: [Aval(x.shape, g.dtype)],
     doc="Pooling's gradient: each window's gradient goes back to its max (or is shared)."))

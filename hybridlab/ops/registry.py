@@ -32,6 +32,10 @@ Vocabulary
 ``grad``      ``grad(F, inputs, outputs, out_grads, **attrs) -> list``, one entry per
               input (``None`` where the input gets no gradient). ``F`` is a namespace
               made by :func:`populate` (``nd`` on the tape, ``sym`` in a backward graph).
+              ``grad=None`` means *no gradient by design*: the outputs are constants for
+              autograd (random draws, masks, ``argmax``), unless ``grad_missing`` says
+              why a gradient that exists is not written (the second order of
+              backward-only ops): ``graph.autodiff`` then fails loudly, never gives zeros.
 ``infer_params`` optional, for layers with weights: ``infer_params(data_aval, **attrs)
               -> {input name: shape}``, so ``sym.infer_shape(data=...)`` fills the
               parameters' shapes (``fc1_weight``) as MXNet did.
@@ -116,6 +120,7 @@ class OpDef:
     needs_context: bool = False  # the kernel takes a keyword ``rt: RunContext``
     ufunc: np.ufunc | None = None  # the kernel *is* this numpy ufunc (gives ``kernel_out``)
     kernel_out: Callable[..., np.ndarray] | None = None  # writes into ``out=`` (see above)
+    grad_missing: str = ""  # with grad=None: why a gradient that exists has no rule
     # layers with weights: parameter shapes from the data's Aval, {input name: shape}, so
     # sym.infer_shape(data=...) can fill `fc1_weight` as MXNet did
     infer_params: Callable[..., dict[str, tuple[int, ...]]] | None = None

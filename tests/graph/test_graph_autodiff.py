@@ -9,6 +9,7 @@ from _helpers import has_ops, random_graphs, seed_mlp
 from hypothesis import assume, given, settings
 
 import hybridlab as mx
+from hybridlab.errors import GraphError
 from hybridlab.graph import autodiff, ir
 from hybridlab.graph.cached_op import CachedOp
 from hybridlab.graph.codegen import compile_graph
@@ -117,3 +118,37 @@ def test_memory_plan_of_the_seed_mlp_training_step_meets_its_targets():
     plan = optimised.meta["memory"]
     assert plan.planned <= 1.1 * plan.bound
     assert plan.planned <= 0.65 * plan.unplanned
+
+
+@settings(max_examples=30, deadline=None)
+@given(random_graphs(dtype="float64"))
+def test_fused_graphs_differentiate_like_the_original(case):
+    """``_fused`` has a gradient rule (its steps' rules, replayed): never silent zeros."""
+    graph, arrays = case
+    fused, records = run_pipeline(graph, disabled=("plan_memory",))
+    weights = _loss_weights(graph, 1)
+    expected = ir.evaluate(autodiff.gradient_graph(graph), *arrays, *weights)
+    got = ir.evaluate(autodiff.gradient_graph(fused), *arrays, *weights)
+    for want, have in zip(expected, got):
+        np.testing.assert_allclose(have, want, rtol=1e-9, atol=1e-12)
+
+
+def test_a_fused_chain_gets_its_real_gradient():
+    x = ir.var("x", ir.Aval((5,), np.dtype("float64")))
+    chain = ir.call("tanh", [ir.call("_mul_scalar", [x.out()], {"scalar": 3.0}).out()])
+    graph = ir.Graph.from_outputs([chain.out()])
+    fused, _ = run_pipeline(graph, disabled=("plan_memory",))
+    assert [n.op for n in fused.nodes if n.kind == "call"] == ["_fused"]
+    values = np.linspace(-1, 1, 5)
+    grad = ir.evaluate(autodiff.gradient_graph(fused), values, np.ones(5))[1]
+    np.testing.assert_allclose(grad, 3 * (1 - np.tanh(3 * values) ** 2))
+
+
+def test_a_missing_gradient_rule_is_an_error_not_zeros():
+    """dot's backward ops have no second order: differentiating through them says so."""
+    f64 = np.dtype("float64")
+    x, w = ir.var("x", ir.Aval((2, 3), f64)), ir.var("w", ir.Aval((3, 4), f64))
+    graph = ir.Graph.from_outputs([ir.call("dot", [x.out(), w.out()], name="xw").out()])
+    joint = autodiff.gradient_graph(graph)
+    with pytest.raises(GraphError, match=r"_dot_grad_lhs.*no second order"):
+        autodiff.gradient_graph(joint)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
+from typing import Any
 
 import numpy as np
 
@@ -150,8 +151,32 @@ def _kernel(*arrays: np.ndarray, program: Graph) -> np.ndarray:
     return run_fused(*arrays, program=program)
 
 
+def _fused_grad(F: Any, inputs: list, outputs: list, out_grads: list, program: Graph) -> list:
+    """Differentiate the sub-program: replay its steps with ``F`` (the intermediate values
+    were never stored: recomputing them is what fusion trades for memory), then apply
+    each step's own gradient rule from the last step back."""
+    values = {id(p): x for p, x in zip(program.inputs, inputs)}
+    steps = [n for n in program.nodes if n.kind == "call"]
+    for step in steps[:-1]:
+        args = [values[id(v.node)] for v in step.inputs]
+        values[id(step)] = getattr(F, step.opdef.name)(*args, **step.attr_dict)
+    values[id(steps[-1])] = outputs[0]
+    grads: dict[int, Any] = {id(steps[-1]): out_grads[0]}
+    for step in reversed(steps):
+        if grads.get(id(step)) is None:
+            continue
+        args = [values[id(v.node)] for v in step.inputs]
+        rule = step.opdef.grad
+        for value, grad in zip(step.inputs, rule(F, args, [values[id(step)]], [grads[id(step)]],
+                                                 **step.attr_dict)):
+            if grad is not None:
+                previous = grads.get(id(value.node))
+                grads[id(value.node)] = grad if previous is None else previous + grad
+    return [grads.get(id(p)) for p in program.inputs]
+
+
 register(OpDef(
-    name=FUSED, kernel=_kernel, infer=_infer_fused, grad=None, kind=Kind.OPAQUE,
+    name=FUSED, kernel=_kernel, infer=_infer_fused, grad=_fused_grad, kind=Kind.OPAQUE,
     inputs=("*data",), attrs={"program": Attr("any")},
     doc="A fused chain of elementwise ops (made by the fuse_elementwise pass).",
 ))
