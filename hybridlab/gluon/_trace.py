@@ -1,19 +1,15 @@
-"""The trace of ``hybrid_forward``: what runs once, and what it leaves behind.
+"""The trace of ``hybrid_forward``: run the user's Python once, with Symbols.
 
 What this module teaches
 ------------------------
 ``hybridize()`` runs a block's Python exactly once, with Symbols, and keeps only the
-operators it recorded. Everything else the Python did happens *at trace time only*:
-
-* a ``print`` prints once (the seed's "the three prints printed nothing" on later calls);
-* an ``if``/``for``/``while`` on a Python value is decided once, and only the path taken
-  is compiled;
-* a Python attribute such as ``self.scale`` is baked into the program as a constant, so
-  changing it later has no effect until ``hybridize()`` is called again.
+operators it recorded. Everything else the Python did (prints, branches, numbers read
+from ``self``) happens at trace time only: ``_report.py`` explains and reports those.
 
 While a block is traced, :func:`tracing` keeps a :class:`TraceFrame` on a thread-local
 stack and watches the user's own ``hybrid_forward``/``forward`` lines with
-``sys.settrace``; it writes what it saw into a :class:`HybridizationReport`. The frame
+``sys.settrace``; it writes what it saw into a :class:`HybridizationReport`
+(``_report.inspect_line`` before each line). The frame
 also carries the running-statistics updates BatchNorm asks for (the compiled program
 returns them as extra outputs). Shapes need no help: the traced inputs are
 ``sym.var('data', shape=...)``, so every traced node knows its shape, and layers size
@@ -29,7 +25,6 @@ import builtins
 import contextlib
 import linecache
 import os
-import re
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -42,6 +37,7 @@ from hybridlab.errors import (
     SymbolShapeError,
     attribute_message,
 )
+from hybridlab.gluon._report import HybridizationReport, inspect_line
 
 _EXTRA_FIX = {
     SymbolBoolError: "; for data-dependent control flow use F.contrib.cond / "
@@ -49,30 +45,6 @@ _EXTRA_FIX = {
 }
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _STATE = threading.local()
-_SELF_ATTR = re.compile(r"\bself\.(\w+)\b(?!\s*\()")
-_BRANCH = ("if ", "elif ", "while ", "for ")
-
-
-@dataclass
-class HybridizationReport:
-    """What the last trace dropped or froze, one entry per (kind, line)."""
-
-    block: str
-    entries: list[tuple[str, str, str]] = field(default_factory=list)  # (kind, where, text)
-
-    def add(self, kind: str, where: str, text: str) -> None:
-        if not any(e[0] == kind and e[1] == where for e in self.entries):
-            self.entries.append((kind, where, text))
-
-    def __bool__(self) -> bool:
-        return bool(self.entries)
-
-    def __str__(self) -> str:
-        if not self.entries:
-            return f"hybridization report for {self.block}: nothing was dropped or frozen"
-        lines = [f"hybridization report for {self.block} (these ran once, at trace time):"]
-        lines += [f"  [{kind}] {where}: {text}" for kind, where, text in self.entries]
-        return "\n".join(lines)
 
 
 @dataclass
@@ -162,7 +134,7 @@ def _is_user_code(filename: str) -> bool:
 def _make_tracer(report: HybridizationReport) -> Any:
     def on_line(frame: Any, event: str, arg: Any) -> Any:
         if event == "line":
-            _inspect_line(report, frame)
+            inspect_line(report, frame)
         return on_line
 
     def on_call(frame: Any, event: str, arg: Any) -> Any:
@@ -172,21 +144,6 @@ def _make_tracer(report: HybridizationReport) -> Any:
         return None
 
     return on_call
-
-
-def _inspect_line(report: HybridizationReport, frame: Any) -> None:
-    """Note Python branches and ``self.<number>`` constants on one user line."""
-    text = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
-    where = f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno} `{text}`"
-    if text.startswith(_BRANCH):
-        report.add("branch", where, "decided on Python values at trace time; only the path "
-                   "taken is compiled (use F.where / F.contrib.cond to keep both)")
-    owner = frame.f_locals.get("self")
-    for attr in _SELF_ATTR.findall(text):
-        value = getattr(owner, attr, None)
-        if isinstance(value, (bool, int, float)):
-            report.add("constant", where, f"self.{attr} = {value!r} is frozen into the "
-                       "program; call hybridize() again after changing it")
 
 
 def user_line() -> str:

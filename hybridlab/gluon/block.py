@@ -38,7 +38,7 @@ from hybridlab.errors import (
     NonHybridChildError,
     TraceOutputError,
 )
-from hybridlab.gluon import _trace
+from hybridlab.gluon import _report, _trace
 from hybridlab.gluon.parameter import Parameter, ParameterDict
 
 
@@ -225,7 +225,7 @@ class HybridBlock(Block):
         self._active = False
         self._flags = {"static_alloc": False, "static_shape": False}
         self._programs: dict[Any, Any] = {}
-        self._report: _trace.HybridizationReport | None = None
+        self._report: _report.HybridizationReport | None = None
 
     def register_child(self, block: Block, name: str | None = None) -> None:
         if not isinstance(block, HybridBlock):
@@ -249,7 +249,7 @@ class HybridBlock(Block):
         self._programs.clear()
         super().hybridize(active, **flags)
 
-    def hybridization_report(self) -> _trace.HybridizationReport | None:
+    def hybridization_report(self) -> _report.HybridizationReport | None:
         """What the last trace ran only once (prints, Python branches, frozen constants)."""
         return self._report
 
@@ -305,7 +305,7 @@ class HybridBlock(Block):
         """Trace ``hybrid_forward`` once with Symbol inputs and compile the result."""
         names = ["data"] if len(args) == 1 else [f"data{i}" for i in range(len(args))]
         inputs = [symbol.var(n, shape=a.shape, dtype=a.dtype) for n, a in zip(names, args)]
-        frame = _trace.TraceFrame(self, _trace.HybridizationReport(self.name),
+        frame = _trace.TraceFrame(self, _report.HybridizationReport(self.name),
                                   static_shape=self._flags["static_shape"])
         with _trace.tracing(frame):
             out = self._trace_call(*inputs)

@@ -1,5 +1,7 @@
 """hybridize(): imperative == hybridized == exported-and-reimported, forward and backward."""
 
+import warnings
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -152,6 +154,70 @@ def test_hybridization_report_names_prints_branches_and_constants():
     assert "[print]" in report and 'print("tracing")' in report
     assert "[branch]" in report and "if self.use_relu:" in report
     assert "[constant]" in report and "self.scale = 2.0" in report
+    assert "(self.use_relu = True)" in report  # the branch names the value it was decided on
+    assert "self.use_relu = True is frozen" not in report  # ... once, as a branch
+
+
+SCALE = 3.0
+
+
+def entries_of(block, x):
+    block.hybridize()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        block(x)
+    return [(kind, text) for kind, _, text in block.hybridization_report().entries]
+
+
+def test_report_finds_globals_closures_subscripts_and_conditional_expressions():
+    offset = 0.5
+
+    class Captures(nn.HybridBlock):
+        def __init__(self):
+            super().__init__()
+            self.cfg = {"k": 4}
+            self.flag = False
+            self.steps = 2
+
+        def hybrid_forward(self, F, x):
+            local = 7.0  # computed here: not captured
+            y = x * SCALE + offset * local
+            y = y * self.cfg["k"]
+            y = F.relu(y) if self.flag else (
+                F.sigmoid(y))
+            for _ in range(self.steps):
+                y = y + 1
+            return y
+
+    block = Captures()
+    entries = entries_of(block, nd.ones((2,)))
+    (where,) = [w for kind, w, _ in block.hybridization_report().entries if kind == "branch"]
+    assert where.endswith("`y = F.relu(y) if self.flag else (`")  # a statement's first line
+    texts = " | ".join(text for _, text in entries)
+    assert "SCALE = 3.0 is frozen" in texts
+    assert "offset = 0.5 is frozen" in texts
+    assert "self.cfg['k'] = 4 is frozen" in texts
+    assert "self.steps = 2 is frozen" in texts
+    assert "local" not in texts
+    kinds = [kind for kind, _ in entries]
+    assert kinds.count("branch") == 1 and kinds.count("loop") == 1
+    branch = next(text for kind, text in entries if kind == "branch")
+    assert "(self.flag = False)" in branch
+
+
+def test_report_does_not_flag_a_branch_on_the_training_mode():
+    class ModeAware(nn.HybridBlock):
+        def hybrid_forward(self, F, x):
+            if autograd.is_training():  # one program per mode: not frozen
+                return x * 2
+            if not autograd.is_training():
+                return x * 3
+            return x
+
+    block = ModeAware()
+    assert entries_of(block, nd.ones((2,))) == []
+    assert not block.hybridization_report()
+    assert "nothing was dropped or frozen" in str(block.hybridization_report())
 
 
 def test_batchnorm_running_stats_update_in_both_modes():
