@@ -267,6 +267,7 @@ class Symbol:
     def tojson(self) -> str:
         """The graph in MXNet's JSON layout (attributes as strings); see ``load_json``."""
         graph = self.to_graph()
+        _check_unique_names(graph.nodes, "tojson")
         index = {id(n): i for i, n in enumerate(graph.nodes)}
         nodes = [_node_json(n, index) for n in graph.nodes]
         from hybridlab import __version__
@@ -381,6 +382,25 @@ def _index_message(symbol: Symbol, index: Any) -> str:
             f"as {meaning}, which differs from the NDArray meaning. "
             f"Fix: F.slice_axis(x, axis=0, begin=0, end=1), F.take or F.split; group outputs "
             f"with sym.Group([...]) before indexing them")
+
+
+def _check_unique_names(nodes: Sequence[Node], where: str) -> None:
+    """Two different nodes with one name: a file could not say which is which (and
+    ``load_json`` refuses it), and binding by name would feed both from one array."""
+    first: dict[str, Node] = {}
+    for node in nodes:
+        other = first.setdefault(node.name, node)
+        if other is not node:
+            what = "argument" if node.kind == other.kind == "var" else "node"
+            pair = (f"two {node.kind} nodes" if node.kind == other.kind
+                    else f"a {other.kind} node and a {node.kind} node")
+            raise ValueError(f"{where}: duplicated {what} name {node.name!r} ({pair}"
+                             f"{_origins(other, node)}); give each a distinct name")
+
+
+def _origins(*nodes: Node) -> str:
+    places = [n.origin for n in nodes if n.origin]
+    return f", created at {' and '.join(places)}" if places else ""
 
 
 def _output_count(node: Node) -> int:
@@ -802,6 +822,7 @@ class Executor:
     def __init__(self, symbol: Symbol, args: Any, args_grad: Any, grad_req: Any,
                  aux_states: Any) -> None:
         from hybridlab.graph.cached_op import CachedOp
+        _check_unique_names(symbol._variables(), "bind")
         self._symbol, self._program = symbol, CachedOp(symbol)
         names = symbol.list_arguments()
         self.arg_dict = _array_dict(names, args, "args")

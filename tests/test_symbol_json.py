@@ -315,3 +315,20 @@ def test_any_mutation_either_loads_or_raises_model_file_error(data, shape):
     except errors.ModelFileError:
         return
     assert sym.load_json(loaded.tojson()).tojson() == loaded.tojson()
+
+
+def test_duplicate_names_fail_at_tojson_and_bind_not_at_load():
+    """Two nodes named alike would save a file load_json refuses, and binding by name
+    would feed both variables from one array; MXNet said "duplicated argument name"."""
+    same_vars = sym.relu(sym.var("a"), name="r1") + sym.relu(sym.var("a"), name="r2")
+    with pytest.raises(ValueError, match=r"tojson: duplicated argument name 'a' \(two var"):
+        same_vars.tojson()
+    with pytest.raises(ValueError, match=r"bind: duplicated argument name 'a'.*distinct name"):
+        same_vars.eval(a=mx.nd.ones(2))
+    same_ops = sym.relu(sym.var("a"), name="r") + sym.relu(sym.var("b"), name="r")
+    with pytest.raises(ValueError, match=r"duplicated node name 'r' \(two call nodes"):
+        same_ops.tojson()
+    np.testing.assert_array_equal(  # running is fine: only names that bind must be unique
+        same_ops.eval(a=mx.nd.ones(2), b=mx.nd.ones(2))[0].asnumpy(), [2, 2])
+    distinct = sym.relu(sym.var("a"), name="r1") + sym.relu(sym.var("b"), name="r2")
+    assert sym.load_json(distinct.tojson()).tojson() == distinct.tojson()
