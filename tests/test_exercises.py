@@ -31,8 +31,9 @@ def test_wrong_fc_count():
     net = nn.HybridSequential()
     net.add(nn.Dense(4), nn.Dense(2))
     net.initialize()
-    assert "run the network once" in exercises.check_fc_count(net, 2).message
-    net(nd.ones((1, 3)))
+    assert "pass the network itself" in exercises.check_fc_count(None, 2).message
+    assert exercises.check_fc_count(net, 2) and not exercises.check_fc_count(net, 3)
+    net(nd.ones((1, 3)))  # before or after a first call: the program has the same operators
     assert exercises.check_fc_count(net, 2) and not exercises.check_fc_count(net, 3)
 
 
@@ -93,3 +94,79 @@ def test_ready_count_and_span_wrong_answers():
     assert not exercises.check_ready_after_two_steps(1)
     assert not exercises.check_span(2, 5)
     assert exercises.check_span(1, 5)  # one worker: the five tasks one after another
+
+
+def test_a_block_that_hybridizes_but_computes_the_wrong_rows_fails():
+    class MaxScaler(nn.HybridBlock):  # divides by the row maximum: hybridizes, wrong numbers
+        def hybrid_forward(self, F, x):  # noqa: N803
+            return F.broadcast_div(x, F.max(x, axis=1, keepdims=True))
+
+    verdict = exercises.check_hybridizable(MaxScaler)
+    assert not verdict and "sum to one" in verdict.message and "hybridized" not in str(
+        verdict).split(",")[0]
+
+
+def _exported(tmp_path, epoch=0):
+    random.seed(0)
+    net = nn.HybridSequential()
+    net.add(nn.Dense(4, activation="relu"), nn.Dense(2))
+    net.initialize()
+    net.hybridize()
+    x = nd.random.normal(shape=(3, 5))
+    net(x)
+    prefix = str(tmp_path / "model")
+    net.export(prefix, epoch=epoch)
+    return prefix, net, x
+
+
+def test_export_roundtrip_fails_when_the_parameters_changed_after_export(tmp_path):
+    prefix, net, x = _exported(tmp_path)
+    assert exercises.check_export_roundtrip(prefix, net, x)
+    for param in net.collect_params().values():  # "trained" after the export
+        param.set_data(param.data() * 2)
+    verdict = exercises.check_export_roundtrip(prefix, net, x)
+    assert not verdict and "different outputs" in verdict.message
+
+
+def test_export_roundtrip_looks_for_the_epoch_it_is_told(tmp_path):
+    prefix, net, x = _exported(tmp_path, epoch=1)
+    verdict = exercises.check_export_roundtrip(prefix, net, x)  # epoch 0 was never written
+    assert not verdict and "model-0000.params" in verdict.message and "epoch=0" in verdict.message
+    assert exercises.check_export_roundtrip(prefix, net, x, epoch=1)
+
+
+def test_the_blocks_to_repair_fail_their_checks_with_a_hint():
+    for block, check, error, hint in [
+            (exercises.SignGate, exercises.check_sign_gate, "SymbolBoolError", "F.where"),
+            (exercises.FlattenBlock, exercises.check_flatten, "SymbolShapeError", "(0, -1)"),
+            (exercises.LastColumn, exercises.check_last_column, "SymbolIndexError",
+             "slice_axis")]:
+        verdict = check(block)
+        assert not verdict and error in verdict.message and "Hint: " in verdict.message, block
+        assert hint in verdict.message.split("Hint: ")[1]
+
+
+def test_plausible_wrong_repairs_fail():
+    class Elementwise(nn.HybridBlock):  # decides per element, not on the batch total
+        def hybrid_forward(self, F, x):  # noqa: N803
+            return F.where(x > 0, x * 2, x / 2)
+
+    class FixedWidth(nn.HybridBlock):  # hard-codes the size of one input
+        def hybrid_forward(self, F, x):  # noqa: N803
+            return x.reshape((-1, 12))
+
+    class WrongAxis(nn.HybridBlock):  # slices rows instead of columns
+        def hybrid_forward(self, F, x):  # noqa: N803
+            return F.slice_axis(x, axis=0, begin=-1, end=None)
+
+    class ThirdColumn(nn.HybridBlock):  # right for 3 features only
+        def hybrid_forward(self, F, x):  # noqa: N803
+            return F.slice_axis(x, axis=1, begin=2, end=3)
+
+    verdict = exercises.check_sign_gate(Elementwise)
+    assert not verdict and "positive total" in verdict.message
+    assert not exercises.check_flatten(FixedWidth)
+    verdict = exercises.check_last_column(WrongAxis)
+    assert not verdict and "shape" in verdict.message
+    verdict = exercises.check_last_column(ThirdColumn)
+    assert not verdict and "(4, 5)" in verdict.message

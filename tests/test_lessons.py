@@ -81,3 +81,10 @@ def test_lesson03_solutions():
     assert exercises.check_sync_points(sol.SYNC_POINTS)
     assert exercises.check_ready_after_two_steps(sol.READY_AFTER_TWO_STEPS)
     assert exercises.check_span(2, sol.SPAN_ON_TWO_WORKERS)
+
+
+def test_lesson04_solutions():
+    sol = solution("04_hybridize_pitfalls")
+    assert exercises.check_sign_gate(sol.SignGate)
+    assert exercises.check_flatten(sol.FlattenBlock)
+    assert exercises.check_last_column(sol.LastColumn)

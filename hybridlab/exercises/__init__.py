@@ -38,18 +38,27 @@ from hybridlab.exercises.lesson03 import (
     check_span,
     check_sync_points,
 )
+from hybridlab.exercises.lesson04 import (
+    block_to_fix,
+    check_flatten,
+    check_last_column,
+    check_sign_gate,
+)
 
 __all__ = [
-    "SYNC_CANDIDATES", "BrokenBlock", "Feedback", "check_dense_from_primitives",
-    "check_export_roundtrip", "check_fancy_func_nodes", "check_fc_count",
-    "check_hybridizable", "check_print_count", "check_ready_after_two_steps",
-    "check_same_outputs", "check_span", "check_symbol_program", "check_sync_points",
+    "SYNC_CANDIDATES", "BrokenBlock", "Feedback", "FlattenBlock", "LastColumn", "SignGate",
+    "check_dense_from_primitives", "check_export_roundtrip", "check_fancy_func_nodes",
+    "check_fc_count", "check_flatten", "check_hybridizable", "check_last_column",
+    "check_print_count", "check_ready_after_two_steps", "check_same_outputs",
+    "check_sign_gate", "check_span", "check_symbol_program", "check_sync_points",
     "check_tour_mlp", "fancy_func",
 ]
 
 
 def __getattr__(name: str) -> Any:
-    """``exercises.BrokenBlock`` is made on first access (it needs hybridlab.gluon)."""
+    """The blocks to repair are made on first access (they need hybridlab.gluon)."""
     if name == "BrokenBlock":
         return broken_block()
+    if name in ("SignGate", "FlattenBlock", "LastColumn"):
+        return block_to_fix(name)
     raise AttributeError(f"module 'hybridlab.exercises' has no attribute {name!r}")

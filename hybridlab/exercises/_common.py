@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -45,3 +46,31 @@ def ops_in(symbol: Any) -> list[str]:
 
     graph, _ = as_graph(symbol)
     return [node.op for node in graph.nodes if node.kind == "call"]
+
+
+def compare_block(block_class: type, reference: Callable[[np.ndarray], np.ndarray],
+                  batches: list[Any], what: str, fix: str, **flags: Any) -> Feedback | None:
+    """Run a fresh ``block_class()`` on every batch imperatively, then hybridized with
+    ``flags`` (one block, so a branch frozen by the first trace would show); None when
+    every output matches ``reference`` on the numpy input, else the reason why not."""
+    block, error = run(block_class, "creating the block")
+    if error is not None:
+        return error
+    block.initialize()
+    for mode in ("imperatively", "hybridized"):
+        if mode == "hybridized":
+            block.hybridize(**flags)
+        for x in batches:
+            out, error = run(functools.partial(block, x), f"the block, {mode}, on a {x.shape} "
+                                                          "input,")
+            if error is not None:
+                return Feedback(False, f"{error.message}\n  Hint: {fix}" if mode == "hybridized"
+                                else error.message)
+            want = reference(x.asnumpy())
+            if out.shape != want.shape:
+                return Feedback(False, f"{mode}, a {x.shape} input gives shape {out.shape}; "
+                                       f"wanted {want.shape} ({what})")
+            if not np.allclose(out.asnumpy(), want, atol=1e-5):
+                return Feedback(False, f"{mode}, on a {x.shape} input, the numbers are not "
+                                       f"{what}")
+    return None

@@ -36,8 +36,7 @@ def check_fc_count(net: Any, answer: int) -> Feedback:
 
     program, error = run(lambda: net(sym.var("data")), "net(sym.var('data'))")
     if error is not None:
-        return Feedback(False, f"{error.message}; run the network once on real data "
-                               "(net(x)) so its layers know their input size")
+        return Feedback(False, f"{error.message}; pass the network itself (a HybridSequential)")
     expected = ops_in(program).count("FullyConnected")
     if answer == expected:
         return Feedback(True, f"one FullyConnected per Dense layer: {expected}")

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from hybridlab.exercises._common import Feedback, inputs, run
+from hybridlab.exercises._common import Feedback, compare_block, inputs, run
 
 
 @functools.cache  # one class object per session, so isinstance checks behave
@@ -47,22 +47,12 @@ def check_hybridizable(block_class: type) -> Feedback:
     """A block that scales rows to sum 1 and also works after ``hybridize()``."""
     (x,) = inputs((3, 4))
     x = x * x + 0.5  # positive rows, so the sums are not zero
-    block, error = run(block_class, "creating the block")
-    if error is not None:
-        return error
-    block.initialize()
-    want = x.asnumpy() / x.asnumpy().sum(axis=1, keepdims=True)
-    imperative, error = run(lambda: block(x), "the block, imperatively")
-    if error is not None:
-        return error
-    block.hybridize()
-    hybridized, error = run(lambda: block(x), "the block, hybridized")
-    if error is not None:
-        return Feedback(False, f"{error.message}. Inside hybrid_forward use only F.* "
-                               "operators (F.sum(x, axis=1, keepdims=True), F.broadcast_div)")
-    for label, out in (("imperatively", imperative), ("hybridized", hybridized)):
-        if not np.allclose(out.asnumpy(), want, atol=1e-5):
-            return Feedback(False, f"{label}, the rows do not sum to one")
+    problem = compare_block(block_class, lambda a: a / a.sum(axis=1, keepdims=True), [x],
+                            "each row divided by its sum (rows that sum to one)",
+                            "Inside hybrid_forward use only F.* operators "
+                            "(F.sum(x, axis=1, keepdims=True), F.broadcast_div)")
+    if problem is not None:
+        return problem
     return Feedback(True, "the block hybridizes and every row sums to one")
 
 
@@ -84,20 +74,21 @@ def check_print_count(answer: int) -> Feedback:
                            "time; after hybridize() only the first call (the trace) does")
 
 
-def check_export_roundtrip(prefix: str, net: Any, x: Any) -> Feedback:
-    """``prefix-symbol.json`` and ``prefix-0000.params`` load and reproduce ``net(x)``."""
+def check_export_roundtrip(prefix: str, net: Any, x: Any, epoch: int = 0) -> Feedback:
+    """``prefix-symbol.json`` and ``prefix-NNNN.params`` (``NNNN`` = ``epoch``) load with
+    ``SymbolBlock.imports`` and reproduce ``net(x)``."""
     from hybridlab import gluon
 
-    files = [f"{prefix}-symbol.json", f"{prefix}-0000.params"]
+    files = [f"{prefix}-symbol.json", f"{prefix}-{epoch:04d}.params"]
     missing = [f for f in files if not os.path.exists(f)]
     if missing:
-        return Feedback(False, f"{missing} not found: call net.export({prefix!r}) after "
-                               "hybridize() and one forward call")
+        return Feedback(False, f"{missing} not found: call net.export({prefix!r}, "
+                               f"epoch={epoch}) after hybridize() and one forward call")
     loaded, error = run(lambda: gluon.SymbolBlock.imports(files[0], ["data"], files[1]),
                          "SymbolBlock.imports")
     if error is not None:
         return error
     if not np.allclose(loaded(x).asnumpy(), net(x).asnumpy(), atol=1e-5):
-        return Feedback(False, "the loaded model gives different outputs: export after "
-                               "the parameters you want to keep are set")
+        return Feedback(False, "the loaded model gives different outputs: were the "
+                               "parameters changed (trained, re-initialised) after export?")
     return Feedback(True, "the JSON graph and the parameters reproduce the network")

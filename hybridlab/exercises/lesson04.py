@@ -1,0 +1,85 @@
+"""Exercise checks for lesson 04 (what hybridize cannot compile, and the rewrites)."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from hybridlab.exercises._common import Feedback, compare_block, inputs
+
+
+@functools.cache  # one class object per session, so isinstance checks behave
+def _block_classes() -> tuple[type, type, type]:
+    """The three blocks to repair (each runs imperatively, none hybridizes)."""
+    from hybridlab.gluon import nn
+
+    class SignGate(nn.HybridBlock):
+        """Doubles the whole batch when its total is positive, halves it otherwise."""
+
+        def hybrid_forward(self, F, x):  # noqa: N803 -- MXNet's signature
+            if x.sum() > 0:
+                return x * 2
+            return x / 2
+
+    class FlattenBlock(nn.HybridBlock):
+        """Keeps the batch axis and flattens all the others into one."""
+
+        def hybrid_forward(self, F, x):  # noqa: N803 -- MXNet's signature
+            return x.reshape((x.shape[0], -1))
+
+    class LastColumn(nn.HybridBlock):
+        """The last feature of every example, as a (batch, 1) array."""
+
+        def hybrid_forward(self, F, x):  # noqa: N803 -- MXNet's signature
+            return x[:, -1:]
+
+    return SignGate, FlattenBlock, LastColumn
+
+
+def block_to_fix(name: str) -> type:
+    """``exercises.SignGate`` etc. (created on first use: importing gluon is not free)."""
+    return dict(zip(("SignGate", "FlattenBlock", "LastColumn"), _block_classes()))[name]
+
+
+def _sign_gate(x: np.ndarray) -> np.ndarray:
+    return x * 2 if x.sum() > 0 else x / 2
+
+
+def check_sign_gate(block_class: type) -> Feedback:
+    """Exercise 1: SignGate without a Python ``if``; one compiled program, both branches."""
+    (x,) = inputs((3, 4), seed=1)
+    centred = x - x.mean()  # mixed signs: a per-element decision would show
+    batches = [centred + 0.5, centred - 0.5]  # a positive total, then a negative one
+    problem = compare_block(block_class, _sign_gate, batches,
+                            "x * 2 for a batch with a positive total and x / 2 otherwise",
+                            "Let an operator decide: F.where(x.sum() > 0, x * 2, x / 2) "
+                            "or F.contrib.cond")
+    if problem is not None:
+        return problem
+    return Feedback(True, "one compiled program takes either branch, decided by "
+                          "the data at run time")
+
+
+def check_flatten(block_class: type) -> Feedback:
+    """Exercise 2: FlattenBlock without ``.shape``, for any input shape (no static_shape)."""
+    batches = inputs((2, 3, 4), (5, 2, 5), (1, 6), seed=2)
+    problem = compare_block(block_class, lambda a: a.reshape(len(a), -1), batches,
+                            "the input with every axis after the first flattened",
+                            "Say it without sizes: reshape codes x.reshape((0, -1)) "
+                            "(0 keeps an axis, -1 infers one) or F.flatten(x)")
+    if problem is not None:
+        return problem
+    return Feedback(True, "the same program flattens inputs of any shape")
+
+
+def check_last_column(block_class: type) -> Feedback:
+    """Exercise 3: LastColumn without ``[]`` indexing, for inputs of any width."""
+    batches = inputs((2, 3), (4, 5), seed=3)
+    problem = compare_block(block_class, lambda a: a[:, -1:], batches,
+                            "the last column of each row, shape (batch, 1)",
+                            "Slice with an operator: F.slice_axis(x, axis=1, begin=-1, "
+                            "end=None)")
+    if problem is not None:
+        return problem
+    return Feedback(True, "F.slice_axis picks the last column at any width")
