@@ -7,6 +7,7 @@ An initializer is a function ``shape, dtype -> NDArray``. The values are drawn w
 gives the same network every run, whatever the engine.
 
 Which initializer a parameter gets (the rule MXNet uses):
+0. an ``init`` given to that one parameter, ``param.initialize(init)``, else
 1. the parameter's own ``init`` (``Dense`` passes ``bias_initializer='zeros'``,
    ``BatchNorm`` passes ``'ones'`` for ``gamma``), else
 2. the ``init`` given to ``net.initialize(init)``, whose default is ``Uniform(0.07)``.

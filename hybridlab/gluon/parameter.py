@@ -24,6 +24,7 @@ size never changes); its NDArray, once created, always has exactly that shape.
 from __future__ import annotations
 
 import re
+import warnings
 from collections import OrderedDict
 from typing import Any
 
@@ -86,10 +87,16 @@ class Parameter:
 
     def initialize(self, init: Any = None, ctx: Any = None, default_init: Any = None,
                    force_reinit: bool = False) -> None:
-        """Schedule (or, when the shape is known, perform) this parameter's initialisation."""
+        """Schedule (or, when the shape is known, perform) this parameter's initialisation.
+
+        MXNet's precedence: ``init`` given here, else the parameter's own ``init``, else
+        ``default_init`` (what ``net.initialize(init)`` passes), else ``Uniform(0.07)``.
+        """
         if self._data is not None and not force_reinit:
+            warnings.warn(f"Parameter {self.name!r} is already initialized, ignoring. Set "
+                          f"force_reinit=True to re-initialize.", stacklevel=2)
             return
-        self._deferred = (self.init or _init.create(init) or _init.create(default_init)
+        self._deferred = (_init.create(init) or self.init or _init.create(default_init)
                           or _init.Uniform())
         if self._shape_known():
             self.finish_deferred_init()

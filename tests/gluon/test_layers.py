@@ -137,3 +137,33 @@ def test_batchnorm_on_1d_input_says_what_shape_it_needs():
     with pytest.raises(ValueError, match=r"axis=1 is the channel axis, but the input has "
                                          r"shape \(5,\).*x.reshape\(\(-1, 1\)\)"):
         bn(nd.ones((5,)))
+
+
+def test_reprs_match_mxnet():
+    net = nn.HybridSequential()
+    net.add(nn.Dense(256, activation="relu", in_units=512), nn.Dense(2), nn.LeakyReLU(0.1))
+    assert repr(net) == ("HybridSequential(\n"
+                         "  (0): Dense(512 -> 256, Activation(relu))\n"
+                         "  (1): Dense(None -> 2, linear)\n"
+                         "  (2): LeakyReLU(0.1)\n"
+                         ")")
+
+
+@pytest.mark.parametrize("container", [nn.Sequential, nn.HybridSequential])
+def test_slicing_a_sequential_gives_a_container_of_the_same_children(container):
+    net = container()
+    net.add(nn.Dense(4, in_units=3), nn.Activation("relu"), nn.Dense(2, in_units=4),
+            nn.Activation("tanh"))
+    net.initialize()
+    middle = net[1:3]
+    assert type(middle) is container and len(middle) == 2
+    assert middle[0] is net[1] and middle[1] is net[2]
+    assert list(middle.collect_params()) == [name for name in net.collect_params()
+                                             if "dense1" in name]
+    x = nd.array([[1.0, -2.0, 3.0, -4.0]])
+    np.testing.assert_allclose(middle(x).asnumpy(), net[2](net[1](x)).asnumpy(), rtol=1e-6)
+
+
+def test_grouped_convolution_is_refused_when_the_layer_is_built():
+    with pytest.raises(mx.errors.AttributeValueError, match=r"Conv2D\(groups=2\).*Fix: groups=1"):
+        nn.Conv2D(4, kernel_size=3, groups=2)

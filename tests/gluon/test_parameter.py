@@ -32,10 +32,25 @@ def test_initialize_with_a_given_initializer_and_force_reinit():
     net = nn.Dense(3, in_units=4)
     net.initialize(mx.init.Constant(2.0))
     assert (net.weight.data().asnumpy() == 2).all()
-    net.initialize(mx.init.One())  # already initialised: ignored without force_reinit
+    with pytest.warns(UserWarning) as caught:
+        net.initialize(mx.init.One())  # already initialised: ignored, with MXNet's warning
+    assert [str(w.message) for w in caught] == [
+        f"Parameter 'dense0_{name}' is already initialized, ignoring. Set force_reinit=True "
+        f"to re-initialize." for name in ("weight", "bias")]
     assert (net.weight.data().asnumpy() == 2).all()
     net.initialize(mx.init.One(), force_reinit=True)
     assert (net.weight.data().asnumpy() == 1).all()
+
+
+def test_initializer_precedence_is_mxnets():
+    """param.initialize(init) > the parameter's own init > net.initialize(init) > Uniform."""
+    own = gluon.Parameter("own", shape=(2,), init=mx.init.Constant(1.0))
+    own.initialize(mx.init.Constant(5.0))  # given to this parameter: wins over its own
+    np.testing.assert_array_equal(own.data().asnumpy(), [5, 5])
+    net = nn.Dense(2, in_units=2, bias_initializer=mx.init.Constant(3.0))
+    net.initialize(mx.init.Constant(7.0))  # the default: only where a parameter has none
+    np.testing.assert_array_equal(net.bias.data().asnumpy(), [3, 3])
+    np.testing.assert_array_equal(net.weight.data().asnumpy(), np.full((2, 2), 7.0))
 
 
 def test_xavier_and_normal_have_the_expected_spread():

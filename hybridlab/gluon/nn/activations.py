@@ -25,6 +25,9 @@ class Activation(HybridBlock):
     def _alias(self) -> str:
         return self._act_type
 
+    def __repr__(self) -> str:
+        return f"Activation({self._act_type})"
+
     def hybrid_forward(self, F: Any, x: Any) -> Any:
         return F.Activation(x, act_type=self._act_type, name="fwd")
 
@@ -35,6 +38,9 @@ class LeakyReLU(HybridBlock):
     def __init__(self, alpha: float, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._alpha = alpha
+
+    def __repr__(self) -> str:
+        return f"LeakyReLU({self._alpha})"
 
     def hybrid_forward(self, F: Any, x: Any) -> Any:
         return F.LeakyReLU(x, act_type="leaky", slope=self._alpha, name="fwd")

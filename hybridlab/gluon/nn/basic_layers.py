@@ -48,8 +48,15 @@ class Sequential(Block):
             x = block(x)
         return x
 
-    def __getitem__(self, index: int) -> Block:
-        return list(self._children.values())[index]
+    def __getitem__(self, index: int | slice) -> Block:
+        """One child, or for a slice a new container of the same kind (as MXNet 1.x)."""
+        chosen = list(self._children.values())[index]
+        if not isinstance(chosen, list):
+            return chosen
+        net = type(self)(prefix=self.prefix)
+        with net.name_scope():
+            net.add(*chosen)
+        return net
 
     def __len__(self) -> int:
         return len(self._children)
@@ -96,8 +103,7 @@ class Dense(HybridBlock):
 
     def __repr__(self) -> str:
         shape = self.weight.shape
-        act = self.act._act_type if self.act else "linear"
-        return f"Dense({shape[1] or None} -> {shape[0]}, {act})"
+        return f"Dense({shape[1] or None} -> {shape[0]}, {self.act or 'linear'})"
 
 
 class Dropout(HybridBlock):

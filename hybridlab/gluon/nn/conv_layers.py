@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from hybridlab.errors import AttributeValueError
 from hybridlab.gluon.block import HybridBlock
 from hybridlab.gluon.nn.activations import Activation
 from hybridlab.gluon.nn.basic_layers import _shape
@@ -27,6 +28,11 @@ class Conv2D(HybridBlock):
                  dilation: Any = 1, groups: int = 1, activation: str | None = None,
                  use_bias: bool = True, weight_initializer: Any = None,
                  bias_initializer: Any = "zeros", in_channels: int = 0, **kwargs: Any) -> None:
+        if groups != 1:  # found now, not at the first call deep inside the operator
+            raise AttributeValueError(
+                f"Conv2D(groups={groups}): hybridlab's Convolution has no grouped form "
+                f"(num_group=1 only). Fix: groups=1, or F.split the input channels into "
+                f"groups, run one Conv2D on each and F.concat the results")
         super().__init__(**kwargs)
         self._attrs = {"kernel": _pair(kernel_size), "stride": _pair(strides),
                        "pad": _pair(padding), "dilate": _pair(dilation),
