@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 from hybridlab import autograd, engine, nd
 from hybridlab.errors import GraphReleasedError, MXNetError, NotRecordedError
 
+pytestmark = pytest.mark.timeout(120)  # pytest-timeout: a deadlocked wait fails fast
+
 
 def _numeric_grad(fn, values: list[np.ndarray], index: int, eps: float = 1e-6) -> np.ndarray:
     """Central differences of sum(fn(*inputs)) with respect to input ``index`` (float64)."""

@@ -23,6 +23,7 @@ from hybridlab.engine import NaiveEngine, StepEngine, ThreadedEngine, Var
 from hybridlab.errors import MXNetError, UnknownEngineError
 
 TIMEOUT = 20.0
+pytestmark = pytest.mark.timeout(120)  # pytest-timeout: a deadlocked wait fails fast
 
 
 def within(fn, timeout: float = TIMEOUT):
@@ -52,7 +53,7 @@ def engines():
             "step": StepEngine()}
     yield made
     for eng in made.values():
-        eng.close()
+        within(eng.close)
 
 
 # ----------------------------------------------------------------------------- ordering
@@ -134,7 +135,7 @@ def test_a_waiting_caller_runs_a_ready_op_itself():
     assert log == ["ran"]
     gate.set()
     within(eng.wait_all)
-    eng.close()
+    within(eng.close)
     assert {(r.name, r.worker) for r in eng.trace} == {("quick", -1), ("blocker", 0)}
 
 
@@ -269,8 +270,12 @@ fault_op = st.tuples(st.sampled_from(["op", "op", "op", "fail", "wait"]),
                      st.integers(0, N_BUFFERS - 1), st.integers(0, N_BUFFERS - 1))
 
 
-def expected_outcome(program):
-    """The rule, simulated in push order: which sync raises which failure."""
+def expected_outcome(program, report_at_push=False):
+    """The rule, simulated in push order: which sync raises which failure.
+
+    ``report_at_push``: NaiveEngine raises every failure at its push, so no later op is
+    ever skipped and no wait raises.
+    """
     poison, reported, failed, raises = [None] * N_BUFFERS, {}, [], []
     for number, (kind, target, source) in enumerate(program):
         if kind == "wait":
@@ -286,40 +291,50 @@ def expected_outcome(program):
         elif kind == "fail":
             poison[target] = number
             failed.append(number)
+            if report_at_push:
+                reported[number] = number
         else:
             poison[target] = None
     return raises, [f for f in failed if f not in reported]
 
 
+def _failed_op(exc):
+    return int(str(exc).split("'op")[1].split("'")[0])
+
+
 def run_faulty(eng, program):
-    """Push the program; return what each wait raised, the wait_all failures, the buffers."""
+    """Push the program; return what each push and wait raised, the wait_all failures and
+    the buffers."""
     vars_ = [Var(f"buf{i}") for i in range(N_BUFFERS)]
     bufs = [np.full(8, float(i)) for i in range(N_BUFFERS)]
-    raised, at_end = [], []
+    raised, at_end, at_push = [], [], []
     for number, (kind, target, source) in enumerate(program):
         if kind == "wait":
             try:
                 within(lambda var=vars_[target]: eng.wait_for_var(var))
                 raised.append(None)
             except MXNetError as exc:
-                raised.append(int(str(exc).split("'op")[1].split("'")[0]))
+                raised.append(_failed_op(exc))
             continue
 
         def fn(kind=kind, target=target, source=source, number=number):
             if kind == "fail":
                 raise ZeroDivisionError(f"injected {number}")
             bufs[target] = bufs[target] * 0.5 + bufs[source] + number
-        eng.push(fn, [vars_[source], vars_[target]], [vars_[target]], name=f"op{number}")
+        try:
+            eng.push(fn, [vars_[source], vars_[target]], [vars_[target]], name=f"op{number}")
+        except MXNetError as exc:  # only NaiveEngine raises at the push
+            at_push.append(_failed_op(exc))
     for _ in range(len(program) + 1):
         try:
             within(eng.wait_all)
             break
         except MXNetError as exc:
-            at_end.append(int(str(exc).split("'op")[1].split("'")[0]))
-    return raised, at_end, [b.tobytes() for b in bufs]
+            at_end.append(_failed_op(exc))
+    return raised, at_end, at_push, [b.tobytes() for b in bufs]
 
 
-def sequential_buffers(program):
+def sequential_buffers(program, report_at_push=False):
     """The buffers the rule promises: ops run in order, skipped and failed ops change nothing."""
     bufs = [np.full(8, float(i)) for i in range(N_BUFFERS)]
     poison, reported = [None] * N_BUFFERS, set()
@@ -331,6 +346,8 @@ def sequential_buffers(program):
         roots = [r for r in (poison[target], poison[source]) if r is not None and r not in reported]
         if roots or kind == "fail":
             poison[target] = min(roots) if roots else number
+            if report_at_push and not roots:
+                reported.add(number)
             continue
         poison[target] = None
         bufs[target] = bufs[target] * 0.5 + bufs[source] + number
@@ -340,12 +357,15 @@ def sequential_buffers(program):
 @settings(max_examples=40, deadline=None)
 @given(st.lists(fault_op, min_size=1, max_size=60))
 def test_fault_injection(engines, program):
-    raises, failures = expected_outcome(program)
-    for name in ("threaded1", "threaded4", "step"):
-        raised, at_end, buffers = run_faulty(engines[name], program)
+    for name in ("naive", "threaded1", "threaded2", "threaded4", "step"):
+        naive = name == "naive"  # NaiveEngine raises each failure at its push instead
+        raises, failures = expected_outcome(program, report_at_push=naive)
+        raised, at_end, at_push, buffers = run_faulty(engines[name], program)
         assert raised == raises, name
         assert at_end == failures, name
-        assert buffers == sequential_buffers(program), name
+        assert at_push == ([n for n, (kind, *_) in enumerate(program) if kind == "fail"]
+                           if naive else []), name
+        assert buffers == sequential_buffers(program, report_at_push=naive), name
     engines["step"].clear()
     out = Var()
     for eng in engines.values():  # still usable afterwards
@@ -452,7 +472,7 @@ def test_a_callback_that_raises_is_reported_and_the_engine_keeps_working(make, h
     within(lambda: eng.wait_for_var(var))
     within(eng.wait_all)
     assert out[-1] == "after"
-    eng.close()
+    within(eng.close)
 
 
 # ----------------------------------------------------------------- engine selection
@@ -517,11 +537,11 @@ def test_module_functions_use_the_current_engine():
 def test_a_closed_threaded_engine_restarts_on_the_next_push():
     eng, out = ThreadedEngine(2), []
     eng.push(lambda: out.append(1), [], [Var()])
-    eng.close()
+    within(eng.close)
     assert out == [1] and eng._threads == []
     eng.push(lambda: out.append(2), [], [Var()])
     within(eng.wait_all)
-    eng.close()
+    within(eng.close)
     assert out == [1, 2]
 
 

@@ -4,11 +4,13 @@ in-place ordering on every engine, save/load without pickle, per-op errors."""
 from __future__ import annotations
 
 import pickle
+import threading
 import zipfile
+from typing import Any, Callable
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import hybridlab as mx
@@ -24,6 +26,27 @@ from hybridlab.errors import (
 )
 
 ENGINES = ["NaiveEngine", "ThreadedEngine", "StepEngine"]
+TIMEOUT = 60.0
+pytestmark = pytest.mark.timeout(240)  # pytest-timeout: a deadlock fails this module fast
+
+
+def within(fn: Callable[[], Any], timeout: float = TIMEOUT) -> Any:
+    """Call ``fn()`` in a thread; fail if it does not return in time (a deadlock)."""
+    outcome: dict = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = fn()
+        except BaseException as exc:  # re-raised in the test's thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    assert not thread.is_alive(), f"deadlock: {fn} did not return within {timeout}s"
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")
 
 
 @pytest.fixture(params=ENGINES)
@@ -463,18 +486,22 @@ def test_load_malformed_files_never_run_pickle(tmp_path):
         nd.load(str(tmp_path / "missing"))
 
 
-# --- the engines agree: random elementwise / broadcast programs ---------------------------
+# --- the engines agree: random programs with in-place writes ------------------------------
 _BINARY = ["__add__", "__sub__", "__mul__", "broadcast_maximum", "broadcast_minimum"]
 _UNARY = ["relu", "tanh", "negative", "square", "sigmoid"]
 _SHAPES = [(3, 4), (1, 4), (3, 1), (4,)]
 
+_INDEX = st.integers(0, 199)  # which earlier array (modulo how many there are)
 instruction = st.one_of(
-    st.tuples(st.just("binary"), st.sampled_from(_BINARY), st.integers(0, 99), st.integers(0, 99)),
-    st.tuples(st.just("unary"), st.sampled_from(_UNARY), st.integers(0, 99), st.just(0)),
+    st.tuples(st.just("binary"), st.sampled_from(_BINARY), _INDEX, _INDEX),
+    st.tuples(st.just("unary"), st.sampled_from(_UNARY), _INDEX, st.just(0)),
     st.tuples(st.just("scalar"), st.sampled_from(["__add__", "__mul__", "__rsub__"]),
-              st.integers(0, 99), st.integers(-3, 3)),
-    st.tuples(st.just("inplace"), st.sampled_from(["__iadd__", "__imul__"]),
-              st.integers(0, 99), st.integers(0, 99)),
+              _INDEX, st.integers(-3, 3)),
+    st.tuples(st.just("inplace"), st.sampled_from(["__iadd__", "__imul__", "__isub__"]),
+              _INDEX, _INDEX),
+    st.tuples(st.just("set_all"), st.sampled_from(["array", "scalar"]), _INDEX, _INDEX),
+    st.tuples(st.just("set_row"), st.sampled_from(["array", "scalar"]), _INDEX, _INDEX),
+    st.tuples(st.just("read"), st.just(""), _INDEX, st.just(0)),  # a sync point midway
 )
 
 
@@ -486,34 +513,70 @@ def _broadcastable(*shapes: tuple) -> bool:
     return True
 
 
-def _run_program(engine_name: str, program: list, seed_values: list) -> list:
+def _fits(value: tuple, target: tuple) -> bool:
+    """Can a value of shape ``value`` be written into a place of shape ``target``?"""
+    return _broadcastable(value, target) and np.broadcast_shapes(value, target) == target
+
+
+def _step(env: list, reads: list, kind: str, name: str, i: int, j: int) -> None:
+    """One instruction on the arrays in ``env``; in-place ones overwrite ``env[i]``."""
+    a, b = env[i % len(env)], env[j % len(env)]
+    if kind == "binary" and _broadcastable(a.shape, b.shape):
+        env.append(getattr(nd, name)(a, b) if name.startswith("b") else getattr(a, name)(b))
+    elif kind == "unary":
+        env.append(getattr(nd, name)(a))
+    elif kind == "scalar":
+        env.append(getattr(a, name)(float(j)))
+    elif kind == "inplace" and _fits(b.shape, a.shape):
+        getattr(a, name)(b)  # a += b: reads and overwrites a (b may be a itself)
+    elif kind == "set_all":  # a[:] = v
+        a[:] = b if name == "array" and _fits(b.shape, a.shape) else float(j % 7) - 3
+    elif kind == "set_row":  # a[k] = v, for one index k of the first axis
+        row_shape = a.shape[1:]
+        use_b = name == "array" and len(b.shape) <= len(row_shape) and _fits(b.shape, row_shape)
+        a[j % a.shape[0]] = b if use_b else float(j % 5) - 2
+    elif kind == "read":
+        reads.append(a.asnumpy())  # the current value, in the middle of the program
+
+
+def _run_program(engine_name: Any, program: list, seed_values: list) -> list:
     with engine.engine_scope(engine_name):
         env = [nd.array(v) for v in seed_values]
+        reads: list = []
         for kind, name, i, j in program:
-            a, b = env[i % len(env)], env[j % len(env)]
-            if kind == "binary":
-                if _broadcastable(a.shape, b.shape):
-                    env.append(getattr(nd, name)(a, b) if name.startswith("b") else
-                               getattr(a, name)(b))
-            elif kind == "unary":
-                env.append(getattr(nd, name)(a))
-            elif kind == "scalar":
-                env.append(getattr(a, name)(float(j)))
-            elif a.shape == np.broadcast_shapes(a.shape, b.shape) and a is not b:
-                getattr(a, name)(b)
-        results = [x.asnumpy() for x in env]
-        nd.waitall()
+            _step(env, reads, kind, name, i, j)
+        results = reads + [x.asnumpy() for x in env]  # arrays made before a write keep
+        nd.waitall()                                   # their old values
     return results
 
 
-@settings(max_examples=25, deadline=None)
-@given(st.lists(instruction, min_size=1, max_size=12), st.integers(0, 2**16))
+def _long_program(length: int = 200, seed: int = 0) -> list:
+    """A fixed 200-op program (hypothesis mostly draws short lists) using every kind."""
+    draw = np.random.default_rng(seed)
+    kinds = {"binary": _BINARY, "unary": _UNARY, "scalar": ["__add__", "__mul__", "__rsub__"],
+             "inplace": ["__iadd__", "__imul__", "__isub__"], "set_all": ["array", "scalar"],
+             "set_row": ["array", "scalar"], "read": [""]}
+    program = []
+    for _ in range(length):
+        kind = str(draw.choice(list(kinds)))
+        program.append((kind, str(draw.choice(kinds[kind])), int(draw.integers(200)),
+                        int(draw.integers(-3, 200))))
+    return program
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.lists(instruction, min_size=1, max_size=200), st.integers(0, 2**16))
+@example(program=_long_program(), seed=1)
+@example(program=_long_program(seed=2), seed=2)
 def test_engines_agree_on_random_programs(program, seed):
+    """Random programs of 1-200 ops with in-place writes (+=, x[:] = v, x[i] = v) and
+    reads of overwritten arrays give bit-identical results on every engine."""
     rng = np.random.default_rng(seed)
     seed_values = [rng.normal(size=shape).astype(np.float32) for shape in _SHAPES]
-    reference = _run_program("NaiveEngine", program, seed_values)
+    reference = within(lambda: _run_program("NaiveEngine", program, seed_values))
     for engine_name in ["StepEngine", engine.ThreadedEngine(1), engine.ThreadedEngine(2),
                         engine.ThreadedEngine(4)]:
-        results = _run_program(engine_name, program, seed_values)
+        results = within(lambda name=engine_name: _run_program(name, program, seed_values))
+        assert len(results) == len(reference)
         for expected, got in zip(reference, results):
             np.testing.assert_array_equal(got, expected)

@@ -10,6 +10,8 @@ import pytest
 from hybridlab import engine, profiler
 from hybridlab.engine import Var
 
+pytestmark = pytest.mark.timeout(60)  # pytest-timeout: a deadlocked wait fails fast
+
 
 def run_two_chains(n_ops: int) -> None:
     """Two independent chains; a barrier makes their first ops meet on two workers."""

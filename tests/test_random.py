@@ -8,6 +8,8 @@ import pytest
 import hybridlab as mx
 from hybridlab import engine, nd
 
+pytestmark = pytest.mark.timeout(60)  # pytest-timeout: a deadlocked wait fails fast
+
 
 def _draw(engine_choice) -> list[np.ndarray]:
     with engine.engine_scope(engine_choice):
