@@ -301,5 +301,5 @@ register(OpDef(
         xs[1:], xs[0].astype(_infer.promote(*(x.dtype for x in xs)))), infer=_add_n_infer,
     grad=lambda F, inputs, outputs, out_grads, num_args: [out_grads[0]] * len(inputs),
     kind=Kind.ELEMENTWISE, inputs=("*args",), aliases=("ElementWiseSum",),
-    attrs={"num_args": Attr("int", 0)},
+    attrs={"num_args": Attr("int", 0, low=0)},
     doc="The sum of any number of arrays of one shape (how gradients are accumulated)."))

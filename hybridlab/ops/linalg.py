@@ -175,7 +175,7 @@ register(OpDef(
         "weight": (num_hidden, int(np.prod(x.shape[1:])) if flatten else x.shape[-1]),
         "bias": (num_hidden,)},
     inputs=lambda attrs: ("data", "weight") if attrs["no_bias"] else ("data", "weight", "bias"),
-    attrs={"num_hidden": Attr("int"), "no_bias": Attr("bool", False),
+    attrs={"num_hidden": Attr("int", low=1), "no_bias": Attr("bool", False),
            "flatten": Attr("bool", True)},
     doc="``data . weight^T + bias``; weight is ``(num_hidden, in_units)``. ``flatten=True`` "
         "first collapses every axis of data but the first; ``flatten=False`` applies to the "

@@ -109,7 +109,8 @@ def _mask_infer(x: Aval, p: float, mode: str, axes: tuple[int, ...]) -> list[Ava
 register(OpDef(
     name="_dropout_mask", kernel=_dropout_mask, infer=_mask_infer,
     grad=None, kind=Kind.OPAQUE, pure=False, needs_context=True,
-    attrs={"p": Attr("float", 0.5), "mode": Attr("str", "training", ("training", "always")),
+    attrs={"p": Attr("float", 0.5, low=0, high=1),
+           "mode": Attr("str", "training", ("training", "always")),
            "axes": Attr("shape", ())},
     doc="Training: 0 with probability ``p``, else ``1 / (1 - p)``. Prediction: all ones."))
 

@@ -83,11 +83,14 @@ REQUIRED: Any = object()  # marks an attribute without a default
 
 @dataclass(frozen=True)
 class Attr:
-    """One attribute of an operator: its type (used to validate and to parse JSON)."""
+    """One attribute of an operator: its type (used to validate and to parse JSON) and
+    its range: ``low``/``high`` bound a number, or every entry of a shape (inclusive)."""
 
     type: str  # one of ATTR_TYPES
     default: Any = REQUIRED
     choices: tuple[Any, ...] | None = None
+    low: float | None = None  # Attr("int", low=1): num_hidden=0 is refused at the call
+    high: float | None = None
 
 
 # The attribute types an operator may declare; each parser accepts the Python value a
@@ -195,7 +198,21 @@ def parse_attr_value(op_name: str, key: str, spec: Attr, value: Any) -> Any:
         raise AttributeValueError(
             f"{op_name}: attribute {key!r} must be one of {list(spec.choices)}, got {value!r}"
         )
+    if spec.low is not None or spec.high is not None:
+        _check_range(op_name, key, spec, parsed, value)
     return parsed
+
+
+def _check_range(op_name: str, key: str, spec: Attr, parsed: Any, value: Any) -> None:
+    numbers = parsed if isinstance(parsed, tuple) else () if parsed is None else (parsed,)
+    low = -np.inf if spec.low is None else spec.low
+    high = np.inf if spec.high is None else spec.high
+    if not all(low <= n <= high for n in numbers if n is not None):
+        entries = "every entry of " if isinstance(parsed, tuple) else ""
+        bounds = [f">= {spec.low}" if spec.low is not None else "",
+                  f"<= {spec.high}" if spec.high is not None else ""]
+        raise AttributeValueError(f"{op_name}: {entries}attribute {key!r} must be "
+                                  f"{' and '.join(b for b in bounds if b)}, got {value!r}")
 
 
 def _parse_bool(value: Any) -> bool:
@@ -210,14 +227,22 @@ def _parse_bool(value: Any) -> bool:
     raise TypeError("expected a bool")
 
 
+_INT64 = 2**63  # an attribute beyond int64 cannot be a size, an axis or an index
+
+
 def _parse_int(value: Any) -> int:
     if isinstance(value, (bool, np.bool_)):
         raise TypeError("expected an int, not a bool")
     if isinstance(value, str):
-        return int(value.strip())
-    if isinstance(value, (int, np.integer)) or (isinstance(value, float) and value.is_integer()):
-        return int(value)
-    raise TypeError("expected an int")
+        number = int(value.strip())
+    elif isinstance(value, (int, np.integer)) or (
+            isinstance(value, float) and value.is_integer()):
+        number = int(value)
+    else:
+        raise TypeError("expected an int")
+    if not -_INT64 <= number < _INT64:
+        raise ValueError("out of the int64 range")
+    return number
 
 
 def _parse_float(value: Any) -> float:

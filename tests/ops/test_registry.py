@@ -15,7 +15,7 @@ from hybridlab.errors import (
     UnknownAttributeError,
     UnknownOperatorError,
 )
-from hybridlab.ops import COMPOSITES, OPS, Aval, Kind, OpDef, RunContext, eager, get
+from hybridlab.ops import COMPOSITES, OPS, Aval, Kind, OpDef, RunContext, eager, get, registry
 from hybridlab.ops.registry import ATTR_TYPES, DUNDERS, split_arguments
 from hybridlab.ops.shape import reshape_codes
 
@@ -303,8 +303,8 @@ def test_broadcast_infer_agrees_with_numpy(left, right):
      r"sum_like: shape \(1, 4\) does not broadcast to \(4,\)"),
     (lambda: eager.broadcast_axis(X23, axis=4, size=2), r"broadcast_axis: axis 4 and size "
                                                          r"\(2,\) do not fit shape \(2, 3\)"),
-    (lambda: eager.Convolution(np.ones((1, 1, 3, 3)), np.ones((1, 1, 0, 1)), np.ones(1),
-                               kernel=(0, 1), num_filter=1), r"Convolution: needs NCHW data"),
+    (lambda: eager.Convolution(np.ones((1, 3, 3)), np.ones((1, 1, 1, 1)), np.ones(1),
+                               kernel=(1, 1), num_filter=1), r"Convolution: needs NCHW data"),
 ])
 def test_shape_errors_name_the_op_and_the_shapes(call, pattern):
     with pytest.raises(ShapeError, match=pattern):
@@ -448,3 +448,28 @@ def test_integer_maths_truncates_into_the_integer_dtype():
     out = np.empty(6, np.int32)
     assert get("sqrt").kernel_out(x, out=out) is out  # the out= form agrees
     np.testing.assert_array_equal(out, [0, 1, 1, 1, 2, 2])
+
+
+# --- attribute ranges ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("op, attrs, message", [
+    ("FullyConnected", {"num_hidden": "-4"}, r"'num_hidden' must be >= 1, got '-4'"),
+    ("FullyConnected", {"num_hidden": "0"}, r"'num_hidden' must be >= 1"),
+    ("FullyConnected", {"num_hidden": "9" * 40}, r"out of the int64 range"),
+    ("Convolution", {"kernel": (3, 3), "num_filter": -2}, r"'num_filter' must be >= 1"),
+    ("Convolution", {"kernel": "(3, 0)", "num_filter": 2}, r"every entry of attribute 'kernel'"),
+    ("Convolution", {"kernel": (3, 3), "num_filter": 2, "pad": (-1, 0)}, r"'pad' must be >= 0"),
+    ("Pooling", {"kernel": (2, 2), "stride": (0, 1)}, r"'stride' must be >= 1"),
+    ("add_n", {"num_args": -1}, r"'num_args' must be >= 0"),
+    ("_dropout_mask", {"p": 1.5}, r"'p' must be >= 0 and <= 1"),
+])
+def test_attribute_values_out_of_range_are_refused_at_the_call(op, attrs, message):
+    with pytest.raises(AttributeValueError, match=message):
+        get(op).parse_attrs(attrs)
+
+
+def test_every_default_lies_within_its_declared_range():
+    for op in OPS.values():
+        for key, spec in op.attrs.items():
+            if spec.default is not registry.REQUIRED and (spec.low, spec.high) != (None, None):
+                registry.parse_attr_value(op.name, key, spec, spec.default)  # no error
