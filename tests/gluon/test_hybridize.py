@@ -23,9 +23,25 @@ LAYERS = {
 }
 
 
-def build(names):
+# Image layers keep (N, C, H, W) with H, W >= 1 whatever their order: size-preserving
+# convolutions and pools (3x3 windows, stride 1, padding 1) plus a global pool.
+IMAGE_LAYERS = {
+    "conv": lambda: nn.Conv2D(3, kernel_size=3, padding=1),
+    "conv_relu": lambda: nn.Conv2D(2, kernel_size=(3, 1), padding=(1, 0), activation="relu"),
+    "max_pool": lambda: nn.MaxPool2D(pool_size=3, strides=1, padding=1),
+    "avg_pool": lambda: nn.AvgPool2D(pool_size=3, strides=1, padding=1),
+    "global_pool": lambda: nn.GlobalAvgPool2D(),
+    "batchnorm": lambda: nn.BatchNorm(),
+    "relu": lambda: nn.Activation("relu"),
+}
+
+
+def build(names, layers=LAYERS, flatten=False):
     net = nn.HybridSequential()
-    net.add(*[LAYERS[name]() for name in names], nn.Dense(2))
+    net.add(*[layers[name]() for name in names])
+    if flatten:
+        net.add(nn.Flatten())
+    net.add(nn.Dense(2))
     net.initialize(mx.init.Xavier())
     return net
 
@@ -35,26 +51,50 @@ def forward_and_grads(net, x):
         out = net(x)
         loss = (out * out).sum()
     loss.backward()
-    grads = {k: p.grad().asnumpy().copy() for k, p in net.collect_params().items()}
+    grads = {k: p.grad().asnumpy().copy() for k, p in net.collect_params().items()
+             if p.grad_req != "null"}  # (not BatchNorm's running statistics)
     return out.asnumpy(), grads
 
 
-@settings(max_examples=15, deadline=None)
-@given(names=st.lists(st.sampled_from(sorted(LAYERS)), min_size=1, max_size=4),
-       batch=st.integers(1, 5), static=st.booleans())
-def test_imperative_hybridized_and_reimported_agree(tmp_path_factory, names, batch, static):
-    net = build(names)
-    x = nd.array(np.random.default_rng(batch).normal(size=(batch, 3, 2)).astype("float32"))
+def check_modes_agree(net, x, flags, tmp_path_factory):
+    """Imperative == hybridized with ``flags`` == exported and re-imported; grads too."""
     expected, expected_grads = forward_and_grads(net, x)
-    net.hybridize(static_alloc=static, static_shape=static)
+    net.hybridize(**flags)
     got, grads = forward_and_grads(net, x)
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+    assert grads.keys() == expected_grads.keys()
     for key, grad in expected_grads.items():
         np.testing.assert_allclose(grads[key], grad, rtol=1e-4, atol=1e-6, err_msg=key)
     path = str(tmp_path_factory.mktemp("export") / "net")
     net.export(path)
     again = gluon.SymbolBlock.imports(path + "-symbol.json", ["data"], path + "-0000.params")
     np.testing.assert_allclose(again(x).asnumpy(), expected, rtol=1e-5, atol=1e-6)
+
+
+FLAGS = st.fixed_dictionaries({"static_alloc": st.booleans(), "static_shape": st.booleans()})
+
+
+@settings(max_examples=15, deadline=None)
+@given(names=st.lists(st.sampled_from(sorted(LAYERS)), min_size=1, max_size=4),
+       batch=st.integers(1, 5), flags=FLAGS)
+def test_imperative_hybridized_and_reimported_agree(tmp_path_factory, names, batch, flags):
+    net = build(names)
+    x = nd.array(np.random.default_rng(batch).normal(size=(batch, 3, 2)).astype("float32"))
+    check_modes_agree(net, x, flags, tmp_path_factory)
+
+
+@settings(max_examples=15, deadline=None)
+@given(names=st.lists(st.sampled_from(sorted(IMAGE_LAYERS)), min_size=1, max_size=4),
+       flatten=st.booleans(), batch=st.integers(1, 3), flags=FLAGS)
+def test_image_stacks_agree_in_every_mode(tmp_path_factory, names, flatten, batch, flags):
+    net = build(names, IMAGE_LAYERS, flatten)
+    rng = np.random.default_rng(batch)
+    x = nd.array(rng.normal(size=(batch, 2, 5, 4)).astype("float32"))
+    net(x)  # sizes the parameters; then BatchNorm gets statistics that are not 0 and 1
+    for name, param in net.collect_params().items():
+        if "batchnorm" in name:
+            param.set_data(rng.uniform(0.5, 2.0, size=param.shape).astype("float32"))
+    check_modes_agree(net, x, flags, tmp_path_factory)
 
 
 def test_a_new_input_shape_adds_a_program_only_with_static_shape():
@@ -67,6 +107,21 @@ def test_a_new_input_shape_adds_a_program_only_with_static_shape():
     net(nd.ones((1, 3)))
     net(nd.ones((4, 3)))
     assert len(net._programs) == 2
+
+
+def test_a_new_input_dtype_adds_a_compiled_program():
+    net = build(["dense_relu"])
+    x = np.random.default_rng(0).normal(size=(2, 3))
+    expected = net(nd.array(x, dtype="float64")).asnumpy()
+    net.hybridize()
+    single = net(nd.array(x, dtype="float32"))
+    double = net(nd.array(x, dtype="float64"))
+    op = next(iter(net._programs.values())).op
+    assert op.stats["misses"] == 2  # one program per (shapes, dtypes) signature
+    assert single.dtype == np.float32 and double.dtype == np.float64
+    np.testing.assert_allclose(double.asnumpy(), expected, rtol=1e-12)
+    net(nd.array(x, dtype="float32"))
+    assert op.stats == {"hits": 1, "misses": 2}
 
 
 def test_hybridize_false_returns_to_imperative(capsys):

@@ -1,0 +1,58 @@
+"""Trainer: SGD with momentum and Adam against updates worked out by hand.
+
+One parameter ``w``, loss ``sum(w * x)``, so the gradient is ``x`` and, with
+``step(batch_size=2)``, the rescaled gradient is ``g = x / 2``. The expected numbers
+below were computed by hand from MXNet's update rules (see gluon/trainer.py).
+"""
+
+import numpy as np
+import pytest
+
+from hybridlab import autograd, gluon, nd
+
+
+def train(optimizer, hyper, inputs):
+    w = gluon.Parameter("w", shape=(2,))
+    w.initialize()
+    w.set_data(nd.array([1.0, -2.0]))
+    trainer = gluon.Trainer([w], optimizer, hyper)
+    for x in inputs:
+        with autograd.record():
+            loss = (w.data() * nd.array(x)).sum()
+        loss.backward()
+        trainer.step(2)
+    return w.data().asnumpy()
+
+
+def test_sgd_with_momentum():
+    # g = [1, 2];  state = -0.1 g = [-0.1, -0.2], w = [0.9, -2.2]
+    # state = 0.9 [-0.1, -0.2] - 0.1 [1, 2] = [-0.19, -0.38], w = [0.71, -2.58]
+    got = train("sgd", {"learning_rate": 0.1, "momentum": 0.9}, [[2.0, 4.0]] * 2)
+    np.testing.assert_allclose(got, [0.71, -2.58], rtol=1e-6)
+
+
+def test_sgd_with_momentum_and_weight_decay():
+    # g + wd w = [1, 2] + 0.1 [1, -2] = [1.1, 1.8];  state = [-0.11, -0.18], w = [0.89, -2.18]
+    # g + wd w = [1.089, 1.782];  state = 0.9 [-0.11, -0.18] - 0.1 [1.089, 1.782]
+    #          = [-0.2079, -0.3402],  w = [0.6821, -2.5202]
+    got = train("sgd", {"learning_rate": 0.1, "momentum": 0.9, "wd": 0.1}, [[2.0, 4.0]] * 2)
+    np.testing.assert_allclose(got, [0.6821, -2.5202], rtol=1e-6)
+
+
+def test_adam_with_bias_correction():
+    # step 1, g = [1, 2]: m = [0.1, 0.2], v = [0.001, 0.004],
+    #   lr_1 = 0.1 sqrt(1 - 0.999) / (1 - 0.9) = 0.0316228;  w -= lr_1 m / sqrt(v)
+    #   = [0.1, 0.1]  ->  w = [0.9, -2.1]
+    # step 2, g = [2, -1]: m = [0.29, 0.08], v = [0.004999, 0.004996],
+    #   lr_2 = 0.1 sqrt(1 - 0.999^2) / (1 - 0.9^2) = 0.0235317
+    #   w -= lr_2 m / sqrt(v) = [0.0965182, 0.0266337]  ->  w = [0.8034818, -2.1266337]
+    got = train("adam", {"learning_rate": 0.1}, [[2.0, 4.0], [4.0, -2.0]])
+    np.testing.assert_allclose(got, [0.8034818, -2.1266337], rtol=1e-6)
+
+
+def test_unknown_optimizer_and_parameter_are_named():
+    w = gluon.Parameter("w", shape=(2,))
+    with pytest.raises(ValueError, match="unknown optimizer 'rmsprop'"):
+        gluon.Trainer([w], "rmsprop")
+    with pytest.raises(ValueError, match=r"sgd: unknown optimizer parameter\(s\) \['beta1'\]"):
+        gluon.Trainer([w], "sgd", {"beta1": 0.9})
