@@ -351,7 +351,7 @@ def infer_shapes(graph: Graph, input_avals: Sequence[Aval] | Mapping[str, Aval])
 def verify(graph: Graph) -> Graph:
     """Check the invariants of the module docstring; on failure print the graph in the error."""
     problems: list[str] = []
-    position = {}
+    position: dict[int, int] = {}
     for i, node in enumerate(graph.nodes):
         if id(node) in position:
             problems.append(f"{_label(node, i)} is assigned twice (also %{position[id(node)]})")
@@ -359,10 +359,13 @@ def verify(graph: Graph) -> Graph:
         problems += _check_node(node, i, position)
     for value in graph.outputs:
         if id(value.node) not in position:
-            problems.append(f"output {value.node.name!r} is not a node of the graph")
+            problems.append(f"output {format_name(value.node.name)} is not a node of the graph")
+        elif not 0 <= value.index < _output_count(value.node):
+            problems.append(f"output {format_name(value.node.name)}.{value.index}: the node "
+                            f"has {_output_count(value.node)} output(s)")
     for node in graph.inputs:
         if node.kind != "var" or id(node) not in position:
-            problems.append(f"input {node.name!r} is not a var node of the graph")
+            problems.append(f"input {format_name(node.name)} is not a var node of the graph")
     if problems:
         raise GraphError("graph failed verification:\n  " + "\n  ".join(problems)
                          + "\n\nthe graph:\n" + format_graph(graph))
@@ -371,6 +374,19 @@ def verify(graph: Graph) -> Graph:
 
 def _label(node: Node, i: int) -> str:
     return f"%{i} ({format_name(node.name)})"
+
+
+def _known_op(node: Node) -> bool:
+    try:
+        registry.get(node.op)
+    except (KeyError, TypeError):
+        return False
+    return True
+
+
+def _output_count(node: Node) -> int:
+    """Outputs of any node, even one whose op is unknown (verify reports that itself)."""
+    return node.num_outputs if node.kind == "call" and _known_op(node) else 1
 
 
 def _check_node(node: Node, i: int, position: Mapping[int, int]) -> list[str]:
@@ -383,15 +399,31 @@ def _check_node(node: Node, i: int, position: Mapping[int, int]) -> list[str]:
         return [f"%{i} is a const node without a value"]
     if node.kind != "call":
         return [f"{_label(node, i)} is a {node.kind} node with inputs"] if node.inputs else []
-    try:
-        opdef = registry.get(node.op)
-    except KeyError as err:
-        return [f"%{i}: {err}"]
-    if node.aval is None or any(v.aval is None for v in node.inputs):
+    if not _known_op(node):
+        return [f"{_label(node, i)}: unknown operator {node.op!r}"]
+    bad = [f"%{position[id(v.node)]}.{v.index}" for v in node.inputs
+           if not 0 <= v.index < _output_count(v.node)]
+    if bad:
+        return [f"{_label(node, i)} reads {bad}: past the outputs of those nodes"]
+    return _check_call(node, i)
+
+
+def _check_call(node: Node, i: int) -> list[str]:
+    """Arity, and the aval against the op's infer rule once the inputs' avals are known."""
+    opdef = node.opdef
+    names = opdef.input_names(node.attr_dict)
+    variadic = bool(names) and names[0].startswith("*")
+    if (len(node.inputs) < 1) if variadic and names else len(node.inputs) != len(names):
+        return [f"{_label(node, i)}: {node.op} takes inputs {list(names)}, "
+                f"got {len(node.inputs)}"]
+    if any(v.aval is None for v in node.inputs):
         return []
+    if node.aval is None:
+        return [f"{_label(node, i)} has no type although its inputs' types are known "
+                f"(build it with ir.call or run ir.infer_shapes)"]
     try:
         expected = tuple(opdef.infer(*(v.aval for v in node.inputs), **node.attr_dict))
-    except ShapeError as err:
+    except (ShapeError, TypeError) as err:
         return [f"{_label(node, i)}: {err}"]
     if expected != node.aval:
         return [f"{_label(node, i)} claims {_format_type(node.aval)} but {node.op} "

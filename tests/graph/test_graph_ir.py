@@ -104,6 +104,26 @@ def test_verify_reports_unknown_ops():
         ir.verify(ir.Graph((x, bogus), (x,), (bogus.out(),)))
 
 
+def test_verify_reports_references_past_a_nodes_outputs():
+    x = ir.var("x", aval(2))
+    relu = ir.call("relu", [x.out()], name="r")
+    reader = ir.Node("call", "relu", (ir.Value(x, 5),), name="reader")
+    with pytest.raises(GraphError, match=r"reader\) reads \['%0.5'\]: past the outputs"):
+        ir.verify(ir.Graph((x, reader), (x,), (reader.out(),)))
+    with pytest.raises(GraphError, match=r"output r.3: the node has 1 output"):
+        ir.verify(ir.Graph((x, relu), (x,), (ir.Value(relu, 3),)))
+
+
+def test_verify_reports_wrong_arity_and_missing_types():
+    x = ir.var("x", aval(2))
+    lonely = ir.Node("call", "broadcast_add", (x.out(),), name="lonely")
+    with pytest.raises(GraphError, match=r"broadcast_add takes inputs \['lhs', 'rhs'\], got 1"):
+        ir.verify(ir.Graph((x, lonely), (x,), (lonely.out(),)))
+    untyped = ir.Node("call", "relu", (x.out(),), name="untyped")  # not built by ir.call
+    with pytest.raises(GraphError, match=r"untyped\) has no type although its inputs'"):
+        ir.verify(ir.Graph((x, untyped), (x,), (untyped.out(),)))
+
+
 def test_evaluate_runs_kernels_in_order():
     x = np.arange(32, dtype=np.float32).reshape(4, 8) - 16
     b = np.ones(8, np.float32)
