@@ -127,10 +127,8 @@ def _index_body(body: list[ast.stmt], offset: int, index: dict[int, _Statement])
                            tuple(reads))
         for line in range(stmt.lineno, last + 1):
             index.setdefault(line + offset, entry)
-        for child in ("body", "orelse", "finalbody"):
-            _index_body(getattr(stmt, child, []), offset, index)
-        for handler in getattr(stmt, "handlers", []):
-            _index_body(handler.body, offset, index)
+        inner = [child for child in ast.iter_child_nodes(stmt) if isinstance(child, ast.stmt)]
+        _index_body(inner, offset, index)  # the body, and else/elif (an If in orelse)
 
 
 def _header(stmt: ast.stmt) -> list[ast.AST]:
@@ -139,9 +137,7 @@ def _header(stmt: ast.stmt) -> list[ast.AST]:
         return [stmt.test]
     if isinstance(stmt, ast.For):
         return [stmt.iter]
-    if isinstance(stmt, ast.With):
-        return [item.context_expr for item in stmt.items]
-    return [] if hasattr(stmt, "body") else [stmt]  # try/match: only their bodies
+    return [] if hasattr(stmt, "body") else [stmt]  # with/try: only their bodies
 
 
 def _chains(node: ast.AST, tests: list[ast.expr] | tuple = ()) -> list[ast.expr]:

@@ -28,7 +28,9 @@ class SymbolBlock(HybridBlock):
     """A block made from a Symbol graph: ``SymbolBlock(outputs, inputs, params=None)``.
 
     Every argument of the graph that is not an input becomes a Parameter with the same
-    name (auxiliary states get ``grad_req='null'``). The graph is compiled on the first
+    name (auxiliary states get ``grad_req='null'``). Those found in ``params`` are the
+    very same objects, so the two blocks share values, updates and gradients; one not yet
+    sized is sized from the graph on the first call. The graph is compiled on the first
     call, like a hybridized block; there is no Python ``hybrid_forward`` at all.
     """
 
