@@ -178,6 +178,11 @@ class Symbol:
             return Symbol([self._outputs[names.index(index)]])
         if len(self._outputs) == 1 or not isinstance(index, (int, np.integer)):
             raise errors.SymbolIndexError(_index_message(self, index))
+        count = len(self._outputs)
+        if not -count <= index < count:
+            raise IndexError(f"{self!r} has {count} outputs, so index {index} is out of "
+                             f"range; pick 0..{count - 1} or an output name "
+                             f"{self.list_outputs()}")
         return Symbol([self._outputs[index]])
 
     def __len__(self) -> int:
@@ -468,14 +473,30 @@ def _fill_parameters(node: Node, known: dict) -> None:
 
 def _var_aval(node: Node, shape: Any, dtype: np.dtype | None) -> Aval:
     declared = dict(node.attrs)
-    if shape is None and node.aval is not None:
-        shape = node.aval[0].shape
-    if shape is None and "__shape__" in declared:
-        shape = _parse_shape(declared["__shape__"])
-    if shape is not None and (not all(int(d) > 0 for d in shape)):
+    known = node.aval[0].shape if node.aval is not None else (
+        _parse_shape(declared["__shape__"]) if "__shape__" in declared else None)
+    if shape is not None:
+        shape = _as_shape(shape, f"infer_shape({node.name}=...)")
+        if known is not None:
+            shape = _merge_declared(node.name, known, shape)
+    else:
+        shape = known
+    if shape is not None and not all(d > 0 for d in shape):
         shape = None  # MXNet's 0 means "not known yet" (Gluon's deferred shapes)
     dtype = dtype or np.dtype(declared.get("__dtype__", "float32"))
-    return Aval(None if shape is None else tuple(int(d) for d in shape), dtype)
+    return Aval(shape, dtype)
+
+
+def _merge_declared(name: str, declared: tuple[int, ...], given: tuple[int, ...]
+                    ) -> tuple[int, ...]:
+    """The given shape must agree with the declared one wherever both know a size."""
+    fits = len(declared) == len(given) and all(
+        a == b or 0 in (a, b) for a, b in zip(declared, given))
+    if not fits:
+        raise errors.ShapeError(f"infer_shape: {name!r} was declared with shape {declared} "
+                                f"but is given {given}; pass a shape that agrees (0 in the "
+                                f"declaration means any size), or declare it without shape")
+    return tuple(b or a for a, b in zip(declared, given))
 
 
 def _infer_call(node: Node, inputs: list[Aval | None]) -> list[Aval | None]:
@@ -509,14 +530,15 @@ def var(name: str, shape: Any = None, dtype: Any = None, init: Any = None,
             raise ValueError(f"sym.var: attribute {key!r} is not supported; extra attributes "
                              f"are spelled with double underscores, e.g. __{key}__={value!r}")
         attrs[key] = str(value)
+    shape = None if shape is None else _as_shape(shape, f"sym.var({name!r})")
     extra = {"__shape__": shape, "__dtype__": dtype, "__init__": init,
              "__lr_mult__": lr_mult, "__wd_mult__": wd_mult}
     for key, value in extra.items():
         if value is not None:
             attrs[key] = _var_attr_text(key, value)
     aval = None
-    if shape is not None and all(int(d) > 0 for d in _as_shape(shape)):
-        aval = (Aval(_as_shape(shape), np.dtype(dtype or "float32")),)
+    if shape is not None and all(d > 0 for d in shape):
+        aval = (Aval(shape, np.dtype(dtype or "float32")),)
     node = Node("var", name=name, attrs=tuple(sorted(attrs.items())), aval=aval,
                 origin=ir.user_origin())
     return Symbol([node.out()])
@@ -530,13 +552,22 @@ def _parse_shape(text: str) -> tuple[int, ...]:
     return registry.parse_attr_value("var", "__shape__", registry.Attr("shape"), text)
 
 
-def _as_shape(shape: Any) -> tuple[int, ...]:
-    return (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
+def _as_shape(shape: Any, where: str) -> tuple[int, ...]:
+    """A shape given by a user: ints >= 0, where 0 means "not known yet" (MXNet's rule)."""
+    try:
+        parsed = _parse_shape(shape)
+    except (TypeError, ValueError) as err:
+        raise TypeError(f"{where}: shape must be a tuple of ints such as (2, 3), got "
+                        f"{shape!r} ({err})") from None
+    if any(d < 0 for d in parsed):
+        raise ValueError(f"{where}: shape {parsed} has a negative size; use 0 for a size "
+                         f"that is not known yet (MXNet's convention), e.g. (0, 3)")
+    return parsed
 
 
 def _var_attr_text(key: str, value: Any) -> str:
     if key == "__shape__":
-        return str(_as_shape(value))
+        return str(value)
     if key == "__dtype__":
         return np.dtype(value).name
     if key == "__init__" and hasattr(value, "dumps"):

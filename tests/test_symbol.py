@@ -400,3 +400,31 @@ def test_the_same_F_code_gives_the_same_numbers_in_both_modes(key):
     feed = {"x": mx.nd.array(x), "w": mx.nd.array(w)}
     (symbolic,) = graph.eval(**{k: v for k, v in feed.items() if k in graph.list_inputs()})
     np.testing.assert_allclose(symbolic.asnumpy(), imperative, rtol=1e-5, atol=1e-6)
+
+
+def test_var_shapes_are_checked_when_declared():
+    with pytest.raises(ValueError, match=r"shape \(-2, 3\) has a negative size; use 0"):
+        mx.sym.var("z", shape=(-2, 3))
+    with pytest.raises(TypeError, match=r"sym.var\('z'\): shape must be a tuple of ints"):
+        mx.sym.var("z", shape="abc")
+    assert mx.sym.var("z", shape="(2, 3)").infer_shape()[0] == [(2, 3)]
+
+
+def test_a_declared_shape_conflicting_with_infer_shape_is_an_error():
+    declared = mx.sym.var("z", shape=(2, 3))
+    with pytest.raises(errors.ShapeError, match=r"'z' was declared with shape \(2, 3\) but is "
+                                                r"given \(4, 3\)"):
+        declared.infer_shape(z=(4, 3))
+    assert declared.infer_shape(z=(2, 3))[0] == [(2, 3)]
+    partial = mx.sym.var("z", shape=(0, 3))  # 0: not known yet, any size fits
+    assert partial.infer_shape(z=(4, 3))[0] == [(4, 3)]
+    with pytest.raises(errors.ShapeError, match="declared with shape"):
+        partial.infer_shape(z=(4, 5))
+
+
+def test_indexing_a_group_past_its_outputs_names_the_range():
+    group = mx.sym.Group([mx.sym.var("a"), mx.sym.var("b")])
+    with pytest.raises(IndexError, match=r"has 2 outputs, so index 5 is out of range; pick "
+                                         r"0..1 or an output name \['a', 'b'\]"):
+        group[5]
+    assert group[-1].name == "b"
