@@ -6,8 +6,11 @@ chain A's ops read and write chain A's Vars and chain B's ops chain B's. With tw
 workers it runs them at the same time. The reference is the same work done by hand:
 two plain Python threads versus one thread.
 
-BLAS is limited to one thread for every row (threadpoolctl) so that the comparison is
-about the engine's workers, not BLAS's own threads; the last row shows numpy serial
+BLAS runs one thread per worker in every row, so that the comparison is about the
+engine's workers, not BLAS's own threads: the 2-worker engine rows rely on the engine's
+own limit (NOTE [BLAS threads] in engine.py: one BLAS thread while it is busy), the other
+rows are limited by hand (threadpoolctl). The script prints the BLAS thread count seen
+inside a 2-worker engine op and after ``wait_all``, and the last line shows numpy serial
 with BLAS's default threading for scale. Medians of interleaved repeats, one run.
 
 The script re-runs itself without OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE if they are set
@@ -19,6 +22,7 @@ The script re-runs itself without OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE if they a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -112,6 +116,18 @@ def traced_parallelism(eng: engine.Engine, chains) -> float:
     return sum(r.end - r.start for r in records) / span
 
 
+def blas_threads_inside_and_after(eng: engine.Engine) -> tuple[int, int]:
+    """BLAS threads seen by an op on ``eng`` while it runs, and after ``wait_all``."""
+    from threadpoolctl import threadpool_info
+
+    def threads() -> int:
+        return max(lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas")
+    seen: list[int] = []
+    eng.push(lambda: seen.append(threads()), [], [engine.Var()], "probe")
+    eng.wait_all()
+    return seen[0], threads()
+
+
 def timed(fn, *args) -> tuple[float, list[np.ndarray]]:
     start = time.perf_counter()
     result = fn(*args)
@@ -140,17 +156,20 @@ def main() -> None:
         rows["nd.dot, 2 workers"] = lambda: with_nd_dot(two, chains)
     times: dict[str, list[float]] = {name: [] for name in rows}
     expected = serial(chains)
-    with threadpool_limits(1, user_api="blas"):
-        for _ in range(repeats):
-            for name, fn in rows.items():
+    for _ in range(repeats):
+        for name, fn in rows.items():
+            by_hand = "2 workers" not in name  # those rows use the engine's own limit
+            with threadpool_limits(1, user_api="blas") if by_hand else contextlib.nullcontext():
                 seconds, result = timed(fn)
-                times[name].append(seconds)
-                assert all(np.array_equal(a, b) for a, b in zip(result, expected)), name
-        parallelism = traced_parallelism(two, chains)
+            times[name].append(seconds)
+            assert all(np.array_equal(a, b) for a, b in zip(result, expected)), name
+    parallelism = traced_parallelism(two, chains)
+    inside, after = blas_threads_inside_and_after(two)
     default_blas = [timed(serial, chains)[0] for _ in range(repeats)]
     one.close()
     two.close()
     report(times, default_blas, repeats)
+    print(f"BLAS threads inside a 2-worker engine op: {inside}; after wait_all: {after}")
     print(f"average parallelism of the 2-worker run (busy time of all ops / wall span, from "
           f"the trace): {parallelism:.2f} -- 2.0 means both workers were always running an "
           "op; the speed-up can reach it only if the machine has two idle cores")
@@ -160,7 +179,7 @@ def report(times: dict[str, list[float]], default_blas: list[float], repeats: in
     medians = {name: statistics.median(t) for name, t in times.items()}
     base = medians["numpy serial (1 thread)"]
     print(f"\n2 chains x {LENGTH} products of {N}x{N} float32, median of {repeats} "
-          "(BLAS limited to 1 thread)")
+          "(BLAS: 1 thread per worker)")
     print(f"{'':28}{'median ms':>10}{'speed-up vs serial':>20}")
     for name, median in medians.items():
         print(f"{name:28}{median * 1e3:10.1f}{base / median:20.2f}")

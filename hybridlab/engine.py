@@ -452,14 +452,63 @@ class NaiveEngine(Engine):
         self._run(task, 0)
 
 
+class _BlasLimit:
+    """One BLAS thread while any multi-worker engine is busy (NOTE [BLAS threads]).
+
+    A count of the engines holding the limit, because several engines may be busy at
+    once and BLAS has a single process-wide setting: the first ``hold`` saves the
+    thread counts and sets 1, the last ``release`` restores them. threadpoolctl is
+    imported on first use (it is slow to import and optional); without it, nothing.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._holders = 0
+        self._libraries: list | None = None  # threadpoolctl controllers of the BLAS libs
+        self._saved: list[int] = []
+
+    def hold(self) -> None:
+        with self._lock:
+            self._holders += 1
+            if self._holders == 1:
+                self._saved = [lib.get_num_threads() for lib in self._blas_libraries()]
+                for lib in self._blas_libraries():
+                    lib.set_num_threads(1)
+
+    def release(self) -> None:
+        with self._lock:
+            self._holders -= 1
+            if self._holders == 0:
+                for lib, threads in zip(self._blas_libraries(), self._saved):
+                    lib.set_num_threads(threads)
+
+    def _blas_libraries(self) -> list:
+        if self._libraries is None:
+            try:
+                from threadpoolctl import ThreadpoolController
+                found = ThreadpoolController().select(user_api="blas").lib_controllers
+                self._libraries = list(found)
+            except ImportError:
+                self._libraries = []
+        return self._libraries
+
+
+_blas_limit = _BlasLimit()
+
+
 class ThreadedEngine(Engine):
     """Runs ready ops on a pool of ``workers`` threads (default ``FLAGS['ENGINE_WORKERS']``).
 
     NOTE [BLAS threads]: numpy's BLAS would start its own threads inside every worker,
-    so 2 workers x 2 BLAS threads would fight over 2 cores. While the pool is running
-    with more than one worker, BLAS is limited to one thread (threadpoolctl, if
-    installed; the limit is process-wide because BLAS has one setting). The workers
-    start at the first push and stop at ``close()``, which restores the BLAS limit.
+    so 2 workers x 2 BLAS threads would fight over 2 cores. So while an engine with more
+    than one worker is *busy*, BLAS is limited to one thread (threadpoolctl, if
+    installed). BLAS has one process-wide setting, so the limit is too: your own numpy
+    code running at the same time is limited as well. It starts when a push finds the
+    engine idle, and ends at the first sync point (``wait_for_var``, ``wait_all``, hence
+    ``asnumpy()``, ``print``, ``nd.waitall()``) or ``close()`` that finds it idle again,
+    so numpy timed after ``nd.waitall()`` gets all its BLAS threads back. The limit is
+    switched only from the caller's thread, between its own numpy calls, never while
+    the caller may be inside BLAS. The workers start at the first push, stop at close().
 
     Waking a sleeping thread costs more than a small op, so two shortcuts save thread
     switches without changing the order: NOTE [keep the next op] and NOTE [help while
@@ -476,24 +525,21 @@ class ThreadedEngine(Engine):
                              f"thread")
         self._queue: SimpleQueue[Task | None] = SimpleQueue()
         self._threads: list[threading.Thread] = []
-        self._blas_limit: Any = None
+        self._limits_blas = False  # see NOTE [BLAS threads]
         self._local = threading.local()  # per worker: the ``next`` slot
 
     def _submit(self, task: Task) -> None:
         if not self._threads:
             self._start_workers()
+        if not self._limits_blas and self.workers > 1:  # the engine was idle: now busy
+            self._limits_blas = True
+            _blas_limit.hold()
         if getattr(self._local, "next", 0) is None:  # see NOTE [keep the next op]
             self._local.next = task
         else:
             self._queue.put(task)
 
     def _start_workers(self) -> None:
-        if self.workers > 1:
-            try:
-                from threadpoolctl import threadpool_limits
-                self._blas_limit = threadpool_limits(1, user_api="blas")
-            except ImportError:
-                pass
         self._queue = SimpleQueue()  # a fresh queue per pool: close() stops only its own
         for worker in range(self.workers):
             thread = threading.Thread(target=self._work, args=(worker, self._queue),
@@ -536,9 +582,25 @@ class ThreadedEngine(Engine):
             queue.put(None)
         for thread in threads:
             thread.join()
-        if self._blas_limit is not None:
-            self._blas_limit.restore_original_limits()
-            self._blas_limit = None
+        self._release_blas_if_idle()
+
+    def wait_for_var(self, var: Var) -> None:
+        try:
+            super().wait_for_var(var)
+        finally:
+            self._release_blas_if_idle()
+
+    def wait_all(self) -> None:
+        try:
+            super().wait_all()
+        finally:
+            self._release_blas_if_idle()
+
+    def _release_blas_if_idle(self) -> None:
+        with self._lock:
+            if self._limits_blas and self._pending == 0:
+                self._limits_blas = False
+                _blas_limit.release()
 
     def __repr__(self) -> str:
         return f"<ThreadedEngine workers={self.workers}>"
