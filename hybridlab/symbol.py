@@ -609,6 +609,26 @@ def _apply(op: registry.OpDef, inputs: list, attrs: dict, name: str | None, hint
     return Symbol([node.out(i) for i in range(op.output_count(parsed))])
 
 
+def _compose(run: Any, hint: str, name: str | None) -> Symbol:
+    """A composite as one named node: ``sym.Activation(x)`` is ``activation0`` as in MXNet.
+
+    Its helper nodes are named under ``<name>_`` with fresh counters (``softmax0_exp0``),
+    so they neither take the user's ``exp0`` nor depend on what was built before.
+    """
+    final = _name.NameManager.current.get(name, hint)
+    with _name.Prefix(f"{final}_"):
+        result = run()
+    return _renamed(result, final, "composite")
+
+
+def _renamed(result: Any, name: str, where: str) -> Symbol:
+    """``result`` with its one output node called ``name`` (the node was just built)."""
+    if not (isinstance(result, Symbol) and len(result._outputs) == 1
+            and result._outputs[0].index == 0 and result._outputs[0].node.kind == "call"):
+        raise TypeError(f"{where} must give one Symbol made by an operator, got {result!r}")
+    return Symbol([dataclasses.replace(result._outputs[0].node, name=name).out()])
+
+
 def _input_value(op: registry.OpDef, node_name: str, input_name: str, given: Any) -> Value:
     if given is None:
         if input_name not in PARAMETER_INPUTS:
@@ -777,12 +797,11 @@ def _load_composite(composite: registry.Composite, name: str, attrs: dict[str, s
         with _name.Prefix(f"{name}_"):
             result = composite.fn(sys.modules[__name__], *[Symbol([v]) for v in inputs],
                                   **given)
+        result = _renamed(result, name, composite.name)._outputs[0].node
     except Exception as err:  # wrong attributes for the composite's Python signature
         raise errors.ModelFileError(f"{where}: {composite.name}: {type(err).__name__}: "
                                     f"{err}") from err
-    _require(isinstance(result, Symbol) and len(result._outputs) == 1
-             and result._outputs[0].index == 0, where, f"{composite.name} must give one output")
-    return dataclasses.replace(result._outputs[0].node, name=name, origin=where)
+    return dataclasses.replace(result, origin=where)
 
 
 def _untyped_literal(text: str) -> Any:
@@ -927,7 +946,7 @@ def _to_ndarray(value: Any) -> Any:
 # registry, with the same loop as nd; then x.relu(), x.reshape(...) as methods.
 # NOTE: [Shadowed builtins] this puts sym.sum, sym.min, sym.max, sym.abs, sym.round and
 # sym.slice into this module's globals, so code above must not call those builtins.
-registry.populate(sys.modules[__name__], _apply)
+registry.populate(sys.modules[__name__], _apply, _compose)
 registry.install_dunders(Symbol, _apply)
 
 

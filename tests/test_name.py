@@ -83,3 +83,55 @@ def test_names_are_hint_plus_the_count_of_that_hint_so_far(hints):
     expected = [f"{hint}{hints[:i].count(hint)}" for i, hint in enumerate(hints)]
     assert names == expected
     assert len(set(names)) == len(names)
+
+
+@pytest.mark.parametrize("build, expected", [
+    (lambda x: x + 1, "_plusscalar0"), (lambda x: 1 + x, "_plusscalar0"),
+    (lambda x: x - 1, "_minusscalar0"), (lambda x: 1 - x, "_rminusscalar0"),
+    (lambda x: x * 2, "_mulscalar0"), (lambda x: -x, "_mulscalar0"),
+    (lambda x: x / 2, "_divscalar0"), (lambda x: 2 / x, "_rdivscalar0"),
+    (lambda x: x ** 2, "_powerscalar0"), (lambda x: 2 ** x, "_rpower_scalar0"),
+    (lambda x: x % 2, "_modscalar0"), (lambda x: 2 % x, "_rmodscalar0"),
+    (lambda x: x == 1, "_equal_scalar0"), (lambda x: x != 1, "_not_equal_scalar0"),
+    (lambda x: x > 1, "_greater_scalar0"), (lambda x: x >= 1, "_greater_equal_scalar0"),
+    (lambda x: x < 1, "_lesser_scalar0"), (lambda x: x <= 1, "_lesser_equal_scalar0"),
+    (lambda x: x - x, "_minus0"), (lambda x: x > x, "_greater0"),
+])
+def test_operator_names_are_mxnets(build, expected):
+    """MXNet 1.x named ``a + 1`` after ``_internal._PlusScalar`` but ``a > 1`` after
+    ``_greater_scalar``: the automatic name is that function's name in lower case."""
+    with NameManager():
+        assert build(sym.var("x")).name == expected
+
+
+@pytest.mark.parametrize("build, expected", [
+    (lambda x: sym.Activation(x, act_type="relu"), "activation0"),
+    (lambda x: sym.softmax(x), "softmax0"),
+    (lambda x: sym.log_softmax(x), "log_softmax0"),
+    (lambda x: sym.Dropout(x, p=0.5), "dropout0"),
+    (lambda x: sym.softrelu(x), "softrelu0"),
+    (lambda x: sym.maximum(x, 1), "maximum0"),
+])
+def test_composites_are_named_as_one_operator(build, expected):
+    with NameManager():
+        x = sym.var("x")
+        out = build(x)
+        assert out.name == expected
+        helpers = [n.name for n in out.to_graph().nodes if n.kind == "call"][:-1]
+        assert all(h.startswith(expected + "_") for h in helpers), helpers
+        assert sym.exp(x).name == "exp0"  # helpers did not take the user's counters
+    with NameManager(), Prefix("net_"):
+        assert build(sym.var("x")).name == "net_" + expected
+        assert sym.Activation(sym.var("x"), act_type="tanh", name="act").name == "net_act"
+
+
+def test_composite_errors_name_the_composite_and_its_arguments():
+    from hybridlab import errors, nd
+    with pytest.raises(errors.ShapeError, match=r"^log_softmax: axis 4 is out of range.*in its "
+                                                r"max step"):
+        nd.log_softmax(nd.ones((2, 3)), axis=4)
+    with pytest.raises(TypeError, match=r"Dropout: unknown argument 'prob' \(it takes data, p"):
+        nd.Dropout(nd.ones(2), prob=0.2)
+    with pytest.raises(errors.AttributeValueError, match=r"Activation: missing required "
+                                                         r"argument\(s\) \['act_type'\]"):
+        sym.Activation(sym.var("x"))

@@ -49,13 +49,19 @@ from __future__ import annotations
 
 import difflib
 import enum
+import inspect
 import types
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from hybridlab.errors import AttributeValueError, UnknownAttributeError, UnknownOperatorError
+from hybridlab.errors import (
+    AttributeValueError,
+    ShapeError,
+    UnknownAttributeError,
+    UnknownOperatorError,
+)
 
 
 class Kind(str, enum.Enum):
@@ -380,13 +386,18 @@ def get(name: str) -> OpDef:
 Apply = Callable[[OpDef, list, dict, "str | None", str], Any]
 
 
-def populate(module: types.ModuleType, apply: Apply) -> None:
+Compose = Callable[[Callable[[], Any], str, "str | None"], Any]
+
+
+def populate(module: types.ModuleType, apply: Apply, compose: Compose | None = None) -> None:
     """Put one function per operator and composite into ``module``.
 
     ``apply(op, inputs, attrs, name, hint)`` is the front end's only hook: ``inputs``
     is a list (NDArrays, Symbols or ``None`` for an input the caller left out), ``attrs``
     the raw keyword attributes, ``name`` the user's ``name=`` (or None) and ``hint`` the
     spelling that was called (``"broadcast_add"``), used for automatic symbol names.
+    ``compose(run, hint, name)``, when given, runs a composite (``run()``) and names
+    its result as one node (``sym``: ``activation0``, not the ``relu0`` inside it).
     A dotted alias such as ``"random.normal"`` lands in a sub-namespace ``module.random``.
     """
     for op in OPS.values():
@@ -394,7 +405,7 @@ def populate(module: types.ModuleType, apply: Apply) -> None:
             _install(module, spelling, _op_function(op, apply, spelling))
     for comp in COMPOSITES.values():
         for spelling in (comp.name, *comp.aliases):
-            _install(module, spelling, _composite_function(comp, module, spelling))
+            _install(module, spelling, _composite_function(comp, module, spelling, compose))
 
 
 def _op_function(op: OpDef, apply: Apply, spelling: str) -> Callable[..., Any]:
@@ -408,14 +419,55 @@ def _op_function(op: OpDef, apply: Apply, spelling: str) -> Callable[..., Any]:
     return function
 
 
-def _composite_function(comp: Composite, module: Any, spelling: str) -> Callable[..., Any]:
-    def function(*args: Any, **kwargs: Any) -> Any:
-        return comp.fn(module, *args, **kwargs)
+def _composite_function(comp: Composite, module: Any, spelling: str,
+                        compose: Compose | None) -> Callable[..., Any]:
+    hint = spelling.rsplit(".", 1)[-1].lower()
+
+    def function(*args: Any, name: str | None = None, **kwargs: Any) -> Any:
+        def run() -> Any:
+            return comp.fn(module, *args, **kwargs)
+
+        try:
+            return run() if compose is None else compose(run, hint, name)
+        except TypeError as err:
+            _check_composite_call(comp, args, kwargs)  # our arguments, or deeper?
+            raise err from None
+        except (ShapeError, AttributeValueError) as err:  # name the op the user called
+            raise type(err)(_composite_error(comp.name, str(err))) from None
 
     function.__name__ = spelling.rsplit(".", 1)[-1]
     function.__qualname__ = spelling
     function.__doc__ = comp.doc
     return function
+
+
+def _check_composite_call(comp: Composite, args: tuple, kwargs: dict[str, Any]) -> None:
+    """After a TypeError: if the call does not fit ``comp.fn``, say so like an op would."""
+    signature = inspect.signature(comp.fn)
+    known = [p for p in list(signature.parameters)[1:] if p != "name"]
+    unknown = [key for key in kwargs if key not in signature.parameters]
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], known, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise UnknownAttributeError(f"{comp.name}: unknown argument {unknown[0]!r}{hint} "
+                                    f"(it takes {', '.join(known)})")
+    try:
+        signature.bind(None, *args, **kwargs)
+    except TypeError as err:
+        missing = [p for p in known[len(args):] if p not in kwargs
+                   and signature.parameters[p].default is inspect.Parameter.empty]
+        if missing:
+            raise AttributeValueError(f"{comp.name}: missing required argument(s) {missing}; "
+                                      f"call it as {comp.name}({', '.join(known)})") from None
+        raise TypeError(f"{comp.name}: {err} (it takes {', '.join(known)})") from None
+
+
+def _composite_error(name: str, message: str) -> str:
+    """"log_softmax: axis 4 ... (in its max step)" rather than "max: axis 4 ..."."""
+    inner, sep, rest = message.partition(": ")
+    if sep and inner in _BY_NAME:
+        return f"{name}: {rest} (in its {inner} step)"
+    return f"{name}: {message}"
 
 
 def _install(module: Any, spelling: str, function: Callable[..., Any]) -> None:
@@ -457,7 +509,8 @@ def split_arguments(op: OpDef, args: tuple, kwargs: dict[str, Any]) -> tuple[lis
 
 
 # The arithmetic dunders of NDArray and Symbol: dunder -> (tensor op, scalar op, hint).
-# A "reflected" scalar op (``_rminus_scalar``) computes ``scalar - x``.
+# A "reflected" scalar op (``_rminus_scalar``) computes ``scalar - x``. The hint names
+# ``a + b`` (``_plus0``); ``a + 1`` is named by SCALAR_HINTS, both MXNet 1.x's names.
 DUNDERS: dict[str, tuple[str, str, str]] = {
     "__add__": ("broadcast_add", "_plus_scalar", "_plus"),
     "__radd__": ("broadcast_add", "_plus_scalar", "_plus"),
@@ -470,12 +523,24 @@ DUNDERS: dict[str, tuple[str, str, str]] = {
     "__pow__": ("broadcast_power", "_power_scalar", "_power"),
     "__rpow__": ("broadcast_power", "_rpower_scalar", "_power"),
     "__mod__": ("broadcast_mod", "_mod_scalar", "_mod"),
+    "__rmod__": ("broadcast_mod", "_rmod_scalar", "_mod"),
     "__eq__": ("broadcast_equal", "_equal_scalar", "_equal"),
     "__ne__": ("broadcast_not_equal", "_not_equal_scalar", "_not_equal"),
     "__gt__": ("broadcast_greater", "_greater_scalar", "_greater"),
     "__ge__": ("broadcast_greater_equal", "_greater_equal_scalar", "_greater_equal"),
     "__lt__": ("broadcast_lesser", "_lesser_scalar", "_lesser"),
     "__le__": ("broadcast_lesser_equal", "_lesser_equal_scalar", "_lesser_equal"),
+}
+# MXNet's Symbol called ``_internal._PlusScalar`` for ``a + 1`` but ``_greater_scalar`` for
+# ``a > 1``: its automatic names are those functions' names in lower case.
+SCALAR_HINTS: dict[str, str] = {
+    "__add__": "_plusscalar", "__radd__": "_plusscalar", "__sub__": "_minusscalar",
+    "__rsub__": "_rminusscalar", "__mul__": "_mulscalar", "__rmul__": "_mulscalar",
+    "__truediv__": "_divscalar", "__rtruediv__": "_rdivscalar", "__pow__": "_powerscalar",
+    "__rpow__": "_rpower_scalar", "__mod__": "_modscalar", "__rmod__": "_rmodscalar",
+    "__eq__": "_equal_scalar", "__ne__": "_not_equal_scalar", "__gt__": "_greater_scalar",
+    "__ge__": "_greater_equal_scalar", "__lt__": "_lesser_scalar",
+    "__le__": "_lesser_equal_scalar",
 }
 
 
@@ -490,13 +555,14 @@ def _dunder(cls: type, dunder: str, tensor_name: str, scalar_name: str, hint: st
             apply: Apply) -> Callable[[Any, Any], Any]:
     tensor_op, scalar_op = get(tensor_name), get(scalar_name)
     reflected = dunder.startswith("__r") and dunder not in ("__rshift__",)
+    scalar_hint = SCALAR_HINTS[dunder]
 
     def method(self: Any, other: Any) -> Any:
         if isinstance(other, cls):
             pair = [other, self] if reflected else [self, other]
             return apply(tensor_op, pair, {}, None, hint)
         if isinstance(other, (int, float, bool, np.number)):
-            return apply(scalar_op, [self], {"scalar": float(other)}, None, hint + "scalar")
+            return apply(scalar_op, [self], {"scalar": float(other)}, None, scalar_hint)
         return NotImplemented
 
     method.__name__ = dunder
