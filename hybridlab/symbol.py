@@ -84,6 +84,7 @@ class Symbol:
     """A handle to one or more outputs of a graph (several: a *grouped* symbol)."""
 
     __slots__ = ("_outputs", "_graph", "_names")
+    __array_ufunc__ = None  # numpy defers to our reflected dunders (``np_array + x``)
 
     def __init__(self, outputs: Sequence[Value]) -> None:
         self._outputs = tuple(Value(*v) for v in outputs)
@@ -609,6 +610,17 @@ def _apply(op: registry.OpDef, inputs: list, attrs: dict, name: str | None, hint
     return Symbol([node.out(i) for i in range(op.output_count(parsed))])
 
 
+def _foreign_operand(symbol: Symbol, other: Any, dunder: str) -> None:
+    """``x + nd.ones((1, 1))`` inside ``hybrid_forward``: an array cannot join a graph."""
+    if hasattr(other, "asnumpy") or isinstance(other, np.ndarray):
+        raise errors.ArrayInTraceError(
+            f"{dunder} of {symbol!r}{_where(symbol)} and an array "
+            f"({type(other).__name__} of shape {getattr(other, 'shape', '?')}): a symbolic "
+            f"graph cannot hold an array made outside it. Fix: build the constant with F "
+            f"(F.ones((1, 1)), F.full(shape, value), F.zeros_like(x)), or make it a "
+            f"parameter (self.params.get(..., grad_req='null'))")
+
+
 def _compose(run: Any, hint: str, name: str | None) -> Symbol:
     """A composite as one named node: ``sym.Activation(x)`` is ``activation0`` as in MXNet.
 
@@ -947,7 +959,7 @@ def _to_ndarray(value: Any) -> Any:
 # NOTE: [Shadowed builtins] this puts sym.sum, sym.min, sym.max, sym.abs, sym.round and
 # sym.slice into this module's globals, so code above must not call those builtins.
 registry.populate(sys.modules[__name__], _apply, _compose)
-registry.install_dunders(Symbol, _apply)
+registry.install_dunders(Symbol, _apply, _foreign_operand)
 
 
 def _method(function: Any) -> Any:

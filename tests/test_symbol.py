@@ -428,3 +428,26 @@ def test_indexing_a_group_past_its_outputs_names_the_range():
                                          r"0..1 or an output name \['a', 'b'\]"):
         group[5]
     assert group[-1].name == "b"
+
+
+def test_a_symbol_meeting_an_array_raises_the_teaching_error():
+    x = sym.var("x")
+    for combine in (lambda: x + mx.nd.ones((1, 1)), lambda: mx.nd.ones((1, 1)) * x,
+                    lambda: np.ones(2) - x, lambda: x > np.zeros(2)):
+        with pytest.raises(errors.ArrayInTraceError, match=r"cannot hold an array.*F.ones"):
+            combine()
+    with pytest.raises(TypeError, match="unsupported operand"):  # other types: Python's error
+        x + "a"
+
+
+def test_an_ndarray_inside_a_traced_hybrid_forward_names_the_fix():
+    class AddsAnArray(mx.gluon.HybridBlock):
+        def hybrid_forward(self, F, x):
+            return x + mx.nd.ones((1, 1))
+
+    block = AddsAnArray()
+    block.initialize()
+    assert block(mx.nd.zeros((1, 1))).asnumpy().tolist() == [[1.0]]  # imperative: fine
+    block.hybridize()
+    with pytest.raises(errors.ArrayInTraceError, match=r"F.ones"):
+        block(mx.nd.zeros((1, 1)))

@@ -544,15 +544,24 @@ SCALAR_HINTS: dict[str, str] = {
 }
 
 
-def install_dunders(cls: type, apply: Apply) -> None:
-    """Give ``cls`` its arithmetic operators, all routed through ``apply``."""
+Foreign = Callable[[Any, Any, str], None]
+
+
+def install_dunders(cls: type, apply: Apply, foreign: Foreign | None = None) -> None:
+    """Give ``cls`` its arithmetic operators, all routed through ``apply``.
+
+    ``foreign(self, other, dunder)``, when given, sees an operand that is neither a
+    ``cls`` nor a number before Python's ``TypeError``, and may raise a clearer error
+    (``sym``: an NDArray inside a traced ``hybrid_forward``).
+    """
     for dunder, (tensor_name, scalar_name, hint) in DUNDERS.items():
-        setattr(cls, dunder, _dunder(cls, dunder, tensor_name, scalar_name, hint, apply))
+        setattr(cls, dunder, _dunder(cls, dunder, tensor_name, scalar_name, hint, apply,
+                                     foreign))
     cls.__hash__ = object.__hash__  # defining __eq__ would otherwise remove hashing
 
 
 def _dunder(cls: type, dunder: str, tensor_name: str, scalar_name: str, hint: str,
-            apply: Apply) -> Callable[[Any, Any], Any]:
+            apply: Apply, foreign: Foreign | None) -> Callable[[Any, Any], Any]:
     tensor_op, scalar_op = get(tensor_name), get(scalar_name)
     reflected = dunder.startswith("__r") and dunder not in ("__rshift__",)
     scalar_hint = SCALAR_HINTS[dunder]
@@ -563,6 +572,8 @@ def _dunder(cls: type, dunder: str, tensor_name: str, scalar_name: str, hint: st
             return apply(tensor_op, pair, {}, None, hint)
         if isinstance(other, (int, float, bool, np.number)):
             return apply(scalar_op, [self], {"scalar": float(other)}, None, scalar_hint)
+        if foreign is not None:
+            foreign(self, other, dunder)
         return NotImplemented
 
     method.__name__ = dunder
