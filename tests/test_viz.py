@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import keyword
 import shutil
 
 import numpy as np
@@ -174,7 +175,7 @@ def test_speedup_callback_across_the_slider_range(batch_size, width, depth):
     (axes,) = figure.axes
     bars = [patch.get_width() for patch in axes.patches]
     assert len(bars) == 3 and all(b > 0 for b in bars)
-    assert "µs" in axes.get_xlabel() and f"x Dense({width})" in axes.get_title()
+    assert "µs" in axes.get_xlabel() and f"{depth} x Dense({width}) + Dense(10)" in axes.get_title()
     assert text.startswith(f"batch={batch_size} width={width} depth={depth}: imperative")
     plt.close(figure)
 
@@ -517,10 +518,13 @@ def test_wrapped_source_stays_python_and_never_splits_a_name(line):
     compile(program + "\n    pass", "<wrapped>", "exec")
 
 
+IDENTIFIERS = st.from_regex(r"[a-z_][a-z0-9_]{0,14}", fullmatch=True).filter(
+    lambda name: not keyword.iskeyword(name))
+
+
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.from_regex(r"[a-z_][a-z0-9_]{0,14}", fullmatch=True), max_size=8),
-       st.lists(st.from_regex(r"[a-z_][a-z0-9_]{0,14}", fullmatch=True), max_size=6,
-                unique=True), st.integers(20, 100))
+@given(st.lists(IDENTIFIERS, max_size=8), st.lists(IDENTIFIERS, max_size=6, unique=True),
+       st.integers(20, 100))
 def test_wrapping_any_call_keeps_its_tokens_and_validity(positional, keywords, width):
     arguments = positional + [f"{name}=1" for name in keywords]
     line = f"    result_name = SomeOperator({', '.join(arguments)})"
@@ -628,3 +632,24 @@ def test_nice_limits_put_a_labelled_tick_at_both_ends(values, limits):
 
     low, high = plots.nice_limits(values)
     assert low == pytest.approx(limits[0]) and high == pytest.approx(limits[1])
+
+
+def test_static_figure_labels_both_ends_of_the_time_axis_and_names_the_whole_network():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from hybridlab.viz import plots
+
+    figure = plots.speedup_figure(batch_sizes=(1, 4), width=16, depth=2, repeats=1)
+    (axes,) = figure.axes
+    low, high = axes.get_ylim()
+    figure.draw_without_rendering()
+    labelled = [float(t.get_text()) for t in axes.get_yticklabels() if t.get_text()]
+    labelled = [v for v in labelled if low * 0.999 <= v <= high * 1.001]  # the visible ones
+    assert min(labelled) == pytest.approx(low) and max(labelled) == pytest.approx(high)
+    assert axes.get_title() == "MLP, 2 x Dense(16) + Dense(10)"
+    assert [t.get_text() for t in axes.get_legend().get_texts()] == [
+        "imperative", "hybridized", "numpy floor (kernels only)"]
+    plt.close(figure)
