@@ -53,8 +53,8 @@ def check_sign_gate(block_class: type) -> Feedback:
     batches = [centred + 0.5, centred - 0.5]  # a positive total, then a negative one
     problem = compare_block(block_class, _sign_gate, batches,
                             "x * 2 for a batch with a positive total and x / 2 otherwise",
-                            "Let an operator decide: F.where(x.sum() > 0, x * 2, x / 2) "
-                            "or F.contrib.cond")
+                            "let an operator make the decision (F.where or "
+                            "F.contrib.cond), so that both branches are in the program")
     if problem is not None:
         return problem
     return Feedback(True, "one compiled program takes either branch, decided by "
@@ -66,8 +66,8 @@ def check_flatten(block_class: type) -> Feedback:
     batches = inputs((2, 3, 4), (5, 2, 5), (1, 6), seed=2)
     problem = compare_block(block_class, lambda a: a.reshape(len(a), -1), batches,
                             "the input with every axis after the first flattened",
-                            "Say it without sizes: reshape codes x.reshape((0, -1)) "
-                            "(0 keeps an axis, -1 infers one) or F.flatten(x)")
+                            "describe the shape without sizes: reshape codes (0 keeps an "
+                            "axis, -1 infers one), or an operator that flattens")
     if problem is not None:
         return problem
     return Feedback(True, "the same program flattens inputs of any shape")
@@ -78,8 +78,8 @@ def check_last_column(block_class: type) -> Feedback:
     batches = inputs((2, 3), (4, 5), seed=3)
     problem = compare_block(block_class, lambda a: a[:, -1:], batches,
                             "the last column of each row, shape (batch, 1)",
-                            "Slice with an operator: F.slice_axis(x, axis=1, begin=-1, "
-                            "end=None)")
+                            "slice with an operator: F.slice_axis counts from the end "
+                            "when begin is negative")
     if problem is not None:
         return problem
     return Feedback(True, "F.slice_axis picks the last column at any width")
