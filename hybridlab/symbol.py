@@ -315,11 +315,21 @@ class Symbol:
             f"both sides and pick with F.where(cond, a, b)")
 
     def asnumpy(self) -> np.ndarray:
-        raise errors.SymbolValueError(
-            f"asnumpy() on {self!r}{_where(self)}: a Symbol is a placeholder with no value. "
-            f"Fix: keep the computation in F.* operators; debug with hybridize(False)")
+        raise errors.SymbolValueError(errors.value_message("asnumpy()", _described(self)))
 
-    asscalar = wait_to_read = asnumpy
+    def asscalar(self) -> Any:
+        raise errors.SymbolValueError(errors.value_message("asscalar()", _described(self)))
+
+    def wait_to_read(self) -> None:
+        raise errors.SymbolValueError(errors.value_message("wait_to_read()", _described(self)))
+
+    def __float__(self) -> float:
+        raise errors.SymbolNumberError(errors.value_message("float(x)", _described(self)))
+
+    def __int__(self) -> int:
+        raise errors.SymbolNumberError(errors.value_message("int(x)", _described(self)))
+
+    __index__ = __int__  # range(x), list[x]
 
     def __setitem__(self, index: Any, value: Any) -> None:
         raise errors.SymbolInplaceError(_inplace_message(self, "x[...] = y"))
@@ -365,6 +375,10 @@ def static_shapes() -> Iterator[None]:
         _STATE.static = saved
 
 
+def _described(symbol: Symbol) -> str:
+    return f"{symbol!r}{_where(symbol)}"
+
+
 def _where(symbol: Symbol) -> str:
     origin = symbol._outputs[0].node.origin
     return f" (created at {origin})" if origin else ""
@@ -376,9 +390,7 @@ def _inplace_message(symbol: Symbol, spelling: str) -> str:
 
 
 def _shape_message(symbol: Symbol, what: str) -> str:
-    return (f".{what} of {symbol!r}{_where(symbol)}: a traced program must work for every "
-            f"input, so a Symbol has no {what}. Fix: reshape codes (x.reshape((0, -1))), "
-            f"F.*_like operators, or hybridize(static_shape=True)")
+    return errors.attribute_message(what, _described(symbol))
 
 
 def _index_message(symbol: Symbol, index: Any) -> str:
