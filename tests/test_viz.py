@@ -423,6 +423,9 @@ def test_graphs_and_hybridized_blocks_display_inline_with_a_summary():
     assert bundle["text/plain"] == ("Graph(nodes=8, inputs=1, params=4, "
                                     "ops=[FullyConnected x2, relu])")
     assert bundle["image/svg+xml"].count("FullyConnected") == 2
+    shown = net._repr_mimebundle_()  # what Jupyter calls: the drawing, the layers as text
+    assert shown["text/plain"] == repr(net) and "Dense(3 -> 4" in shown["text/plain"]
+    assert shown["image/svg+xml"] == bundle["image/svg+xml"]
 
 
 def test_vars_declared_learnable_are_drawn_as_parameters():

@@ -253,6 +253,12 @@ class HybridBlock(Block):
         """What the last trace ran only once (prints, Python branches, frozen constants)."""
         return self._report
 
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        """In Jupyter: the traced graph once hybridized and called, the layer listing as text."""
+        from hybridlab.viz.graph import mimebundle  # viz is imported only when drawing
+
+        return mimebundle(self, text=repr(self))
+
     def __call__(self, *args: Any) -> Any:
         if _are_symbols(self, args):
             return self._trace_call(*args)
