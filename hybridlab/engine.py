@@ -188,14 +188,56 @@ def _op_error(failed: Task, waited: Task, more: int = 0) -> MXNetError:
     return MXNetError(message + "\n  The engine keeps working; fix the op and run it again.")
 
 
+class _EngineLock:
+    """The engine's lock, which also completes finished tasks for threads that did not wait.
+
+    NOTE [finishing without waiting]: a worker that has run an op must update the shared
+    bookkeeping (states, dependents, counts) under the engine lock. If it *waited* for the
+    lock while the pushing thread held it, the two threads would keep handing the GIL to
+    each other: the holder cannot release the lock without the GIL, the waiter cannot
+    continue without both (a lock convoy, several thread switches per op). So a worker
+    only *tries* the lock (``finish``): it leaves its task in ``finished``, and whoever
+    holds the lock completes the tasks there before releasing it -- and looks once more
+    after releasing, because a task left just before the release would else be stranded.
+    Callers (push, waits) simply wait for the lock: ``with engine._lock:``.
+    """
+
+    def __init__(self, complete: Callable[[Task], None]) -> None:
+        self._lock = threading.Lock()
+        self._complete = complete  # called with the lock held, once per finished task
+        self.finished: collections.deque[Task] = collections.deque()
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self._release()
+
+    def finish(self, task: Task) -> None:
+        """Complete ``task`` now if the lock is free, else leave it to the lock's holder."""
+        self.finished.append(task)  # deque.append is atomic: no lock needed
+        if self._lock.acquire(blocking=False):
+            self._release()
+
+    def _release(self) -> None:
+        while True:
+            try:
+                while self.finished:
+                    self._complete(self.finished.popleft())
+            finally:
+                self._lock.release()
+            if not self.finished or not self._lock.acquire(blocking=False):
+                return  # nothing left, or its holder will complete it
+
+
 class Engine:
     """The scheduling algorithm; subclasses supply ``_submit`` (the executor)."""
 
     _keep_history = False  # keep reads/writes of finished tasks (StepEngine draws them)
 
     def __init__(self) -> None:
-        self._lock = threading.RLock()  # re-entrant: NaiveEngine runs ops inside push
-        self._idle = threading.Condition(self._lock)
+        self._lock = _EngineLock(self._complete)  # guards the scheduling state
+        self._idle: threading.Event | None = None  # made only when someone waits for idle
         self._pending = 0  # pushed, not finished
         self._failures: list[Task] = []  # failed ops not yet reported by wait_all
         self._callbacks: list[Callback] = []
@@ -327,24 +369,28 @@ class Engine:
         ) from exc
 
     def _finish(self, task: Task) -> None:
-        with self._lock:
-            task.state = ("failed" if task.error is not None
-                          else "skipped" if task.failure is not None else "done")
-            if task.error is not None:
-                self._failures.append(task)
-            dependents, task.dependents, task.fn = task.dependents or (), None, None
-            if not self._keep_history:
-                task.reads = task.writes = ()  # don't keep the program's history alive
-            for dependent in dependents:
-                dependent.blockers -= 1
-                if dependent.blockers == 0:
-                    dependent.state = "ready"
-                    self._submit(dependent)
-            if task.event is not None:
-                task.event.set()
-            self._pending -= 1
-            if self._pending == 0:
-                self._idle.notify_all()
+        self._lock.finish(task)  # see NOTE [finishing without waiting]
+
+    def _complete(self, task: Task) -> None:
+        """Mark a finished task done and make its dependents ready (lock held)."""
+        task.state = ("failed" if task.error is not None
+                      else "skipped" if task.failure is not None else "done")
+        if task.error is not None:
+            self._failures.append(task)
+        dependents, task.dependents, task.fn = task.dependents or (), None, None
+        if not self._keep_history:
+            task.reads = task.writes = ()  # don't keep the program's history alive
+        for dependent in dependents:
+            dependent.blockers -= 1
+            if dependent.blockers == 0:
+                dependent.state = "ready"
+                self._submit(dependent)
+        if task.event is not None:
+            task.event.set()
+        self._pending -= 1
+        if self._pending == 0 and self._idle is not None:
+            self._idle.set()
+            self._idle = None
 
     def _wait_task(self, task: Task) -> None:
         with self._lock:
@@ -356,9 +402,14 @@ class Engine:
         event.wait()
 
     def _wait_idle(self) -> None:
-        with self._idle:
-            while self._pending:
-                self._idle.wait()
+        while True:
+            with self._lock:
+                if self._pending == 0:
+                    return
+                if self._idle is None:
+                    self._idle = threading.Event()
+                idle = self._idle
+            idle.wait()
 
     def wait_for_var(self, var: Var) -> None:
         """Block until every op writing ``var`` pushed so far has finished.
@@ -435,7 +486,8 @@ class NaiveEngine(Engine):
     def push(self, fn: Callable[[], None], reads: Sequence[Var], writes: Sequence[Var],
              name: str = "op") -> None:
         if self._pretask or self._posttask:  # callbacks want to see it: the full path
-            task = super().push(fn, reads, writes, name)  # _submit runs it at once
+            task = super().push(fn, reads, writes, name)  # linked (always ready) ...
+            self._run(task, 0)  # ... and run here, after push released the lock
         else:  # nothing can be waiting when every op runs at its push: just run it
             try:
                 return fn()
@@ -449,7 +501,7 @@ class NaiveEngine(Engine):
             self._raise_hook_error()
 
     def _submit(self, task: Task) -> None:
-        self._run(task, 0)
+        pass  # NaiveEngine.push runs the task itself, once the lock is released
 
 
 class _BlasLimit:
@@ -526,11 +578,13 @@ class ThreadedEngine(Engine):
         self._queue: SimpleQueue[Task | None] = SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._limits_blas = False  # see NOTE [BLAS threads]
+        self._unclaimed: dict[int, Task] = {}  # ready tasks nobody has started, by seq
         self._local = threading.local()  # per worker: the ``next`` slot
 
     def _submit(self, task: Task) -> None:
         if not self._threads:
             self._start_workers()
+        self._unclaimed[task.seq] = task  # see _claim
         if not self._limits_blas and self.workers > 1:  # the engine was idle: now busy
             self._limits_blas = True
             _blas_limit.hold()
@@ -559,11 +613,9 @@ class ThreadedEngine(Engine):
                 task = self._local.next
 
     def _claim(self, task: Task) -> bool:
-        with self._lock:
-            if task.state != "ready":
-                return False
-            task.state = "running"
-            return True
+        """True for exactly one thread: the one that will run ``task`` (a worker, or a caller
+        waiting for it). ``dict.pop`` is atomic, so this needs no lock."""
+        return self._unclaimed.pop(task.seq, None) is not None
 
     def _wait_task(self, task: Task) -> None:
         # NOTE [help while waiting]: if the op we wait for is ready but no worker has
@@ -656,8 +708,8 @@ class StepEngine(Engine):
             records.append(record)
         return records
 
-    def _finish(self, task: Task) -> None:
-        super()._finish(task)
+    def _complete(self, task: Task) -> None:
+        super()._complete(task)
         del self._unfinished[task.seq]
 
     def _wait_task(self, task: Task) -> None:
