@@ -267,19 +267,22 @@ class Engine:
         """Apply the RAW / WAR / WAW rules: find the ops ``task`` must wait for."""
         sources: list[Task] = []  # the last writers of what it reads or overwrites
         readers: list[Task] = []  # earlier readers of what it overwrites
+        writes = task.writes
         for var in task.reads:
-            if var not in task.writes:  # an in-place var is handled as a write below
+            if var not in writes:  # an in-place var is handled as a write below
                 if var._writer is not None:
                     sources.append(var._writer)
-                if var._readers is None:
-                    var._readers = collections.deque()
-                while var._readers and var._readers[0].dependents is None:
-                    var._readers.popleft()  # forget finished readers
-                var._readers.append(task)
-        for var in task.writes:
+                var_readers = var._readers
+                if var_readers is None:
+                    var_readers = var._readers = collections.deque()
+                while var_readers and var_readers[0].dependents is None:
+                    var_readers.popleft()  # forget finished readers
+                var_readers.append(task)
+        for var in writes:
             if var._writer is not None:
                 sources.append(var._writer)
-            readers.extend(var._readers or ())
+            if var._readers:
+                readers.extend(var._readers)
             var._writer, var._readers = task, None
         deps = []
         for other in dict.fromkeys(sources + readers):  # unique, in order
@@ -393,6 +396,8 @@ class Engine:
             self._idle = None
 
     def _wait_task(self, task: Task) -> None:
+        if task.dependents is None:  # finished (final: no lock needed to see it)
+            return
         with self._lock:
             if task.dependents is None:
                 return
@@ -419,15 +424,20 @@ class Engine:
         task = var._writer
         if task is not None:
             self._wait_task(task)
-            with self._lock:
-                failed = task.failure
-                report = failed is not None and failed.reported_at == _NEVER
-                if report:
-                    failed.reported_at = next(_task_numbers)
-            if report:
-                raise _op_error(failed, task) from failed.error
+            if task.failure is not None:  # final now that it finished; usually no failure
+                self._report(task)
         if self._hook_error is not None:
             self._raise_hook_error()
+
+    def _report(self, task: Task) -> None:
+        """Raise the failure ``task`` carries, unless it was raised before."""
+        with self._lock:
+            failed = task.failure
+            report = failed.reported_at == _NEVER
+            if report:
+                failed.reported_at = next(_task_numbers)
+        if report:
+            raise _op_error(failed, task) from failed.error
 
     def wait_all(self) -> None:
         """Block until every pushed op has finished; raise the earliest unreported failure.
@@ -649,6 +659,8 @@ class ThreadedEngine(Engine):
             self._release_blas_if_idle()
 
     def _release_blas_if_idle(self) -> None:
+        if not self._limits_blas:  # the common case needs no lock (checked again below)
+            return
         with self._lock:
             if self._limits_blas and self._pending == 0:
                 self._limits_blas = False
