@@ -41,8 +41,8 @@ The task states (each pushed op is a :class:`Task` in exactly one of them)
 
 One scheduling algorithm, three executors (dask's ``get_async(submit, ...)`` idea):
 :meth:`Engine.push` links the task to its dependencies and, when it is ready, calls
-``_submit``; finishing a task (``_finish``) makes its dependents ready. Only
-``_submit`` differs: :class:`ThreadedEngine` puts the task on a queue that a pool of
+``_submit``; completing a finished task (``_complete``) makes its dependents ready.
+Only ``_submit`` differs: :class:`ThreadedEngine` puts the task on a queue that a pool of
 worker threads drains; :class:`StepEngine` keeps it in a visible ``ready`` list until
 you call :meth:`StepEngine.step`; :class:`NaiveEngine` runs it at once, in the caller's
 thread. As nothing can ever be waiting on a NaiveEngine, it skips the bookkeeping and
@@ -572,9 +572,9 @@ class ThreadedEngine(Engine):
     switched only from the caller's thread, between its own numpy calls, never while
     the caller may be inside BLAS. The workers start at the first push, stop at close().
 
-    Waking a sleeping thread costs more than a small op, so two shortcuts save thread
-    switches without changing the order: NOTE [keep the next op] and NOTE [help while
-    waiting] below.
+    Switching threads costs more than a small op, so three shortcuts save thread
+    switches without changing the order: NOTE [keep the next op], NOTE [help while
+    waiting] below, and NOTE [finishing without waiting] (``_EngineLock``).
     """
 
     def __init__(self, workers: int | None = None) -> None:
