@@ -284,10 +284,10 @@ class Engine:
             if var._readers:
                 readers.extend(var._readers)
             var._writer, var._readers = task, None
-        deps = []
-        for other in dict.fromkeys(sources + readers):  # unique, in order
-            if other is task or other.dependents is None:  # finished: nothing to wait for
-                continue
+        deps: list[int] = []
+        for other in sources + readers:
+            if other.dependents is None or other is task or other.seq in deps:
+                continue  # finished (nothing to wait for), itself, or counted already
             if other.dependents:
                 other.dependents.append(task)
             else:  # the first dependent: most ops never get one, so no list until then
@@ -558,6 +558,13 @@ class _BlasLimit:
 _blas_limit = _BlasLimit()
 
 
+class _NextSlot(threading.local):
+    """One per thread: the ``next`` slot of NOTE [keep the next op]. It is None (open)
+    only while a worker runs an op; other threads see the class default and queue."""
+
+    next: Task | None | bool = False
+
+
 class ThreadedEngine(Engine):
     """Runs ready ops on a pool of ``workers`` threads (default ``FLAGS['ENGINE_WORKERS']``).
 
@@ -589,7 +596,7 @@ class ThreadedEngine(Engine):
         self._threads: list[threading.Thread] = []
         self._limits_blas = False  # see NOTE [BLAS threads]
         self._unclaimed: dict[int, Task] = {}  # ready tasks nobody has started, by seq
-        self._local = threading.local()  # per worker: the ``next`` slot
+        self._local = _NextSlot()  # per thread: see NOTE [keep the next op]
 
     def _submit(self, task: Task) -> None:
         if not self._threads:
@@ -598,7 +605,7 @@ class ThreadedEngine(Engine):
         if not self._limits_blas and self.workers > 1:  # the engine was idle: now busy
             self._limits_blas = True
             _blas_limit.hold()
-        if getattr(self._local, "next", 0) is None:  # see NOTE [keep the next op]
+        if self._local.next is None:  # a worker's open slot: see NOTE [keep the next op]
             self._local.next = task
         else:
             self._queue.put(task)
