@@ -5,9 +5,11 @@ overhead: numpy's own ``np.add`` (the floor), ``engine.push`` of a numpy closure
 engine alone), and ``a + b`` on NDArrays (registry dispatch + shape rule + NDArray +
 engine), under each engine. For the lazy engines "push" is the time the caller's loop
 takes (what the user waits for while the workers run behind), "total" includes
-``wait_all``, and "cpu" is the CPU time of all threads per op (less sensitive than wall
-time to other processes sharing the cores). Medians of interleaved repeats, measured
-side by side in one run.
+``wait_all``, "cpu" is the CPU time of all threads per op (less sensitive than wall
+time to other processes sharing the cores), and "switches" counts the process's thread
+switches per op (getrusage): well above 0.1 means threads are handing the GIL to each
+other on every op, NOTE [finishing without waiting] in engine.py. Medians of
+interleaved repeats, measured side by side in one run.
 
     python3 benchmarks/engine_overhead.py [--ops 20000] [--repeats 7] [--profile]
 
@@ -20,6 +22,7 @@ import argparse
 import cProfile
 import os
 import pstats
+import resource
 import statistics
 import sys
 import time
@@ -40,42 +43,52 @@ ENGINES = {"NaiveEngine": lambda: engine.NaiveEngine(),
            "StepEngine": lambda: engine.StepEngine()}
 
 
-def numpy_loop(n_ops: int) -> tuple[float, float, float]:
+Times = tuple[float, float, float, float]  # push, total, cpu seconds; thread switches
+
+
+def switches() -> int:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_nvcsw + usage.ru_nivcsw
+
+
+def numpy_loop(n_ops: int) -> Times:
     x, y = np.ones((1, 16), np.float32), np.ones((1, 16), np.float32)
-    start, cpu = time.perf_counter(), time.process_time()
+    start, cpu, before = time.perf_counter(), time.process_time(), switches()
     for _ in range(n_ops):
         np.add(x, y)
     seconds = time.perf_counter() - start
-    return seconds, seconds, time.process_time() - cpu
+    return seconds, seconds, time.process_time() - cpu, switches() - before
 
 
-def push_loop(eng: engine.Engine, n_ops: int) -> tuple[float, float, float]:
+def push_loop(eng: engine.Engine, n_ops: int) -> Times:
     x, y, out = np.ones((1, 16), np.float32), np.ones((1, 16), np.float32), {}
     a, b, c = engine.Var("a"), engine.Var("b"), engine.Var("c")
 
     def add() -> None:
         out["c"] = np.add(x, y)
-    start, cpu = time.perf_counter(), time.process_time()
+    start, cpu, before = time.perf_counter(), time.process_time(), switches()
     for _ in range(n_ops):
         eng.push(add, (a, b), (c,), "add")
     pushed = time.perf_counter()
     eng.wait_all()
-    return pushed - start, time.perf_counter() - start, time.process_time() - cpu
+    return (pushed - start, time.perf_counter() - start, time.process_time() - cpu,
+            switches() - before)
 
 
-def ndarray_loop(eng: engine.Engine, n_ops: int) -> tuple[float, float, float]:
+def ndarray_loop(eng: engine.Engine, n_ops: int) -> Times:
     with engine.engine_scope(eng):
         a, b = nd.ones((1, 16)), nd.ones((1, 16))
         eng.wait_all()
-        start, cpu = time.perf_counter(), time.process_time()
+        start, cpu, before = time.perf_counter(), time.process_time(), switches()
         for _ in range(n_ops):
             a + b
         pushed = time.perf_counter()
         eng.wait_all()
-        return pushed - start, time.perf_counter() - start, time.process_time() - cpu
+        return (pushed - start, time.perf_counter() - start, time.process_time() - cpu,
+                switches() - before)
 
 
-def measure(n_ops: int, repeats: int) -> dict[str, list[tuple[float, float, float]]]:
+def measure(n_ops: int, repeats: int) -> dict[str, list[Times]]:
     engines = {name: make() for name, make in ENGINES.items()}
     rows: dict = {"numpy np.add": lambda: numpy_loop(n_ops)}
     for name, eng in engines.items():
@@ -83,7 +96,7 @@ def measure(n_ops: int, repeats: int) -> dict[str, list[tuple[float, float, floa
     if nd is not None:
         for name, eng in engines.items():
             rows[f"a + b        {name}"] = lambda eng=eng: ndarray_loop(eng, n_ops)
-    times: dict[str, list[tuple[float, float, float]]] = {name: [] for name in rows}
+    times: dict[str, list[Times]] = {name: [] for name in rows}
     for _ in range(repeats):
         for name, fn in rows.items():
             times[name].append(fn())
@@ -93,17 +106,18 @@ def measure(n_ops: int, repeats: int) -> dict[str, list[tuple[float, float, floa
     return times
 
 
-def report(times: dict[str, list[tuple[float, float, float]]], n_ops: int, repeats: int) -> None:
+def report(times: dict[str, list[Times]], n_ops: int, repeats: int) -> None:
     def median_us(name: str, which: int) -> float:
         return statistics.median(t[which] for t in times[name]) / n_ops * 1e6
     floor = median_us("numpy np.add", 0)
     print(f"per-op time, (1,16) float32 add, {n_ops} ops, median of {repeats}")
-    print(f"{'':32}{'push µs':>9}{'total µs':>10}{'cpu µs':>8}{'push - numpy':>14}"
-          f"{'x numpy':>9}")
+    print(f"{'':32}{'push µs':>9}{'total µs':>10}{'cpu µs':>8}{'switches':>10}"
+          f"{'push - numpy':>14}{'x numpy':>9}")
     for name in times:
         push, total, cpu = median_us(name, 0), median_us(name, 1), median_us(name, 2)
-        print(f"{name:32}{push:9.2f}{total:10.2f}{cpu:8.2f}{push - floor:14.2f}"
-              f"{push / floor:9.1f}")
+        per_op = median_us(name, 3) / 1e6  # thread switches per op
+        print(f"{name:32}{push:9.2f}{total:10.2f}{cpu:8.2f}{per_op:10.3f}"
+              f"{push - floor:14.2f}{push / floor:9.1f}")
     if nd is None:
         print("(hybridlab.ndarray not importable: only the engine rows were measured)")
     print("targets: NaiveEngine a + b <= 3 µs above numpy; ThreadedEngine push <= 15 µs")
