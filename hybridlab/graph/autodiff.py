@@ -30,6 +30,7 @@ import dataclasses
 from hybridlab.errors import GraphError
 from hybridlab.graph import ir
 from hybridlab.graph.ir import Graph, Node, Value
+from hybridlab.ops.registry import Kind
 
 
 def gradient_graph(graph: Graph) -> Graph:
@@ -101,10 +102,7 @@ class Split:
 def split_joint(joint: Graph, num_inputs: int, num_outputs: int) -> Split:
     """Cut the joint graph where values start to depend on the output gradients."""
     cotangents = joint.inputs[num_inputs:]
-    late = {id(n) for n in cotangents}
-    for node in joint.nodes:
-        if any(id(v.node) in late for v in node.inputs):
-            late.add(id(node))
+    late = _late_nodes(joint, cotangents, num_outputs)
     needed: list[Value] = []  # forward values the backward reads: the residuals
     for node in joint.nodes:
         if id(node) in late:
@@ -121,6 +119,41 @@ def split_joint(joint: Graph, num_inputs: int, num_outputs: int) -> Split:
     stand_ins.update({(id(joint.inputs[i]), 0): joint.inputs[i] for i in saved})
     backward = _rebase(joint, grads, late, stand_ins, cotangents)
     return Split(forward, backward, num_outputs, saved)
+
+
+def _late_nodes(joint: Graph, cotangents: tuple[Node, ...], num_outputs: int) -> set[int]:
+    """The nodes of the backward half: those that depend on an output gradient, plus
+    cheap forward nodes only the backward reads (*rematerialised*).
+
+    ``relu``'s gradient reads ``out > 0``: computed in the forward, that mask would be
+    one more residual kept alive until the backward runs; recomputed in the backward
+    from ``out`` (a residual anyway) it costs one elementwise pass and no memory. Views
+    (a reshape) cost nothing either way. Only one-input elementwise ops and views move,
+    so a move never saves more bytes than it frees.
+    """
+    late = {id(n) for n in cotangents}
+    for node in joint.nodes:
+        if any(id(v.node) in late for v in node.inputs):
+            late.add(id(node))
+    forward = {id(n) for n in ir.toposort(v.node for v in joint.outputs[:num_outputs])}
+    users: dict[int, list[Node]] = {}
+    for node in joint.nodes:
+        for value in node.inputs:
+            users.setdefault(id(value.node), []).append(node)
+    returned = {id(v.node) for v in joint.outputs}
+    for node in reversed(joint.nodes):
+        if (id(node) not in late and id(node) not in forward and id(node) not in returned
+                and _cheap(node) and all(id(u) in late for u in users.get(id(node), []))):
+            late.add(id(node))
+    return late
+
+
+def _cheap(node: Node) -> bool:
+    if node.kind != "call" or len(node.inputs) != 1 or node.num_outputs != 1:
+        return False
+    opdef = node.opdef
+    return opdef.pure and not opdef.needs_context and (
+        opdef.view or opdef.kind == Kind.ELEMENTWISE)
 
 
 def _rebase(joint: Graph, grads: tuple[Value, ...], late: set[int],

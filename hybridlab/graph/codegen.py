@@ -8,23 +8,17 @@ function. For the seed MLP it looks like::
 
     def forward(data, fc0_weight, fc0_bias, ..., fc2_bias, *, rt):
         fc0 = FullyConnected(data, fc0_weight, fc0_bias, flatten=True, no_bias=False, ...)
-        relu0 = relu(fc0); fc0 = None
+        relu0 = relu_out(fc0, out=fc0); fc0 = None
         ...
         return (fc2,)
 
-and with ``static_alloc``, a node whose kernel is a numpy ufunc writes ``out=`` a view
-of the arena planned by ``plan_memory`` (``buf0_add0``), allocated once for the program::
-
-        add0 = np_add(x, b, out=buf0_add0)
-        relu0 = _fresh(relu(add0), add0); add0 = None
-
-``name = None`` after a value's last use drops the reference (that is the memory plan,
-visible), and a fused group is printed step by step writing ``out=`` its one buffer.
-NOTE: [Only out= goes into the arena]: a kernel without a ufunc (``FullyConnected``,
-``relu``) allocates its result whatever we do, so it keeps that array: copying it into
-the arena would cost one more pass over memory and save nothing (numpy reuses freed
-blocks). ``_fresh`` copies a result only if it is a view of an arena buffer that a later
-step overwrites; graph outputs are always fresh arrays because the caller keeps them.
+Each line calls the op's kernel from the registry, or its ``kernel_out`` form writing
+into a buffer that already exists: over its dead first input when the memory plan says
+so (``relu0`` above reuses ``fc0``'s array), and with ``static_alloc`` into the node's
+slot of the arena allocated once for the program (``out=buf_fc0``). A fused group is
+printed step by step, every step writing ``out=`` the group's one buffer. ``name = None``
+after a value's last use drops the reference: the memory plan, visible. Graph outputs
+are always fresh arrays (their kernel allocates them), because the caller keeps them.
 
 Safety (NOTE: [Generated names]): every identifier in the source comes from
 :class:`Namespace`, which sanitises names (letters, digits, ``_``; never a keyword,
@@ -56,12 +50,13 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from hybridlab import random
 from hybridlab.errors import GraphError, ShapeError
 from hybridlab.graph.ir import Graph, Node, Value
 from hybridlab.graph.passes.fuse_elementwise import FUSED
 from hybridlab.ops.registry import RunContext
 
-_RESERVED = {"np", "rt", "forward", "_fresh", "_into"}
+_RESERVED = {"rt", "forward", "backward"}
 _MAX_IDENTIFIER = 40  # a name from a file may be 256 characters: keep lines readable
 _counter = itertools.count()
 
@@ -126,17 +121,6 @@ def _literal(value: Any) -> str | None:
     return None
 
 
-def _fresh(result: np.ndarray, *inputs: np.ndarray) -> np.ndarray:
-    """The first step of a fused group owns its buffer: copy if the kernel returned a view."""
-    result = np.asarray(result)
-    return result.copy() if any(np.may_share_memory(result, a) for a in inputs) else result
-
-
-def _into(out: np.ndarray, result: np.ndarray) -> np.ndarray:
-    np.copyto(out, result)
-    return out
-
-
 @dataclass
 class Program:
     """A compiled graph: ``program(*arrays) -> tuple of arrays``; ``.source`` is the code."""
@@ -146,7 +130,7 @@ class Program:
     graph: Graph
     static_shape: bool = False
     filename: str = ""
-    buffers: list[np.ndarray] = field(default_factory=list)  # static_alloc's memory
+    buffers: list[np.ndarray] = field(default_factory=list)  # static_alloc's arena
     num_random: int = 0  # nodes whose kernel takes a RunContext: rt[0], rt[1], ...
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -161,8 +145,8 @@ class Program:
         if self.static_shape:
             self._check_shapes(arrays)
         rngs = list(rng) if isinstance(rng, Sequence) else [rng] * self.num_random
-        contexts = tuple(RunContext(training, r if r is not None else np.random.default_rng())
-                         for r in rngs)
+        contexts = tuple(RunContext(training, r if r is not None else random.next_generator())
+                         for r in rngs)  # None: mx.random.seed's stream, as nd would draw
         return tuple(self.run(arrays, contexts))
 
     def run(self, arrays: Sequence[np.ndarray], contexts: tuple[RunContext, ...] = ()
@@ -175,7 +159,8 @@ class Program:
         return [self._own(np.asarray(r)) for r in results]  # ufuncs give 0-d scalars
 
     def _own(self, result: np.ndarray) -> np.ndarray:
-        """A kernel may return its input (a view of a static buffer): the caller keeps a copy."""
+        """An output may be a view of the arena (a reshape of a placed value): the caller
+        keeps a copy, since the next call overwrites the arena."""
         if any(np.may_share_memory(result, b) for b in self.buffers):
             return result.copy()
         return result
@@ -194,35 +179,40 @@ class Program:
 
 def compile_graph(graph: Graph, static_alloc: bool = False, static_shape: bool = False,
                   name: str = "forward") -> Program:
-    """Generate, compile and wrap the source of ``graph`` (see the module docstring)."""
-    writer = _Writer(graph, static_alloc and "memory" in graph.meta)
+    """Generate, compile and wrap the source of ``graph`` (see the module docstring);
+    ``name`` names the generated function (``forward``, ``backward``)."""
+    if not name.isidentifier() or keyword.iskeyword(name):
+        raise ValueError(f"compile_graph: name must be a Python identifier, got {name!r}")
+    writer = _Writer(graph, static_alloc, name)
     source = writer.write()
     check_source(source, writer.names.created | set(writer.table) | {"rt"})
     filename = f"<hybridlab-{name}-{next(_counter)}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     scope = dict(writer.table)
     exec(compile(source, filename, "exec"), scope)  # noqa: S102 -- our own generated source
-    return Program(source, scope["forward"], graph, static_shape or static_alloc, filename,
-                   list(writer.buffers.values()), writer.num_random)
+    return Program(source, scope[name], graph, static_shape or static_alloc, filename,
+                   writer.arena, writer.num_random)
 
 
 class _Writer:
     """Turns one graph into source lines; ``table`` holds every object the code refers to."""
 
-    def __init__(self, graph: Graph, static: bool) -> None:
-        self.graph, self.names = graph, Namespace()
-        self.plan = graph.meta.get("memory") if static else None
-        self.table: dict[str, Any] = {"np": np, "_fresh": _fresh, "_into": _into}
+    def __init__(self, graph: Graph, static: bool, name: str) -> None:
+        self.graph, self.function_name = graph, name
+        self.names = Namespace()
+        self.names._used.add(name)
+        self.plan = graph.meta.get("memory")  # in-place writes need no static_alloc
+        self.static = static and self.plan is not None and self.plan.buffer_bytes[0] > 0
+        self.arena = [np.empty(self.plan.buffer_bytes[0], np.uint8)] if self.static else []
+        self.table: dict[str, Any] = {}
         self.var: dict[tuple[int, int], str] = {}
         self.objects: dict[int, str] = {}
-        self.buffers: dict[int, np.ndarray] = {}
-        self.placed: set[tuple[int, int]] = set()  # values written into the arena
         self.outputs = {(id(v.node), v.index) for v in graph.outputs}
         self.num_random = 0
 
     def write(self) -> str:
         params = [self._name_value(n.out(), n.name) for n in self.graph.inputs]
-        lines = [f"def forward({', '.join(params + ['*', 'rt'])}):"]
+        lines = [f"def {self.function_name}({', '.join(params + ['*', 'rt'])}):"]
         last = {(id(v.node), v.index): i for i, n in enumerate(self.graph.nodes)
                 for v in n.inputs}
         for step, node in enumerate(self.graph.nodes):
@@ -230,14 +220,19 @@ class _Writer:
                 self.var[(id(node), 0)] = self._bind(node.value, node.name)
             elif node.kind == "call":
                 code = self._call_lines(node)
-                dead = [self.var[(id(v.node), v.index)] for v in dict.fromkeys(node.inputs)
-                        if last.get((id(v.node), v.index)) == step and v.node.kind == "call"
-                        and (id(v.node), v.index) not in self.outputs]
-                code[-1] += "".join(f"; {d} = None" for d in dead)
+                code[-1] += "".join(f"; {name} = None" for name in self._dead(node, step, last))
                 lines += ["    " + c for c in code]
         results = [self.var[(id(v.node), v.index)] for v in self.graph.outputs]
         lines.append(f"    return ({', '.join(results)}{',' if len(results) == 1 else ''})")
         return "\n".join(lines) + "\n"
+
+    def _dead(self, node: Node, step: int, last: dict[tuple[int, int], int]) -> list[str]:
+        """Values to drop after this node: inputs read for the last time, and results
+        nobody reads (the unused outputs of a multi-output node)."""
+        keys = [(id(v.node), v.index) for v in dict.fromkeys(node.inputs)
+                if last.get((id(v.node), v.index)) == step and v.node.kind == "call"]
+        keys += [(id(node), i) for i in range(node.num_outputs) if (id(node), i) not in last]
+        return [self.var[k] for k in dict.fromkeys(keys) if k not in self.outputs]
 
     def _name_value(self, value: Value, hint: str) -> str:
         name = self.names.create(hint if value.index == 0 else f"{hint}_{value.index}")
@@ -251,6 +246,12 @@ class _Writer:
             self.table[name] = obj
             self.objects[id(obj)] = name
         return self.objects[id(obj)]
+
+    def _bind_kernel(self, kernel: Callable[..., Any], name: str) -> str:
+        """Kernels keep their op's name (``relu``); one that would shadow a builtin or a
+        keyword gets a prefix (``op_sum``) rather than a number."""
+        clash = name in dir(builtins) or keyword.iskeyword(name) or name in _RESERVED
+        return self._bind(kernel, f"op_{name}" if clash else name)
 
     def _args(self, node: Node, inputs: list[str]) -> str:
         opdef, parts, odd = node.opdef, list(inputs), {}
@@ -267,64 +268,48 @@ class _Writer:
             self.num_random += 1
         return ", ".join(parts)
 
+    def _call(self, node: Node, args: list[str], target: str | None) -> str:
+        """``kernel(args)``, or ``kernel_out(args, out=target)`` writing into ``target``."""
+        opdef = node.opdef
+        if target is None:
+            return f"{self._bind_kernel(opdef.kernel, opdef.name)}({self._args(node, args)})"
+        function = self._bind_kernel(opdef.kernel_out, opdef.name + "_out")
+        return f"{function}({self._args(node, [*args, f'out={target}'])})"
+
     def _call_lines(self, node: Node) -> list[str]:
         inputs = [self.var[(id(v.node), v.index)] for v in node.inputs]
         if node.op == FUSED:
             return self._fused_lines(node, inputs)
         outs = [self._name_value(node.out(i), node.name) for i in range(node.num_outputs)]
-        if len(outs) > 1:
-            return [f"{', '.join(outs)} = {self._call(node, inputs)}"]
-        # NOTE: [Views of static buffers] a kernel may return a view of its input (a
-        # reshape); a later step would overwrite that buffer, so such results are owned
-        owners = [name for v, name in zip(node.inputs, inputs)
-                  if (id(v.node), v.index) in self.placed]
-        # NOTE: [Only out= goes into the arena]: other kernels allocate their result anyway
-        target = self._view(node) if node.opdef.kernel_out is not None else None
-        return [self._write(node, inputs, target, outs[0], owners)]
+        return [f"{', '.join(outs)} = {self._call(node, inputs, self._target(node))}"]
 
-    def _call(self, node: Node, args: list[str]) -> str:
-        return f"{self._bind(node.opdef.kernel, node.op)}({self._args(node, args)})"
-
-    def _write(self, node: Node, args: list[str], target: str | None, out: str,
-               owners: list[str]) -> str:
-        """``out = node(args)``, written into ``target`` when there is one."""
-        kernel_out = node.opdef.kernel_out
-        if target is None:
-            call = self._call(node, args)
-            return f"{out} = _fresh({call}, {', '.join(owners)})" if owners else f"{out} = {call}"
-        if kernel_out is not None:
-            function = self._bind(kernel_out, node.opdef.name + "_out")
-            return f"{out} = {function}({self._args(node, [*args, f'out={target}'])})"
-        return f"{out} = _into({target}, {self._call(node, args)})"
-
-    def _view(self, node: Node) -> str | None:
-        """The static buffer view a single-output node writes into, if any."""
+    def _target(self, node: Node) -> str | None:
+        """Where a single-output node writes: over its first input (in place), into its
+        slot of the static arena, or nowhere (its kernel allocates the result)."""
         key = (id(node), 0)
-        if self.plan is None or node.num_outputs != 1 or key in self.outputs:
+        if self.plan is None or node.num_outputs != 1:
             return None
-        buffer = self.plan.buffer_of.get(key)
-        if buffer is None:
+        host = self.plan.inplace_of.get(key)
+        if host is not None:
+            return self.var[host]
+        if not self.static or self.plan.buffer_of.get(key) != 0:  # 0: the arena
             return None
-        if buffer not in self.buffers:
-            self.buffers[buffer] = np.empty(self.plan.buffer_bytes[buffer], np.uint8)
-        self.placed.add(key)
         aval, offset = node.aval[0], self.plan.offset_of[key]
-        count = int(np.prod(aval.shape, dtype=np.int64))
-        flat = self.buffers[buffer][offset:offset + count * np.dtype(aval.dtype).itemsize]
-        return self._bind(flat.view(aval.dtype).reshape(aval.shape), f"buf{buffer}_{node.name}")
+        count = int(np.prod(aval.shape, dtype=np.int64)) * np.dtype(aval.dtype).itemsize
+        view = self.arena[0][offset:offset + count].view(aval.dtype).reshape(aval.shape)
+        return self._bind(view, f"buf_{node.name}")
 
     def _fused_lines(self, node: Node, inputs: list[str]) -> list[str]:
-        """A fused group step by step; the first step without a static buffer allocates
-        one that shares no memory with the inputs, since the next steps write into it."""
+        """A fused group step by step, every step writing into the group's one buffer."""
         program: Graph = node.attr_dict["program"]
+        target = self._target(node)
         out = self._name_value(node.out(), node.name)
         local = {id(p): name for p, name in zip(program.inputs, inputs)}
         steps = [n for n in program.nodes if n.kind == "call"]
         # only our identifier and registry op names: a node's name may hold a newline
         lines = [f"# {out}: fused {' -> '.join(s.opdef.name for s in steps)} in one buffer"]
-        target = self._view(node)
         for step in steps:
             args = [local.get(id(v.node), out) for v in step.inputs]
-            lines.append(self._write(step, args, target, out, inputs))
+            lines.append(f"{out} = {self._call(step, args, target)}")
             target = local[id(step)] = out
         return lines

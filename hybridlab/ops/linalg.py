@@ -30,6 +30,9 @@ def _flip(x: np.ndarray, flag: bool) -> np.ndarray:
 
 
 def _dot_shape(a: tuple, b: tuple, transpose_a: bool, transpose_b: bool) -> tuple[int, ...]:
+    if not a or not b:
+        raise ShapeError(f"dot: needs arrays with at least one axis, got shapes {a} and {b}; "
+                         f"multiply by a scalar with * instead")
     a, b = (a[::-1] if transpose_a else a), (b[::-1] if transpose_b else b)
     if a[-1] != b[0]:
         raise ShapeError(

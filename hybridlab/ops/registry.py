@@ -25,7 +25,11 @@ Vocabulary
               same result into a buffer of the promised aval instead of allocating one
               (fused chains compute in one buffer; ``static_alloc`` reuses buffers across
               calls). With ``inplace_ok``, ``out`` may be the first input's own buffer.
-              Derived from ``ufunc`` when not given.
+              Derived from ``ufunc`` when not given. An op with ``kernel_out`` promises
+              that its plain kernel returns a fresh array (never a view of an input), so
+              the compiler may later write into that array.
+``view``      the kernel returns a view of its first input (a reshape): no new memory;
+              the memory plan keeps the input's buffer alive as long as the view.
 ``infer``     ``infer(*avals, **attrs) -> list[Aval]``, one per output; raises
               :class:`~hybridlab.errors.ShapeError` (a ``ValueError``) with a message
               naming the op, the shapes and the fix.
@@ -125,11 +129,13 @@ class OpDef:
     attrs: dict[str, Attr] = field(default_factory=dict)
     num_outputs: int | Callable[[dict[str, Any]], int] = 1  # callable: split(num_outputs=k)
     pure: bool = True  # same inputs, same outputs, no side effects (CSE/DCE may touch it)
-    inplace_ok: bool = False  # the output may overwrite the first input's buffer
+    # the output may overwrite the first input's buffer (callable: decided by the attrs)
+    inplace_ok: bool | Callable[[dict[str, Any]], bool] = False
     needs_context: bool = False  # the kernel takes a keyword ``rt: RunContext``
     ufunc: np.ufunc | None = None  # the kernel *is* this numpy ufunc (gives ``kernel_out``)
     kernel_out: Callable[..., np.ndarray] | None = None  # writes into ``out=`` (see above)
     grad_missing: str = ""  # with grad=None: why a gradient that exists has no rule
+    view: bool = False  # the kernel returns a view of its first input: it allocates nothing
     # layers with weights: parameter shapes from the data's Aval, {input name: shape}, so
     # sym.infer_shape(data=...) can fill `fc1_weight` as MXNet did
     infer_params: Callable[..., dict[str, tuple[int, ...]]] | None = None
@@ -139,6 +145,10 @@ class OpDef:
     def input_names(self, attrs: dict[str, Any]) -> tuple[str, ...]:
         """Names of the inputs for these attributes (``("*data",)`` means variadic)."""
         return self.inputs(attrs) if callable(self.inputs) else self.inputs
+
+    def can_overwrite(self, attrs: dict[str, Any]) -> bool:
+        """May the result be written over the first input's buffer (``inplace_ok``)?"""
+        return self.inplace_ok(attrs) if callable(self.inplace_ok) else self.inplace_ok
 
     def output_count(self, attrs: dict[str, Any]) -> int:
         """How many outputs the op has for these (parsed) attributes."""

@@ -67,7 +67,7 @@ def test_recorded_call_is_one_tape_node_with_a_compiled_backward():
     mask = (x.asnumpy() + b.asnumpy()) > 0
     np.testing.assert_allclose(x.grad.asnumpy(), 2.0 * mask)
     np.testing.assert_allclose(b.grad.asnumpy(), (2.0 * mask).sum(axis=0))
-    assert op.code.count("def forward") == 2  # the forward and the backward program
+    assert "def forward(" in op.code and "def backward(" in op.code  # one program each
 
 
 @pytest.mark.skipif(not has_ops("FullyConnected"), reason="FullyConnected not registered yet")
@@ -104,7 +104,7 @@ def test_backward_computes_only_the_gradients_that_are_read():
             loss = (out * out).sum()
         loss.backward()
         grads.append([x.grad.asnumpy() for x in xs[1:]])
-    backward = op.code.split("def forward")[2]
+    backward = op.code.split("def backward")[1]
     assert backward.count("= dot(") == 5  # 3 weight gradients + 2 hidden-layer dx, no data dx
     assert xs[0].grad is None
     for got, want in zip(*grads):

@@ -11,7 +11,7 @@ import os
 
 import numpy as np
 import pytest
-from _helpers import aval, bias_relu_chain, random_graphs
+from _helpers import aval, bias_relu_chain, random_graphs, replay_imperatively
 from hypothesis import given, settings
 
 from hybridlab.graph import ir
@@ -187,11 +187,12 @@ def test_fusion_stops_at_shared_values_and_shape_changes():
     np.testing.assert_allclose(ir.evaluate(fused, *args)[0], ir.evaluate(graph, *args)[0])
 
 
-def test_plan_memory_reuses_buffers_along_a_chain():
-    """A chain x -> relu -> exp -> tanh -> abs -> sqrt keeps two intermediates alive at
-    a time, not four (plus the output, which the caller keeps)::
+def test_plan_memory_runs_a_chain_in_place_in_one_buffer():
+    """A chain x -> relu -> exp -> tanh -> abs -> sqrt keeps two values alive at a time
+    (the bound); written in place it needs one buffer: the output's, which the caller
+    keeps (so it is allocated by the first kernel on each call, not in the arena)::
 
-        x -> r1 -> r2 -> r3 -> r4 -> out      r1:@0 r2:@1024 r3:@0 r4:@1024 (or in place)
+        x -> r1 -> r2 -> r3 -> r4 -> out      r1 = relu(x); r2 = exp_out(r1, out=r1); ...
     """
     value = ir.var("x", aval(16, 16)).out()
     for op in ["relu", "exp", "tanh", "abs", "sqrt"]:
@@ -199,8 +200,9 @@ def test_plan_memory_reuses_buffers_along_a_chain():
     planned, _ = plan_memory(ir.Graph.from_outputs([value]))
     plan = planned.meta["memory"]
     assert plan.unplanned == 5 * 16 * 16 * 4
-    assert plan.bound == 3 * 16 * 16 * 4  # the output, plus two intermediates at a time
-    assert plan.planned <= plan.bound
+    assert plan.bound == 2 * 16 * 16 * 4  # a value and the one computed from it
+    assert plan.inplace == 4 and plan.buffer_bytes == [0, 16 * 16 * 4]  # no arena
+    assert plan.planned == 16 * 16 * 4
 
 
 def test_plan_memory_skips_graphs_without_shapes():
@@ -225,20 +227,32 @@ def test_run_pipeline_records_every_pass_and_can_disable_some():
 NAMES = [p.__name__ for p in PIPELINE]
 
 
+def _close(have: np.ndarray, want: np.ndarray) -> None:
+    if have.shape == () and want.shape == (1,):  # nd has no 0-d arrays (as in MXNet)
+        have = have.reshape(1)
+    assert have.dtype == want.dtype and have.shape == want.shape
+    loose = want.dtype == np.float16
+    np.testing.assert_allclose(have, want, rtol=1e-2 if loose else 1e-5, atol=1e-2 if loose
+                               else 1e-6)
+
+
 @settings(max_examples=int(os.environ.get("HYBRIDLAB_EXAMPLES", "40")), deadline=None)
-@given(random_graphs())
+@given(random_graphs(dtype="any", structural=True))
 def test_every_subset_of_passes_keeps_results(case):
+    """Every subset of passes, with and without static_alloc, computes what ``nd`` does
+    op by op (and the reference interpreter agrees), in float32, float16 and int32."""
     graph, arrays = case
-    expected = ir.evaluate(graph, *arrays)
+    expected = replay_imperatively(graph, arrays)
+    for want, have in zip(expected, ir.evaluate(graph, *arrays)):
+        _close(np.asarray(have), want)
     for size in range(len(NAMES) + 1):
         for disabled in itertools.combinations(NAMES, size):
             optimised, _ = run_pipeline(graph, disabled=disabled, verify=True)
             for static_alloc in (False, True):
                 program = compile_graph(optimised, static_alloc=static_alloc)
                 for _ in range(2):  # the second call reuses the static buffers
-                    got = program(*arrays)
-                    for want, have in zip(expected, got):
-                        np.testing.assert_allclose(have, want, rtol=1e-5, atol=1e-6)
+                    for want, have in zip(expected, program(*arrays)):
+                        _close(have, want)
 
 
 def test_random_ops_are_never_merged_folded_or_dropped():
@@ -279,39 +293,49 @@ def test_verify_flag_from_config_checks_between_passes(monkeypatch):
 
 
 @settings(max_examples=60, deadline=None)
-@given(random_graphs())
+@given(random_graphs(dtype="any", structural=True))
 def test_memory_plan_never_overlaps_values_alive_together(case):
-    """Two results alive at the same step never share bytes of the arena, except a
-    result written in place over the input that dies at that step."""
+    """Two arena values alive at the same step never share a byte, except a value
+    written in place over the input that dies at that step. Life spans are recomputed
+    here from the graph (a view keeps the value it shows alive), not read from the plan."""
     graph, _ = case
     planned, _ = run_pipeline(graph, verify=True)
     plan = planned.meta["memory"]
-    step_of = {id(n): i for i, n in enumerate(planned.nodes)}
-    spans = {}
-    for i, node in enumerate(planned.nodes):
+    spans = _life_spans(planned)
+    arena = [k for k, b in plan.buffer_of.items() if b == 0]
+    for key in arena:
+        assert plan.offset_of[key] + spans[key][2] <= plan.buffer_bytes[0]
+    for a, b in itertools.combinations(arena, 2):
+        (start_a, end_a, size_a), (start_b, end_b, size_b) = spans[a], spans[b]
+        if end_a < start_b or end_b < start_a:
+            continue
+        low_a, low_b = plan.offset_of[a], plan.offset_of[b]
+        if low_a < low_b + size_b and low_b < low_a + size_a:
+            handoff = plan.inplace_of.get(a) == b or plan.inplace_of.get(b) == a
+            assert handoff and low_a == low_b, (str(planned), a, b)
+    assert plan.bound <= plan.unplanned and plan.planned <= plan.unplanned
+
+
+def _life_spans(graph: ir.Graph) -> dict:
+    """(first step, last step, bytes) of every call result; views extend their base."""
+    spans, base = {}, {}
+    for step, node in enumerate(graph.nodes):
         for value in node.inputs:
-            key = (id(value.node), value.index)
+            key = base.get((id(value.node), value.index), (id(value.node), value.index))
             if key in spans:
-                spans[key][1] = i
-        if node.kind == "call" and plan.buffer_of.get((id(node), 0)) == 0:
-            spans[(id(node), 0)] = [i, i]
-    for a, (start_a, end_a) in spans.items():
-        for b, (start_b, end_b) in spans.items():
-            if a >= b or end_a < start_b or end_b < start_a:
-                continue
-            bytes_a = (plan.offset_of[a], plan.offset_of[a] + _nbytes(a, planned))
-            bytes_b = (plan.offset_of[b], plan.offset_of[b] + _nbytes(b, planned))
-            if bytes_a[0] < bytes_b[1] and bytes_b[0] < bytes_a[1]:
-                handoff = {end_a, end_b} & {start_a, start_b}
-                assert handoff and bytes_a[0] == bytes_b[0], (str(planned), a, b)
-    slack = 64 * len(spans)  # arena offsets are 64-byte aligned
-    assert plan.planned <= plan.bound + slack or plan.inplace
-    assert step_of  # the graph was walked
-
-
-def _nbytes(key, graph):
-    node = next(n for n in graph.nodes if id(n) == key[0])
-    return int(np.prod(node.aval[0].shape)) * node.aval[0].dtype.itemsize
+                spans[key][1] = step
+        for index in range(node.num_outputs if node.kind == "call" else 0):
+            aval = node.aval[index]
+            spans[(id(node), index)] = [step, step, int(np.prod(aval.shape)) * aval.dtype.itemsize]
+            if node.opdef.view:
+                first = node.inputs[0]
+                root = (id(first.node), first.index)
+                base[(id(node), index)] = base.get(root, root)
+    for value in graph.outputs:
+        key = base.get((id(value.node), value.index), (id(value.node), value.index))
+        if key in spans:
+            spans[key][1] = len(graph.nodes)
+    return {k: tuple(v) for k, v in spans.items()}
 
 
 def test_bias_add_and_relu_after_a_matrix_product_fuse_into_one_group():
@@ -333,5 +357,6 @@ def test_bias_add_and_relu_after_a_matrix_product_fuse_into_one_group():
     ir.verify(fused)
     assert changes == ["fused ['add0', 'relu0'] into relu0_fused"]
     assert [n.op for n in fused.nodes if n.kind == "call"] == ["dot", "_fused"]
-    source = compile_graph(fused).source
-    assert "relu0_fused = _fresh(broadcast_add(dot0, b), dot0, b)" in source
+    source = compile_graph(plan_memory(fused)[0]).source  # one buffer: the dead product's
+    assert "relu0_fused = broadcast_add_out(dot0, b, out=dot0)" in source
+    assert "relu0_fused = relu_out(relu0_fused, out=relu0_fused); dot0 = None" in source

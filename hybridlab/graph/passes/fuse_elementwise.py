@@ -7,11 +7,15 @@
     %6 = relu(%5)
 
 Why: run one op at a time and every intermediate (``%5``) gets its own array, written to
-memory and read back. A fused group writes each step into the *same* buffer (numpy
-ufuncs take ``out=``), so the chain costs one array instead of one per op.
+memory and read back. A fused group writes each step into the *same* buffer (each op's
+``kernel_out``), so the chain costs one array instead of one per op -- and none at all
+when the group may overwrite its first input (``%3`` above, dead after the group): the
+memory plan decides that, as for any op that may work in place.
 
 Which nodes join a group (facts from the registry, never a list of op names):
-* the op's ``kind`` is ELEMENTWISE or BROADCAST, it is pure and has one output;
+* the op's ``kind`` is ELEMENTWISE or BROADCAST, it is pure, has one output, not 0-d
+  (numpy gives a scalar, not an array) and a ``kernel_out`` (it can write into the
+  group's buffer);
 * a producer joins its consumer's group only if that consumer is its *only* user and it
   is not a graph output (otherwise its value must exist on its own), and its aval equals
   the group's result aval (so the shared buffer fits every step);
@@ -68,8 +72,10 @@ def _fusable(node: Node) -> bool:
     if node.kind != "call" or node.aval is None:
         return False
     opdef = node.opdef
+    # 0-d results are numpy scalars, which have no buffer to write into
     return (opdef.kind in (Kind.ELEMENTWISE, Kind.BROADCAST) and opdef.pure
-            and not opdef.needs_context and node.num_outputs == 1)
+            and not opdef.needs_context and node.num_outputs == 1
+            and opdef.kernel_out is not None and node.aval[0].shape != ())
 
 
 def _find_groups(graph: Graph) -> dict[int, list[Node]]:
@@ -119,27 +125,19 @@ def _subprogram(members: list[Node], external: list[Value]) -> Graph:
 
 def run_fused(*arrays: np.ndarray, program: Graph, out: np.ndarray | None = None
               ) -> np.ndarray:
-    """Run a fused sub-program, every step writing into one buffer (``out`` if given)."""
+    """Run a fused sub-program, every step writing into one buffer: ``out`` if given, else
+    the fresh array the first step's kernel returns (the registry's kernel_out contract)."""
     env: dict[int, np.ndarray] = {id(n): a for n, a in zip(program.inputs, arrays)}
     buffer = out
     for node in program.nodes:
         if node.kind != "call":
             continue
         args = [env[id(v.node)] for v in node.inputs]
-        buffer = _step(node, args, buffer, arrays)
+        if buffer is None:
+            buffer = node.opdef.kernel(*args, **node.attr_dict)
+        else:  # elementwise: each element is read before it is written
+            node.opdef.kernel_out(*args, out=buffer, **node.attr_dict)
         env[id(node)] = buffer
-    return buffer
-
-
-def _step(node: Node, args: list[np.ndarray], buffer: np.ndarray | None,
-          arrays: tuple[np.ndarray, ...]) -> np.ndarray:
-    opdef = node.opdef
-    if buffer is not None and opdef.kernel_out is not None:  # in place: reads, then writes
-        return opdef.kernel_out(*args, out=buffer, **node.attr_dict)
-    result = np.asarray(opdef.kernel(*args, **node.attr_dict))
-    if buffer is None:  # the first step allocates the group's buffer (never an input)
-        return result.copy() if any(np.shares_memory(result, a) for a in arrays) else result
-    np.copyto(buffer, result)
     return buffer
 
 
@@ -149,6 +147,19 @@ def _infer_fused(*avals: Aval, program: Graph) -> list[Aval]:
 
 def _kernel(*arrays: np.ndarray, program: Graph) -> np.ndarray:
     return run_fused(*arrays, program=program)
+
+
+def _kernel_out(*arrays: np.ndarray, out: np.ndarray, program: Graph) -> np.ndarray:
+    return run_fused(*arrays, program=program, out=out)
+
+
+def _overwrites_safely(attrs: dict[str, Any]) -> bool:
+    """The group may write over its first input only if no later step reads that input."""
+    program: Graph = attrs["program"]
+    first = program.inputs[0]
+    readers = [n for n in program.nodes if any(v.node is first for v in n.inputs)]
+    steps = [n for n in program.nodes if n.kind == "call"]
+    return readers == steps[:1]
 
 
 def _fused_grad(F: Any, inputs: list, outputs: list, out_grads: list, program: Graph) -> list:
@@ -176,7 +187,8 @@ def _fused_grad(F: Any, inputs: list, outputs: list, out_grads: list, program: G
 
 
 register(OpDef(
-    name=FUSED, kernel=_kernel, infer=_infer_fused, grad=_fused_grad, kind=Kind.OPAQUE,
+    name=FUSED, kernel=_kernel, kernel_out=_kernel_out, infer=_infer_fused, grad=_fused_grad,
+    kind=Kind.OPAQUE, inplace_ok=_overwrites_safely,
     inputs=("*data",), attrs={"program": Attr("any")},
     doc="A fused chain of elementwise ops (made by the fuse_elementwise pass).",
 ))

@@ -1,36 +1,43 @@
-"""Memory planning: give every intermediate result a buffer, reusing buffers that died.
+"""Memory planning: which results live in a reused buffer, which overwrite their input.
 
 ::
 
-    step   node                 live after it    buffers (greedy)
-    0      %2 = dot(%0, %1)     {%2}             b0 <- %2
-    1      %3 = relu(%2)        {%3}             b0 <- %3   (in place: %2 dies here)
-    2      %4 = dot(%3, %1)     {%4}             b1 <- %4   (%3 is read while %4 is written)
-    3      %5 = relu(%4)        {%5}             b1 <- %5   (in place)
+    step   node                 live after it    arena (greedy)
+    0      %2 = dot(%0, %1)     {%2}             bytes 0.. <- %2
+    1      %3 = relu(%2)        {%3}             the same bytes (in place: %2 dies here)
+    2      %4 = dot(%3, %1)     {%4}             new bytes <- %4 (%3 is read while %4 is written)
+    3      %5 = relu(%4)        {%5}             the same bytes as %4 (in place)
 
 *Liveness*: a value is live from the node that computes it to its last user (graph
-outputs live to the end). Three numbers come out:
+outputs live to the end). A *view* (``OpDef.view``: a reshape) owns no memory; it keeps
+the value it views alive as long as itself.
 
-* ``unplanned`` -- every result gets its own buffer (what running op by op and keeping
-  everything would need); the sum of all result sizes;
-* ``bound`` -- the outputs' bytes (each caller-owned) plus the largest total size of
-  the other values live at one step: no plan that keeps each value in one place can do
-  better (in place updates aside);
-* ``planned`` -- the sum of the sizes of the buffers this greedy plan allocates.
+Which results the program can place is a registry fact, not a choice of this pass:
 
-The plan works in two steps. First *in place*: a node may write over its first input
-when the registry says ``inplace_ok``, the input dies at this node and has the same
-size and dtype (and shape, for elementwise kernels that write while they read); the
-two values then form one group living from the input's birth to the output's death.
-Then *packing* into one byte arena (TFLite's ``GreedyBySizeAndOffset``): largest group
-first, each takes the smallest gap, between groups alive at the same time, that holds
-it (or goes on top). Placing by byte offset instead of whole buffers lets a big buffer
-later hold two smaller values side by side.
-Graph inputs and constants belong to the caller and are never reused; graph outputs
-get their own buffers (the caller keeps them after the call).
+* *placeable*: one output, not 0-d, not a view, and the op has a ``kernel_out`` (it can
+  write into a given buffer; its plain kernel returns a fresh array);
+* *pinned*: read by an op that might return a view of it (no ``kernel_out``, not a
+  declared view): it is never overwritten and never lives in the reused arena;
+* *in place*: a placeable node whose op may overwrite its first input
+  (``OpDef.can_overwrite``) writes over that input when it is placeable and not
+  pinned, dies at this node and has the same shape and dtype. Codegen writes
+  ``y = relu_out(x, out=x)``, with or without ``static_alloc``. Values written in place
+  form a *chain* in one buffer;
+* everything else is allocated by its kernel when it runs (and freed after its last use).
 
-The plan is stored in ``graph.meta["memory"]`` (a :class:`MemoryPlan`); codegen reads
-``buffer_of`` to allocate each buffer once (``static_alloc``) and to write ``out=`` it.
+With ``static_alloc`` the chains live in one byte *arena* allocated once per program,
+packed largest first, each at the smallest gap between the chains alive at the same
+time (TFLite's ``GreedyBySizeAndOffset``) -- except a chain holding a graph output (the
+caller keeps that array) or a pinned value: those are allocated fresh on each call.
+The numbers, all for the ``static_alloc`` program as generated, in bytes:
+
+* ``unplanned`` -- every result in a buffer of its own, none freed (views own nothing);
+* ``bound`` -- the most bytes live at one step (outputs from their step to the end): no
+  plan that keeps each value in one place does better, in-place writes aside;
+* ``planned`` -- what the program holds at its peak: the arena, plus the results its
+  kernels allocate (outputs and non-placeable values) live at the worst step.
+
+The plan is stored in ``graph.meta["memory"]`` (a :class:`MemoryPlan`); codegen reads it.
 """
 
 from __future__ import annotations
@@ -39,116 +46,160 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hybridlab.graph.ir import Graph, Node, Value
-from hybridlab.ops.registry import Kind
+from hybridlab.graph.ir import Graph, Node
 
+Key = tuple[int, int]  # (id(node), output index)
 _ALIGN = 64  # arena offsets are cache-line aligned, so every dtype view is aligned
 
 
 @dataclass
 class MemoryPlan:
-    """Buffer ids per result and the three peak numbers (bytes)."""
+    """Where each result lives (see the module docstring) and the three peak numbers."""
 
-    buffer_of: dict[tuple[int, int], int] = field(default_factory=dict)  # (id(node), i) -> b
-    offset_of: dict[tuple[int, int], int] = field(default_factory=dict)  # byte offset in b
-    buffer_bytes: list[int] = field(default_factory=list)  # buffer 0: the shared arena
+    # placed values -> buffer: 0 is the arena (allocated once with static_alloc); 1, 2, ...
+    # are outputs' own buffers (allocated on each call: the caller keeps them)
+    buffer_of: dict[Key, int] = field(default_factory=dict)
+    offset_of: dict[Key, int] = field(default_factory=dict)  # byte offset in the buffer
+    inplace_of: dict[Key, Key] = field(default_factory=dict)  # value -> input it overwrites
+    buffer_bytes: list[int] = field(default_factory=lambda: [0])  # arena, then outputs
     unplanned: int = 0
     planned: int = 0
     bound: int = 0
-    inplace: int = 0  # how many results overwrite their input
+
+    @property
+    def inplace(self) -> int:
+        """How many results overwrite their input."""
+        return len(self.inplace_of)
 
     def __str__(self) -> str:
-        return (f"memory plan: {self.planned} bytes planned ({self.buffer_bytes[0]} arena + "
-                f"{len(self.buffer_bytes) - 1} outputs), {self.unplanned} unplanned, "
-                f"liveness bound {self.bound}, {self.inplace} in place")
+        return (f"memory plan: {self.planned} bytes at the peak ({self.buffer_bytes[0]} arena), "
+                f"{self.unplanned} unplanned, liveness bound {self.bound}, "
+                f"{self.inplace} in place")
 
 
 def plan_memory(graph: Graph) -> tuple[Graph, list[str]]:
     """Annotate ``graph`` with a :class:`MemoryPlan` (needs inferred avals)."""
-    results = [(n, i) for n in graph.nodes if n.kind == "call" for i in range(n.num_outputs)]
-    if any(n.aval is None for n, _ in results):
+    if any(n.aval is None for n in graph.nodes if n.kind == "call"):
         return graph, ["skipped: shapes unknown (run infer_shapes first)"]
-    last_use = _last_uses(graph)
+    values = _Values(graph)
     plan = MemoryPlan()
-    plan.unplanned = sum(_nbytes(n, i) for n, i in results)
-    plan.bound = _liveness_bound(graph, last_use)
-    groups = _inplace_groups(graph, last_use, plan)
-    outputs = {(id(v.node), v.index) for v in graph.outputs}
-    plan.buffer_of, plan.offset_of, plan.buffer_bytes = _pack(groups, outputs)
-    plan.planned = sum(plan.buffer_bytes)
+    chains = _inplace_chains(graph, values, plan)
+    # a chain ending in a graph output is that output's memory, and one some op might take
+    # a view of may outlive its slot: both are fresh arrays on each call, not in the arena
+    arena = [c for c in chains if not (values.kept | values.pinned).intersection(c)]
+    plan.offset_of = _pack(arena, values)
+    plan.buffer_of = dict.fromkeys(plan.offset_of, 0)
+    plan.buffer_bytes = [max((plan.offset_of[c[0]] + values.nbytes[c[0]] for c in arena),
+                             default=0)]
+    for chain in (c for c in chains if c not in arena):  # outputs: a buffer of their own
+        plan.buffer_of.update(dict.fromkeys(chain, len(plan.buffer_bytes)))
+        plan.offset_of.update(dict.fromkeys(chain, 0))
+        plan.buffer_bytes.append(values.nbytes[chain[0]])
+    owning = values.owning()
+    plan.unplanned = sum(values.nbytes[k] for k in owning)
+    plan.bound = values.peak([values.span([k]) for k in owning])
+    in_chains = {k for chain in chains for k in chain}
+    allocated = [values.span(c) for c in chains if c not in arena]  # kernels allocate them
+    allocated += [values.span([k]) for k in owning if k not in in_chains]
+    plan.planned = plan.buffer_bytes[0] + values.peak(allocated)
     annotated = Graph(graph.nodes, graph.inputs, graph.outputs, {**graph.meta, "memory": plan})
     return annotated, [str(plan)]
 
 
-@dataclass
-class _Group:
-    """Values sharing one buffer because each overwrites the previous one in place."""
+class _Values:
+    """Every call result: its size, life span, and whether the program may place it."""
 
-    keys: list[tuple[int, int]]
-    nbytes: int
-    dtype: str
-    start: int
-    end: int
+    def __init__(self, graph: Graph) -> None:
+        self.graph, self.steps = graph, len(graph.nodes)
+        self.outputs = {(id(v.node), v.index) for v in graph.outputs}
+        self.nbytes: dict[Key, int] = {}
+        self.start: dict[Key, int] = {}
+        self.end: dict[Key, int] = {}
+        self.root: dict[Key, Key] = {}  # a view -> the value whose memory it shows
+        self.pinned: set[Key] = set()
+        for step, node in enumerate(graph.nodes):
+            self._visit(step, node)
+        for key in self.outputs:
+            self.end[self.root.get(key, key)] = self.steps
+        # the caller keeps outputs, and the memory an output views: never the arena's
+        self.kept = self.outputs | {self.root[k] for k in self.outputs if k in self.root}
+        for view, root in self.root.items():
+            self.end[root] = max(self.end.get(root, 0), self.end[view])
 
-
-def _inplace_groups(graph: Graph, last_use: dict[tuple[int, int], int],
-                    plan: MemoryPlan) -> list[_Group]:
-    outputs = {(id(v.node), v.index) for v in graph.outputs}
-    group_of: dict[tuple[int, int], _Group] = {}
-    groups: list[_Group] = []
-    for step, node in enumerate(graph.nodes):
+    def _visit(self, step: int, node: Node) -> None:
+        for value in node.inputs:
+            key = self.root.get((id(value.node), value.index), (id(value.node), value.index))
+            self.end[key] = max(self.end.get(key, step), step)
+            if node.kind == "call" and node.opdef.kernel_out is None and not node.opdef.view:
+                self.pinned.add(key)  # its result might be a view of this value
         if node.kind != "call":
-            continue
+            return
         for index in range(node.num_outputs):
             key = (id(node), index)
-            end = max(last_use.get(key, step), step)
-            first = node.inputs[0] if node.inputs else None
-            host = group_of.get((id(first.node), first.index)) if first is not None else None
-            if (index == 0 and host is not None and node.opdef.inplace_ok
-                    and host.end == step and _fits_inplace(node, first)
-                    and (id(first.node), first.index) not in outputs and key not in outputs):
-                host.keys.append(key)
-                host.end = end
-                plan.inplace += 1
-            else:
-                host = _Group([key], _nbytes(node, index),
-                              np.dtype(node.aval[index].dtype).name, step, end)
-                groups.append(host)
-            group_of[key] = host
-    return groups
+            aval = node.aval[index]
+            self.nbytes[key] = int(np.prod(aval.shape, dtype=np.int64)) * aval.dtype.itemsize
+            self.start[key] = self.end[key] = step
+        if node.opdef.view and node.inputs:
+            first = node.inputs[0]
+            base = (id(first.node), first.index)
+            self.root[(id(node), 0)] = self.root.get(base, base)
+
+    def owning(self) -> list[Key]:
+        """The results that own memory: all but views."""
+        return [k for k in self.nbytes if k not in self.root]
+
+    def placeable(self, node: Node) -> bool:
+        key = (id(node), 0)
+        return (node.kind == "call" and node.num_outputs == 1 and key not in self.root
+                and node.opdef.kernel_out is not None
+                and node.aval[0].shape != ())  # numpy makes 0-d results scalars
+
+    def span(self, chain: list[Key]) -> tuple[int, int, int]:
+        """(first step, last step, bytes) of values sharing one buffer."""
+        return (self.start[chain[0]], max(self.end[k] for k in chain), self.nbytes[chain[0]])
+
+    def peak(self, spans: list[tuple[int, int, int]]) -> int:
+        """The most bytes live at one step."""
+        events = np.zeros(self.steps + 2, dtype=np.int64)
+        for start, end, nbytes in spans:
+            events[start] += nbytes
+            events[end + 1] -= nbytes
+        return int(np.cumsum(events).max(initial=0))
 
 
-def _fits_inplace(node: Node, first: Value) -> bool:
-    """Same bytes and dtype; elementwise kernels write as they read, so also same shape
-    (a broadcast read would overlap the write). Other kernels compute, then copy."""
-    aval = node.aval[0]
-    if np.dtype(first.aval.dtype) != np.dtype(aval.dtype) or _nbytes(node, 0) != \
-            _nbytes(first.node, first.index):
-        return False
-    return first.aval == aval or node.opdef.kind not in (Kind.ELEMENTWISE, Kind.BROADCAST)
-
-
-def _pack(groups: list[_Group], outputs: set[tuple[int, int]]
-          ) -> tuple[dict[tuple[int, int], int], dict[tuple[int, int], int], list[int]]:
-    """Place groups in one arena (buffer 0), largest first, each at the best-fitting gap
-    among the groups alive at the same time; outputs get buffers of their own."""
-    buffer_of: dict[tuple[int, int], int] = {}
-    offset_of: dict[tuple[int, int], int] = {}
-    sizes = [0]
-    placed: list[tuple[int, _Group]] = []  # (offset, group) in the arena
-    for group in sorted(groups, key=lambda g: (-g.nbytes, g.start)):
-        if any(k in outputs for k in group.keys):
-            buffer, offset = len(sizes), 0
-            sizes.append(group.nbytes)
+def _inplace_chains(graph: Graph, values: _Values, plan: MemoryPlan) -> list[list[Key]]:
+    """Placeable values grouped into chains that share one buffer (each overwrites the
+    previous one in place); records ``plan.inplace_of``."""
+    chain_of: dict[Key, list[Key]] = {}
+    chains: list[list[Key]] = []
+    for step, node in enumerate(graph.nodes):
+        if not values.placeable(node):
+            continue
+        key, first = (id(node), 0), node.inputs[0] if node.inputs else None
+        host = None if first is None else (id(first.node), first.index)
+        if (host in chain_of and host not in values.pinned and values.end[host] == step
+                and first.aval == node.aval[0] and node.opdef.can_overwrite(node.attr_dict)):
+            plan.inplace_of[key] = host
+            chain_of[key] = chain_of[host]
+            chain_of[key].append(key)
         else:
-            busy = sorted((o, o + g.nbytes) for o, g in placed
-                          if not (g.end < group.start or group.end < g.start))
-            buffer, offset = 0, _best_gap(busy, group.nbytes)
-            placed.append((offset, group))
-            sizes[0] = max(sizes[0], offset + group.nbytes)
-        buffer_of.update((k, buffer) for k in group.keys)
-        offset_of.update((k, offset) for k in group.keys)
-    return buffer_of, offset_of, sizes
+            chain_of[key] = [key]
+            chains.append(chain_of[key])
+    return chains
+
+
+def _pack(chains: list[list[Key]], values: _Values) -> dict[Key, int]:
+    """Byte offsets in the arena: largest chain first, each at the best-fitting gap among
+    the chains already placed that are alive at the same time."""
+    offset_of: dict[Key, int] = {}
+    placed: list[tuple[int, int, int, int]] = []  # (offset, bytes, first step, last step)
+    for chain in sorted(chains, key=lambda c: (-values.nbytes[c[0]], values.start[c[0]])):
+        first, last, size = values.span(chain)
+        busy = sorted((o, o + n) for o, n, s, e in placed if not (e < first or last < s))
+        offset = _best_gap(busy, size)
+        placed.append((offset, size, first, last))
+        offset_of.update(dict.fromkeys(chain, offset))
+    return offset_of
 
 
 def _best_gap(busy: list[tuple[int, int]], need: int) -> int:
@@ -160,34 +211,3 @@ def _best_gap(busy: list[tuple[int, int]], need: int) -> int:
             best, best_size = cursor, gap
         cursor = max(cursor, -(-end // _ALIGN) * _ALIGN)
     return cursor if best is None else best
-
-def _nbytes(node: Node, index: int) -> int:
-    aval = node.aval[index]
-    return int(np.prod(aval.shape, dtype=np.int64)) * np.dtype(aval.dtype).itemsize
-
-
-def _last_uses(graph: Graph) -> dict[tuple[int, int], int]:
-    last: dict[tuple[int, int], int] = {}
-    for step, node in enumerate(graph.nodes):
-        for value in node.inputs:
-            last[(id(value.node), value.index)] = step
-    for value in graph.outputs:
-        last[(id(value.node), value.index)] = len(graph.nodes)
-    return last
-
-
-def _liveness_bound(graph: Graph, last_use: dict[tuple[int, int], int]) -> int:
-    """Bytes of all outputs (the caller keeps each one) plus, over every step, the most
-    bytes of other results computed at or before it and used at or after it."""
-    outputs = {(id(v.node), v.index) for v in graph.outputs}
-    events = np.zeros(len(graph.nodes) + 2, dtype=np.int64)
-    kept = 0
-    for step, node in enumerate(graph.nodes):
-        for index in range(node.num_outputs if node.kind == "call" else 0):
-            if (id(node), index) in outputs:
-                kept += _nbytes(node, index)
-                continue
-            end = max(last_use.get((id(node), index), step), step)
-            events[step] += _nbytes(node, index)
-            events[end + 1] -= _nbytes(node, index)
-    return kept + int(np.cumsum(events).max(initial=0))
