@@ -153,3 +153,32 @@ def test_multi_output_nodes_unpack_and_differentiate():
             np.testing.assert_allclose(got, want)
     x_grad = expected[2]
     np.testing.assert_array_equal(x_grad[:, 2:4], 1.0)  # split[1] is an output itself
+
+
+def test_kernels_keep_readable_names_and_unused_outputs_are_dropped_at_once():
+    x = ir.var("x", aval(4, 6))
+    split = ir.call("SliceChannel", [x.out()], {"num_outputs": 3, "axis": 1}, name="parts")
+    total = ir.call("sum", [split.out(1)], {"axis": 0}, name="total")
+    source = compile_graph(ir.Graph.from_outputs([total.out()])).source
+    assert "parts, parts_1, parts_2 = SliceChannel(x, " in source
+    assert "; parts = None; parts_2 = None" in source  # never read: released at once
+    assert "total = op_sum(parts_1, axis=0" in source  # not sum_1: sum is a builtin
+
+
+def test_the_backward_program_is_named_backward_and_the_name_must_be_an_identifier():
+    graph = bias_relu_chain()
+    assert compile_graph(graph, name="backward").source.startswith("def backward(x, b, *, rt):")
+    with pytest.raises(ValueError, match="must be a Python identifier"):
+        compile_graph(graph, name="not valid")
+
+
+def test_random_nodes_without_a_generator_draw_from_mx_random_seed():
+    import hybridlab as mx
+
+    node = ir.call("_random_normal", [], {"shape": (3,)}, name="noise")
+    program = compile_graph(ir.Graph.from_outputs([node.out()], []))
+    mx.random.seed(7)
+    first = program()[0]
+    mx.random.seed(7)
+    np.testing.assert_array_equal(program()[0], first)  # seeded: reproducible
+    assert not np.array_equal(program()[0], first)  # and the stream moves on
