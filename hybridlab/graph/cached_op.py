@@ -56,6 +56,7 @@ class CachedOp:
         self.static_alloc, self.static_shape = static_alloc, static_shape
         self.disabled = tuple(disabled_passes)
         self.stats = {"hits": 0, "misses": 0}
+        self._num_inputs = len(self.graph.inputs)
         self._cache: dict[tuple, _Entry] = {}
         self._last: _Entry | None = None
 
@@ -69,13 +70,15 @@ class CachedOp:
         return "\n".join(parts)
 
     def __call__(self, *inputs: Any) -> Any:
-        if len(inputs) != len(self.graph.inputs):
-            raise TypeError(f"CachedOp takes {len(self.graph.inputs)} inputs "
+        # NOTE: [The hot path] a hybridized block spends its framework time here: the
+        # signature lookup, one NDArray per result and one engine push. Keep it lean.
+        if len(inputs) != self._num_inputs:
+            raise TypeError(f"CachedOp takes {self._num_inputs} inputs "
                             f"{[n.name for n in self.graph.inputs]}, got {len(inputs)}")
         mode = autograd._MODE  # the flags themselves: this runs on every call
-        recording, training = mode.recording, mode.training
+        training = mode.training
         # which inputs want a gradient (autograd's own test): the data and labels do not
-        needs = tuple([x._ag is not None for x in inputs]) if recording else ()
+        needs = tuple([x._ag is not None for x in inputs]) if mode.recording else ()
         entry = self._lookup(inputs, training, needs)
         results = [ndarray.empty_like_aval(a) for a in entry.out_avals]
         # one generator per random node, drawn now in node order: the same stream the
@@ -85,11 +88,11 @@ class CachedOp:
             contexts = tuple(RunContext(training, random.next_generator())
                              for _ in range(program.num_random))
         _push(program, inputs, results, contexts, "CachedOp")
-        outputs = results[:entry.num_outputs]
         if entry.backward is not None:
+            outputs = results[:entry.num_outputs]
             saved = results[entry.num_outputs:] + [inputs[i] for i in entry.saved_inputs]
             autograd.record_op(_TapeOp(entry, saved), {}, list(inputs), outputs)
-        return outputs[0] if len(outputs) == 1 else outputs
+        return results[0] if entry.num_outputs == 1 else results[:entry.num_outputs]
 
     def _lookup(self, inputs: Sequence[Any], training: bool, needs: tuple) -> _Entry:
         # np.dtype objects hash fast; their .name is slow enough to show in profiles
@@ -158,10 +161,10 @@ def _push(program: Program, inputs: Sequence[Any], outputs: Sequence[Any],
     """One engine op: run ``program`` on the inputs' data, fill the outputs' data."""
 
     def run() -> None:
-        arrays = [x._data for x in inputs]
-        given = {id(a) for a in arrays}  # one set, not a scan of the inputs per output
-        for array, value in zip(outputs, program.run(arrays, contexts)):
-            # a program may return an input unchanged; results must own their data
-            array._data = value.copy() if id(value) in given else value
+        # A result may be an input's own array (a graph returning its input, or a view
+        # of it): NOTE [Immutable buffers] in ndarray.py lets them share it, since no
+        # array's data is ever written after it was stored.
+        for array, value in zip(outputs, program.run([x._data for x in inputs], contexts)):
+            array._data = value
 
     engine.current().push(run, [x._var for x in inputs], [y._var for y in outputs], name)

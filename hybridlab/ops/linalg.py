@@ -46,9 +46,13 @@ def _dot(lhs, rhs, transpose_a, transpose_b):
     a, b = _flip(lhs, transpose_a), _flip(rhs, transpose_b)
     # np.dot contracts a's last axis with b's first when b has at most 2 axes (and skips
     # tensordot's Python-level reshaping); beyond that only tensordot has MXNet's meaning
-    out = np.dot(a, b) if b.ndim <= 2 else np.tensordot(a, b, 1)
-    out = _in_dtype(out, lhs, rhs)
-    return out.reshape(_dot_shape(lhs.shape, rhs.shape, transpose_a, transpose_b))
+    if b.ndim > 2:
+        out = np.tensordot(a, b, 1)
+        out = out.reshape(_dot_shape(lhs.shape, rhs.shape, transpose_a, transpose_b))
+    else:  # already the shape _dot_shape gives, but for 1-D . 1-D (a number, MXNet: (1,))
+        out = np.dot(a, b)
+        out = np.reshape(out, (1,)) if out.ndim == 0 else out
+    return out if out.dtype == lhs.dtype == rhs.dtype else _in_dtype(out, lhs, rhs)
 
 
 def _in_dtype(out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
@@ -145,9 +149,14 @@ def _fc_infer(x: Aval, w: Aval, b: Aval | None = None, *, num_hidden, no_bias, f
     return [Aval(lead + (num_hidden,), promote(x.dtype, w.dtype))]
 
 
+def _rows(x: np.ndarray, flatten: bool) -> np.ndarray:
+    return x.reshape(x.shape[0], -1) if flatten and x.ndim != 2 else x
+
+
 def _fc(x, w, b=None, *, num_hidden, no_bias, flatten):
-    rows = x.reshape(x.shape[0], -1) if flatten else x
-    out = _in_dtype(rows @ w.T, x, w)
+    out = _rows(x, flatten) @ w.T
+    if out.dtype != x.dtype or x.dtype != w.dtype:  # (a hot path: skip the call if equal)
+        out = _in_dtype(out, x, w)
     if b is not None:
         out += b  # out is a fresh array: add the bias in place, no second allocation
     return out
@@ -155,18 +164,18 @@ def _fc(x, w, b=None, *, num_hidden, no_bias, flatten):
 
 def _fc_out(x, w, b=None, *, out, num_hidden, no_bias, flatten):
     """``FullyConnected`` written into ``out``: the product, then the bias added in place."""
-    rows = x.reshape(x.shape[0], -1) if flatten else x
-    np.matmul(rows, w.T, out=out, casting="unsafe")
+    np.matmul(_rows(x, flatten), w.T, out=out, casting="unsafe")
     if b is not None:
         np.add(out, b, out=out, casting="unsafe")
     return out
 
 
 def _fc_grad(F, inputs, outputs, out_grads, num_hidden, no_bias, flatten):
-    """dx = g . W (reshaped like x); dW = g^T . x and db = sum(g), with x, g as 2-D rows."""
+    """dx = g . W (reshaped like x); dW = g^T . x and db = sum(g), with x, g as 2-D rows
+    (with ``flatten`` the output, so g, is 2-D already: no reshape to run)."""
     x, w, g = inputs[0], inputs[1], out_grads[0]
     rows = F.Flatten(x) if flatten else F.reshape(x, shape=(-1, 0), reverse=True)
-    g_rows = F.reshape(g, shape=(-1, 0), reverse=True)
+    g_rows = g if flatten else F.reshape(g, shape=(-1, 0), reverse=True)
     grads = [F.reshape_like(F.dot(g, w), x), F.dot(g_rows, rows, transpose_a=True)]
     return grads if no_bias else grads + [F.sum(g_rows, axis=0)]
 

@@ -313,7 +313,8 @@ def test_memory_plan_never_overlaps_values_alive_together(case):
         if low_a < low_b + size_b and low_b < low_a + size_a:
             handoff = plan.inplace_of.get(a) == b or plan.inplace_of.get(b) == a
             assert handoff and low_a == low_b, (str(planned), a, b)
-    assert plan.bound <= plan.unplanned and plan.planned <= plan.unplanned
+    slack = 64 * len(arena)  # arena offsets are 64-byte aligned
+    assert plan.bound <= plan.unplanned and plan.planned <= plan.unplanned + slack
 
 
 def _life_spans(graph: ir.Graph) -> dict:
