@@ -7,19 +7,24 @@ The network is the seed's (512 -> 256 relu -> 128 relu -> 2). For batch sizes 1,
 * hybridized (one CachedOp call = one engine op),
 * hybridized with ``static_alloc=True, static_shape=True``,
 
-under the NaiveEngine and the ThreadedEngine, next to hand-written numpy, numpy with
-preallocated ``out=`` buffers (the floor: the same maths with no framework at all), and
-PyTorch eager/TorchScript when torch is installed. The floor also stores each weight
-transposed once, so it multiplies by a contiguous ``Wt`` where ``FullyConnected`` and the
-``numpy`` row use ``W.T``: at batch 64 that layout alone is worth ~20% in OpenBLAS.
-Then one training step (forward, loss, backward, SGD) imperative vs hybridized at
-batch 1 and 64.
+under the NaiveEngine and the ThreadedEngine, next to hand-written numpy and numpy with
+preallocated ``out=`` buffers: the *floor*, the same maths on the same weight layout
+(``x @ W.T`` with ``W`` stored ``(out, in)``, as MXNet and hybridlab store it) with no
+framework at all. One more row stores each weight transposed once (``x @ Wt``): that
+layout alone is faster in OpenBLAS at batch 64, and shows what a framework that kept
+its weights that way would gain; ratios are to the same-layout floor. PyTorch eager
+and TorchScript rows appear when torch is installed. Then one training step (forward,
+loss, backward, SGD) imperative vs hybridized vs static at batch 1 and 64.
 
-Each cell is the median over ``--repeats`` runs of ``--calls`` calls, interleaved, in one
-process; ratios are to the numpy ``out=`` floor of the same batch size. Absolute times
-are illustrations; ratios are the result.
+Fairness: BLAS uses the same number of threads in every row (``--blas-threads``,
+default 1, set with threadpoolctl around each measurement, because the ThreadedEngine
+limits BLAS while it runs) and the table prints the number each row really ran with.
+Each cell is the median over ``--repeats`` runs of ``--calls`` calls; the repeats are
+interleaved (every row once, then every row again), so drift hits every row alike.
+Absolute times are illustrations; ratios measured in one run are the result.
 
-    python3 benchmarks/hybridize_mlp.py [--calls 1000] [--repeats 5] [--profile]
+    python3 benchmarks/hybridize_mlp.py [--calls 1000] [--repeats 5] [--blas-threads 1]
+                                        [--profile]
 
 ``--profile`` prints where a hybridized batch-1 call spends its time (cProfile).
 """
@@ -33,11 +38,10 @@ import pstats
 import statistics
 import sys
 import time
-
-os.environ.setdefault("OMP_NUM_THREADS", "1")  # fair to every row: one BLAS thread
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+from typing import Any, Callable
 
 import numpy as np
+from threadpoolctl import threadpool_info, threadpool_limits
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import hybridlab as mx  # noqa: E402
@@ -46,6 +50,7 @@ from hybridlab.gluon import nn  # noqa: E402
 
 ENGINES = ("NaiveEngine", "ThreadedEngine")
 BATCHES = (1, 64, 1024)
+FLOOR = "numpy out="
 
 
 def get_net(mode: str) -> nn.HybridSequential:
@@ -65,7 +70,7 @@ def weights(net: nn.HybridSequential) -> list[np.ndarray]:
     return [p.data().asnumpy() for p in net.collect_params().values()]
 
 
-def numpy_forward(params: list[np.ndarray]) -> callable:
+def numpy_forward(params: list[np.ndarray]) -> Callable:
     w1, b1, w2, b2, w3, b3 = params
 
     def run(x: np.ndarray) -> np.ndarray:
@@ -76,41 +81,55 @@ def numpy_forward(params: list[np.ndarray]) -> callable:
     return run
 
 
-def numpy_out_forward(params: list[np.ndarray], batch: int) -> callable:
+def numpy_out_forward(params: list[np.ndarray], batch: int, pretransposed: bool) -> Callable:
+    """Preallocated buffers, in-place bias and relu: no allocation per call."""
     w1, b1, w2, b2, w3, b3 = params
-    t1, t2, h1, h2, out = (np.empty((batch, n), np.float32) for n in (256, 128, 256, 128, 2))
-    w1t, w2t, w3t = (np.ascontiguousarray(w.T) for w in (w1, w2, w3))
+    h1, h2, out = (np.empty((batch, n), np.float32) for n in (256, 128, 2))
+    if pretransposed:
+        m1, m2, m3 = (np.ascontiguousarray(w.T) for w in (w1, w2, w3))
+    else:
+        m1, m2, m3 = w1.T, w2.T, w3.T
 
     def run(x: np.ndarray) -> np.ndarray:
-        np.matmul(x, w1t, out=t1)
-        np.add(t1, b1, out=t1)
-        np.maximum(t1, 0, out=h1)
-        np.matmul(h1, w2t, out=t2)
-        np.add(t2, b2, out=t2)
-        np.maximum(t2, 0, out=h2)
-        np.matmul(h2, w3t, out=out)
+        np.matmul(x, m1, out=h1)
+        np.add(h1, b1, out=h1)
+        np.maximum(h1, 0, out=h1)
+        np.matmul(h1, m2, out=h2)
+        np.add(h2, b2, out=h2)
+        np.maximum(h2, 0, out=h2)
+        np.matmul(h2, m3, out=out)
         np.add(out, b3, out=out)
         return out
 
     return run
 
 
-def time_calls(function: callable, argument: object, calls: int, sync: callable) -> float:
+def blas_threads() -> int:
+    """The number of threads BLAS would use now (what the row really ran with)."""
+    return max((i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"),
+               default=0)
+
+
+def time_calls(function: Callable, argument: Any, calls: int, sync: Callable,
+               blas: int) -> tuple[float, int]:
+    """Seconds per call, and the BLAS threads in force at the end of the timing."""
     function(argument)  # warm-up: traces and compiles the hybridized block
     sync()
-    start = time.perf_counter()
-    for _ in range(calls):
-        function(argument)
-    sync()
-    return (time.perf_counter() - start) / calls
+    with threadpool_limits(blas, user_api="blas"):  # after the engine set its own limit
+        start = time.perf_counter()
+        for _ in range(calls):
+            function(argument)
+        sync()
+        elapsed = time.perf_counter() - start
+        return elapsed / calls, blas_threads()
 
 
-def torch_rows(params: list[np.ndarray], batch: int) -> dict[str, callable]:
+def torch_rows(params: list[np.ndarray], batch: int, blas: int) -> dict[str, Callable]:
     try:
         import torch
     except ImportError:
         return {}
-    torch.set_num_threads(1)
+    torch.set_num_threads(blas)
     model = torch.nn.Sequential(torch.nn.Linear(512, 256), torch.nn.ReLU(),
                                 torch.nn.Linear(256, 128), torch.nn.ReLU(),
                                 torch.nn.Linear(128, 2)).eval()
@@ -121,8 +140,8 @@ def torch_rows(params: list[np.ndarray], batch: int) -> dict[str, callable]:
     scripted = torch.jit.script(model)
     x = torch.randn(batch, 512)
 
-    def wrap(module: object) -> callable:
-        def run(_: object) -> object:
+    def wrap(module: Any) -> Callable:
+        def run(_: Any) -> Any:
             with torch.no_grad():
                 return module(x)
         return run
@@ -130,49 +149,56 @@ def torch_rows(params: list[np.ndarray], batch: int) -> dict[str, callable]:
     return {"torch eager": wrap(model), "TorchScript": wrap(scripted)}
 
 
-def forward_table(calls: int, repeats: int) -> list[tuple[str, int, float]]:
-    rows = []
+Row = tuple[str, int, float, int]  # label, batch, seconds per call, BLAS threads
+
+
+def forward_table(calls: int, repeats: int, blas: int) -> list[Row]:
+    rows: list[Row] = []
     for batch in BATCHES:
         n = calls if batch < 1024 else max(calls // 10, 10)
         x_np = np.random.default_rng(0).normal(size=(batch, 512)).astype(np.float32)
-        cases = {}
-        for engine_name in ENGINES:
-            for mode in ("imperative", "hybridized", "static"):
-                cases[f"{mode} / {engine_name}"] = (engine_name, get_net(mode))
+        cases = {f"{mode} / {name}": (name, get_net(mode)) for name in ENGINES
+                 for mode in ("imperative", "hybridized", "static")}
         params = weights(get_net("imperative"))
-        plain = {"numpy": numpy_forward(params), "numpy out=": numpy_out_forward(params, batch)}
-        plain.update(torch_rows(params, batch))
-        samples: dict[str, list[float]] = {k: [] for k in [*cases, *plain]}
+        plain = {"numpy": numpy_forward(params),
+                 FLOOR: numpy_out_forward(params, batch, pretransposed=False),
+                 "numpy out=, W pre-transposed": numpy_out_forward(params, batch, True)}
+        plain.update(torch_rows(params, batch, blas))
+        samples: dict[str, list[tuple[float, int]]] = {k: [] for k in [*cases, *plain]}
         for _ in range(repeats):  # interleaved, so drift hits every row alike
             for label, (engine_name, net) in cases.items():
                 with engine.engine_scope(engine_name):
                     x = nd.array(x_np)
-                    samples[label].append(time_calls(net, x, n, nd.waitall))
+                    samples[label].append(time_calls(net, x, n, nd.waitall, blas))
             for label, run in plain.items():
-                samples[label].append(time_calls(run, x_np, n, lambda: None))
-        rows += [(label, batch, statistics.median(v)) for label, v in samples.items()]
+                samples[label].append(time_calls(run, x_np, n, lambda: None, blas))
+        rows += [(label, batch, statistics.median(t for t, _ in v), min(b for _, b in v))
+                 for label, v in samples.items()]
     return rows
 
 
-def training_step_times(repeats: int, batch: int, steps: int = 200) -> dict[str, float]:
+def training_times(repeats: int, batch: int, blas: int, steps: int = 200) -> dict[str, float]:
+    """Median seconds per training step, imperative / hybridized / static, interleaved."""
     x = nd.array(np.random.default_rng(0).normal(size=(batch, 512)).astype(np.float32))
     y = nd.array(np.random.default_rng(1).integers(0, 2, size=batch).astype(np.float32))
-    results = {}
-    for mode in ("imperative", "hybridized"):
+    steppers = {}
+    for mode in ("imperative", "hybridized", "static"):
         net = get_net(mode)
         loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
-        if mode == "hybridized":
-            loss_fn.hybridize()
+        if mode != "imperative":
+            loss_fn.hybridize(static_alloc=mode == "static")
         trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.01})
-        step = make_step(net, loss_fn, trainer, x, y)
-        with engine.engine_scope("NaiveEngine"):
-            results[mode] = statistics.median(
-                time_calls(step, None, steps, nd.waitall) for _ in range(repeats))
-    return results
+        steppers[mode] = make_step(net, loss_fn, trainer, x, y)
+    samples: dict[str, list[float]] = {mode: [] for mode in steppers}
+    with engine.engine_scope("NaiveEngine"):
+        for _ in range(repeats):
+            for mode, step in steppers.items():
+                samples[mode].append(time_calls(step, None, steps, nd.waitall, blas)[0])
+    return {mode: statistics.median(v) for mode, v in samples.items()}
 
 
-def make_step(net: object, loss_fn: object, trainer: object, x: object, y: object) -> callable:
-    def step(_: object) -> None:
+def make_step(net: Any, loss_fn: Any, trainer: Any, x: Any, y: Any) -> Callable:
+    def step(_: Any) -> None:
         with autograd.record():
             loss = loss_fn(net(x), y)
         loss.backward()
@@ -181,25 +207,26 @@ def make_step(net: object, loss_fn: object, trainer: object, x: object, y: objec
     return step
 
 
-def print_tables(rows: list[tuple[str, int, float]], train: dict[int, dict[str, float]],
-                 calls: int) -> None:
-    floor = {b: t for label, b, t in rows if label == "numpy out="}
-    imperative = {(b, label.split(" / ")[1]): t for label, b, t in rows
+def print_tables(rows: list[Row], train: dict[int, dict[str, float]], calls: int,
+                 blas: int) -> None:
+    floor = {b: t for label, b, t, _ in rows if label == FLOOR}
+    imperative = {(b, label.split(" / ")[1]): t for label, b, t, _ in rows
                   if label.startswith("imperative")}
     print(f"\nforward of the seed MLP, median time per call ({calls} calls; batch 1024: "
-          f"{max(calls // 10, 10)} calls)")
-    print(f"{'row':34s} {'batch':>5s} {'us/call':>10s} {'x floor':>8s} {'speed-up':>9s}")
-    for label, batch, seconds in rows:
+          f"{max(calls // 10, 10)} calls); BLAS threads asked: {blas}")
+    print(f"{'row':34s} {'batch':>5s} {'us/call':>10s} {'x floor':>8s} {'speed-up':>9s} "
+          f"{'BLAS':>5s}")
+    for label, batch, seconds, threads in rows:
         engine_name = label.split(" / ")[1] if " / " in label else None
         speed = imperative.get((batch, engine_name))
         speed_text = f"{speed / seconds:8.2f}x" if speed and "imperative" not in label else ""
         print(f"{label:34s} {batch:5d} {seconds * 1e6:10.1f} {seconds / floor[batch]:7.2f}x "
-              f"{speed_text:>9s}")
-    print("\ntraining step (forward + loss + backward + SGD), NaiveEngine")
+              f"{speed_text:>9s} {threads:5d}")
+    print("\ntraining step (forward + loss + backward + SGD), NaiveEngine, us per step")
     for batch, times in train.items():
-        ratio = times["imperative"] / times["hybridized"]
-        print(f"{'batch':>5s} {batch:<4d} imperative {times['imperative'] * 1e6:9.1f} us   "
-              f"hybridized {times['hybridized'] * 1e6:9.1f} us   speed-up {ratio:5.2f}x")
+        base = times["imperative"]
+        parts = "   ".join(f"{mode} {t * 1e6:8.1f} ({base / t:4.2f}x)" for mode, t in times.items())
+        print(f"batch {batch:<4d} {parts}")
 
 
 def profile_hybridized() -> None:
@@ -220,13 +247,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--blas-threads", type=int, default=1)
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
     import warnings
     warnings.simplefilter("ignore")  # no hybridization reports in the table
-    rows = forward_table(args.calls, args.repeats)
-    train = {batch: training_step_times(args.repeats, batch) for batch in (1, 64)}
-    print_tables(rows, train, args.calls)
+    rows = forward_table(args.calls, args.repeats, args.blas_threads)
+    train = {batch: training_times(args.repeats, batch, args.blas_threads) for batch in (1, 64)}
+    print_tables(rows, train, args.calls, args.blas_threads)
     if args.profile:
         profile_hybridized()
 
