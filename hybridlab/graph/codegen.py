@@ -44,7 +44,6 @@ import keyword
 import linecache
 import math
 import re
-import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -121,18 +120,38 @@ def _literal(value: Any) -> str | None:
     return None
 
 
+Instance = tuple[Callable[..., tuple], list[np.ndarray]]  # (function, [its arena])
+
+
 @dataclass
 class Program:
-    """A compiled graph: ``program(*arrays) -> tuple of arrays``; ``.source`` is the code."""
+    """A compiled graph: ``program(*arrays) -> tuple of arrays``; ``.source`` is the code.
+
+    NOTE: [One arena per concurrent call] with ``static_alloc`` the generated function
+    writes into an arena bound in its globals, so two threads must not run the same
+    function at once. Rather than a lock (a ThreadedEngine worker would sit waiting),
+    the program keeps a pool of *instances*: the one compiled code object executed with
+    its own arena. A call takes a free instance, or makes one when all are busy, so
+    arenas are allocated once and there are only as many as calls ever ran together.
+    """
 
     source: str
     function: Callable[..., tuple]
     graph: Graph
     static_shape: bool = False
     filename: str = ""
-    buffers: list[np.ndarray] = field(default_factory=list)  # static_alloc's arena
     num_random: int = 0  # nodes whose kernel takes a RunContext: rt[0], rt[1], ...
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    code: Any = None  # the compiled module, to make more instances
+    table: dict[str, Any] = field(default_factory=dict, repr=False)
+    views: dict[str, tuple[int, np.dtype, tuple[int, ...]]] = field(default_factory=dict)
+    arena_bytes: int = 0
+    entry: str = "forward"  # the generated function's name
+    _free: list[Instance] = field(default_factory=list, repr=False)
+
+    @property
+    def buffers(self) -> list[np.ndarray]:
+        """The static arena of the first instance (empty without static_alloc)."""
+        return self._instance(keep=True)[1] if self.views else []
 
     def __call__(self, *arrays: np.ndarray, training: bool = False,
                  rng: np.random.Generator | Sequence[np.random.Generator] | None = None
@@ -152,18 +171,35 @@ class Program:
     def run(self, arrays: Sequence[np.ndarray], contexts: tuple[RunContext, ...] = ()
             ) -> list[np.ndarray]:
         """The call without the checks (a CachedOp made sure the inputs fit): the hot path."""
-        if not self.buffers:  # nothing is shared between calls: no lock, nothing to own
+        if not self.views:  # nothing is shared between calls: nothing to own
             return [np.asarray(r) for r in self.function(*arrays, rt=contexts)]
-        with self._lock:  # static buffers are shared by every call of this program
-            results = self.function(*arrays, rt=contexts)
-        return [self._own(np.asarray(r)) for r in results]  # ufuncs give 0-d scalars
+        function, arena = self._instance()
+        try:  # ufuncs give 0-d scalars: asarray; a result viewing the arena is copied
+            return [self._own(np.asarray(r), arena) for r in function(*arrays, rt=contexts)]
+        finally:
+            self._free.append((function, arena))
 
-    def _own(self, result: np.ndarray) -> np.ndarray:
+    def _instance(self, keep: bool = False) -> Instance:
+        """A free (function, arena) pair, made when none is free (list.pop is atomic)."""
+        try:
+            instance = self._free[-1] if keep else self._free.pop()
+        except IndexError:
+            arena = np.empty(self.arena_bytes, np.uint8)
+            scope = dict(self.table)
+            for name, (offset, dtype, shape) in self.views.items():
+                count = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+                scope[name] = arena[offset:offset + count].view(dtype).reshape(shape)
+            exec(self.code, scope)  # noqa: S102 -- our own generated, checked source
+            instance = (scope[self.entry], [arena])
+            if keep:
+                self._free.append(instance)
+        return instance
+
+    @staticmethod
+    def _own(result: np.ndarray, arena: list[np.ndarray]) -> np.ndarray:
         """An output may be a view of the arena (a reshape of a placed value): the caller
         keeps a copy, since the next call overwrites the arena."""
-        if any(np.may_share_memory(result, b) for b in self.buffers):
-            return result.copy()
-        return result
+        return result.copy() if np.may_share_memory(result, arena[0]) else result
 
     def _check_shapes(self, arrays: tuple[np.ndarray, ...]) -> None:
         for node, array in zip(self.graph.inputs, arrays):
@@ -188,10 +224,16 @@ def compile_graph(graph: Graph, static_alloc: bool = False, static_shape: bool =
     check_source(source, writer.names.created | set(writer.table) | {"rt"})
     filename = f"<hybridlab-{name}-{next(_counter)}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    code = compile(source, filename, "exec")
     scope = dict(writer.table)
-    exec(compile(source, filename, "exec"), scope)  # noqa: S102 -- our own generated source
-    return Program(source, scope[name], graph, static_shape or static_alloc, filename,
-                   writer.arena, writer.num_random)
+    if not writer.views:
+        exec(code, scope)  # noqa: S102 -- our own generated source
+    program = Program(source, scope.get(name), graph, static_shape or static_alloc, filename,
+                      writer.num_random, code, writer.table, writer.views, writer.arena_bytes,
+                      name)
+    if writer.views:
+        program.function = program._instance(keep=True)[0]
+    return program
 
 
 class _Writer:
@@ -203,7 +245,8 @@ class _Writer:
         self.names._used.add(name)
         self.plan = graph.meta.get("memory")  # in-place writes need no static_alloc
         self.static = static and self.plan is not None and self.plan.buffer_bytes[0] > 0
-        self.arena = [np.empty(self.plan.buffer_bytes[0], np.uint8)] if self.static else []
+        self.arena_bytes = self.plan.buffer_bytes[0] if self.static else 0
+        self.views: dict[str, tuple[int, np.dtype, tuple[int, ...]]] = {}  # arena slots
         self.table: dict[str, Any] = {}
         self.var: dict[tuple[int, int], str] = {}
         self.objects: dict[int, str] = {}
@@ -294,10 +337,10 @@ class _Writer:
             return self.var[host]
         if not self.static or self.plan.buffer_of.get(key) != 0:  # 0: the arena
             return None
-        aval, offset = node.aval[0], self.plan.offset_of[key]
-        count = int(np.prod(aval.shape, dtype=np.int64)) * np.dtype(aval.dtype).itemsize
-        view = self.arena[0][offset:offset + count].view(aval.dtype).reshape(aval.shape)
-        return self._bind(view, f"buf_{node.name}")
+        name = self.names.create(f"buf_{node.name}")  # the arena view, per instance
+        aval = node.aval[0]
+        self.views[name] = (self.plan.offset_of[key], np.dtype(aval.dtype), aval.shape)
+        return name
 
     def _fused_lines(self, node: Node, inputs: list[str]) -> list[str]:
         """A fused group step by step, every step writing into the group's one buffer."""
