@@ -12,7 +12,9 @@ import random
 import subprocess
 import sys
 import threading
+from typing import Any, Callable
 
+import _sync
 import numpy as np
 import pytest
 from hypothesis import example, given, settings
@@ -26,23 +28,8 @@ TIMEOUT = 20.0
 pytestmark = pytest.mark.timeout(120)  # pytest-timeout: a deadlocked wait fails fast
 
 
-def within(fn, timeout: float = TIMEOUT):
-    """Call ``fn()`` in a thread; fail if it does not return in time (a deadlock)."""
-    outcome: dict = {}
-
-    def target():
-        try:
-            outcome["value"] = fn()
-        except BaseException as exc:  # re-raised in the test's thread
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(timeout)
-    assert not thread.is_alive(), f"deadlock: {fn} did not return within {timeout}s"
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome.get("value")
+def within(fn: Callable[[], Any], timeout: float = TIMEOUT) -> Any:
+    return _sync.within(fn, timeout)
 
 
 @pytest.fixture(scope="module")

@@ -4,10 +4,10 @@ in-place ordering on every engine, save/load without pickle, per-op errors."""
 from __future__ import annotations
 
 import pickle
-import threading
 import zipfile
 from typing import Any, Callable
 
+import _sync
 import numpy as np
 import pytest
 from hypothesis import example, given, settings
@@ -31,22 +31,7 @@ pytestmark = pytest.mark.timeout(240)  # pytest-timeout: a deadlock fails this m
 
 
 def within(fn: Callable[[], Any], timeout: float = TIMEOUT) -> Any:
-    """Call ``fn()`` in a thread; fail if it does not return in time (a deadlock)."""
-    outcome: dict = {}
-
-    def target() -> None:
-        try:
-            outcome["value"] = fn()
-        except BaseException as exc:  # re-raised in the test's thread
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(timeout)
-    assert not thread.is_alive(), f"deadlock: {fn} did not return within {timeout}s"
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome.get("value")
+    return _sync.within(fn, timeout)
 
 
 @pytest.fixture(params=ENGINES)

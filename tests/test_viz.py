@@ -474,14 +474,25 @@ def test_pass_view_captions_changes_and_shows_the_memory_plan():
 
 
 def test_memory_notes_place_every_result():
+    r"""Both kinds of place: ``b`` is live while ``a`` is, so it gets arena bytes; ``a``
+    is overwritten in place by the sum, which is the output::
+
+        data --relu--> a --+
+          \--exp---> b ---+--> c = a + b   (output)
+    """
     from hybridlab.graph.passes import run_pipeline
 
-    planned, _ = run_pipeline(small_graph(), disabled=["fuse_elementwise"])
+    data = ir.var("data", Aval((4, 8), np.dtype("float32")))
+    a = ir.call("relu", [data.out()], {})
+    b = ir.call("exp", [data.out()], {})
+    c = ir.call("broadcast_add", [a.out(), b.out()], {})
+    graph = ir.Graph.from_outputs([c.out()], [data])
+    planned, _ = run_pipeline(graph, disabled=["fuse_elementwise"])
     notes = views.memory_notes(planned)
-    calls = [n for n in planned.nodes if n.kind == "call"]
-    assert set(notes) == {id(n) for n in calls}
-    assert notes[id(calls[-1])] == "own buffer 1 (output)"
-    assert all(notes[id(n)].startswith("arena bytes") for n in calls[:-1])
+    assert set(notes) == {id(a), id(b), id(c)}
+    assert notes[id(c)] == "own buffer 1 (output)"
+    assert notes[id(a)] == "in place in buffer 1 (the output's)"
+    assert notes[id(b)] == "arena bytes 0-128"
 
 
 def test_a_pass_that_only_annotates_nothing_is_not_drawn_twice():

@@ -63,6 +63,7 @@ from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
+from hybridlab.autograd import postorder  # the one graph walk (autograd sits below graph)
 from hybridlab.errors import GraphError, ShapeError
 from hybridlab.ops import registry
 from hybridlab.ops.registry import Aval, RunContext
@@ -206,29 +207,6 @@ class Graph:
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:  # IPython shows the IR
         printer.text(str(self))
-
-
-def postorder(roots: Iterable[Any], children: Callable[[Any], Sequence[Any]]) -> list[Any]:
-    """Every node reachable from ``roots``, each after its children (iterative DFS, no recursion).
-
-    The one graph walk of hybridlab: the IR sorts its nodes with it, and autograd walks its
-    tape with it (the children of a tape node are the nodes that produced its inputs).
-    """
-    order: list[Any] = []
-    seen: set[int] = set()
-    for root in roots:
-        stack = [(root, False)]
-        while stack:
-            node, expanded = stack.pop()
-            if expanded:
-                order.append(node)
-                continue
-            if id(node) in seen:
-                continue
-            seen.add(id(node))
-            stack.append((node, True))
-            stack.extend((c, False) for c in reversed(children(node)) if id(c) not in seen)
-    return order
 
 
 def toposort(roots: Iterable[Node]) -> list[Node]:

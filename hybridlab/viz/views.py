@@ -106,14 +106,17 @@ def memory_notes(graph: Any) -> dict[int, str]:
     if plan is None:
         return {}
     notes = {}
+    outputs = {(id(v.node), v.index) for v in graph.outputs}
     for node in graph.nodes:  # one line per node: its first result stands for the others
         buffer = plan.buffer_of.get((id(node), 0))
         if buffer == 0:
             start = plan.offset_of[(id(node), 0)]
             size = node.aval[0].dtype.itemsize * math.prod(node.aval[0].shape)
             notes[id(node)] = f"arena bytes {start}-{start + size}"
-        elif buffer is not None:
+        elif buffer is not None and (id(node), 0) in outputs:
             notes[id(node)] = f"own buffer {buffer} (output)"
+        elif buffer is not None:  # an earlier link of an in-place chain ending in an output
+            notes[id(node)] = f"in place in buffer {buffer} (the output's)"
     return notes
 
 

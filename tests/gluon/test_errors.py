@@ -107,13 +107,6 @@ def makes_array(F, x):
     return x + nd.array([1.0, 2.0, 3.0])  # user line: nd.array
 
 
-# Rows that need symbol.py to use errors.value_message / attribute_message and raise
-# SymbolNumberError from __float__/__int__/__index__, or (the last row) ArrayInTraceError
-# when a Symbol meets an NDArray in a dunder: remove the mark once symbol.py does so.
-NEEDS_SYMBOL_HOOK = pytest.mark.xfail(
-    reason="needs the symbol.py hook for errors.value_message / attribute_message / "
-           "SymbolNumberError / ArrayInTraceError in dunders", strict=False)
-
 CASES = [
     (branch, errors.SymbolBoolError, TypeError, "if x:", "F.where"),
     (asks_bool, errors.SymbolBoolError, TypeError, "bool(x)", "F.where"),
@@ -122,18 +115,17 @@ CASES = [
     (reads_scalar, errors.SymbolValueError, AttributeError, "asscalar()", "hybridize(False)"),
     (reads_shape, errors.SymbolShapeError, AttributeError, "x.shape[0]", "static_shape=True"),
     pytest.param(reads_scalar, errors.SymbolValueError, AttributeError, "asscalar()",
-                 "asscalar() on <Symbol", marks=NEEDS_SYMBOL_HOOK, id="names_asscalar"),
+                 "asscalar() on <Symbol", id="names_asscalar"),
     pytest.param(waits, errors.SymbolValueError, AttributeError, "x.wait_to_read()",
-                 "wait_to_read() on <Symbol", marks=NEEDS_SYMBOL_HOOK, id="waits"),
+                 "wait_to_read() on <Symbol", id="waits"),
     pytest.param(converts_to_float, errors.SymbolNumberError, TypeError, "float(x)",
-                 "F.where", marks=NEEDS_SYMBOL_HOOK, id="converts_to_float"),
+                 "F.where", id="converts_to_float"),
     pytest.param(converts_to_int, errors.SymbolNumberError, TypeError, "int(x.sum())",
-                 "hybridize(False)", marks=NEEDS_SYMBOL_HOOK, id="converts_to_int"),
+                 "hybridize(False)", id="converts_to_int"),
     pytest.param(reads_context, errors.SymbolShapeError, AttributeError, "x.context",
-                 "F.zeros_like(x)", marks=NEEDS_SYMBOL_HOOK, id="context_fix"),
+                 "F.zeros_like(x)", id="context_fix"),
     pytest.param(reads_dtype, errors.SymbolShapeError, AttributeError, "x.dtype",
-                 "static_shape=True) does not help", marks=NEEDS_SYMBOL_HOOK,
-                 id="dtype_fix"),
+                 "static_shape=True) does not help", id="dtype_fix"),
     (reads_dtype, errors.SymbolShapeError, AttributeError, "x.dtype", "F.*_like"),
     (adds_in_place, errors.SymbolInplaceError, TypeError, "x += 1", "x = x + y"),
     (assigns_items, errors.SymbolInplaceError, TypeError, "x[:] = 2", "F.where"),
@@ -142,7 +134,7 @@ CASES = [
     (takes_len, errors.SymbolIndexError, TypeError, "len(x)", "F.slice_axis"),
     (makes_array, errors.ArrayInTraceError, TypeError, "nd.array([1.0, 2.0, 3.0])", "F.ones"),
     pytest.param(adds_an_outside_ndarray, errors.ArrayInTraceError, TypeError, "x + OUTSIDE",
-                 "NDArray", marks=NEEDS_SYMBOL_HOOK, id="adds_an_outside_ndarray"),
+                 "NDArray", id="adds_an_outside_ndarray"),
 ]
 
 
