@@ -36,9 +36,11 @@ def _reshape_op(name, infer_shape, doc, attrs, aliases=()) -> OpDef:
     def infer(x: Aval, **kw) -> list[Aval]:
         return [Aval(tuple(infer_shape(x.shape, **kw)), x.dtype)]
 
+    # view=True: ``ndarray.reshape`` shares the input's memory, and the memory planner must
+    # know it (the input stays alive as long as the view, and is not pinned out of reuse)
     return register(OpDef(
         name=name, kernel=lambda x, **kw: x.reshape(infer(x, **kw)[0].shape), infer=infer,
-        grad=_grad_like, kind=Kind.OPAQUE, attrs=attrs, aliases=aliases, doc=doc))
+        grad=_grad_like, kind=Kind.OPAQUE, attrs=attrs, aliases=aliases, doc=doc, view=True))
 
 
 def reshape_codes(shape_in: tuple[int, ...], codes: tuple[int, ...], reverse: bool = False):
@@ -97,7 +99,14 @@ _reshape_op("Reshape", lambda s, shape, reverse: reshape_codes(s, shape, reverse
             "Reshape ``data`` to ``shape`` with MXNet's codes 0, -1, -2, -3, -4 "
             "(``reverse=True`` reads the codes right to left).",
             {"shape": Attr("shape"), "reverse": Attr("bool", False)}, ("reshape",))
-_reshape_op("Flatten", lambda s: (s[0], int(np.prod(s[1:]))),
+def _flatten(s: tuple[int, ...]) -> tuple[int, int]:
+    if not s:
+        raise ShapeError("Flatten: a 0-d value has no first axis to keep; give it one first "
+                         "(x.reshape((1,))), or use x.reshape((1, -1))")
+    return s[0], int(np.prod(s[1:]))
+
+
+_reshape_op("Flatten", _flatten,
             "Collapse every axis but the first: ``(N, C, H, W) -> (N, C*H*W)``.", {}, ("flatten",))
 
 
@@ -134,7 +143,8 @@ register(OpDef(
     name="reshape_like", kernel=lambda x, like: x.reshape(like.shape),
     infer=lambda x, like: _check_size("reshape_like", x, like) or [Aval(like.shape, x.dtype)],
     grad=lambda F, inputs, outputs, out_grads: [F.reshape_like(out_grads[0], inputs[0]), None],
-    kind=Kind.OPAQUE, inputs=("lhs", "rhs"), doc="Reshape ``lhs`` to the shape of ``rhs``."))
+    kind=Kind.OPAQUE, inputs=("lhs", "rhs"), view=True,
+    doc="Reshape ``lhs`` to the shape of ``rhs``."))
 
 
 def _perm(shape, axes):

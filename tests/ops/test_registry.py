@@ -473,3 +473,73 @@ def test_every_default_lies_within_its_declared_range():
         for key, spec in op.attrs.items():
             if spec.default is not registry.REQUIRED and (spec.low, spec.high) != (None, None):
                 registry.parse_attr_value(op.name, key, spec, spec.default)  # no error
+
+
+# --- memory facts the planner relies on: ``view`` and ``kernel_out`` ----------------------
+
+def _memory_rows(wanted):
+    from test_registry_table import ROWS
+
+    return [pytest.param(row, id=row.id) for row in ROWS if wanted(OPS[row.op])]
+
+
+def _run_kernel(row):
+    from test_registry_table import _inputs
+
+    op = OPS[row.op]
+    arrays = _inputs(row, np.dtype("float32"))
+    return arrays, op.kernel(*arrays, **op.parse_attrs(row.attrs))
+
+
+@pytest.mark.parametrize("row", _memory_rows(lambda op: op.view))
+def test_ops_declared_views_return_a_view_of_their_first_input(row):
+    """``view=True`` tells the memory planner the result owns no memory; a kernel that
+    copied would make the plan under-count, so the claim is checked on the real kernel."""
+    arrays, result = _run_kernel(row)
+    assert np.shares_memory(result, arrays[0])
+
+
+@pytest.mark.parametrize("row", _memory_rows(lambda op: op.kernel_out is not None))
+def test_ops_with_an_out_form_return_fresh_arrays(row):
+    """The ``kernel_out`` promise: the plain kernel never returns a view of an input, so
+    the compiler may later write into its result."""
+    arrays, result = _run_kernel(row)
+    assert not any(np.shares_memory(result, a) for a in arrays)
+
+
+def test_reshape_ops_are_views():
+    for name in ("Reshape", "Flatten", "expand_dims", "squeeze", "reshape_like"):
+        assert get(name).view, name
+
+
+def test_a_reshape_does_not_pin_its_input_out_of_the_static_arena():
+    """::
+
+        x -> relu -> Flatten -> dot(., w)
+    Flatten returns a view of relu's result: relu's result may live in the arena (it
+    stays alive as long as the view), and the program still computes the right thing."""
+    from hybridlab.graph import ir
+    from hybridlab.graph.codegen import compile_graph
+    from hybridlab.graph.passes import run_pipeline
+
+    f32 = np.dtype("float32")
+    x, w = ir.var("x", Aval((4, 2, 3), f32)), ir.var("w", Aval((6, 5), f32))
+    relu = ir.call("relu", [x.out()], name="relu0")
+    flat = ir.call("Flatten", [relu.out()], name="flatten0")
+    product = ir.call("dot", [flat.out(), w.out()], name="dot0")
+    graph, _ = run_pipeline(ir.Graph.from_outputs([product.out()], [x, w]), verify=True)
+    plan = graph.meta["memory"]
+    relu_key = next((id(n), 0) for n in graph.nodes if n.op == "relu")
+    assert plan.buffer_of.get(relu_key) == 0  # in the arena, not pinned out of it
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(s).astype(f32) for s in ((4, 2, 3), (6, 5))]
+    program = compile_graph(graph, static_alloc=True)
+    for _ in range(2):  # the second call reuses the arena
+        (out,) = program(*arrays)
+        np.testing.assert_allclose(out, np.maximum(arrays[0], 0).reshape(4, 6) @ arrays[1],
+                                   rtol=1e-6)
+
+
+def test_flatten_of_a_0d_value_is_a_shape_error():
+    with pytest.raises(ShapeError, match=r"Flatten: a 0-d value has no first axis"):
+        get("Flatten").infer(Aval((), np.dtype("float32")))
