@@ -25,7 +25,8 @@ def _sum_like_kernel(x: np.ndarray, like: np.ndarray) -> np.ndarray:
     extra = x.ndim - like.ndim
     axes = tuple(range(extra)) + tuple(
         i + extra for i, n in enumerate(like.shape) if n == 1 and x.shape[i + extra] != 1)
-    return x.sum(axis=axes).reshape(like.shape) if axes else x
+    # dtype=x.dtype: numpy would sum int32 into int64; the shape rule promises x's dtype
+    return x.sum(axis=axes, dtype=x.dtype).reshape(like.shape) if axes else x
 
 
 def _sum_like_infer(x: Aval, like: Aval) -> list[Aval]:

@@ -50,7 +50,7 @@ def reduced_shape(shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool)
     return tuple(n for i, n in enumerate(shape) if i not in axes) or (1,)
 
 
-def _reduction(name, numpy_fn, grad, doc, aliases=(), keep_dtype=True) -> OpDef:
+def _reduction(name, numpy_fn, grad, doc, aliases=()) -> OpDef:
     def infer(x: Aval, axis, keepdims, exclude) -> list[Aval]:
         axes = reduced_axes(name, x.shape, axis, exclude)
         return [Aval(reduced_shape(x.shape, axes, keepdims), x.dtype)]
@@ -68,7 +68,10 @@ def _unreduce_kernel(g, like, axis, keepdims, exclude, mean):
     axes = reduced_axes("_unreduce", like.shape, axis, exclude)
     spread = np.broadcast_to(g.reshape(reduced_shape(like.shape, axes, True)), like.shape)
     count = int(np.prod([like.shape[a] for a in axes]))
-    return spread / np.asarray(count, g.dtype) if mean else spread.copy()
+    if not mean:
+        return spread.copy()
+    # dividing integers gives float64: the shape rule promises g's dtype (truncated, like sqrt)
+    return (spread / np.asarray(count, g.dtype)).astype(g.dtype, copy=False)
 
 
 register(OpDef(

@@ -400,18 +400,8 @@ def test_every_composite_takes_a_name():
 def _contract_rows():
     from test_registry_table import ROWS  # the one table of inputs for every op
 
-    known = {  # kernels in modules this table does not own; remove when they are fixed
-        ("sum_like", "int32"): "ops/broadcast.py: np.sum promotes int32 to int64",
-        ("_unreduce-mean", "int32"): "ops/reduce.py: the mean's division gives float64",
-    }
-    rows = []
-    for row in ROWS:
-        for dtype in ("int32", "float16", "float64"):
-            key = row.op + ("-mean" if row.attrs.get("mean") else "")
-            reason = known.get((key, dtype))
-            marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
-            rows.append(pytest.param(row, dtype, marks=marks, id=f"{row.id}-{dtype}"))
-    return rows
+    return [pytest.param(row, dtype, id=f"{row.id}-{dtype}")
+            for row in ROWS for dtype in ("int32", "float16", "float64")]
 
 
 @pytest.mark.parametrize("row, dtype", _contract_rows())
@@ -543,3 +533,15 @@ def test_a_reshape_does_not_pin_its_input_out_of_the_static_arena():
 def test_flatten_of_a_0d_value_is_a_shape_error():
     with pytest.raises(ShapeError, match=r"Flatten: a 0-d value has no first axis"):
         get("Flatten").infer(Aval((), np.dtype("float32")))
+
+
+def test_integer_gradients_of_broadcasting_and_mean_keep_the_integer_dtype():
+    """``sum_like`` of int32 used to come back int64 and the mean's ``_unreduce`` float64;
+    the values are the integer sums and the truncated quotients."""
+    x = np.arange(6, dtype=np.int32).reshape(2, 3)
+    summed = eager.sum_like(x, np.zeros((1, 3), np.int32)).data
+    assert summed.dtype == np.int32
+    np.testing.assert_array_equal(summed, [[3, 5, 7]])
+    spread = eager._unreduce(np.array([7, 9], np.int32), x, axis=1, mean=True).data
+    assert spread.dtype == np.int32
+    np.testing.assert_array_equal(spread, [[2, 2, 2], [3, 3, 3]])
