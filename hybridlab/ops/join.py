@@ -37,7 +37,7 @@ def _concat_infer(*xs: Aval, dim: int, num_args: int) -> list[Aval]:
         raise ShapeError(f"concat: cannot join shapes {[x.shape for x in xs]} along dim {dim}; "
                          "all other dimensions must be equal (and dim in range)")
     size = sum(x.shape[axis] for x in xs)
-    dtype = np.result_type(*(x.dtype for x in xs))
+    dtype = _infer.promote(*(x.dtype for x in xs))  # int32 with float32 is float32, as in +
     return [Aval(first[:axis] + (size,) + first[axis + 1:], dtype)]
 
 
@@ -51,8 +51,12 @@ def _concat_grad(F, inputs, outputs, out_grads, dim, num_args):
     return [F._concat_part(out_grads[0], *inputs, dim=dim, index=i) for i in range(len(inputs))]
 
 
+def _concat(*xs: np.ndarray, dim: int, num_args: int) -> np.ndarray:
+    return np.concatenate(xs, axis=dim, dtype=_infer.promote(*(x.dtype for x in xs)))
+
+
 register(OpDef(
-    name="Concat", kernel=lambda *xs, dim, num_args: np.concatenate(xs, axis=dim),
+    name="Concat", kernel=_concat,
     infer=_concat_infer, grad=_concat_grad, kind=Kind.OPAQUE, inputs=("*data",),
     attrs={"dim": Attr("int", 1), "num_args": Attr("int", 0)},
     aliases=("concat",), doc="Join the inputs along axis ``dim``."))
@@ -71,7 +75,7 @@ register(OpDef(
 
 
 def _split_infer(x: Aval, num_outputs: int, axis: int, squeeze_axis: bool) -> list[Aval]:
-    if num_outputs < 1 or not -len(x.shape) <= axis < len(x.shape) or x.shape[axis] % num_outputs:
+    if not -len(x.shape) <= axis < len(x.shape) or x.shape[axis] % num_outputs:
         raise ShapeError(f"split: cannot split shape {x.shape} into {num_outputs} equal parts "
                          f"along axis {axis}")
     part = x.shape[:axis % len(x.shape)] + (x.shape[axis] // num_outputs,) + x.shape[axis:][1:]
@@ -96,7 +100,8 @@ def _split_grad(F, inputs, outputs, out_grads, num_outputs, axis, squeeze_axis):
 register(OpDef(
     name="SliceChannel", kernel=_split_kernel, infer=_split_infer, grad=_split_grad,
     kind=Kind.OPAQUE, num_outputs=lambda attrs: attrs["num_outputs"], aliases=("split",),
-    attrs={"num_outputs": Attr("int"), "axis": Attr("int", 1), "squeeze_axis": Attr("bool", False)},
+    attrs={"num_outputs": Attr("int", low=1), "axis": Attr("int", 1),
+           "squeeze_axis": Attr("bool", False)},
     doc="Split into ``num_outputs`` equal parts along ``axis`` (several outputs)."))
 
 

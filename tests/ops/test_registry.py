@@ -298,7 +298,6 @@ def test_broadcast_infer_agrees_with_numpy(left, right):
     (lambda: eager.zeros(shape=(2, -1)), r"_zeros: shape \(2, -1\) is not a valid array shape"),
     (lambda: eager.random.normal(shape=()), r"_random_normal: shape \(\) is not a valid"),
     (lambda: eager.one_hot(np.zeros(2, np.float32), depth=0), r"one_hot: depth=0 must be"),
-    (lambda: eager.split(X23, num_outputs=0), r"split: cannot split shape \(2, 3\) into 0"),
     (lambda: eager.sum_like(np.ones(4, np.float32), np.ones((1, 4), np.float32)),
      r"sum_like: shape \(1, 4\) does not broadcast to \(4,\)"),
     (lambda: eager.broadcast_axis(X23, axis=4, size=2), r"broadcast_axis: axis 4 and size "
@@ -427,6 +426,10 @@ def test_integers_meeting_floats_take_the_float_type_like_mxnet(left, right, exp
     assert product.data.dtype == np.dtype(expected)
     fc = eager.FullyConnected(a, b, np.zeros(2, right), num_hidden=2)
     assert fc.data.dtype == np.dtype(expected)
+    joined = eager.concat(a, b, dim=0)  # concat promotes like the binary ops
+    assert joined.data.dtype == np.dtype(expected)
+    assert get("concat").infer(Aval(a.shape, a.dtype), Aval(b.shape, b.dtype),
+                               dim=0, num_args=0)[0].dtype == np.dtype(expected)
 
 
 def test_integer_maths_truncates_into_the_integer_dtype():
@@ -452,6 +455,8 @@ def test_integer_maths_truncates_into_the_integer_dtype():
     ("Pooling", {"kernel": (2, 2), "stride": (0, 1)}, r"'stride' must be >= 1"),
     ("add_n", {"num_args": -1}, r"'num_args' must be >= 0"),
     ("_dropout_mask", {"p": 1.5}, r"'p' must be >= 0 and <= 1"),
+    ("split", {"num_outputs": 0}, r"SliceChannel: attribute 'num_outputs' must be >= 1, got 0"),
+    ("SliceChannel", {"num_outputs": "-2"}, r"'num_outputs' must be >= 1, got '-2'"),
 ])
 def test_attribute_values_out_of_range_are_refused_at_the_call(op, attrs, message):
     with pytest.raises(AttributeValueError, match=message):
