@@ -23,7 +23,10 @@ For ``x.attach_grad(); with autograd.record(): y = (x * x).sum()`` the tape is::
 
 and ``y.backward()`` runs ``sum``'s rule (ones shaped like ``t``), then ``mul``'s rule,
 which returns one gradient per input; both are ``x``'s, so they are added: ``2 * x``.
-Ops without a gradient rule (samplers, ``argmax``) are not recorded: constants.
+Ops without a gradient rule (samplers, ``argmax``) are not recorded: constants. Ops whose
+gradient exists but has no rule (``OpDef.grad_missing``: the backward of ``dot``, seen
+only when a gradient is differentiated again) are recorded, and a gradient reaching one
+raises :class:`MissingGradientError` -- never a silent zero, as in ``graph.autodiff``.
 
 Invariants
 ----------
@@ -46,7 +49,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from hybridlab.errors import GraphReleasedError, NotRecordedError
+from hybridlab.errors import GraphReleasedError, MissingGradientError, NotRecordedError
 
 GRAD_REQS = ("write", "add", "null")
 
@@ -147,8 +150,10 @@ def record_op(op: Any, attrs: dict, inputs: Sequence[Any], outputs: Sequence[Any
 
     Ops without a gradient rule (samplers, Dropout's mask, ``argmax``, ``one_hot``) are
     not recorded: their outputs are constants for autograd, so no gradient flows back.
+    An op whose gradient exists but is not written (``grad_missing``) is recorded, so
+    that a gradient reaching it can say so (see :func:`_check_rule`).
     """
-    if op.grad is None:
+    if op.grad is None and not getattr(op, "grad_missing", ""):  # a CachedOp has no field
         return
     for x in inputs:
         if x._ag is not None:
@@ -193,6 +198,15 @@ def _topological_order(heads: Sequence[Any]) -> list[Node]:
     return postorder([h._ag[0] for h in heads if isinstance(h._ag, tuple)], producers)
 
 
+def _check_rule(op: Any) -> None:
+    """A gradient reached an op that has a gradient but no rule written for it."""
+    if getattr(op, "grad_missing", ""):
+        raise MissingGradientError(
+            f"cannot differentiate '{op.name}': {op.grad_missing}. A gradient taken with "
+            "create_graph=True went through it, and a zero would be wrong; differentiate the "
+            "forward computation (not a gradient that already holds backward ops)")
+
+
 def _check_heads(heads: Sequence[Any], head_grads: Sequence[Any]) -> None:
     if len(head_grads) != len(heads):
         raise ValueError(f"got {len(heads)} head(s) but {len(head_grads)} head gradient(s)")
@@ -229,6 +243,7 @@ def _propagate(heads: list, head_grads: list, retain_graph: bool, create_graph: 
             found = [grads.get(id(out)) for out in node.outputs]
             if all(g is None for g in found):
                 continue
+            _check_rule(node.op)
             out_grads = [nd.from_numpy(np.zeros(out.shape, out.dtype)) if g is None else g[1]
                          for out, g in zip(node.outputs, found)]
             in_grads = node.op.grad(nd, list(node.inputs), list(node.outputs), out_grads,

@@ -284,6 +284,19 @@ class GraphReleasedError(MXNetError):
     """
 
 
+class MissingGradientError(MXNetError):
+    """A gradient of a gradient went through an op whose own gradient rule is not written.
+
+    ``autograd.grad(..., create_graph=True)`` records the backward computation so it can
+    be differentiated again. Some backward ops (``_dot_grad_lhs``, ``_conv_data_grad``,
+    ``_pooling_grad``) have a gradient in mathematics but no rule in the registry
+    (``OpDef.grad_missing``), so instead of a silent zero -- a wrong answer that looks
+    right -- the second ``backward`` stops here and names the op. Fix: build the model
+    from ops whose backward is differentiable (``FullyConnected``'s gradient is written
+    with ``dot``, which has one), or take a single gradient.
+    """
+
+
 class NotRecordedError(MXNetError):
     """``backward()`` on an array that no recorded operation produced.
 

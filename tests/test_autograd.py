@@ -9,7 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hybridlab import autograd, engine, nd
-from hybridlab.errors import GraphReleasedError, MXNetError, NotRecordedError
+from hybridlab.errors import (
+    GraphReleasedError,
+    MissingGradientError,
+    MXNetError,
+    NotRecordedError,
+)
 
 pytestmark = pytest.mark.timeout(120)  # pytest-timeout: a deadlocked wait fails fast
 
@@ -139,6 +144,63 @@ def test_second_order_with_create_graph():
     np.testing.assert_array_equal(dx.asnumpy(), [3.0, 12.0])
     dx.backward()
     np.testing.assert_array_equal(x.grad.asnumpy(), [6.0, 12.0])
+
+
+_X = np.arange(12.0).reshape(4, 3) - 5
+_SELECTIONS = {  # f(x) and the mask of the elements of x it selects (once each)
+    "slice": (lambda x: x[1:3], np.isin(np.arange(4), [1, 2])[:, None]),
+    "slice_axis": (lambda x: nd.slice_axis(x, axis=1, begin=1, end=None),
+                   np.arange(3)[None, :] > 0),
+    "pick": (lambda x: nd.pick(x, nd.array([2, 0, 1, 2])), np.eye(3)[[2, 0, 1, 2]] > 0),
+    "take": (lambda x: nd.take(x, nd.array([3, 0])), np.isin(np.arange(4), [3, 0])[:, None]),
+    "concat": (lambda x: nd.concat(nd.ones((1, 3)), x, dim=0), np.ones((4, 3), bool)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_SELECTIONS))
+def test_second_order_through_a_selection_backward(name):
+    """d/dx sum((dL/dx)^2) for L = sum(f(x)^2): dL/dx = 2x where f selects, so the answer
+    is 8x there. The backward ops (``_slice_grad``, ``_pick_grad``, ``_take_grad``,
+    ``_concat_part``) are linear, so their own gradient rules give it (never zeros)."""
+    select, mask = _SELECTIONS[name]
+    x = nd.array(_X, dtype="float64")
+    x.attach_grad()
+    with autograd.record():
+        first = autograd.grad((select(x) ** 2).sum(), x, create_graph=True)
+        penalty = (first * first).sum()
+    penalty.backward()
+    np.testing.assert_allclose(first.asnumpy(), 2 * _X * np.broadcast_to(mask, _X.shape))
+    np.testing.assert_allclose(x.grad.asnumpy(), 8 * _X * np.broadcast_to(mask, _X.shape))
+
+
+def test_second_order_through_fully_connected_matches_the_formula():
+    """L = sum(x W^T + b): dL/dx has every row s = column sums of W, so
+    P = sum((dL/dx)^2) = n * sum(s^2) and dP/dW[i, j] = 2 n s[j]."""
+    x, w, b = (nd.array(v, dtype="float64") for v in (_X, _X[:2] / 3, np.ones(2)))
+    for array in (x, w):
+        array.attach_grad()
+    with autograd.record():
+        first = autograd.grad(nd.FullyConnected(x, w, b, num_hidden=2).sum(), x,
+                              create_graph=True)
+        penalty = (first * first).sum()
+    penalty.backward()
+    columns = (_X[:2] / 3).sum(axis=0)
+    np.testing.assert_allclose(w.grad.asnumpy(), np.tile(2 * 4 * columns, (2, 1)))
+
+
+def test_second_order_through_a_missing_rule_is_an_error_not_zeros():
+    """dot's backward ops have no gradient rule (``OpDef.grad_missing``): differentiating
+    a gradient through them raises, where it used to leave zeros in ``w.grad``."""
+    x, w = nd.array(_X, dtype="float64"), nd.array(_X.T[:, :2], dtype="float64")
+    for array in (x, w):
+        array.attach_grad()
+    with autograd.record():
+        first = autograd.grad(nd.dot(x, w).sum(), x, create_graph=True)
+        penalty = (first * first).sum()
+    with pytest.raises(MissingGradientError, match=r"cannot differentiate '_dot_grad_lhs': "
+                                                   r"dot's backward has no second order"):
+        penalty.backward()
+    assert issubclass(MissingGradientError, MXNetError)
 
 
 def test_second_backward_needs_retain_graph():

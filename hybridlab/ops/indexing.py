@@ -7,7 +7,9 @@ array of zeros (the input's shape) with the output gradient written -- or, when 
 element may be selected twice as in ``take``, *added* -- where the elements came from.
 Each selection has an internal backward op (``_slice_grad``, ``_pick_grad``,
 ``_take_grad``) that receives the forward input as ``like``, so the rule never needs a
-shape that a Symbol may not know yet.
+shape that a Symbol may not know yet. A scatter is linear in the gradient it scatters,
+so its own VJP is the selection again (``_pick_grad``'s is ``pick``): gradients of
+gradients (``autograd.grad(..., create_graph=True)``) go through these ops too.
 
 Invariants
 ----------
@@ -77,8 +79,15 @@ def _slice_grad(g: np.ndarray, like: np.ndarray, **attrs) -> np.ndarray:
     return out
 
 
+def _reslice(F, inputs, outputs, out_grads, begin, end, step, axis):
+    """``_slice_grad``'s VJP: select the same slice of its output gradient."""
+    if axis is None:
+        return [F.slice(out_grads[0], begin=begin, end=end, step=step), None]
+    return [F.slice_axis(out_grads[0], axis=axis, begin=begin[0], end=end[0]), None]
+
+
 register(OpDef(
-    name="_slice_grad", kernel=_slice_grad, grad=None, kind=Kind.OPAQUE,
+    name="_slice_grad", kernel=_slice_grad, grad=_reslice, kind=Kind.OPAQUE,
     infer=lambda g, like, **attrs: [Aval(like.shape, g.dtype)], inputs=("data", "like"),
     attrs={**_SLICE_ATTRS, "axis": Attr("index", None)},
     doc="Zeros shaped like ``like`` with ``data`` written into the slice (a slice's VJP)."))
@@ -130,7 +139,9 @@ register(OpDef(
     doc="``data[..., index, ...]`` along ``axis``: one element per row (e.g. the probability "
         "of the true class)."))
 register(OpDef(
-    name="_pick_grad", kernel=_pick_grad, grad=None, kind=Kind.OPAQUE,
+    name="_pick_grad", kernel=_pick_grad, kind=Kind.OPAQUE,
+    grad=lambda F, inputs, outputs, out_grads, **kw: [F.pick(out_grads[0], inputs[2], **kw),
+                                                      None, None],
     infer=lambda g, x, index, **kw: [Aval(x.shape, g.dtype)], inputs=("data", "like", "index"),
     attrs=_PICK_ATTRS, doc="Zeros shaped like ``like`` with ``data`` at the picked places."))
 
@@ -160,7 +171,9 @@ register(OpDef(
                                                       None],
     doc="Rows (slices along ``axis``) of ``a`` chosen by ``indices`` (an embedding lookup)."))
 register(OpDef(
-    name="_take_grad", kernel=_take_grad, grad=None, kind=Kind.OPAQUE, attrs=_TAKE_ATTRS,
+    name="_take_grad", kernel=_take_grad, kind=Kind.OPAQUE, attrs=_TAKE_ATTRS,
+    grad=lambda F, inputs, outputs, out_grads, **kw: [F.take(out_grads[0], inputs[2], **kw),
+                                                      None, None],
     infer=lambda g, a, indices, **kw: [Aval(a.shape, g.dtype)], inputs=("data", "a", "indices"),
     doc="``take``'s VJP: ``data`` added into zeros shaped like ``a`` at ``indices``."))
 

@@ -67,9 +67,15 @@ def _concat_part(g: np.ndarray, *xs: np.ndarray, dim: int, index: int) -> np.nda
     return np.take(g, np.arange(start, start + xs[index].shape[dim]), axis=dim)
 
 
+def _concat_part_grad(F, inputs, outputs, out_grads, dim, index):
+    """Linear in ``data``: its VJP puts the part's gradient back between zeros."""
+    parts = [out_grads[0] if i == index else F.zeros_like(x) for i, x in enumerate(inputs[1:])]
+    return [F.concat(*parts, dim=dim)] + [None] * (len(inputs) - 1)
+
+
 register(OpDef(
-    name="_concat_part", kernel=_concat_part,
-    infer=lambda g, *xs, dim, index: [Aval(xs[index].shape, g.dtype)], grad=None,
+    name="_concat_part", kernel=_concat_part, grad=_concat_part_grad,
+    infer=lambda g, *xs, dim, index: [Aval(xs[index].shape, g.dtype)],
     kind=Kind.OPAQUE, inputs=("*data",), attrs={"dim": Attr("int"), "index": Attr("int")},
     doc="The part of ``concat``'s gradient ``data[0]`` that belongs to input ``index + 1``."))
 

@@ -97,7 +97,8 @@ for _which, (_name, _kernel) in enumerate((("_dot_grad_lhs", _dot_grad_lhs),
                                           ("_dot_grad_rhs", _dot_grad_rhs))):
     register(OpDef(
         name=_name, kernel=_kernel, kind=Kind.OPAQUE, attrs=_TRANSPOSES,
-        grad=None, grad_missing="dot's backward has no second order",
+        grad=None, grad_missing="dot's backward has no second order (FullyConnected's has: "
+                                "its gradient is written with dot)",
         inputs=("data", "lhs", "rhs"),
         infer=lambda g, *operands, _which=_which, **t: [Aval(operands[_which].shape, g.dtype)],
         doc=f"``dot``'s gradient for its input {_which} (0: lhs, 1: rhs); no second order."))

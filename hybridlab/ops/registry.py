@@ -39,7 +39,8 @@ Vocabulary
               ``grad=None`` means *no gradient by design*: the outputs are constants for
               autograd (random draws, masks, ``argmax``), unless ``grad_missing`` says
               why a gradient that exists is not written (the second order of
-              backward-only ops): ``graph.autodiff`` then fails loudly, never gives zeros.
+              backward-only ops): ``graph.autodiff`` and the ``autograd`` tape then fail
+              loudly, never give zeros.
 ``infer_params`` optional, for layers with weights: ``infer_params(data_aval, **attrs)
               -> {input name: shape}``, so ``sym.infer_shape(data=...)`` fills the
               parameters' shapes (``fc1_weight``) as MXNet did.
