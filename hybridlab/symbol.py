@@ -104,14 +104,11 @@ class Symbol:
         return f"<Symbol {self.name}>"
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        """Jupyter draws a Symbol as its graph; the text form stays MXNet's ``<Symbol x>``."""
-        try:
-            from hybridlab.viz import graph as viz_graph
-            bundle = dict(viz_graph.mimebundle(self))
-        except (ImportError, errors.GraphvizNotFoundError):  # no drawing library: text only
-            bundle = {}
-        bundle["text/plain"] = repr(self)
-        return bundle
+        """Jupyter draws a Symbol as its graph; the text form stays MXNet's ``<Symbol x>``
+        (followed by the one-line install hint when graphviz is missing)."""
+        from hybridlab.viz.graph import mimebundle  # lazy: viz is heavy and optional
+
+        return mimebundle(self, text=repr(self))
 
     def to_graph(self) -> Graph:
         """The compiler's view: a :class:`~hybridlab.graph.ir.Graph` of this symbol."""

@@ -1,5 +1,7 @@
 """Symbols: composition through the registry, listing, shapes, teaching errors, running."""
 
+import shutil
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -263,10 +265,19 @@ def test_to_graph_is_the_compiler_ir():
                                        "%1 = relu(%0) : float32[1,4]", "return %1"]
 
 
-def test_repr_mimebundle_keeps_the_mxnet_text_form():
+@pytest.mark.skipif(shutil.which("dot") is None, reason="graphviz 'dot' not installed")
+def test_repr_mimebundle_draws_the_graph_and_keeps_the_mxnet_text_form():
     bundle = sym.relu(sym.var("data"))._repr_mimebundle_()
     assert bundle["text/plain"] == "<Symbol relu0>"
-    assert set(bundle) <= {"text/plain", "image/svg+xml"}
+    assert set(bundle) == {"text/plain", "image/svg+xml"} and "relu" in bundle["image/svg+xml"]
+
+
+def test_repr_mimebundle_without_dot_shows_the_text_and_the_install_hint(monkeypatch):
+    from hybridlab.viz.graph import INSTALL_HINT
+
+    monkeypatch.setenv("PATH", "/nonexistent")  # as tests/test_viz.py: no `dot` to find
+    bundle = sym.relu(sym.var("data"))._repr_mimebundle_()
+    assert bundle == {"text/plain": f"<Symbol relu0>\n{INSTALL_HINT}"}
 
 
 # ---------------------------------------------------------------------------------------

@@ -208,6 +208,13 @@ class Graph:
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:  # IPython shows the IR
         printer.text(str(self))
 
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        """Jupyter draws the graph, with its summary as text (and the install hint when
+        graphviz is missing); ``print(graph)`` still gives the IR."""
+        from hybridlab.viz.graph import mimebundle  # lazy: viz is heavy and optional
+
+        return mimebundle(self)
+
 
 def toposort(roots: Iterable[Node]) -> list[Node]:
     """Every node the roots depend on, inputs before users."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import shutil
 
 import numpy as np
 import pytest
@@ -136,3 +137,28 @@ def test_toposort_handles_deep_chains_without_recursion():
     for _ in range(5000):
         value = ir.call("relu", [value]).out()
     assert len(ir.toposort([value.node])) == 5001
+
+
+# --- display in Jupyter ----------------------------------------------------------------
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="graphviz 'dot' not installed")
+def test_a_graph_displays_as_a_drawing_with_its_summary():
+    graph = bias_relu_chain()
+    bundle = graph._repr_mimebundle_()
+    assert bundle["text/plain"].startswith("Graph(nodes=5, inputs=2")
+    assert "<svg" in bundle["image/svg+xml"] and "relu" in bundle["image/svg+xml"]
+
+
+def test_a_graph_without_dot_shows_its_summary_and_the_install_hint(monkeypatch):
+    from hybridlab.viz.graph import INSTALL_HINT
+
+    monkeypatch.setenv("PATH", "/nonexistent")  # as tests/test_viz.py: no `dot` to find
+    bundle = bias_relu_chain()._repr_mimebundle_()
+    assert set(bundle) == {"text/plain"}
+    summary, hint = bundle["text/plain"].split("\n")
+    assert summary.startswith("Graph(nodes=5, inputs=2") and hint == INSTALL_HINT
+
+
+def test_ipython_pretty_printing_still_shows_the_ir():
+    pretty = pytest.importorskip("IPython.lib.pretty").pretty
+    assert pretty(bias_relu_chain()) == str(bias_relu_chain())
