@@ -41,6 +41,7 @@ Invariants
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import dataclasses
 import json
@@ -391,12 +392,47 @@ def _shape_message(symbol: Symbol, what: str) -> str:
 
 
 def _index_message(symbol: Symbol, index: Any) -> str:
-    what, meaning = (("len(x)", "the number of outputs") if index == "len" else
-                     (f"x[{index!r}]", f"output {index!r} of a grouped symbol"))
+    if isinstance(index, str):  # "len": len(x) or iterating
+        what, meaning, fix = "len(x)", "the number of outputs", _index_fix(0)
+    else:
+        key = _key_text(index)
+        what, meaning, fix = f"x[{key}]", f"output(s) {key} of a grouped symbol", _index_fix(index)
     return (f"{what} on {symbol!r}{_where(symbol)}: a Symbol is not an array. MXNet read this "
             f"as {meaning}, which differs from the NDArray meaning. "
-            f"Fix: F.slice_axis(x, axis=0, begin=0, end=1), F.take or F.split; group outputs "
+            f"Fix: {fix}, F.take or F.split; group outputs "
             f"with sym.Group([...]) before indexing them")
+
+
+def _key_text(key: Any) -> str:
+    """An index as the user wrote it: ``:, 0``, not ``(slice(None, None, None), 0)``.
+    (``builtins.slice``: this module's ``slice`` is the registry operator.)"""
+    if isinstance(key, tuple):
+        return ", ".join(map(_key_text, key)) if key else "()"
+    if isinstance(key, builtins.slice):
+        start, stop, step = ("" if v is None else repr(v) for v in (key.start, key.stop, key.step))
+        return f"{start}:{stop}" + (f":{step}" if step else "")
+    return "..." if key is Ellipsis else repr(key)
+
+
+def _index_fix(key: Any) -> str:
+    """``F.slice_axis`` on the first axis the key does not take whole (``x[:, 0]``: axis 1;
+    after ``...`` axes count from the end: ``x[..., 0]``: axis -1)."""
+    parts = key if isinstance(key, tuple) else (key,)
+    for position, part in enumerate(parts):
+        if part is Ellipsis or (isinstance(part, builtins.slice) and part == builtins.slice(None)):
+            continue
+        axis = position - len(parts) if any(p is Ellipsis for p in parts[:position]) else position
+        if isinstance(part, (int, np.integer)) and not isinstance(part, bool):
+            end = None if part == -1 else part + 1
+            return f"F.slice_axis(x, axis={axis}, begin={part}, end={end})"
+        if isinstance(part, builtins.slice) and part.step in (None, 1):
+            return f"F.slice_axis(x, axis={axis}, begin={part.start or 0}, end={part.stop})"
+        if part is None:
+            return f"F.expand_dims(x, axis={axis})"
+        if isinstance(part, builtins.slice):
+            return f"F.slice(x, begin=..., end=..., step=...) with the step on axis {axis}"
+        return f"F.take(x, indices, axis={axis})"
+    return "F.identity(x)"
 
 
 def _check_unique_names(nodes: Sequence[Node], where: str) -> None:

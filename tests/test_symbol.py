@@ -96,6 +96,40 @@ def test_indexing_a_single_symbol_is_refused_with_a_fix():
         list(x)
 
 
+@pytest.mark.parametrize("key, written, fix", [
+    ((slice(None), 0), "x[:, 0]", "F.slice_axis(x, axis=1, begin=0, end=1)"),
+    (slice(1, 3), "x[1:3]", "F.slice_axis(x, axis=0, begin=1, end=3)"),
+    ((slice(None), slice(None), slice(-3, None)), "x[:, :, -3:]",
+     "F.slice_axis(x, axis=2, begin=-3, end=None)"),
+    ((Ellipsis, -1), "x[..., -1]", "F.slice_axis(x, axis=-1, begin=-1, end=None)"),
+    ((slice(None), [1, 2]), "x[:, [1, 2]]", "F.take(x, indices, axis=1)"),
+    (slice(None, None, 2), "x[::2]", "F.slice(x, begin=..., end=..., step=...)"),
+    ((slice(None), None), "x[:, None]", "F.expand_dims(x, axis=1)"),
+])
+def test_indexing_errors_show_the_key_as_written_and_the_right_axis(key, written, fix):
+    with pytest.raises(errors.SymbolIndexError) as caught:
+        sym.var("x")[key]
+    message = str(caught.value)
+    assert message.startswith(f"{written} on <Symbol x>") and f"Fix: {fix}" in message
+    assert "slice(None" not in message
+
+
+def test_errors_name_a_notebook_cell_by_its_file_name_only(monkeypatch):
+    """A notebook cell's file is /tmp/ipykernel_<pid>/<hash>.py: the directory changes
+    with every kernel, so "created at" shows only ``<hash>.py:line``."""
+    import linecache
+
+    cell = "/tmp/ipykernel_9611/1234567.py"
+    source = "x = sym.var('x') + 1\n"
+    monkeypatch.setitem(linecache.cache, cell, (len(source), None, [source], cell))
+    scope = {"sym": sym}
+    exec(compile(source, cell, "exec"), scope)
+    with pytest.raises(errors.SymbolIndexError) as caught:
+        scope["x"][0]
+    assert "(created at 1234567.py:1: x = sym.var('x') + 1)" in str(caught.value)
+    assert "ipykernel" not in str(caught.value)
+
+
 def test_multi_output_operators_give_grouped_symbols():
     x = sym.var("x", shape=(4, 6))
     parts = sym.split(x, num_outputs=2, axis=1)

@@ -125,13 +125,17 @@ def freeze(value: Any) -> Any:
 
 
 def user_origin() -> str | None:
-    """``"file:line: code"`` of the innermost stack frame outside hybridlab (for errors)."""
+    """``"file.py:line: code"`` of the innermost stack frame outside hybridlab (for errors).
+
+    The file's base name only, as the "at" of block errors: a notebook cell's file is
+    ``/tmp/ipykernel_<pid>/<hash>.py``, whose directory changes with every kernel.
+    """
     frame = sys._getframe(1)  # walking frames is cheap; formatting a whole stack is not
     while frame is not None:
         filename = frame.f_code.co_filename
         if not os.path.abspath(filename).startswith(_PACKAGE_DIR):
             line = linecache.getline(filename, frame.f_lineno).strip()
-            return f"{filename}:{frame.f_lineno}: {line}"
+            return f"{os.path.basename(filename)}:{frame.f_lineno}: {line}"
         frame = frame.f_back
     return None
 
