@@ -6,8 +6,11 @@ A Python ``if`` on a Symbol cannot be traced: there is no value to test. The gra
 needs control flow *as operators*. hybridlab builds them from operators that already
 exist, one definition for ``nd`` and ``sym`` alike:
 
-* ``cond(pred, then_func, else_func)`` computes both branches and selects with
-  ``where`` -- right for pure branches, and the price is computing both;
+* ``cond(pred, then_func, else_func)``, traced, computes both branches and selects with
+  ``where`` -- right for pure branches, and the price is computing both. Imperatively,
+  as in MXNet's ``nd.contrib.cond``, ``nd`` reads a one-element ``pred`` and runs only
+  the branch it selects (a ``pred`` with several elements selects elementwise, as the
+  traced form does);
 * ``foreach(body, data, init_states)`` runs ``body`` over the first axis of ``data``
   (an array, or a list of arrays read in step), unrolled: the length comes from the
   (traced) shape, so one program per length;
@@ -55,7 +58,10 @@ def _select(F: Any, mask: Any, new: Any, old: Any) -> Any:
 
 
 def cond(F: Any, pred: Any, then_func: Callable, else_func: Callable) -> Any:
-    """``then_func()`` where ``pred`` is non-zero, else ``else_func()`` (both are computed)."""
+    """``then_func()`` where ``pred`` is non-zero, else ``else_func()``: traced, both are
+    computed; imperatively only the chosen one, when ``pred`` has one element."""
+    if F is ndarray and getattr(pred, "size", 1) == 1:  # a value to read: a Python `if`
+        return then_func() if bool(pred) else else_func()
     then_out, else_out = then_func(), else_func()
     chosen = [_select(F, pred, a, b) for a, b in zip(_as_list(then_out), _as_list(else_out))]
     return chosen if isinstance(then_out, (list, tuple)) else chosen[0]
@@ -110,8 +116,7 @@ def _run_while(cond: Callable, func: Callable, loop_vars: Any,
     """The imperative loop: ``func`` runs only while ``cond`` holds (read at each step)."""
     variables, outputs, out = _as_list(loop_vars), [], None
     while max_iterations is None or len(outputs) < max_iterations:
-        test = cond(*variables)
-        if not (test.asscalar() if hasattr(test, "asscalar") else test):
+        if not cond(*variables):  # NDArray's bool reads its one value (a sync point)
             break
         out, new_vars = func(*variables)
         outputs.append(_step_list(out))

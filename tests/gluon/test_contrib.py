@@ -66,6 +66,46 @@ def test_cond_picks_the_branch():
     np.testing.assert_array_equal(other.asnumpy(), [0, 1])
 
 
+def _never():
+    raise AssertionError("the branch the predicate did not select ran")
+
+
+def test_imperative_cond_runs_only_the_branch_the_predicate_selects():
+    """As MXNet's nd.contrib.cond: the other branch may even be one that would fail."""
+    x = nd.array([1.0, 2.0])
+    np.testing.assert_array_equal(nd.contrib.cond(nd.array([1.0]), lambda: x + 1,
+                                                  _never).asnumpy(), [2, 3])
+    np.testing.assert_array_equal(nd.contrib.cond(x.sum() > 5, _never,
+                                                  lambda: x - 1).asnumpy(), [0, 1])
+    assert nd.contrib.cond(True, lambda: "then", _never) == "then"  # a Python predicate too
+
+
+def test_cond_with_several_predicate_values_selects_elementwise_in_both_forms():
+    x = nd.array([1.0, 2.0])
+    chosen = nd.contrib.cond(nd.array([1.0, 0.0]), lambda: x + 1, lambda: x - 1)
+    np.testing.assert_array_equal(chosen.asnumpy(), [2, 1])
+
+
+def test_traced_cond_holds_both_branches_and_imperative_runs_one():
+    calls = []
+
+    def tracked(F, x):
+        def branch(name, value):
+            def run():
+                calls.append(name)
+                return value
+            return run
+        return F.contrib.cond(x.sum() > 10, branch("then", x * 0), branch("else", x * 2))
+
+    net = Body(tracked)
+    x = nd.array([1.0, 2.0])
+    np.testing.assert_array_equal(net(x).asnumpy(), [2, 4])
+    assert calls == ["else"]
+    net.hybridize()
+    np.testing.assert_array_equal(net(x).asnumpy(), [2, 4])
+    assert calls == ["else", "then", "else"]  # the trace: a graph holds both branches
+
+
 def test_imperative_while_loop_may_omit_max_iterations_and_runs_only_while_cond_holds():
     calls = []
 
