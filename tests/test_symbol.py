@@ -114,6 +114,49 @@ def test_indexing_errors_show_the_key_as_written_and_the_right_axis(key, written
     assert "slice(None" not in message
 
 
+@st.composite
+def _one_axis_keys(draw):
+    """A shape and a key that takes every axis whole but one (written with or without
+    ``...``), where it picks an index or a non-empty unit-step slice."""
+    shape = tuple(draw(st.lists(st.integers(1, 4), min_size=1, max_size=4)))
+    axis = draw(st.integers(0, len(shape) - 1))
+    size = shape[axis]
+    bound = st.none() | st.integers(-size, size - 1)
+    part = draw(st.integers(-size, size - 1) | st.builds(slice, bound, bound).filter(
+        lambda piece: len(range(size)[piece]) > 0))  # MXNet has no empty arrays
+    if draw(st.booleans()):  # counted from the end after an Ellipsis
+        return shape, (Ellipsis, part) + (slice(None),) * (len(shape) - 1 - axis)
+    return shape, (slice(None),) * axis + (part,)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_one_axis_keys())
+def test_the_suggested_slice_axis_selects_what_the_key_selects(case):
+    """The fix in the message, run on an NDArray, gives what numpy's ``x[key]`` gives
+    (an index keeps its axis, of length 1), and the key prints as numpy reads it back."""
+    shape, key = case
+    with pytest.raises(errors.SymbolIndexError) as caught:
+        sym.var("x")[key]
+    message = str(caught.value)
+    written = message.split(" on <Symbol x>")[0]
+    read_back = eval(f"np.s_{written[1:]}")  # the key as written reads back as itself
+    assert (read_back if isinstance(read_back, tuple) else (read_back,)) == key
+    fix = message.split("Fix: F.")[1].split(", F.take")[0]
+    values = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
+    x = mx.nd.array(values)
+    if not fix.startswith("slice_axis("):
+        assert fix == "identity(x)" and all(k == slice(None) for k in key[1:])
+        return
+    got = eval(f"mx.nd.{fix}", {"mx": mx, "x": x}).asnumpy()
+    index, part = next((i, k) for i, k in enumerate(key)
+                       if k is not Ellipsis and k != slice(None))
+    axis = index if key[0] is not Ellipsis else index - len(key)
+    expected = values[key]
+    if isinstance(part, int):
+        expected = np.expand_dims(expected, axis % len(shape))
+    np.testing.assert_array_equal(got, expected)
+
+
 def test_errors_name_a_notebook_cell_by_its_file_name_only(monkeypatch):
     """A notebook cell's file is /tmp/ipykernel_<pid>/<hash>.py: the directory changes
     with every kernel, so "created at" shows only ``<hash>.py:line``."""
