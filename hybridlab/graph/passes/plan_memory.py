@@ -32,8 +32,10 @@ caller keeps that array) or a pinned value: those are allocated fresh on each ca
 The numbers, all for the ``static_alloc`` program as generated, in bytes:
 
 * ``unplanned`` -- every result in a buffer of its own, none freed (views own nothing);
-* ``bound`` -- the most bytes live at one step (outputs from their step to the end): no
-  plan that keeps each value in one place does better, in-place writes aside;
+* ``bound`` -- the most bytes live at one step, a chain of in-place writes counting as the
+  one buffer it is (outputs live from their step to the end): no way of placing these
+  buffers does better, so ``planned >= bound`` always, and ``planned / bound`` measures
+  the packing;
 * ``planned`` -- what the program holds at its peak: the arena, plus the results its
   kernels allocate (outputs and non-placeable values) live at the worst step.
 
@@ -97,10 +99,10 @@ def plan_memory(graph: Graph) -> tuple[Graph, list[str]]:
         plan.buffer_bytes.append(values.nbytes[chain[0]])
     owning = values.owning()
     plan.unplanned = sum(values.nbytes[k] for k in owning)
-    plan.bound = values.peak([values.span([k]) for k in owning])
     in_chains = {k for chain in chains for k in chain}
-    allocated = [values.span(c) for c in chains if c not in arena]  # kernels allocate them
-    allocated += [values.span([k]) for k in owning if k not in in_chains]
+    alone = [values.span([k]) for k in owning if k not in in_chains]  # kernels allocate them
+    allocated = [values.span(c) for c in chains if c not in arena] + alone
+    plan.bound = values.peak([values.span(c) for c in chains] + alone)
     plan.planned = plan.buffer_bytes[0] + values.peak(allocated)
     annotated = Graph(graph.nodes, graph.inputs, graph.outputs, {**graph.meta, "memory": plan})
     return annotated, [str(plan)]
