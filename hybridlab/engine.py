@@ -270,8 +270,12 @@ class Engine:
         writes = task.writes
         for var in task.reads:
             if var not in writes:  # an in-place var is handled as a write below
-                if var._writer is not None:
-                    sources.append(var._writer)
+                writer = var._writer
+                # a writer that finished without failing can neither block nor poison
+                # ``task``: leave it out (a parameter read by every call has one)
+                if writer is not None and (writer.dependents is not None
+                                           or writer.failure is not None):
+                    sources.append(writer)
                 var_readers = var._readers
                 if var_readers is None:
                     var_readers = var._readers = collections.deque()

@@ -44,7 +44,13 @@ _EXTRA_FIX = {
                      "F.contrib.while_loop",
 }
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_STATE = threading.local()
+
+
+class _State(threading.local):
+    stack: list[TraceFrame] | tuple = ()  # per thread; the class default: nothing traced
+
+
+_STATE = _State()
 
 
 @dataclass
@@ -59,7 +65,7 @@ class TraceFrame:
 
 def current() -> TraceFrame | None:
     """The innermost trace in progress on this thread, or None when running imperatively."""
-    stack = getattr(_STATE, "stack", None)
+    stack = _STATE.stack  # asked on every call of a hybridized block: one attribute read
     return stack[-1] if stack else None
 
 

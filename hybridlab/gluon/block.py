@@ -199,6 +199,14 @@ def _check_flags(active: Any, flags: dict[str, Any]) -> None:
             raise TypeError(f"hybridize(): {key} must be True or False, got {value!r}")
 
 
+def _only_ndarrays(args: tuple) -> bool:
+    """True when every input is an NDArray (and there is one): the hybridized call."""
+    for arg in args:
+        if not isinstance(arg, ndarray.NDArray):
+            return False
+    return bool(args)
+
+
 def _are_symbols(block: Block, args: tuple) -> bool:
     """True for Symbol inputs, False for NDArrays; anything else is a clear error."""
     if args:
@@ -260,10 +268,10 @@ class HybridBlock(Block):
         return mimebundle(self, text=repr(self))
 
     def __call__(self, *args: Any) -> Any:
-        if _are_symbols(self, args):
+        if self._active and _only_ndarrays(args) and _trace.current() is None:
+            return self._call_compiled(args)  # the hot path: the checks for it come first
+        if _are_symbols(self, args):  # (the clear errors for anything else are in here)
             return self._trace_call(*args)
-        if self._active and _trace.current() is None:
-            return self._call_compiled(*args)
         self._finish_deferred_init(*args)
         return self.forward(*args)
 
@@ -341,7 +349,7 @@ class HybridBlock(Block):
         return _Program(graph, CachedOp(graph, **self._flags), names, feed, outputs,
                         [param for param, _ in aux_updates], as_tuple)
 
-    def _call_compiled(self, *args: Any) -> Any:
+    def _call_compiled(self, args: tuple) -> Any:
         key: tuple = (autograd.is_training(),)
         if self._flags["static_shape"]:
             key += tuple([(a.shape, a.dtype) for a in args])  # str(dtype) costs ~3 us
@@ -386,10 +394,18 @@ class _Program:
         self.outputs, self.num_outputs = outputs, len(outputs)
         self.in_avals: list[tuple] = []  # (shape, dtype) of the traced inputs
         self.aux_targets, self.as_tuple = aux_targets, as_tuple
+        self._params: list = []  # the feed's NDArrays, gathered on the first call
 
     def run(self, args: tuple) -> Any:
-        # p._data, not p.data(): the hot path skips its checks (data() raises if None)
-        given = [*args, *[p.data() if p._data is None else p._data for p in self.feed]]
+        # NOTE: [Parameters gathered once] a Parameter keeps one NDArray for life (NOTE
+        # [One NDArray per Parameter] in parameter.py), so the list of the NDArrays to
+        # feed is made on the first call and reused: a call does not ask each parameter
+        # again. ``p.data()`` raises the clear error for one not initialised yet (and then
+        # nothing is kept, so the next call asks again).
+        params = self._params
+        if len(params) != len(self.feed):
+            params = self._params = [p.data() for p in self.feed]
+        given = [*args, *params]
         results = self.op(*(given if self.positions is None
                              else [given[i] for i in self.positions]))
         if self.num_outputs == 1 and not self.aux_targets:  # the common case: nothing else

@@ -19,6 +19,12 @@ order of creation, and is what ``collect_params()`` returns and ``Trainer`` upda
 
 Invariants: a Parameter's ``shape`` only gains information (a 0 may become a size, a
 size never changes); its NDArray, once created, always has exactly that shape.
+
+NOTE: [One NDArray per Parameter] once created, a Parameter's NDArray is the same object
+for the Parameter's whole life: new values (``set_data``, ``initialize(force_reinit=
+True)``, ``load_parameters``) are *copied into* it by an engine op. So a compiled program
+can gather its parameters' NDArrays once and keep the list (``block._Program``), and a
+Trainer's or user's reference to ``p.data()`` never goes stale.
 """
 
 from __future__ import annotations
@@ -113,8 +119,11 @@ class Parameter:
             raise DeferredInitializationError(
                 f"Parameter {self.name!r}: shape {self.shape} is still unknown after "
                 f"shape inference; pass the input size (e.g. in_units=/in_channels=)")
-        self._set_fresh(self._deferred(self._shape, self.dtype))
-        self._deferred = None
+        values, self._deferred = self._deferred(self._shape, self.dtype), None
+        if self._data is None:
+            self._set_fresh(values)
+        else:  # force_reinit: NOTE [One NDArray per Parameter]
+            values.copyto(self._data)
 
     def data(self, ctx: Any = None) -> Any:
         """The parameter's NDArray; while a block is traced, its Symbol ``var()``.

@@ -42,6 +42,8 @@ class _Entry:
     out_avals: list[Aval]  # outputs, then residuals
     num_outputs: int
     in_avals: list[Aval]
+    training: bool  # with in_avals and needs: the signature it was compiled for
+    needs: tuple[bool, ...] = ()  # while recording: which inputs want a gradient
     saved_inputs: tuple[int, ...] = ()  # inputs the backward reads again
     wanted: tuple[int, ...] = ()  # inputs the backward returns a gradient for
 
@@ -70,22 +72,41 @@ class CachedOp:
         return "\n".join(parts)
 
     def __call__(self, *inputs: Any) -> Any:
-        # NOTE: [The hot path] a hybridized block spends its framework time here: the
-        # signature lookup, one NDArray per result and one engine push. Keep it lean.
-        if len(inputs) != self._num_inputs:
-            raise TypeError(f"CachedOp takes {self._num_inputs} inputs "
-                            f"{[n.name for n in self.graph.inputs]}, got {len(inputs)}")
+        # NOTE: [The hot path] a hybridized block spends its framework time here, once per
+        # call: find the program for the signature, make one NDArray per result, push one
+        # engine op. Everything that can be decided at compile time was (normal avals,
+        # the number of random nodes); what is left is a few list comprehensions.
         mode = autograd._MODE  # the flags themselves: this runs on every call
-        training = mode.training
-        # which inputs want a gradient (autograd's own test): the data and labels do not
-        needs = tuple([x._ag is not None for x in inputs]) if mode.recording else ()
-        entry = self._lookup(inputs, training, needs)
-        results = [ndarray.empty_like_aval(a) for a in entry.out_avals]
-        # one generator per random node, drawn now in node order: the same stream the
-        # imperative engine would draw, so hybridize() does not change the numbers
+        try:
+            avals = [x._aval for x in inputs]
+            # which inputs want a gradient (autograd's own test): the data and labels do not
+            needs = tuple([x._ag is not None for x in inputs]) if mode.recording else ()
+        except AttributeError:  # not an NDArray: say so here, not deep in the program
+            kinds = ", ".join(type(x).__name__ for x in inputs)
+            raise TypeError(f"CachedOp inputs {[n.name for n in self.graph.inputs]} must be "
+                            f"NDArrays, got ({kinds}); convert with nd.array(...)") from None
+        # NOTE: [The last signature first] a loop calls with the signature of its last
+        # call: compare with that entry before hashing anything (an *inline cache*, as
+        # CPython's bytecode caches attribute lookups). ``!=`` on two lists of avals
+        # compares element by element and skips any pair that is the same object, so a
+        # parameter's unchanged aval costs one identity test. Any difference (shape,
+        # dtype, mode, number of inputs) goes the slow way, through the dictionary.
+        entry = self._last
+        if (entry is None or avals != entry.in_avals or mode.training != entry.training
+                or needs != entry.needs):
+            entry = self._lookup(avals, mode.training, needs)
+        else:
+            self.stats["hits"] += 1
+        for x in inputs:  # cheap when every input has its values (always, on NaiveEngine)
+            if x._data is None:
+                ndarray._check_computed(x)  # its op failed, and said so: refuse to run
+        # out_avals were normalised at compile time: the constructor without the checks
+        results = [ndarray._new(a) for a in entry.out_avals]
         program, contexts = entry.forward, ()
         if program.num_random:  # (most graphs have none: skip the generator expression)
-            contexts = tuple(RunContext(training, random.next_generator())
+            # one generator per random node, drawn now in node order: the stream the
+            # imperative engine would draw, so hybridize() does not change the numbers
+            contexts = tuple(RunContext(entry.training, random.next_generator())
                              for _ in range(program.num_random))
         _push(program, inputs, results, contexts, "CachedOp")
         if entry.backward is not None:
@@ -94,20 +115,24 @@ class CachedOp:
             autograd.record_op(_TapeOp(entry, saved), {}, list(inputs), outputs)
         return results[0] if entry.num_outputs == 1 else results[:entry.num_outputs]
 
-    def _lookup(self, inputs: Sequence[Any], training: bool, needs: tuple) -> _Entry:
-        # np.dtype objects hash fast; their .name is slow enough to show in profiles
-        key = (tuple([(x.shape, x.dtype) for x in inputs]), training, needs)
+    def _lookup(self, avals: list[Aval], training: bool, needs: tuple) -> _Entry:
+        """The entry for this signature from the cache, compiled on a miss."""
+        if len(avals) != self._num_inputs:
+            raise TypeError(f"CachedOp takes {self._num_inputs} inputs "
+                            f"{[n.name for n in self.graph.inputs]}, got {len(avals)}")
+        key = (tuple(avals), training, needs)
         entry = self._cache.get(key)
         if entry is None:
             self.stats["misses"] += 1
-            avals = [Aval(tuple(x.shape), np.dtype(x.dtype)) for x in inputs]
-            entry = self._cache[key] = self._compile(avals, needs)
+            normal = [Aval(tuple(a.shape), np.dtype(a.dtype)) for a in avals]
+            entry = self._cache[key] = self._compile(normal, training, needs)
+            entry.in_avals = avals  # these very objects: NOTE [The last signature first]
         else:
             self.stats["hits"] += 1
         self._last = entry
         return entry
 
-    def _compile(self, avals: list[Aval], needs: tuple[bool, ...]) -> _Entry:
+    def _compile(self, avals: list[Aval], training: bool, needs: tuple[bool, ...]) -> _Entry:
         graph = ir.infer_shapes(self.graph, avals)
         backward, saved, wanted = None, (), tuple(i for i, need in enumerate(needs) if need)
         if wanted:  # recording, and some input wants its gradient
@@ -118,7 +143,7 @@ class CachedOp:
         # normalised once here, so each call can make its results from them as they are
         out_avals = [Aval(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in graph.outputs]
         return _Entry(self._program(graph, "forward"), backward, out_avals,
-                      len(self.graph.outputs), avals, saved, wanted)
+                      len(self.graph.outputs), avals, training, needs, saved, wanted)
 
     def _program(self, graph: ir.Graph, name: str) -> Program:
         optimised, _ = run_pipeline(graph, disabled=self.disabled)

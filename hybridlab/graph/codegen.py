@@ -146,6 +146,7 @@ class Program:
     views: dict[str, tuple[int, np.dtype, tuple[int, ...]]] = field(default_factory=dict)
     arena_bytes: int = 0
     entry: str = "forward"  # the generated function's name
+    scalar_outputs: tuple[int, ...] = ()  # outputs that may come back as numpy scalars
     _free: list[Instance] = field(default_factory=list, repr=False)
 
     @property
@@ -169,15 +170,22 @@ class Program:
         return tuple(self.run(arrays, contexts))
 
     def run(self, arrays: Sequence[np.ndarray], contexts: tuple[RunContext, ...] = ()
-            ) -> list[np.ndarray]:
+            ) -> Sequence[np.ndarray]:
         """The call without the checks (a CachedOp made sure the inputs fit): the hot path."""
         if not self.views:  # nothing is shared between calls: nothing to own
-            return [np.asarray(r) for r in self.function(*arrays, rt=contexts)]
+            results = self.function(*arrays, rt=contexts)
+            return self._as_arrays(results) if self.scalar_outputs else results
         function, arena = self._instance()
-        try:  # ufuncs give 0-d scalars: asarray; a result viewing the arena is copied
-            return [self._own(np.asarray(r), arena) for r in function(*arrays, rt=contexts)]
+        try:  # a result viewing the arena is copied
+            return [self._own(r, arena) for r in self._as_arrays(function(*arrays, rt=contexts))]
         finally:
             self._free.append((function, arena))
+
+    def _as_arrays(self, results: tuple) -> list[np.ndarray]:
+        """NOTE: [0-d results] a ufunc given 0-d arrays returns a numpy *scalar*, which is
+        not an array (no ``out=``, not writable). Only outputs whose shape is ``()`` (or
+        unknown) can be one, so only those are converted: ``compile_graph`` lists them."""
+        return [np.asarray(r) if i in self.scalar_outputs else r for i, r in enumerate(results)]
 
     def _instance(self, keep: bool = False) -> Instance:
         """A free (function, arena) pair, made when none is free (list.pop is atomic)."""
@@ -228,9 +236,10 @@ def compile_graph(graph: Graph, static_alloc: bool = False, static_shape: bool =
     scope = dict(writer.table)
     if not writer.views:
         exec(code, scope)  # noqa: S102 -- our own generated source
+    scalars = tuple(i for i, v in enumerate(graph.outputs) if v.aval is None or not v.aval.shape)
     program = Program(source, scope.get(name), graph, static_shape or static_alloc, filename,
                       writer.num_random, code, writer.table, writer.views, writer.arena_bytes,
-                      name)
+                      name, scalars)
     if writer.views:
         program.function = program._instance(keep=True)[0]
     return program

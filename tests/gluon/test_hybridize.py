@@ -443,3 +443,46 @@ def test_imports_lists_the_arguments_the_params_file_lacks(tmp_path):
     nd.save(param_file, arrays)
     with pytest.raises(ValueError, match=r"no values for \['dense1_bias'\]"):
         gluon.SymbolBlock.imports(symbol_file, ["data"], param_file)
+
+
+def test_new_parameter_values_reach_the_compiled_program():
+    """The compiled call keeps the list of its parameters' NDArrays (NOTE [Parameters
+    gathered once]); set_data and force_reinit copy into those same NDArrays, so the
+    next call computes with the new values."""
+    net = build(["dense_relu"])
+    x = nd.array(np.random.default_rng(0).normal(size=(2, 3)))
+    net.hybridize()
+    before = net(x).asnumpy()
+    weights = [p for p in net.collect_params().values() if p.name.endswith("weight")]
+    kept = [p.data() for p in weights]
+    weights[0].set_data(np.full(weights[0].shape, 0.5, np.float32))
+    halves = net(x).asnumpy()
+    net.initialize(mx.init.One(), force_reinit=True)
+    ones = net(x).asnumpy()
+    assert all(p.data() is k for p, k in zip(weights, kept))  # one NDArray per Parameter
+    hidden = np.maximum(x.asnumpy().sum(axis=1, keepdims=True), 0)  # 4 equal units
+    np.testing.assert_allclose(ones, np.repeat(4 * hidden, 2, axis=1), rtol=1e-5)  # bias 0
+    assert not np.allclose(before, halves) and not np.allclose(halves, ones)
+
+
+def test_a_parameter_never_initialised_is_named_at_every_hybridized_call():
+    net = nn.Dense(2, in_units=3)
+    net.hybridize()
+    for _ in range(2):  # the failed first call keeps nothing: the second says it again
+        with pytest.raises(RuntimeError, match=r"'dense\d+_weight' has not been initialized"):
+            net(nd.ones((1, 3)))
+    net.initialize()
+    assert net(nd.ones((1, 3))).shape == (1, 2)
+
+
+def test_a_hybridized_block_refuses_anything_but_ndarrays_or_symbols():
+    from hybridlab.errors import BlockInputError
+
+    net = build(["dense_relu"])
+    net.hybridize()
+    net(nd.ones((1, 3)))
+    with pytest.raises(BlockInputError, match=r"called with \(ndarray\).*nd\.array\(x\)"):
+        net(np.ones((1, 3)))
+    with pytest.raises(BlockInputError, match="no input"):
+        net()
+    assert isinstance(net(mx.sym.var("data")), mx.sym.Symbol)

@@ -199,3 +199,73 @@ def test_int32_plus_float32_is_float32_in_every_mode():
     got = CachedOp(total)(a, b)
     assert got.asnumpy().dtype == np.float32
     np.testing.assert_array_equal(got.asnumpy(), [1.5, 2.25])
+
+
+def test_the_last_signature_fast_path_still_notices_every_change():
+    """Hits reuse the entry of the last call; a new shape, dtype, number of inputs or
+    training flag must still go to its own program (NOTE [The last signature first])."""
+    op = CachedOp(bias_relu_chain())
+    x, b = _nd(4, 8), _nd(8)
+    for _ in range(3):
+        op(x, b)
+    op(_nd(2, 8), b)  # new shape
+    op(x.astype("float64"), b.astype("float64"))  # new dtype
+    with mx.autograd.train_mode():  # new training flag
+        op(x, b)
+    op(mx.nd.array(x.asnumpy()), b)  # equal shape and dtype, a fresh aval object: a hit
+    assert op.stats == {"hits": 3, "misses": 4}
+    assert op(_nd(2, 8), b).shape == (2, 8) and op(x, b).shape == (4, 8)
+    with pytest.raises(TypeError, match=r"takes 2 inputs \['x', 'b'\], got 3"):
+        op(x, b, b)
+    expected = ir.evaluate(bias_relu_chain(), x.asnumpy(), b.asnumpy())[0]
+    np.testing.assert_allclose(op(x, b).asnumpy(), expected)
+
+
+def test_an_input_that_is_not_an_ndarray_is_a_clear_error():
+    wanted = r"inputs \['x', 'b'\] must be NDArrays, got \(ndarray, NDArray\)"
+    with pytest.raises(TypeError, match=wanted):
+        CachedOp(bias_relu_chain())(np.ones((4, 8), np.float32), _nd(8))
+
+
+def _failed_array(shape: tuple) -> mx.nd.NDArray:
+    """An NDArray whose op failed, the failure already reported (its buffer stays None)."""
+    from hybridlab.errors import MXNetError
+    from hybridlab.ops.registry import Aval, Kind, OpDef
+
+    def failing(data):
+        raise FloatingPointError("boom")
+    op = OpDef("broken_kernel", failing, lambda a: [Aval(a.shape, a.dtype)], None,
+               Kind.ELEMENTWISE)
+    broken = mx.nd._apply(op, [mx.nd.ones(shape)], {})
+    with pytest.raises(MXNetError, match="operator 'broken_kernel' failed"):
+        broken.wait_to_read()  # reported once; from now on it just has no values
+    return broken
+
+
+@pytest.mark.parametrize("engine_name", ["ThreadedEngine", "StepEngine"])
+def test_an_input_whose_op_failed_gets_ndarrays_error_not_a_crash_in_numpy(engine_name):
+    from hybridlab.errors import MXNetError
+
+    with engine.engine_scope(engine_name):
+        bad, op = _failed_array((4, 8)), CachedOp(bias_relu_chain())
+        never = r"(?s)shape \(4, 8\) has no values: operator 'broken_kernel'.*boom"
+        with pytest.raises(MXNetError, match=never) as info:
+            op(bad, _nd(8))
+        assert isinstance(info.value.__cause__, FloatingPointError)
+        assert op(_nd(4, 8), _nd(8)).asnumpy().shape == (4, 8)  # the op itself is fine
+
+
+def test_zero_dimensional_results_are_arrays():
+    """A ufunc on a 0-d array returns a numpy scalar: only the outputs of shape () are
+    converted, the others are passed on as they are (NOTE [0-d results] in codegen)."""
+    from hybridlab.ndarray import from_numpy
+    from hybridlab.ops.registry import get
+
+    x = mx.sym.var("x")
+    op = CachedOp(mx.sym.Group([mx.sym.relu(x), mx.sym.relu(mx.sym.var("y"))]))
+    zero_d = from_numpy(np.array(-1.5, np.float32))
+    assert not isinstance(get("relu").kernel(zero_d.asnumpy()), np.ndarray)  # the hazard
+    scalar, vector = op(zero_d, _nd(5))
+    assert type(scalar.asnumpy()) is np.ndarray and scalar.asnumpy().shape == ()
+    assert type(vector.asnumpy()) is np.ndarray and vector.shape == (5,)
+    assert op._last.forward.scalar_outputs == (0,)
