@@ -168,10 +168,23 @@ class Callback:
         current().remove_callback(self)
 
 
+class _InternalFiles(dict):
+    """file name -> is it ours? Worked out once per file (``__missing__``): every push on
+    a ThreadedEngine looks up where it came from, and a hybridized call is several frames
+    deep in the package, so a dict lookup per frame beats a string comparison."""
+
+    def __missing__(self, filename: str) -> bool:
+        internal = self[filename] = filename.startswith(_INTERNAL)
+        return internal
+
+
+_IS_INTERNAL = _InternalFiles()  # one entry per file that ever pushed an op
+
+
 def _user_line() -> tuple[str, int]:
     """(filename, line) of the innermost caller outside the hybridlab package."""
     frame = sys._getframe(2)
-    while frame is not None and frame.f_code.co_filename.startswith(_INTERNAL):
+    while frame is not None and _IS_INTERNAL[frame.f_code.co_filename]:
         frame = frame.f_back
     return (frame.f_code.co_filename, frame.f_lineno) if frame else ("<unknown>", 0)
 

@@ -10,6 +10,9 @@ Each update is pushed to the engine as **one operation** that reads the gradient
 writes the weight and the optimizer state (MXNet's fused ``sgd_mom_update``/
 ``adam_update``): it is ordered after the backward pass that wrote the gradient and
 before any later forward pass that reads the weight, without the Python waiting.
+The new weights go into a fresh buffer that the weight's NDArray then holds (NOTE
+[Immutable buffers] in ndarray.py: ``w.detach()`` may share the old one, which must
+keep its values); the optimizer states are the Trainer's own and change in place.
 
 SGD:   ``state = momentum*state - lr*(g + wd*w);  w += state``   (plain: ``w -= lr*(g+wd*w)``)
 Adam:  ``m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g*g;  w -= lr_t * m / (sqrt(v) + eps)``
@@ -98,28 +101,27 @@ def _bind(optimizer: str, weight: Any, grad: Any, states: list, hyper: dict) -> 
     update = _sgd_update if optimizer == "sgd" else _adam_update
 
     def kernel() -> None:
-        update(weight._data, grad._data, states, **hyper)
+        weight._data = update(weight._data, grad._data, states, **hyper)
 
     return kernel
 
 
 def _sgd_update(w: np.ndarray, g: np.ndarray, states: list, learning_rate: float,
-                momentum: float, wd: float, rescale: float, **unused: Any) -> None:
-    # (learning_rate * rescale) is one Python float: one temporary array, not three
-    step = (learning_rate * rescale) * g
+                momentum: float, wd: float, rescale: float, **unused: Any) -> np.ndarray:
+    """The new weights, in a fresh array (``step``: one temporary, reused for the result)."""
+    step = (learning_rate * rescale) * g  # one Python float times g: a fresh array
     if wd:
         step += (learning_rate * wd) * w
     if momentum:
         states[0] *= momentum
         states[0] -= step
-        w += states[0]
-    else:
-        w -= step
+        return np.add(w, states[0], out=step)
+    return np.subtract(w, step, out=step)
 
 
 def _adam_update(w: np.ndarray, g: np.ndarray, states: list, learning_rate: float,
                  beta1: float, beta2: float, epsilon: float, wd: float, rescale: float,
-                 t: int, **unused: Any) -> None:
+                 t: int, **unused: Any) -> np.ndarray:
     grad = g * rescale + wd * w if wd else g * rescale
     mean, var = states
     mean *= beta1
@@ -127,4 +129,4 @@ def _adam_update(w: np.ndarray, g: np.ndarray, states: list, learning_rate: floa
     var *= beta2
     var += (1 - beta2) * grad * grad
     lr_t = learning_rate * np.sqrt(1 - beta2 ** t) / (1 - beta1 ** t)
-    w -= (lr_t * mean / (np.sqrt(var) + epsilon)).astype(w.dtype)
+    return w - (lr_t * mean / (np.sqrt(var) + epsilon)).astype(w.dtype)

@@ -56,3 +56,23 @@ def test_unknown_optimizer_and_parameter_are_named():
         gluon.Trainer([w], "rmsprop")
     with pytest.raises(ValueError, match=r"sgd: unknown optimizer parameter\(s\) \['beta1'\]"):
         gluon.Trainer([w], "sgd", {"beta1": 0.9})
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_a_step_leaves_arrays_sharing_the_old_weights_alone(optimizer):
+    """NOTE [Immutable buffers]: ``detach()`` may share the weight's buffer, so the update
+    writes a fresh one instead of changing the old one in place."""
+    from hybridlab import engine
+
+    with engine.engine_scope("NaiveEngine"):  # detach() shares the buffer at once here
+        w = gluon.Parameter("w", shape=(2,))
+        w.initialize()
+        w.set_data(nd.array([1.0, -2.0]))
+        old = w.data().detach()
+        shared = old._data is w.data()._data
+        with autograd.record():
+            loss = (w.data() * nd.array([2.0, 4.0])).sum()
+        loss.backward()
+        gluon.Trainer([w], optimizer, {"learning_rate": 0.1}).step(2)
+        np.testing.assert_array_equal(old.asnumpy(), [1.0, -2.0])
+        assert shared and not np.allclose(w.data().asnumpy(), [1.0, -2.0])
