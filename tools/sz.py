@@ -47,7 +47,7 @@ BUDGETS: dict[str, int] = {
     "hybridlab/ops/shape.py": 140,
     "hybridlab/ops/linalg.py": 135,  # + infer_params; kernel_out for dot/FC; dtype promotion
     "hybridlab/ops/random.py": 40,
-    "hybridlab/engine.py": 550,  # + callback-error reports, convoy-free finishing, busy-only BLAS
+    "hybridlab/engine.py": 555,  # + hook-error reports, convoy-free finishing, BLAS, origin cache
     "hybridlab/ndarray.py": 410,  # + never-computed-array errors, nd.<typo> hints, head_grad
     "hybridlab/context.py": 50,  # mx.cpu/gpu/Context: devices exist only for MXNet compatibility
     "hybridlab/random.py": 40,  # ARCHITECTURE.md: mx.random.seed and the seed stream
