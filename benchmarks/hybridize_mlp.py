@@ -31,7 +31,8 @@ single-threaded floor at batch 64 and 1024 with BLAS on one thread in every row.
     python3 benchmarks/hybridize_mlp.py [--calls 1000] [--repeats 5] [--blas-threads 1]
                                         [--profile]
 
-``--profile`` prints where a hybridized batch-1 call spends its time (cProfile).
+``--profile`` prints where a hybridized batch-1 call spends its time: cProfile, then the
+call peeled layer by layer (floor, generated function, CachedOp, block).
 """
 
 from __future__ import annotations
@@ -234,7 +235,8 @@ def print_tables(rows: list[Row], train: dict[int, dict[str, float]], calls: int
         print(f"batch {batch:<4d} {parts}")
 
 
-def profile_hybridized() -> None:
+def profile_hybridized(calls: int, repeats: int, blas: int) -> None:
+    """Where a hybridized batch-1 call spends its time: cProfile, then layer by layer."""
     net = get_net("hybridized")
     x = nd.ones((1, 512))
     with engine.engine_scope("NaiveEngine"):
@@ -245,7 +247,32 @@ def profile_hybridized() -> None:
             net(x)
         nd.waitall()
         profiler.disable()
-    pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
+        call_layers(net, x, calls, repeats, blas)
+
+
+def call_layers(net: Any, x: Any, calls: int, repeats: int, blas: int) -> None:
+    """Peel the call like an onion (interleaved medians): the numpy floor, the generated
+    function alone, the CachedOp (signature, result NDArrays, one engine push) and the
+    block (input checks, parameter list). Each line adds its layer's cost."""
+    program = next(iter(net._programs.values()))  # internals, read here only to time them
+    inputs = [x, *program._params]
+    arrays = [a.asnumpy() for a in inputs]
+    function = program.op._last.forward.function
+    layers = {FLOOR: (numpy_out_forward(weights(net), 1, False), arrays[0]),
+              "generated function": (lambda a: function(*a, rt=()), arrays),
+              "CachedOp call": (lambda a: program.op(*a), inputs), "block call net(x)": (net, x)}
+    samples: dict[str, list[float]] = {label: [] for label in layers}
+    for _ in range(repeats):
+        for label, (run, argument) in layers.items():
+            samples[label].append(time_calls(run, argument, calls, nd.waitall, blas)[0])
+    print(f"\na hybridized batch-1 call, layer by layer (NaiveEngine, median of {repeats})")
+    previous = None
+    for label, times in samples.items():
+        median = statistics.median(times)
+        added = f"{(median - previous) * 1e6:+5.1f}" if previous is not None else ""
+        print(f"{label:22s} {median * 1e6:8.1f} us {added}")
+        previous = median
 
 
 def main() -> None:
@@ -261,7 +288,7 @@ def main() -> None:
     train = {batch: training_times(args.repeats, batch, args.blas_threads) for batch in (1, 64)}
     print_tables(rows, train, args.calls, args.blas_threads)
     if args.profile:
-        profile_hybridized()
+        profile_hybridized(args.calls, args.repeats, args.blas_threads)
 
 
 if __name__ == "__main__":
