@@ -97,9 +97,7 @@ class CachedOp:
             entry = self._lookup(avals, mode.training, needs)
         else:
             self.stats["hits"] += 1
-        for x in inputs:  # cheap when every input has its values (always, on NaiveEngine)
-            if x._data is None:
-                ndarray._check_computed(x)  # its op failed, and said so: refuse to run
+        _check_computed(inputs)
         # out_avals were normalised at compile time: the constructor without the checks
         results = [ndarray._new(a) for a in entry.out_avals]
         program, contexts = entry.forward, ()
@@ -165,6 +163,7 @@ class _TapeOp:
     def grad(self, F: Any, inputs: list, outputs: list, out_grads: list) -> list:
         entry, result = self.entry, [None] * len(self.entry.in_avals)
         grads = [ndarray.empty_like_aval(entry.in_avals[i]) for i in entry.wanted]
+        _check_computed(self.residuals)  # a forward failed and was reported since
         _push(entry.backward, self.residuals + list(out_grads), grads, (), "CachedOp_backward")
         for index, grad in zip(entry.wanted, grads):
             result[index] = grad
@@ -181,6 +180,17 @@ def _keep_gradients(joint: ir.Graph, num_outputs: int, needs: tuple[bool, ...]) 
     return eliminate_dead_code(ir.Graph(joint.nodes, joint.inputs, kept))[0]
 
 
+def _check_computed(inputs: Sequence[Any]) -> None:
+    """NOTE: [Inputs without values] an input whose op failed (the failure reported) has
+    no buffer: refuse to push, with ndarray's error, rather than feed None to a program.
+    Checked at the push, where ``nd`` checks its ops, and only for a buffer that is None
+    (one still pending on a ThreadedEngine passes: if its writer fails, the engine
+    skips this op, the rule)."""
+    for x in inputs:
+        if x._data is None:
+            ndarray._check_computed(x)
+
+
 def _push(program: Program, inputs: Sequence[Any], outputs: Sequence[Any],
           contexts: tuple[RunContext, ...], name: str) -> None:
     """One engine op: run ``program`` on the inputs' data, fill the outputs' data."""
@@ -188,7 +198,8 @@ def _push(program: Program, inputs: Sequence[Any], outputs: Sequence[Any],
     def run() -> None:
         # A result may be an input's own array (a graph returning its input, or a view
         # of it): NOTE [Immutable buffers] in ndarray.py lets them share it, since no
-        # array's data is ever written after it was stored.
+        # array's data is ever written after it was stored. No ``_data`` here is None:
+        # NOTE [Inputs without values] (the engine ran or skipped their writers first).
         for array, value in zip(outputs, program.run([x._data for x in inputs], contexts)):
             array._data = value
 
