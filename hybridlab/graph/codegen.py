@@ -172,14 +172,15 @@ class Program:
     def run(self, arrays: Sequence[np.ndarray], contexts: tuple[RunContext, ...] = ()
             ) -> Sequence[np.ndarray]:
         """The call without the checks (a CachedOp made sure the inputs fit): the hot path."""
-        if not self.views:  # nothing is shared between calls: nothing to own
-            results = self.function(*arrays, rt=contexts)
-            return self._as_arrays(results) if self.scalar_outputs else results
-        function, arena = self._instance()
-        try:  # a result viewing the arena is copied
-            return [self._own(r, arena) for r in self._as_arrays(function(*arrays, rt=contexts))]
+        function, arena = self._instance() if self.views else (self.function, None)
+        try:
+            results = function(*arrays, rt=contexts)
+            if self.scalar_outputs:
+                results = self._as_arrays(results)
+            return results if arena is None else [self._own(r, arena) for r in results]
         finally:
-            self._free.append((function, arena))
+            if arena is not None:
+                self._free.append((function, arena))
 
     def _as_arrays(self, results: tuple) -> list[np.ndarray]:
         """NOTE: [0-d results] a ufunc given 0-d arrays returns a numpy *scalar*, which is
@@ -205,9 +206,13 @@ class Program:
 
     @staticmethod
     def _own(result: np.ndarray, arena: list[np.ndarray]) -> np.ndarray:
-        """An output may be a view of the arena (a reshape of a placed value): the caller
-        keeps a copy, since the next call overwrites the arena."""
-        return result.copy() if np.may_share_memory(result, arena[0]) else result
+        """An output viewing the arena would change at the next call: the caller gets a copy.
+        The memory plan keeps outputs (and what they view) out of the arena, so this is a
+        guard: an array that views nothing (``base`` None, a kernel's fresh result) is
+        passed at once, and only a view pays for the exact test (about 1 us)."""
+        if result.base is not None and np.may_share_memory(result, arena[0]):
+            return result.copy()
+        return result
 
     def _check_shapes(self, arrays: tuple[np.ndarray, ...]) -> None:
         for node, array in zip(self.graph.inputs, arrays):

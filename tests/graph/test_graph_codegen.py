@@ -208,3 +208,28 @@ def test_concurrent_calls_of_a_static_program_each_get_an_arena():
         thread.join()
     assert not failures
     assert 1 <= len(program._free) <= 4  # one per call that ran at the same time
+
+
+def test_an_output_viewing_the_arena_is_copied(monkeypatch):
+    """The memory plan keeps outputs out of the arena, but an op whose plain kernel
+    returns a view of its input (against the registry contract) would hand the caller
+    arena memory; ``Program._own`` copies such an output, and only views are checked."""
+    from hybridlab.ops import registry
+    from hybridlab.ops.registry import Kind, OpDef
+
+    def as_view(x):
+        return x.reshape(x.shape)  # a view: breaks the "fresh array" contract on purpose
+
+    bad = OpDef("_test_returns_view", as_view, lambda a: [a], None, Kind.ELEMENTWISE,
+                kernel_out=lambda x, out: np.copyto(out, x) or out)
+    monkeypatch.setitem(registry._BY_NAME, bad.name, bad)
+    monkeypatch.setitem(registry.OPS, bad.name, bad)
+    x = ir.var("x", aval(2, 3))
+    placed = ir.call("negative", [x.out()], name="placed")
+    graph = ir.Graph.from_outputs([ir.call(bad.name, [placed.out()]).out()], [x])
+    planned, _ = run_pipeline(graph, disabled=("fuse_elementwise",))
+    program = compile_graph(planned, static_alloc=True)
+    assert program.views  # ``placed`` lives in the arena
+    first = program(np.ones((2, 3), np.float32))[0]
+    program(np.full((2, 3), 5.0, np.float32))  # overwrites the arena
+    np.testing.assert_array_equal(first, -np.ones((2, 3)))
