@@ -30,8 +30,11 @@ PACKAGE = ROOT / "hybridlab"
 
 # STYLE.md's ~3.9k cap sketched ~40 ops and no course code. The issues asked for 135 ops
 # (conv, pool, indexing, join), MXNet-JSON validation, contrib control flow, teaching errors
-# and the exercises package (~300 lines), so the cap is 6.2k; the per-module budgets bind.
-TOTAL_BUDGET = 6200
+# and the exercises package (~300 lines): 6.2k. Then +0.9k for what review found missing:
+# out= kernels and a real static arena, attribute bounds, the ast-based hybridization
+# report, lesson 04's exercises, engine failure/hook reporting and clear errors on bad
+# block input. The per-module budgets bind; this cap only stops silent growth.
+TOTAL_BUDGET = 7200
 DEFAULT_BUDGET = 150
 
 # Code-line budgets from STYLE.md section 2, keyed by path relative to the repository root.
