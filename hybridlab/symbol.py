@@ -378,8 +378,11 @@ def _described(symbol: Symbol) -> str:
 
 
 def _where(symbol: Symbol) -> str:
-    origin = symbol._outputs[0].node.origin
-    return f" (created at {origin})" if origin else ""
+    """Where the misused Symbol was made -- unless it is an input (``data``, a parameter):
+    a block makes those for its trace at the caller's ``net(x)`` line, which tells the
+    reader nothing the error's own "at <line>" does not."""
+    node = symbol._outputs[0].node
+    return f" (created at {node.origin})" if node.origin and node.kind != "var" else ""
 
 
 def _inplace_message(symbol: Symbol, spelling: str) -> str:
