@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from hybridlab.errors import ShapeError
-from hybridlab.ops.conv import check_pairs, crop, out_size, pad_image, slabs
+from hybridlab.ops.conv import allocating, check_pairs, crop, out_size, pad_image, slabs
 from hybridlab.ops.registry import Attr, Aval, Kind, OpDef, register
 
 _POOL_ATTRS = {"kernel": Attr("shape", (), low=1),
@@ -50,58 +50,96 @@ def _lowest(dtype: np.dtype) -> float:
     return np.finfo(dtype).min if np.issubdtype(dtype, np.floating) else np.iinfo(dtype).min
 
 
-def _pooling(x: np.ndarray, pool_type: str, **attrs) -> np.ndarray:
-    """Combine the kh * kw slabs elementwise: faster than reducing a window view."""
+def _pool_infer(x: Aval, **attrs) -> list[Aval]:
+    return [Aval((*x.shape[:2], *_pool_geometry(x.shape, **attrs)[4]), x.dtype)]
+
+
+def _pooling_out(x: np.ndarray, *, out: np.ndarray, pool_type: str, **attrs) -> np.ndarray:
+    """Combine the kh * kw slabs elementwise into ``out``: faster than reducing a window view."""
     kernel, stride, pad, extra, size = _pool_geometry(x.shape, **attrs)
     padded = pad_image(x, pad, extra, _lowest(x.dtype) if pool_type == "max" else 0)
-    combine = np.maximum if pool_type == "max" else np.add
-    out = None
-    for _, _, slab in slabs(kernel, stride, (1, 1), size):
-        out = padded[slab].copy() if out is None else combine(out, padded[slab], out=out)
+    _combine(padded, kernel, stride, size, pool_type == "max", out)
     if pool_type == "avg":
         # in place; integers divide in float and truncate back (casting="unsafe")
         np.divide(out, _window_counts(x, **attrs), out=out, casting="unsafe")
     return out
 
 
+def _combine(padded: np.ndarray, kernel, stride, size, largest: bool, out: np.ndarray):
+    """``out`` = the max (``largest``) or the sum of each window of ``padded``."""
+    combine = np.maximum if largest else np.add
+    out[...] = _lowest(out.dtype) if largest else 0
+    for _, _, slab in slabs(kernel, stride, (1, 1), size):
+        combine(out, padded[slab], out=out)
+    return out
+
+
+_pooling = allocating(_pooling_out, _pool_infer)
+
+
 def _window_counts(x: np.ndarray, count_include_pad: bool, **attrs) -> np.ndarray:
     """How many elements each average divides by: the window area, or only the real ones."""
     if count_include_pad:
         kernel = _pool_geometry(x.shape, **attrs)[0]
-        return np.asarray(kernel[0] * kernel[1])
+        return np.asarray(kernel[0] * kernel[1], x.dtype)  # x's dtype: no casting buffers
     real = np.ones((1, 1, *x.shape[2:]), x.dtype)
-    return _pooling(real, "sum", count_include_pad=True, **attrs)
+    return _pooling(real, pool_type="sum", count_include_pad=True, **attrs)
 
 
-def _pooling_grad(g: np.ndarray, x: np.ndarray, pool_type: str, **attrs) -> np.ndarray:
+def _pooling_grad_out(g: np.ndarray, x: np.ndarray, *, out: np.ndarray, pool_type: str,
+                      **attrs) -> np.ndarray:
+    """Each window's gradient back to its first largest element (max), or shared."""
     kernel, stride, pad, extra, size = _pool_geometry(x.shape, **attrs)
     padded = pad_image(x, pad, extra, _lowest(x.dtype))
-    image = np.zeros(padded.shape, g.dtype)
-    if pool_type == "max":  # each window's gradient goes to its first largest element
-        out = _pooling(x, "max", **attrs)
-        pending = np.ones(out.shape, bool)
+    image = out if padded is x else np.empty(padded.shape, g.dtype)
+    image[...] = 0
+    if pool_type == "max":
+        pooled = _combine(padded, kernel, stride, size, True, np.empty(g.shape, x.dtype))
+        pending, hit = np.ones(g.shape, bool), np.empty(g.shape, bool)
         for _, _, slab in slabs(kernel, stride, (1, 1), size):
-            hit = pending & (padded[slab] == out)
-            image[slab] += np.where(hit, g, 0)
-            pending &= ~hit
+            np.equal(padded[slab], pooled, out=hit)
+            hit &= pending
+            np.add(image[slab], g, out=image[slab], where=hit)
+            pending ^= hit  # a window's gradient goes to its first maximum only
     else:
         share = g if pool_type == "sum" else g / _window_counts(x, **attrs).astype(g.dtype)
         for _, _, slab in slabs(kernel, stride, (1, 1), size):
             image[slab] += share
-    return crop(image, pad, x.shape)
+    if image is not out:
+        np.copyto(out, crop(image, pad, x.shape))
+    return out
+
+
+def _pool_workspace(x: Aval, pool_type: str, **attrs) -> int:
+    """The padded copy of ``x`` when padding is needed (an average's tiny counts aside)."""
+    _, _, pad, extra, _ = _pool_geometry(x.shape, **attrs)
+    if not any(pad + extra):
+        return 0
+    padded = np.add(x.shape[2:], np.add(np.multiply(pad, 2), extra))
+    return x.shape[0] * x.shape[1] * int(np.prod(padded)) * x.dtype.itemsize
+
+
+def _pool_grad_workspace(g: Aval, x: Aval, pool_type: str, **attrs) -> int:
+    """The padded input and image (if padded); max: the recomputed maxima and two masks
+    (bool); avg: the shared gradient."""
+    padded = _pool_workspace(x, pool_type, **attrs)
+    count = int(np.prod(g.shape))
+    scratch = {"max": count * (x.dtype.itemsize + 2), "avg": count * g.dtype.itemsize}
+    return padded + padded // x.dtype.itemsize * g.dtype.itemsize + scratch.get(pool_type, 0)
 
 
 register(OpDef(
-    name="Pooling", kernel=_pooling, kind=Kind.OPAQUE, attrs=_POOL_ATTRS,
-    infer=lambda x, **attrs: [Aval((*x.shape[:2], *_pool_geometry(x.shape, **attrs)[4]),
-                                   x.dtype)],
+    name="Pooling", kernel=_pooling, kernel_out=_pooling_out, workspace=_pool_workspace,
+    kind=Kind.OPAQUE, attrs=_POOL_ATTRS, infer=_pool_infer,
     grad=lambda F, inputs, outputs, out_grads, **attrs: [
         F._pooling_grad(out_grads[0], inputs[0], **attrs)],
     doc="2-D max / average / sum pooling of NCHW data over ``kernel`` windows; "
         "``global_pool`` pools each whole channel; ``pooling_convention='full'`` rounds "
         "the output size up."))
 register(OpDef(
-    name="_pooling_grad", kernel=_pooling_grad, kind=Kind.OPAQUE,
+    name="_pooling_grad", kernel_out=_pooling_grad_out,
+    kernel=allocating(_pooling_grad_out, lambda g, x, **attrs: [Aval(x.shape, g.dtype)]),
+    workspace=_pool_grad_workspace, kind=Kind.OPAQUE,
     grad=None, grad_missing="Pooling's backward has no second order",
     attrs=_POOL_ATTRS, inputs=("data", "like"),
     infer=lambda g, x, **attrs: [Aval(x.shape, g.dtype)],

@@ -50,7 +50,9 @@ def reduced_shape(shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool)
     return tuple(n for i, n in enumerate(shape) if i not in axes) or (1,)
 
 
-def _reduction(name, numpy_fn, grad, doc, aliases=()) -> OpDef:
+def _reduction(name, numpy_fn, grad, doc, aliases=(), writes_out=False) -> OpDef:
+    """``writes_out``: ``numpy_fn`` takes ``out=`` and gives the same numbers with it (so
+    the op gets a ``kernel_out``, and the compiler may place its result)."""
     def infer(x: Aval, axis, keepdims, exclude) -> list[Aval]:
         axes = reduced_axes(name, x.shape, axis, exclude)
         return [Aval(reduced_shape(x.shape, axes, keepdims), x.dtype)]
@@ -60,7 +62,14 @@ def _reduction(name, numpy_fn, grad, doc, aliases=()) -> OpDef:
         out = numpy_fn(x, axis=axes, keepdims=keepdims)
         return np.asarray(out, x.dtype).reshape(reduced_shape(x.shape, axes, keepdims))
 
+    def kernel_out(x: np.ndarray, out: np.ndarray, axis, keepdims, exclude) -> np.ndarray:
+        axes = reduced_axes(name, x.shape, axis, exclude)
+        kept = np.reshape(out, reduced_shape(x.shape, axes, True), copy=False)  # a view
+        numpy_fn(x, axis=axes, keepdims=True, out=kept)
+        return out
+
     return register(OpDef(name=name, kernel=kernel, infer=infer, grad=grad, kind=Kind.REDUCE,
+                          kernel_out=kernel_out if writes_out else None,
                           attrs=_AXIS_ATTRS, aliases=aliases, doc=doc))
 
 
@@ -97,11 +106,12 @@ def _extreme_grad(F, inputs, outputs, out_grads, **attrs):
 
 
 _reduction("sum", np.sum, lambda F, inputs, outputs, out_grads, **attrs: [
-    _spread(F, out_grads[0], inputs[0], attrs)], "Sum over ``axis``.", ("sum_axis",))
+    _spread(F, out_grads[0], inputs[0], attrs)], "Sum over ``axis``.", ("sum_axis",),
+    writes_out=True)
 _reduction("mean", np.mean, lambda F, inputs, outputs, out_grads, **attrs: [
     _spread(F, out_grads[0], inputs[0], attrs, mean=True)], "Mean over ``axis``.")
-_reduction("max", np.max, _extreme_grad, "Maximum over ``axis``.", ("max_axis",))
-_reduction("min", np.min, _extreme_grad, "Minimum over ``axis``.", ("min_axis",))
+_reduction("max", np.max, _extreme_grad, "Maximum over ``axis``.", ("max_axis",), True)
+_reduction("min", np.min, _extreme_grad, "Minimum over ``axis``.", ("min_axis",), True)
 _reduction("prod", np.prod, lambda F, inputs, outputs, out_grads, **attrs: [
     _spread(F, out_grads[0] * outputs[0], inputs[0], attrs) / inputs[0]],
     "Product over ``axis`` (its gradient divides by the input: no zeros).")

@@ -30,6 +30,11 @@ Vocabulary
               the compiler may later write into that array.
 ``view``      the kernel returns a view of its first input (a reshape): no new memory;
               the memory plan keeps the input's buffer alive as long as the view.
+``workspace`` optional: ``workspace(*avals, **attrs) -> int``, the bytes of scratch the
+              kernel (either form) holds at once while it runs, besides its inputs and
+              its result -- im2col matrices, padded copies (MXNet's ``kTempSpace``
+              resource). The memory plan counts them at the op's step; a test measures
+              each declaration against the real kernel with ``tracemalloc``.
 ``infer``     ``infer(*avals, **attrs) -> list[Aval]``, one per output; raises
               :class:`~hybridlab.errors.ShapeError` (a ``ValueError``) with a message
               naming the op, the shapes and the fix.
@@ -137,6 +142,7 @@ class OpDef:
     kernel_out: Callable[..., np.ndarray] | None = None  # writes into ``out=`` (see above)
     grad_missing: str = ""  # with grad=None: why a gradient that exists has no rule
     view: bool = False  # the kernel returns a view of its first input: it allocates nothing
+    workspace: Callable[..., int] | None = None  # scratch bytes while it runs (see above)
     # layers with weights: parameter shapes from the data's Aval, {input name: shape}, so
     # sym.infer_shape(data=...) can fill `fc1_weight` as MXNet did
     infer_params: Callable[..., dict[str, tuple[int, ...]]] | None = None

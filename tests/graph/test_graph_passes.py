@@ -363,3 +363,97 @@ def test_bias_add_and_relu_after_a_matrix_product_fuse_into_one_group():
     source = compile_graph(plan_memory(fused)[0]).source  # one buffer: the dead product's
     assert "relu0_fused = broadcast_add_out(dot0, b, out=dot0)" in source
     assert "relu0_fused = relu_out(relu0_fused, out=relu0_fused); dot0 = None" in source
+
+
+# ---------------------------------------------------------------------------------------
+# Workspace, arena choice, and a conv net's training step against its plan
+# ---------------------------------------------------------------------------------------
+
+SLACK = 3 * np.getbufsize() * 8  # numpy's ufunc buffers (tests/ops/test_kernel_properties.py)
+
+
+def _conv(value: ir.Value, weight: ir.Node, filters: int, **geometry) -> ir.Value:
+    return ir.call("Convolution", [value, weight.out()],
+                   {"kernel": (5, 5), "num_filter": filters, "no_bias": True, **geometry}).out()
+
+
+def test_plan_counts_a_kernels_workspace_at_its_step():
+    """The im2col scratch of a convolution exists only while it runs::
+
+        x -> Convolution(w) -> relu        step 0: result + workspace;  step 1: in place
+    """
+    x, w = ir.var("x", aval(32, 1, 28, 28)), ir.var("w", aval(6, 1, 5, 5))
+    planned, _ = plan_memory(ir.Graph.from_outputs([_relu(_conv(x.out(), w, 6))], [x, w]))
+    plan, conv = planned.meta["memory"], planned.nodes[2]
+    scratch = conv.opdef.workspace(*(v.aval for v in conv.inputs), **conv.attr_dict)
+    result = 32 * 6 * 24 * 24 * 4
+    assert scratch > result and plan.workspace == scratch
+    assert plan.unplanned == 2 * result + scratch  # every buffer its own, none freed
+    assert plan.bound == plan.planned == result + scratch  # relu runs in place
+
+
+def _small_conv_net(batch: int) -> ir.Graph:
+    """conv(pad 2) -> relu -> max pool -> conv -> relu -> avg pool -> sum: both pool kinds,
+    a padded and an unpadded convolution, as one forward + backward graph."""
+    from hybridlab.graph import autodiff
+
+    x = ir.var("x", aval(batch, 2, 16, 16))
+    w0, w1 = ir.var("w0", aval(4, 2, 5, 5)), ir.var("w1", aval(6, 4, 5, 5))
+    value = _relu(_conv(x.out(), w0, 4, pad=(2, 2)))
+    value = ir.call("Pooling", [value], {"kernel": (2, 2), "stride": (2, 2)}).out()
+    value = _relu(_conv(value, w1, 6))
+    value = ir.call("Pooling", [value], {"kernel": (2, 2), "stride": (2, 2),
+                                         "pool_type": "avg"}).out()
+    loss = ir.call("sum", [value], {"axis": (1, 2, 3)}).out()
+    return autodiff.gradient_graph(ir.Graph.from_outputs([loss], [x, w0, w1]))
+
+
+def test_a_conv_nets_training_step_computes_and_peaks_as_planned():
+    """The static program of a conv net's forward + backward agrees with the reference
+    interpreter and with ``nd`` op by op, and its real peak (``tracemalloc``, plus the
+    arena) is the plan's: kernel scratch included, in-place writes really in place."""
+    import tracemalloc
+
+    graph = _small_conv_net(batch=48)
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(n.aval[0].shape).astype(np.float32) for n in graph.inputs]
+    expected = ir.evaluate(graph, *arrays)
+    for want, have in zip(replay_imperatively(graph, arrays), expected):
+        np.testing.assert_allclose(have, want, rtol=1e-5, atol=1e-5)
+    optimised, _ = run_pipeline(graph, verify=True)
+    plan = optimised.meta["memory"]
+    assert plan.inplace >= 4 and plan.bound <= plan.planned <= 1.1 * plan.bound
+    program = compile_graph(optimised, static_alloc=True)
+    program(*arrays)
+    tracemalloc.start()
+    try:
+        results = program(*arrays)  # the second call reuses the arena
+        peak = tracemalloc.get_traced_memory()[1] + program.arena_bytes
+    finally:
+        tracemalloc.stop()
+    for want, have in zip(expected, results):
+        np.testing.assert_allclose(have, want, rtol=1e-4, atol=1e-4)
+    assert abs(peak - plan.planned) <= SLACK, (peak, str(plan))
+
+
+def test_a_big_short_lived_value_is_left_out_of_the_arena():
+    """The arena is held at every step. Here ``a`` (64 KB) dies at the sum, before the
+    output (64 KB, which the caller keeps) exists; in the arena it would be held beside
+    the output. Allocated by its kernel instead, the peak is one of them, not both::
+
+        y -> relu -> sum(axis=0) -> * z -> out
+             (a)     (s: 1 KB)            (out)
+    """
+    y, z = ir.var("y", aval(64, 256)), ir.var("z", aval(64, 256))
+    total = ir.call("sum", [_relu(y.out(), "a")], {"axis": 0}, name="s").out()
+    graph, _ = run_pipeline(ir.Graph.from_outputs([_mul(total, z.out())], [y, z]), verify=True)
+    plan = graph.meta["memory"]
+    a = next((id(n), 0) for n in graph.nodes if n.name == "a")
+    assert plan.buffer_of[a] != 0  # not the arena: its kernel allocates it on each call
+    assert plan.planned == plan.bound == (64 * 256 + 256) * 4  # a or out, and s
+    arrays = [np.random.default_rng(0).standard_normal((64, 256)).astype(np.float32)
+              for _ in range(2)]
+    program = compile_graph(graph, static_alloc=True)
+    for _ in range(2):
+        np.testing.assert_allclose(program(*arrays)[0], np.maximum(arrays[0], 0).sum(0)
+                                   * arrays[1], rtol=1e-5)

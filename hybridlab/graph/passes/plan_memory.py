@@ -25,19 +25,24 @@ Which results the program can place is a registry fact, not a choice of this pas
   form a *chain* in one buffer;
 * everything else is allocated by its kernel when it runs (and freed after its last use).
 
+*Workspace*: some kernels need scratch while they run -- a convolution's im2col matrix, a
+padded copy (``OpDef.workspace``, MXNet's ``kTempSpace``). It is allocated and freed
+inside the kernel, so it lives only during its own step; every number below counts it.
+
 With ``static_alloc`` the chains live in one byte *arena* allocated once per program,
 packed largest first, each at the smallest gap between the chains alive at the same
 time (TFLite's ``GreedyBySizeAndOffset``) -- except a chain holding a graph output (the
 caller keeps that array) or a pinned value: those are allocated fresh on each call.
 The numbers, all for the ``static_alloc`` program as generated, in bytes:
 
-* ``unplanned`` -- every result in a buffer of its own, none freed (views own nothing);
+* ``unplanned`` -- every result and every op's workspace in a buffer of its own, none
+  freed (views own nothing);
 * ``bound`` -- the most bytes live at one step, a chain of in-place writes counting as the
   one buffer it is (outputs live from their step to the end): no way of placing these
   buffers does better, so ``planned >= bound`` always, and ``planned / bound`` measures
-  the packing;
-* ``planned`` -- what the program holds at its peak: the arena, plus the results its
-  kernels allocate (outputs and non-placeable values) live at the worst step.
+  the packing; a workspace counts at its step;
+* ``planned`` -- what the program holds at its peak: the arena, plus what its kernels
+  allocate at the worst step (outputs, non-placeable values and the step's workspace).
 
 The plan is stored in ``graph.meta["memory"]`` (a :class:`MemoryPlan`); codegen reads it.
 """
@@ -51,7 +56,9 @@ import numpy as np
 from hybridlab.graph.ir import Graph, Node
 
 Key = tuple[int, int]  # (id(node), output index)
+Span = tuple[int, int, int]  # (first step, last step, bytes) of one buffer
 _ALIGN = 64  # arena offsets are cache-line aligned, so every dtype view is aligned
+_WORTH = 1 / 32  # a chain leaves the arena only if that lowers the peak by this share
 
 
 @dataclass
@@ -67,6 +74,7 @@ class MemoryPlan:
     unplanned: int = 0
     planned: int = 0
     bound: int = 0
+    workspace: int = 0  # the largest scratch one kernel needs (counted in the three above)
 
     @property
     def inplace(self) -> int:
@@ -86,26 +94,59 @@ def plan_memory(graph: Graph) -> tuple[Graph, list[str]]:
     values = _Values(graph)
     plan = MemoryPlan()
     chains = _inplace_chains(graph, values, plan)
+    in_chains = {k for chain in chains for k in chain}
+    alone = [values.span([k]) for k in values.owning() if k not in in_chains]  # kernels'
     # a chain ending in a graph output is that output's memory, and one some op might take
     # a view of may outlive its slot: both are fresh arrays on each call, not in the arena
-    arena = [c for c in chains if not (values.kept | values.pinned).intersection(c)]
-    plan.offset_of = _pack(arena, values)
+    fixed = [c for c in chains if (values.kept | values.pinned).intersection(c)]
+    candidates = [c for c in chains if c not in fixed]
+    allocated = [values.span(c) for c in fixed] + alone + values.scratch
+    plan.planned, arena_bytes, arena, plan.offset_of = _choose_arena(candidates, allocated,
+                                                                     values)
     plan.buffer_of = dict.fromkeys(plan.offset_of, 0)
-    plan.buffer_bytes = [max((plan.offset_of[c[0]] + values.nbytes[c[0]] for c in arena),
-                             default=0)]
-    for chain in (c for c in chains if c not in arena):  # outputs: a buffer of their own
+    plan.buffer_bytes = [arena_bytes]
+    for chain in (c for c in chains if c not in arena):  # a buffer of its own, on each call
         plan.buffer_of.update(dict.fromkeys(chain, len(plan.buffer_bytes)))
         plan.offset_of.update(dict.fromkeys(chain, 0))
         plan.buffer_bytes.append(values.nbytes[chain[0]])
-    owning = values.owning()
-    plan.unplanned = sum(values.nbytes[k] for k in owning)
-    in_chains = {k for chain in chains for k in chain}
-    alone = [values.span([k]) for k in owning if k not in in_chains]  # kernels allocate them
-    allocated = [values.span(c) for c in chains if c not in arena] + alone
-    plan.bound = values.peak([values.span(c) for c in chains] + alone)
-    plan.planned = plan.buffer_bytes[0] + values.peak(allocated)
+    plan.unplanned = sum(values.nbytes[k] for k in values.owning()) + sum(
+        nbytes for _, _, nbytes in values.scratch)
+    plan.workspace = max((nbytes for _, _, nbytes in values.scratch), default=0)
+    plan.bound = values.peak([values.span(c) for c in chains] + alone + values.scratch)
     annotated = Graph(graph.nodes, graph.inputs, graph.outputs, {**graph.meta, "memory": plan})
     return annotated, [str(plan)]
+
+
+def _choose_arena(candidates: list[list[Key]], allocated: list[Span], values: _Values
+                  ) -> tuple[int, int, list[list[Key]], dict[Key, int]]:
+    """The planned peak, the arena's size, the chains it holds and their offsets.
+
+    The arena is held at every step, a kernel's own array only while it lives. So a big
+    chain that lives briefly, away from the peak, can cost less left to its kernel --
+    which then allocates it on every call, so that must pay: the chains are tried
+    largest first, and one leaves the arena when that lowers the (unpacked) peak
+    ``max(arena live) + max(allocated)`` by at least ``_WORTH`` of it. Packing is then
+    checked: the choice is kept only if it really beats holding every candidate.
+    """
+    arena_live = values.profile([values.span(c) for c in candidates])
+    elsewhere = values.profile(allocated)
+    chosen = []
+    for chain in sorted(candidates, key=lambda c: -values.nbytes[c[0]]):
+        first, last, nbytes = values.span(chain)
+        live, other = arena_live.copy(), elsewhere.copy()
+        live[first:last + 1] -= nbytes
+        other[first:last + 1] += nbytes
+        peak = arena_live.max() + elsewhere.max()
+        if live.max() + other.max() <= peak * (1 - _WORTH):
+            arena_live, elsewhere = live, other
+        else:
+            chosen.append(chain)
+    options = []
+    for arena in (chosen, candidates):
+        offsets, size = _pack(arena, values)
+        left_out = [values.span(c) for c in candidates if c not in arena]
+        options.append((size + values.peak(allocated + left_out), size, arena, offsets))
+    return min(options, key=lambda option: option[0])
 
 
 class _Values:
@@ -119,6 +160,7 @@ class _Values:
         self.end: dict[Key, int] = {}
         self.root: dict[Key, Key] = {}  # a view -> the value whose memory it shows
         self.pinned: set[Key] = set()
+        self.scratch: list[Span] = []  # (step, step, bytes) of each kernel's workspace
         for step, node in enumerate(graph.nodes):
             self._visit(step, node)
         for key in self.outputs:
@@ -136,6 +178,9 @@ class _Values:
                 self.pinned.add(key)  # its result might be a view of this value
         if node.kind != "call":
             return
+        if node.opdef.workspace is not None:
+            nbytes = node.opdef.workspace(*(v.aval for v in node.inputs), **node.attr_dict)
+            self.scratch.append((step, step, nbytes))
         for index in range(node.num_outputs):
             key = (id(node), index)
             aval = node.aval[index]
@@ -156,17 +201,21 @@ class _Values:
                 and node.opdef.kernel_out is not None
                 and node.aval[0].shape != ())  # numpy makes 0-d results scalars
 
-    def span(self, chain: list[Key]) -> tuple[int, int, int]:
+    def span(self, chain: list[Key]) -> Span:
         """(first step, last step, bytes) of values sharing one buffer."""
         return (self.start[chain[0]], max(self.end[k] for k in chain), self.nbytes[chain[0]])
 
-    def peak(self, spans: list[tuple[int, int, int]]) -> int:
-        """The most bytes live at one step."""
+    def profile(self, spans: list[Span]) -> np.ndarray:
+        """The bytes live at each step."""
         events = np.zeros(self.steps + 2, dtype=np.int64)
         for start, end, nbytes in spans:
             events[start] += nbytes
             events[end + 1] -= nbytes
-        return int(np.cumsum(events).max(initial=0))
+        return np.cumsum(events)
+
+    def peak(self, spans: list[Span]) -> int:
+        """The most bytes live at one step."""
+        return int(self.profile(spans).max(initial=0))
 
 
 def _inplace_chains(graph: Graph, values: _Values, plan: MemoryPlan) -> list[list[Key]]:
@@ -190,9 +239,9 @@ def _inplace_chains(graph: Graph, values: _Values, plan: MemoryPlan) -> list[lis
     return chains
 
 
-def _pack(chains: list[list[Key]], values: _Values) -> dict[Key, int]:
-    """Byte offsets in the arena: largest chain first, each at the best-fitting gap among
-    the chains already placed that are alive at the same time."""
+def _pack(chains: list[list[Key]], values: _Values) -> tuple[dict[Key, int], int]:
+    """Byte offsets in the arena, and its size: largest chain first, each at the
+    best-fitting gap among the chains already placed that are alive at the same time."""
     offset_of: dict[Key, int] = {}
     placed: list[tuple[int, int, int, int]] = []  # (offset, bytes, first step, last step)
     for chain in sorted(chains, key=lambda c: (-values.nbytes[c[0]], values.start[c[0]])):
@@ -201,7 +250,7 @@ def _pack(chains: list[list[Key]], values: _Values) -> dict[Key, int]:
         offset = _best_gap(busy, size)
         placed.append((offset, size, first, last))
         offset_of.update(dict.fromkeys(chain, offset))
-    return offset_of
+    return offset_of, max((o + n for o, n, _, _ in placed), default=0)
 
 
 def _best_gap(busy: list[tuple[int, int]], need: int) -> int:
