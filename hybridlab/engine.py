@@ -80,7 +80,7 @@ import threading
 from dataclasses import dataclass
 from queue import SimpleQueue
 from time import perf_counter
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator
 
 from hybridlab import config
 from hybridlab.errors import MXNetError, UnknownEngineError
@@ -261,11 +261,14 @@ class Engine:
         self.trace: collections.deque[TaskRecord] = collections.deque(maxlen=100_000)
         self._recorder = Callback(posttask=lambda task: self.trace.append(task.record))
 
-    def push(self, fn: Callable[[], None], reads: Sequence[Var], writes: Sequence[Var],
+    def push(self, fn: Callable[[], None], reads: Iterable[Var], writes: Iterable[Var],
              name: str = "op") -> Task | None:
         """Schedule ``fn()``, which reads ``reads`` and writes ``writes``; return at once.
 
-        Returns the :class:`Task` (its ``state`` and ``deps`` show what it waits for).
+        ``reads`` and ``writes`` may be any iterables of Vars, read once, here (the
+        NaiveEngine reads them only when a callback listens: NOTE [Lazy reads and writes]
+        in graph/cached_op.py). Returns the :class:`Task` (its ``state`` and ``deps``
+        show what it waits for).
         """
         task = Task(fn, name, tuple(reads), tuple(writes), _user_line())
         with self._lock:
@@ -510,7 +513,7 @@ class Engine:
 class NaiveEngine(Engine):
     """Runs each op at once in the caller's thread; an error raises at the push itself."""
 
-    def push(self, fn: Callable[[], None], reads: Sequence[Var], writes: Sequence[Var],
+    def push(self, fn: Callable[[], None], reads: Iterable[Var], writes: Iterable[Var],
              name: str = "op") -> None:
         if self._pretask or self._posttask:  # callbacks want to see it: the full path
             task = super().push(fn, reads, writes, name)  # linked (always ready) ...
@@ -709,7 +712,7 @@ class StepEngine(Engine):
         self.ready: list[Task] = []
         self._unfinished: dict[int, Task] = {}  # by seq: what a wait may have to run
 
-    def push(self, fn: Callable[[], None], reads: Sequence[Var], writes: Sequence[Var],
+    def push(self, fn: Callable[[], None], reads: Iterable[Var], writes: Iterable[Var],
              name: str = "op") -> Task:
         task = super().push(fn, reads, writes, name)
         self.tasks.append(task)
@@ -841,7 +844,7 @@ def engine_scope(name_or_engine: str | Engine) -> Iterator[Engine]:
         set_engine(previous)
 
 
-def push(fn: Callable[[], None], reads: Sequence[Var], writes: Sequence[Var],
+def push(fn: Callable[[], None], reads: Iterable[Var], writes: Iterable[Var],
          name: str = "op") -> None:
     """Push ``fn`` to the current engine (see :meth:`Engine.push`)."""
     current().push(fn, reads, writes, name)

@@ -350,7 +350,7 @@ class HybridBlock(Block):
                         [param for param, _ in aux_updates], as_tuple)
 
     def _call_compiled(self, args: tuple) -> Any:
-        key: tuple = (autograd.is_training(),)
+        key: tuple = (autograd._MODE.training,)  # (is_training(), without the call)
         if self._flags["static_shape"]:
             key += tuple([(a.shape, a.dtype) for a in args])  # str(dtype) costs ~3 us
         program = self._programs.get(key)
@@ -405,9 +405,11 @@ class _Program:
         params = self._params
         if len(params) != len(self.feed):
             params = self._params = [p.data() for p in self.feed]
-        given = [*args, *params]
-        results = self.op(*(given if self.positions is None
-                             else [given[i] for i in self.positions]))
+        if self.positions is None:  # the inputs, then the parameters: the graph's order
+            results = self.op(*args, *params)
+        else:
+            given = [*args, *params]
+            results = self.op(*[given[i] for i in self.positions])
         if self.num_outputs == 1 and not self.aux_targets:  # the common case: nothing else
             return results
         results = list(results) if isinstance(results, (list, tuple)) else [results]

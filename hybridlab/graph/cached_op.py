@@ -22,6 +22,7 @@ Inputs are given in ``graph.inputs`` order (``symbol.list_inputs()``).
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -33,6 +34,8 @@ from hybridlab.graph.codegen import Program, compile_graph
 from hybridlab.graph.passes import run_pipeline
 from hybridlab.graph.passes.eliminate_dead_code import eliminate_dead_code
 from hybridlab.ops.registry import Aval, RunContext
+
+_VAR = operator.attrgetter("_var")  # an NDArray's engine Var
 
 
 @dataclass
@@ -57,10 +60,15 @@ class CachedOp:
         self.graph: ir.Graph = graph.to_graph() if hasattr(graph, "to_graph") else graph
         self.static_alloc, self.static_shape = static_alloc, static_shape
         self.disabled = tuple(disabled_passes)
-        self.stats = {"hits": 0, "misses": 0}
+        self._calls, self._misses = 0, 0  # see ``stats``
         self._num_inputs = len(self.graph.inputs)
         self._cache: dict[tuple, _Entry] = {}
         self._last: _Entry | None = None
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """``{"hits": calls that reused a program, "misses": calls that compiled one}``."""
+        return {"hits": self._calls - self._misses, "misses": self._misses}
 
     @property
     def code(self) -> str:
@@ -75,10 +83,11 @@ class CachedOp:
         # NOTE: [The hot path] a hybridized block spends its framework time here, once per
         # call: find the program for the signature, make one NDArray per result, push one
         # engine op. Everything that can be decided at compile time was (normal avals,
-        # the number of random nodes); what is left is a few list comprehensions.
+        # the number of random nodes); what is left is one pass over the inputs per list.
         mode = autograd._MODE  # the flags themselves: this runs on every call
         try:
-            avals = [x._aval for x in inputs]
+            # the signature, checking NOTE [Inputs without values] in the same pass
+            avals = [x._aval if x._data is not None else _computed(x) for x in inputs]
             # which inputs want a gradient (autograd's own test): the data and labels do not
             needs = tuple([x._ag is not None for x in inputs]) if mode.recording else ()
         except AttributeError:  # not an NDArray: say so here, not deep in the program
@@ -95,11 +104,9 @@ class CachedOp:
         if (entry is None or avals != entry.in_avals or mode.training != entry.training
                 or needs != entry.needs):
             entry = self._lookup(avals, mode.training, needs)
-        else:
-            self.stats["hits"] += 1
-        _check_computed(inputs)
+        self._calls += 1
         # out_avals were normalised at compile time: the constructor without the checks
-        results = [ndarray._new(a) for a in entry.out_avals]
+        results = list(map(ndarray._new, entry.out_avals))
         program, contexts = entry.forward, ()
         if program.num_random:  # (most graphs have none: skip the generator expression)
             # one generator per random node, drawn now in node order: the stream the
@@ -121,12 +128,10 @@ class CachedOp:
         key = (tuple(avals), training, needs)
         entry = self._cache.get(key)
         if entry is None:
-            self.stats["misses"] += 1
+            self._misses += 1
             normal = [Aval(tuple(a.shape), np.dtype(a.dtype)) for a in avals]
             entry = self._cache[key] = self._compile(normal, training, needs)
             entry.in_avals = avals  # these very objects: NOTE [The last signature first]
-        else:
-            self.stats["hits"] += 1
         self._last = entry
         return entry
 
@@ -180,6 +185,13 @@ def _keep_gradients(joint: ir.Graph, num_outputs: int, needs: tuple[bool, ...]) 
     return eliminate_dead_code(ir.Graph(joint.nodes, joint.inputs, kept))[0]
 
 
+def _computed(x: Any) -> Any:
+    """The aval of an input whose ``_data`` is None, once NOTE [Inputs without values]
+    found it may be read (its op is pending, not failed)."""
+    ndarray._check_computed(x)
+    return x._aval
+
+
 def _check_computed(inputs: Sequence[Any]) -> None:
     """NOTE: [Inputs without values] an input whose op failed (the failure reported) has
     no buffer: refuse to push, with ndarray's error, rather than feed None to a program.
@@ -203,4 +215,7 @@ def _push(program: Program, inputs: Sequence[Any], outputs: Sequence[Any],
         for array, value in zip(outputs, program.run([x._data for x in inputs], contexts)):
             array._data = value
 
-    engine.current().push(run, [x._var for x in inputs], [y._var for y in outputs], name)
+    # NOTE: [Lazy reads and writes] ``map`` objects, not lists: the engine turns them
+    # into tuples when it links the op, and the NaiveEngine, which has nothing to link,
+    # never builds them at all (two list comprehensions saved on every call)
+    engine.current().push(run, map(_VAR, inputs), map(_VAR, outputs), name)

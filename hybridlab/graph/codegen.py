@@ -6,8 +6,8 @@ What this module teaches
 careful person would have typed by hand, and letting ``compile()`` turn it into a
 function. For the seed MLP it looks like::
 
-    def forward(data, fc0_weight, fc0_bias, ..., fc2_bias, *, rt):
-        fc0 = FullyConnected(data, fc0_weight, fc0_bias, flatten=True, no_bias=False, ...)
+    def forward(data, fc0_weight, fc0_bias, ..., fc2_bias, *, rt=()):
+        fc0 = FullyConnected_2d(data, fc0_weight, fc0_bias)
         relu0 = relu_out(fc0, out=fc0); fc0 = None
         ...
         return (fc2,)
@@ -15,7 +15,9 @@ function. For the seed MLP it looks like::
 Each line calls the op's kernel from the registry, or its ``kernel_out`` form writing
 into a buffer that already exists: over its dead first input when the memory plan says
 so (``relu0`` above reuses ``fc0``'s array), and with ``static_alloc`` into the node's
-slot of the arena allocated once for the program (``out=buf_fc0``). A fused group is
+slot of the arena allocated once for the program (``out=buf_fc0``). A kernel may offer
+a version specialised for the line's shapes and attributes (``FullyConnected_2d``
+above: NOTE [Specialised kernels]). A fused group is
 printed step by step, every step writing ``out=`` the group's one buffer. ``name = None``
 after a value's last use drops the reference: the memory plan, visible. Graph outputs
 are always fresh arrays (their kernel allocates them), because the caller keeps them.
@@ -171,16 +173,22 @@ class Program:
 
     def run(self, arrays: Sequence[np.ndarray], contexts: tuple[RunContext, ...] = ()
             ) -> Sequence[np.ndarray]:
-        """The call without the checks (a CachedOp made sure the inputs fit): the hot path."""
-        function, arena = self._instance() if self.views else (self.function, None)
+        """The call without the checks (a CachedOp made sure the inputs fit): the hot path.
+
+        NOTE: [No keyword when not needed] ``rt`` has the default ``()``, and a keyword
+        argument costs a call about 80 ns more, so it is passed only to programs with
+        random nodes."""
+        if not self.views:
+            results = self.function(*arrays, rt=contexts) if contexts else self.function(*arrays)
+            return self._as_arrays(results) if self.scalar_outputs else results
+        function, arena = self._instance()  # static_alloc: an arena of our own
         try:
             results = function(*arrays, rt=contexts)
             if self.scalar_outputs:
                 results = self._as_arrays(results)
-            return results if arena is None else [self._own(r, arena) for r in results]
+            return [self._own(r, arena) for r in results]
         finally:
-            if arena is not None:
-                self._free.append((function, arena))
+            self._free.append((function, arena))
 
     def _as_arrays(self, results: tuple) -> list[np.ndarray]:
         """NOTE: [0-d results] a ufunc given 0-d arrays returns a numpy *scalar*, which is
@@ -250,6 +258,21 @@ def compile_graph(graph: Graph, static_alloc: bool = False, static_shape: bool =
     return program
 
 
+def _specialised(node: Node, out: bool) -> Callable[..., Any] | None:
+    """NOTE: [Specialised kernels] an op's kernel handles every case its attributes and
+    inputs allow, and tests for them on every call. Here the attributes and the input
+    avals are fixed, so a kernel may offer ``kernel.specialise(avals, out, **attrs)``:
+    a function of the arrays alone (plus ``out=`` when ``out``) for this one case, or
+    None. The line then reads ``fc0 = FullyConnected_2d(data, fc0_weight, fc0_bias)``:
+    no keyword to parse, no test to repeat. The general kernel stays the reference:
+    tests check that the two give the same bits."""
+    specialise = getattr(node.opdef.kernel, "specialise", None)
+    avals = [v.aval for v in node.inputs]
+    if specialise is None or node.opdef.needs_context or None in avals:
+        return None
+    return specialise(avals, out, **node.attr_dict)
+
+
 class _Writer:
     """Turns one graph into source lines; ``table`` holds every object the code refers to."""
 
@@ -269,7 +292,7 @@ class _Writer:
 
     def write(self) -> str:
         params = [self._name_value(n.out(), n.name) for n in self.graph.inputs]
-        lines = [f"def {self.function_name}({', '.join(params + ['*', 'rt'])}):"]
+        lines = [f"def {self.function_name}({', '.join(params + ['*', 'rt=()'])}):"]
         last = {(id(v.node), v.index): i for i, n in enumerate(self.graph.nodes)
                 for v in n.inputs}
         for step, node in enumerate(self.graph.nodes):
@@ -328,6 +351,13 @@ class _Writer:
     def _call(self, node: Node, args: list[str], target: str | None) -> str:
         """``kernel(args)``, or ``kernel_out(args, out=target)`` writing into ``target``."""
         opdef = node.opdef
+        special = _specialised(node, target is not None)
+        if special is not None:  # NOTE [Specialised kernels]: arrays only, no attributes
+            # named like the op: the kernel ``_fc`` specialised as ``_fc_2d`` is called
+            # ``FullyConnected_2d`` here
+            suffix = special.__name__.removeprefix(opdef.kernel.__name__)
+            out = [] if target is None else [f"out={target}"]
+            return f"{self._bind(special, opdef.name + suffix)}({', '.join(args + out)})"
         if target is None:
             return f"{self._bind_kernel(opdef.kernel, opdef.name)}({self._args(node, args)})"
         function = self._bind_kernel(opdef.kernel_out, opdef.name + "_out")

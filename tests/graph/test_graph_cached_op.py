@@ -23,7 +23,7 @@ def test_one_program_per_signature_with_hit_and_miss_counters():
     op(_nd(4, 8, seed=1), _nd(8))
     op(_nd(2, 8), _nd(8))
     assert op.stats == {"hits": 1, "misses": 2}
-    assert "def forward(x, b, *, rt):" in op.code
+    assert "def forward(x, b, *, rt=()):" in op.code
 
 
 def test_results_match_the_reference_interpreter():
@@ -161,7 +161,7 @@ def test_debug_flag_prints_each_compiled_program(capsys):
     with config.Context(DEBUG=1):
         CachedOp(bias_relu_chain())(_nd(4, 8), _nd(8))
     printed = capsys.readouterr().out
-    assert printed.startswith("# <hybridlab-forward-") and "def forward(x, b, *, rt):" in printed
+    assert printed.startswith("# <hybridlab-forward-") and "def forward(x, b, *, rt=()):" in printed
 
 
 INTEGER_PROGRAMS = {

@@ -8,11 +8,15 @@ import traceback
 import numpy as np
 import pytest
 from _helpers import aval, bias_relu_chain, check_golden, has_ops, seed_mlp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hybridlab.errors import ShapeError
 from hybridlab.graph import autodiff, ir
 from hybridlab.graph.codegen import Namespace, compile_graph
 from hybridlab.graph.passes import run_pipeline
+from hybridlab.ops import registry
+from hybridlab.ops.registry import Aval
 
 
 def _args(graph: ir.Graph, seed: int = 0) -> list[np.ndarray]:
@@ -31,7 +35,7 @@ def test_unfused_source_has_one_line_per_node_and_frees_dead_values():
     graph, _ = run_pipeline(bias_relu_chain(), disabled=("fuse_elementwise",))
     source = compile_graph(graph).source
     assert source.splitlines() == [  # add0 is fresh and dies at relu0: written in place
-        "def forward(x, b, *, rt):",
+        "def forward(x, b, *, rt=()):",
         "    add0 = broadcast_add(x, b)",
         "    relu0 = relu_out(add0, out=add0); add0 = None",
         "    scale0 = _mul_scalar_out(relu0, out=relu0, scalar=2.0); relu0 = None",
@@ -64,7 +68,7 @@ def test_hostile_names_and_string_attrs_never_reach_the_source():
     graph = ir.Graph.from_outputs([node.out()])
     source = compile_graph(graph).source
     assert "__import__('os')" not in source and "print(1)" not in source
-    assert "def forward(x_____import____os___, *, rt):" in source
+    assert "def forward(x_____import____os___, *, rt=()):" in source
     np.testing.assert_array_equal(compile_graph(graph)(np.array([-1, 0, 2], np.float32))[0],
                                   [0, 0, 2])
 
@@ -167,7 +171,7 @@ def test_kernels_keep_readable_names_and_unused_outputs_are_dropped_at_once():
 
 def test_the_backward_program_is_named_backward_and_the_name_must_be_an_identifier():
     graph = bias_relu_chain()
-    assert compile_graph(graph, name="backward").source.startswith("def backward(x, b, *, rt):")
+    assert compile_graph(graph, name="backward").source.startswith("def backward(x, b, *, rt=()):")
     with pytest.raises(ValueError, match="must be a Python identifier"):
         compile_graph(graph, name="not valid")
 
@@ -233,3 +237,67 @@ def test_an_output_viewing_the_arena_is_copied(monkeypatch):
     first = program(np.ones((2, 3), np.float32))[0]
     program(np.full((2, 3), 5.0, np.float32))  # overwrites the arena
     np.testing.assert_array_equal(first, -np.ones((2, 3)))
+
+
+def _two_layers(data: Aval, hidden: int, no_bias: bool, weight_dtype: str) -> ir.Graph:
+    """FullyConnected -> relu -> FullyConnected: with static_alloc the first product is an
+    intermediate, so it goes into the arena (``out=``); the second is the output."""
+    x, inputs = ir.var("x", data), []
+    value, fan_in = x.out(), int(np.prod(data.shape[1:]))
+    for i in range(2):
+        names = ("w", "b") if i == 0 else ("w2", "b2")
+        w = ir.var(names[0], Aval((hidden, fan_in), np.dtype(weight_dtype)))
+        b = ir.var(names[1], Aval((hidden,), np.dtype(weight_dtype)))
+        inputs += [w] if no_bias else [w, b]
+        fc = ir.call("FullyConnected", [value, w.out()] + ([] if no_bias else [b.out()]),
+                     {"num_hidden": hidden, "no_bias": no_bias}, name=f"fc{i}")
+        value, fan_in = fc.out(), hidden
+        if i == 0:
+            value = ir.call("relu", [value], name="act").out()
+    return ir.Graph.from_outputs([value], [x, *inputs])
+
+
+def _fill(graph: ir.Graph, seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [(rng.standard_normal(n.aval[0].shape) * 4).astype(n.aval[0].dtype)
+            for n in graph.inputs]
+
+
+@pytest.mark.skipif(not has_ops("FullyConnected"), reason="FullyConnected not registered yet")
+@settings(max_examples=40, deadline=None)
+@given(batch=st.integers(1, 4), units=st.integers(1, 5), hidden=st.integers(1, 5),
+       dtype=st.sampled_from(["float32", "float64", "int32"]), static=st.booleans(),
+       seed=st.integers(0, 2**16))
+def test_specialised_fully_connected_gives_the_bits_of_the_general_kernel(
+        batch, units, hidden, dtype, static, seed):
+    """NOTE [Specialised kernels]: 2-D data, a bias, one dtype -> FullyConnected_2d(_out),
+    whose result is the general kernel's (ir.evaluate runs those), bit for bit."""
+    graph = _two_layers(Aval((batch, units), np.dtype(dtype)), hidden, False, dtype)
+    program = compile_graph(run_pipeline(graph)[0], static_alloc=static)
+    first = "FullyConnected_2d_out(x, w, b, out=" if static else "FullyConnected_2d(x, w, b)"
+    assert first in program.source and "flatten=" not in program.source
+    args = _fill(graph, seed)
+    (result,), (expected,) = program(*args), ir.evaluate(graph, *args)
+    assert result.dtype == expected.dtype
+    np.testing.assert_array_equal(result, expected)
+    fc, layer = registry.get("FullyConnected").kernel, args[:3]
+    attrs = {"num_hidden": hidden, "no_bias": False, "flatten": True}
+    special = fc.specialise([Aval(a.shape, a.dtype) for a in layer], False, **attrs)
+    np.testing.assert_array_equal(special(*layer), fc(*layer, **attrs))
+
+
+@pytest.mark.skipif(not has_ops("FullyConnected"), reason="FullyConnected not registered yet")
+@pytest.mark.parametrize("data, weight_dtype, no_bias", [
+    (Aval((2, 3, 4), np.dtype("float32")), "float32", False),  # flatten has work to do
+    (Aval((2, 12), np.dtype("int32")), "float32", False),  # int32 . float32 promotes
+    (Aval((2, 12), np.dtype("float32")), "float32", True),  # no bias
+])
+def test_fully_connected_keeps_the_general_kernel_when_the_case_is_not_plain(
+        data, weight_dtype, no_bias):
+    graph = _two_layers(data, 3, no_bias, weight_dtype)
+    program = compile_graph(run_pipeline(graph)[0])
+    call = "FullyConnected(x, w, flatten=True, no_bias=True," if no_bias else \
+        "FullyConnected(x, w, b, flatten=True, no_bias=False,"
+    assert call in program.source
+    args = _fill(graph, 0)
+    np.testing.assert_array_equal(program(*args)[0], ir.evaluate(graph, *args)[0])
