@@ -73,18 +73,23 @@ def _reduction(name, numpy_fn, grad, doc, aliases=(), writes_out=False) -> OpDef
                           attrs=_AXIS_ATTRS, aliases=aliases, doc=doc))
 
 
-def _unreduce_kernel(g, like, axis, keepdims, exclude, mean):
+def _unreduce_out(g, like, *, out, axis, keepdims, exclude, mean):
     axes = reduced_axes("_unreduce", like.shape, axis, exclude)
     spread = np.broadcast_to(g.reshape(reduced_shape(like.shape, axes, True)), like.shape)
-    count = int(np.prod([like.shape[a] for a in axes]))
     if not mean:
-        return spread.copy()
-    # dividing integers gives float64: the shape rule promises g's dtype (truncated, like sqrt)
-    return (spread / np.asarray(count, g.dtype)).astype(g.dtype, copy=False)
+        np.copyto(out, spread)
+        return out
+    count = np.asarray(int(np.prod([like.shape[a] for a in axes])), g.dtype)
+    # integers divide in float64, truncated into g's dtype (casting="unsafe"), like sqrt
+    return np.divide(spread, count, out=out, casting="unsafe")
+
+
+def _unreduce_kernel(g, like, **attrs):
+    return _unreduce_out(g, like, out=np.empty(like.shape, g.dtype), **attrs)
 
 
 register(OpDef(
-    name="_unreduce", kernel=_unreduce_kernel,
+    name="_unreduce", kernel=_unreduce_kernel, kernel_out=_unreduce_out,
     infer=lambda g, like, **attrs: [Aval(like.shape, g.dtype)],
     grad=lambda F, inputs, outputs, out_grads, mean, **axis: [
         (F.mean if mean else F.sum)(out_grads[0], **axis), None],

@@ -29,10 +29,13 @@ Which results the program can place is a registry fact, not a choice of this pas
 padded copy (``OpDef.workspace``, MXNet's ``kTempSpace``). It is allocated and freed
 inside the kernel, so it lives only during its own step; every number below counts it.
 
-With ``static_alloc`` the chains live in one byte *arena* allocated once per program,
+With ``static_alloc`` chains live in one byte *arena* allocated once per program,
 packed largest first, each at the smallest gap between the chains alive at the same
 time (TFLite's ``GreedyBySizeAndOffset``) -- except a chain holding a graph output (the
 caller keeps that array) or a pinned value: those are allocated fresh on each call.
+The arena is held at every step, so a chain that is dead at the peak step still costs
+its bytes there: a chain joins it only while the peak stays within ``_SLACK`` of the
+bound (:func:`_choose_arena`); the others, like outputs, are allocated on each call.
 The numbers, all for the ``static_alloc`` program as generated, in bytes:
 
 * ``unplanned`` -- every result and every op's workspace in a buffer of its own, none
@@ -40,7 +43,8 @@ The numbers, all for the ``static_alloc`` program as generated, in bytes:
 * ``bound`` -- the most bytes live at one step, a chain of in-place writes counting as the
   one buffer it is (outputs live from their step to the end): no way of placing these
   buffers does better, so ``planned >= bound`` always, and ``planned / bound`` measures
-  the packing; a workspace counts at its step;
+  what the arena costs (at most ``1 + _SLACK`` before packing); a workspace counts at
+  its step;
 * ``planned`` -- what the program holds at its peak: the arena, plus what its kernels
   allocate at the worst step (outputs, non-placeable values and the step's workspace).
 
@@ -58,7 +62,7 @@ from hybridlab.graph.ir import Graph, Node
 Key = tuple[int, int]  # (id(node), output index)
 Span = tuple[int, int, int]  # (first step, last step, bytes) of one buffer
 _ALIGN = 64  # arena offsets are cache-line aligned, so every dtype view is aligned
-_WORTH = 1 / 32  # a chain leaves the arena only if that lowers the peak by this share
+_SLACK = 1 / 32  # how far above the liveness bound the arena may lift the peak
 
 
 @dataclass
@@ -121,32 +125,26 @@ def _choose_arena(candidates: list[list[Key]], allocated: list[Span], values: _V
                   ) -> tuple[int, int, list[list[Key]], dict[Key, int]]:
     """The planned peak, the arena's size, the chains it holds and their offsets.
 
-    The arena is held at every step, a kernel's own array only while it lives. So a big
-    chain that lives briefly, away from the peak, can cost less left to its kernel --
-    which then allocates it on every call, so that must pay: the chains are tried
-    largest first, and one leaves the arena when that lowers the (unpacked) peak
-    ``max(arena live) + max(allocated)`` by at least ``_WORTH`` of it. Packing is then
-    checked: the choice is kept only if it really beats holding every candidate.
+    With an empty arena every value is allocated by its kernel only while it lives, and
+    the peak *is* the liveness bound. The arena spares those allocations on every call,
+    but it is held at every step: a chain placed there costs its bytes even where it is
+    dead. So chains join it largest first, each only if the (unpacked) peak
+    ``max(arena live) + max(allocated)`` stays within ``1 + _SLACK`` of the bound.
     """
-    arena_live = values.profile([values.span(c) for c in candidates])
-    elsewhere = values.profile(allocated)
+    arena_live = values.profile([])
+    elsewhere = values.profile(allocated + [values.span(c) for c in candidates])
+    budget = elsewhere.max() * (1 + _SLACK)
     chosen = []
     for chain in sorted(candidates, key=lambda c: -values.nbytes[c[0]]):
         first, last, nbytes = values.span(chain)
         live, other = arena_live.copy(), elsewhere.copy()
-        live[first:last + 1] -= nbytes
-        other[first:last + 1] += nbytes
-        peak = arena_live.max() + elsewhere.max()
-        if live.max() + other.max() <= peak * (1 - _WORTH):
-            arena_live, elsewhere = live, other
-        else:
+        live[first:last + 1] += nbytes
+        other[first:last + 1] -= nbytes
+        if live.max() + other.max() <= budget:
             chosen.append(chain)
-    options = []
-    for arena in (chosen, candidates):
-        offsets, size = _pack(arena, values)
-        left_out = [values.span(c) for c in candidates if c not in arena]
-        options.append((size + values.peak(allocated + left_out), size, arena, offsets))
-    return min(options, key=lambda option: option[0])
+            arena_live, elsewhere = live, other
+    offsets, size = _pack(chosen, values)
+    return size + int(elsewhere.max(initial=0)), size, chosen, offsets
 
 
 class _Values:
