@@ -64,7 +64,7 @@ BUDGETS: dict[str, int] = {
     "hybridlab/graph/passes/eliminate_common_subexpressions.py": 60,
     "hybridlab/graph/passes/eliminate_dead_code.py": 40,
     "hybridlab/graph/passes/fuse_elementwise.py": 150,
-    "hybridlab/graph/passes/plan_memory.py": 140,
+    "hybridlab/graph/passes/plan_memory.py": 155,  # + kernel workspace, choosing the arena
     "hybridlab/graph/codegen.py": 250,  # + fused bodies, arena pool, source check, 0-d outputs
     "hybridlab/graph/cached_op.py": 127,  # + stats, only read gradients, last-signature cache
     "hybridlab/gluon/__init__.py": 20,  # re-exports only
@@ -87,13 +87,13 @@ BUDGETS: dict[str, int] = {
     # Modules STYLE.md did not list (the issues asked for more than its sketch).
     "hybridlab/ops/_infer.py": 40,  # shared shape-rule helpers (axis normalisation, broadcast)
     "hybridlab/ops/broadcast.py": 60,  # broadcast_to/axis/like and sum_like, their inverse
-    "hybridlab/ops/conv.py": 100,  # Convolution via im2col + its gradients
+    "hybridlab/ops/conv.py": 150,  # im2col in bounded chunks, out= kernels, workspace formulas
     "hybridlab/ops/creation.py": 50,  # ones/zeros/full/arange and *_like
     "hybridlab/ops/eager.py": 50,  # every registry op run at once on numpy arrays, no engine
     "hybridlab/ops/indexing.py": 135,  # slice, pick, take, one_hot + scatters and their grads
     "hybridlab/ops/join.py": 75,  # concat, stack, split; _concat_part's own (2nd-order) gradient
     "hybridlab/ops/nn.py": 70,  # sigmoid, LeakyReLU, Activation, Dropout
-    "hybridlab/ops/pool.py": 80,  # Pooling (max/avg/global) and its gradients
+    "hybridlab/ops/pool.py": 100,  # Pooling and its gradients; out= kernels, workspace formulas
     "hybridlab/graph/autodiff.py": 105,  # backward graph; recomputing cheap residuals
     "hybridlab/gluon/_trace.py": 110,  # tracing hybrid_forward with Symbols (report: _report)
     "hybridlab/gluon/_report.py": 140,  # hybridization report from the traced function's ast

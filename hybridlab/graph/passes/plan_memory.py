@@ -105,17 +105,16 @@ def plan_memory(graph: Graph) -> tuple[Graph, list[str]]:
     fixed = [c for c in chains if (values.kept | values.pinned).intersection(c)]
     candidates = [c for c in chains if c not in fixed]
     allocated = [values.span(c) for c in fixed] + alone + values.scratch
-    plan.planned, arena_bytes, arena, plan.offset_of = _choose_arena(candidates, allocated,
-                                                                     values)
+    plan.planned, size, arena, plan.offset_of = _choose_arena(candidates, allocated, values)
     plan.buffer_of = dict.fromkeys(plan.offset_of, 0)
-    plan.buffer_bytes = [arena_bytes]
+    plan.buffer_bytes = [size]  # the arena's, then one per chain outside it
     for chain in (c for c in chains if c not in arena):  # a buffer of its own, on each call
         plan.buffer_of.update(dict.fromkeys(chain, len(plan.buffer_bytes)))
         plan.offset_of.update(dict.fromkeys(chain, 0))
         plan.buffer_bytes.append(values.nbytes[chain[0]])
-    plan.unplanned = sum(values.nbytes[k] for k in values.owning()) + sum(
-        nbytes for _, _, nbytes in values.scratch)
-    plan.workspace = max((nbytes for _, _, nbytes in values.scratch), default=0)
+    scratch = [nbytes for _, _, nbytes in values.scratch]
+    plan.unplanned = sum(values.nbytes[k] for k in values.owning()) + sum(scratch)
+    plan.workspace = max(scratch, default=0)
     plan.bound = values.peak([values.span(c) for c in chains] + alone + values.scratch)
     annotated = Graph(graph.nodes, graph.inputs, graph.outputs, {**graph.meta, "memory": plan})
     return annotated, [str(plan)]
