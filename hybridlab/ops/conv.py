@@ -138,6 +138,12 @@ def _im2col(x: np.ndarray, dtype, kernel, stride, dilate, pad, **unused) -> np.n
     return cols.reshape(n, channels * kernel[0] * kernel[1], height * width)
 
 
+def _flat(images: np.ndarray) -> tuple[int, int, int]:
+    """The shape ``(N, C, H*W)`` of ``(N, C, H, W)`` images (spelled out: an empty batch
+    has no -1 to infer)."""
+    return (*images.shape[:2], images.shape[2] * images.shape[3])
+
+
 def allocating(kernel_out, infer):
     """The plain kernel of an op written as its ``kernel_out``: allocate the promised result."""
     def kernel(*arrays: np.ndarray, **attrs) -> np.ndarray:
@@ -167,7 +173,7 @@ def _conv_infer(x: Aval, w: Aval, b: Aval | None = None, **attrs) -> list[Aval]:
 def _convolution_out(x, w, b=None, *, out, **attrs):
     """``out[n] = weight (F, C*kh*kw) @ im2col(x[n])``, a chunk of images at a time."""
     filters = w.reshape(len(w), -1).astype(out.dtype, copy=False)
-    rows = np.reshape(out, (len(out), len(w), -1), copy=False)  # a view: (N, F, OH*OW)
+    rows = np.reshape(out, _flat(out), copy=False)  # a view: the products write into it
     for part in _chunks(len(x), _per_image(x, out.shape[2:], out.dtype, **attrs)):
         np.matmul(filters, _im2col(x[part], out.dtype, **attrs), out=rows[part])
     if b is not None:
@@ -178,7 +184,7 @@ def _convolution_out(x, w, b=None, *, out, **attrs):
 def _conv_data_grad_out(g, w, x, *, out, kernel, stride, dilate, pad, **unused):
     """col2im of ``weight.T @ g[n]``, a chunk of images at a time."""
     transposed = w.reshape(len(w), -1).T.astype(out.dtype, copy=False)  # (C*kh*kw, F)
-    grads, padded = g.reshape(len(g), len(w), -1), np.add(x.shape[2:], np.multiply(2, pad))
+    grads, padded = g.reshape(_flat(g)), np.add(x.shape[2:], np.multiply(2, pad))
     for part in _chunks(len(g), _per_image(out, g.shape[2:], out.dtype, kernel, pad)):
         cols = np.matmul(transposed, grads[part]).reshape(-1, x.shape[1], *kernel, *g.shape[2:])
         if not any(pad):
@@ -192,7 +198,7 @@ def _conv_data_grad_out(g, w, x, *, out, kernel, stride, dilate, pad, **unused):
 
 def _conv_weight_grad_out(g, x, *, out, **attrs):
     """``sum over images of g[n] (F, OH*OW) @ im2col(x[n]).T``, a chunk at a time."""
-    grads, total = g.reshape(len(g), len(out), -1), np.reshape(out, (len(out), -1), copy=False)
+    grads, total = g.reshape(_flat(g)), np.reshape(out, (len(out), -1), copy=False)
     total[...] = 0
     for part in _chunks(len(g), _per_image(x, g.shape[2:], out.dtype, filters=len(out), **attrs)):
         cols = _im2col(x[part], out.dtype, **attrs)

@@ -194,3 +194,13 @@ def test_convolution_scratch_stays_bounded_whatever_the_batch():
     rng = np.random.default_rng(0)
     arrays = [rng.standard_normal(s).astype(F32) for s in [(1024, 1, 28, 28), (6, 1, 5, 5)]]
     assert _measured_scratch("Convolution", arrays, attrs, out_form=True) <= large + SLACK
+
+
+def test_convolution_kernels_take_an_empty_batch():
+    """Zero images: empty results, and a zero weight gradient (nothing to sum)."""
+    attrs = OPS["Convolution"].parse_attrs({"kernel": (3, 3), "num_filter": 2, "pad": (1, 1)})
+    x, w = np.zeros((0, 1, 8, 8), F32), np.ones((2, 1, 3, 3), F32)
+    g = np.zeros((0, 2, 8, 8), F32)
+    assert OPS["Convolution"].kernel(x, w, **attrs).shape == (0, 2, 8, 8)
+    assert OPS["_conv_data_grad"].kernel(g, w, x, **attrs).shape == (0, 1, 8, 8)
+    np.testing.assert_array_equal(OPS["_conv_weight_grad"].kernel(g, x, **attrs), 0 * w)
