@@ -187,12 +187,11 @@ def _conv_data_grad_out(g, w, x, *, out, kernel, stride, dilate, pad, **unused):
     grads, padded = g.reshape(_flat(g)), np.add(x.shape[2:], np.multiply(2, pad))
     for part in _chunks(len(g), _per_image(out, g.shape[2:], out.dtype, kernel, pad)):
         cols = np.matmul(transposed, grads[part]).reshape(-1, x.shape[1], *kernel, *g.shape[2:])
-        if not any(pad):
-            fold(cols, out[part], stride, dilate)
-        else:
-            image = np.empty((len(cols), x.shape[1], *padded), out.dtype)
-            out[part] = crop(fold(cols, image, stride, dilate), pad, x.shape)
-        del cols  # free this chunk's scratch before the next chunk makes its own
+        image = np.empty((len(cols), x.shape[1], *padded), out.dtype) if any(pad) else out[part]
+        fold(cols, image, stride, dilate)
+        if any(pad):
+            out[part] = crop(image, pad, x.shape)
+        del cols, image  # free this chunk's scratch before the next chunk makes its own
     return out
 
 

@@ -117,8 +117,8 @@ F32 = np.dtype("float32")
 CONV_LAYERS = [  # (data shape, filters, geometry): batches past one chunk of ops/conv.py
     ((96, 1, 28, 28), 6, {"kernel": (5, 5)}),  # LeNet's first layer ...
     ((64, 6, 12, 12), 16, {"kernel": (5, 5)}),  # ... and its second
-    ((40, 3, 20, 20), 8, {"kernel": (3, 3), "pad": (1, 2), "stride": (2, 1)}),
-    ((40, 3, 16, 16), 8, {"kernel": (3, 3), "dilate": (2, 2), "pad": (2, 2)}),
+    ((160, 3, 20, 20), 8, {"kernel": (3, 3), "pad": (1, 2), "stride": (2, 1)}),
+    ((160, 3, 16, 16), 8, {"kernel": (3, 3), "dilate": (2, 2), "pad": (2, 2)}),
 ]
 POOL_LAYERS = [  # (data shape, attributes)
     ((64, 6, 24, 24), {"kernel": (2, 2), "stride": (2, 2)}),  # LeNet's
