@@ -11,7 +11,7 @@ result (``kernel_out``), with no transpose or copy afterwards.
 
 The im2col matrix is ``kh * kw`` times bigger than the image: for LeNet's first layer
 at batch 1024 it would be 59 MB to produce a 14 MB result. So the kernels walk the batch
-in *chunks* of images (:func:`_chunks`) whose scratch fits ``_SCRATCH`` bytes: the
+in *chunks* of images (:func:`chunks`) whose scratch fits ``_SCRATCH`` bytes: the
 memory a kernel needs stays bounded whatever the batch, and each product is still big
 enough for BLAS. That scratch is an ``OpDef.workspace`` fact (MXNet's ``kTempSpace``):
 the memory plan counts it at the op's step, and a test measures it.
@@ -105,14 +105,14 @@ _SCRATCH = 1 << 21  # bytes of scratch one chunk of images may fill (2 MiB: meas
 # fast as one chunk for the whole batch on LeNet's layers, and faster at batch 1024)
 
 
-def _chunks(batch: int, per_image: int) -> list[slice]:
+def chunks(batch: int, per_image: int) -> list[slice]:
     """Slices of the batch whose scratch fits ``_SCRATCH`` bytes (at least one image)."""
     step = max(1, _SCRATCH // max(per_image, 1))
     return [slice(i, i + step) for i in range(0, batch, step)]
 
 
-def _scratch(batch: int, per_image: int) -> int:
-    """The workspace of a kernel walking :func:`_chunks`: its largest chunk's scratch."""
+def chunk_scratch(batch: int, per_image: int) -> int:
+    """The workspace of a kernel walking :func:`chunks`: its largest chunk's scratch."""
     return min(batch, max(1, _SCRATCH // max(per_image, 1))) * per_image
 
 
@@ -174,7 +174,7 @@ def _convolution_out(x, w, b=None, *, out, **attrs):
     """``out[n] = weight (F, C*kh*kw) @ im2col(x[n])``, a chunk of images at a time."""
     filters = w.reshape(len(w), -1).astype(out.dtype, copy=False)
     rows = np.reshape(out, _flat(out), copy=False)  # a view: the products write into it
-    for part in _chunks(len(x), _per_image(x, out.shape[2:], out.dtype, **attrs)):
+    for part in chunks(len(x), _per_image(x, out.shape[2:], out.dtype, **attrs)):
         np.matmul(filters, _im2col(x[part], out.dtype, **attrs), out=rows[part])
     if b is not None:
         np.add(out, b.reshape(1, -1, 1, 1), out=out, casting="unsafe")
@@ -185,7 +185,7 @@ def _conv_data_grad_out(g, w, x, *, out, kernel, stride, dilate, pad, **unused):
     """col2im of ``weight.T @ g[n]``, a chunk of images at a time."""
     transposed = w.reshape(len(w), -1).T.astype(out.dtype, copy=False)  # (C*kh*kw, F)
     grads, padded = g.reshape(_flat(g)), np.add(x.shape[2:], np.multiply(2, pad))
-    for part in _chunks(len(g), _per_image(out, g.shape[2:], out.dtype, kernel, pad)):
+    for part in chunks(len(g), _per_image(out, g.shape[2:], out.dtype, kernel, pad)):
         cols = np.matmul(transposed, grads[part]).reshape(-1, x.shape[1], *kernel, *g.shape[2:])
         image = np.empty((len(cols), x.shape[1], *padded), out.dtype) if any(pad) else out[part]
         fold(cols, image, stride, dilate)
@@ -199,7 +199,7 @@ def _conv_weight_grad_out(g, x, *, out, **attrs):
     """``sum over images of g[n] (F, OH*OW) @ im2col(x[n]).T``, a chunk at a time."""
     grads, total = g.reshape(_flat(g)), np.reshape(out, (len(out), -1), copy=False)
     total[...] = 0
-    for part in _chunks(len(g), _per_image(x, g.shape[2:], out.dtype, filters=len(out), **attrs)):
+    for part in chunks(len(g), _per_image(x, g.shape[2:], out.dtype, filters=len(out), **attrs)):
         cols = _im2col(x[part], out.dtype, **attrs)
         total += np.matmul(grads[part], cols.transpose(0, 2, 1)).sum(axis=0)
         del cols  # free this chunk's scratch before the next chunk makes its own
@@ -210,7 +210,7 @@ def _weight_grad_workspace(g: Aval, x: Aval, **attrs) -> int:
     """The chunks' scratch, and the sum of the last chunk's products (the weight's size)."""
     per_image = _per_image(x, g.shape[2:], g.dtype, filters=g.shape[1], **attrs)
     summed = g.shape[1] * x.shape[1] * attrs["kernel"][0] * attrs["kernel"][1]
-    return _scratch(x.shape[0], per_image) + summed * np.dtype(g.dtype).itemsize
+    return chunk_scratch(x.shape[0], per_image) + summed * np.dtype(g.dtype).itemsize
 
 
 def _weight_grad_infer(g: Aval, x: Aval, **attrs) -> list[Aval]:
@@ -226,7 +226,7 @@ def _conv_grad(F, inputs, outputs, out_grads, **attrs):
 register(OpDef(
     name="Convolution", kernel=allocating(_convolution_out, _conv_infer),
     kernel_out=_convolution_out, infer=_conv_infer, grad=_conv_grad,
-    workspace=lambda x, w, b=None, **attrs: _scratch(x.shape[0], _per_image(
+    workspace=lambda x, w, b=None, **attrs: chunk_scratch(x.shape[0], _per_image(
         x, _conv_infer(x, w, **attrs)[0].shape[2:], promote(x.dtype, w.dtype), **attrs)),
     infer_params=lambda x, *, kernel, num_filter, **_: {
         "weight": (num_filter, x.shape[1], *kernel), "bias": (num_filter,)},
@@ -238,7 +238,7 @@ register(OpDef(
 register(OpDef(
     name="_conv_data_grad", kind=Kind.OPAQUE, kernel_out=_conv_data_grad_out,
     kernel=allocating(_conv_data_grad_out, lambda g, w, x, **attrs: [Aval(x.shape, g.dtype)]),
-    workspace=lambda g, w, x, **attrs: _scratch(x.shape[0], _per_image(
+    workspace=lambda g, w, x, **attrs: chunk_scratch(x.shape[0], _per_image(
         Aval(x.shape, g.dtype), g.shape[2:], g.dtype, **attrs)),
     grad=None, grad_missing="Convolution's backward has no second order",
     infer=lambda g, w, x, **attrs: [Aval(x.shape, g.dtype)], attrs=_CONV_ATTRS,

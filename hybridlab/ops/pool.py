@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from hybridlab.errors import ShapeError
+from hybridlab.ops import conv
 from hybridlab.ops.conv import allocating, check_pairs, crop, out_size, pad_image, slabs
 from hybridlab.ops.registry import Attr, Aval, Kind, OpDef, register
 
@@ -88,18 +89,25 @@ def _window_counts(x: np.ndarray, count_include_pad: bool, **attrs) -> np.ndarra
 
 def _pooling_grad_out(g: np.ndarray, x: np.ndarray, *, out: np.ndarray, pool_type: str,
                       **attrs) -> np.ndarray:
-    """Each window's gradient back to its first largest element (max), or shared."""
+    """Each window's gradient back to its first largest element (max), or shared among
+    its elements; a chunk of images at a time, so the scratch stays bounded (conv.py)."""
+    for part in conv.chunks(len(x), _pool_grad_per_image(g, x, pool_type, **attrs)):
+        _pool_grad_chunk(g[part], x[part], out[part], pool_type, **attrs)
+    return out
+
+
+def _pool_grad_chunk(g, x, out, pool_type: str, **attrs) -> None:
     kernel, stride, pad, extra, size = _pool_geometry(x.shape, **attrs)
     padded = pad_image(x, pad, extra, _lowest(x.dtype))
     image = out if padded is x else np.empty(padded.shape, g.dtype)
     image[...] = 0
     if pool_type == "max":
         pooled = _combine(padded, kernel, stride, size, True, np.empty(g.shape, x.dtype))
-        pending, hit = np.ones(g.shape, bool), np.empty(g.shape, bool)
+        pending, hit, routed = np.ones(g.shape, bool), np.empty(g.shape, bool), np.empty_like(g)
         for _, _, slab in slabs(kernel, stride, (1, 1), size):
             np.equal(padded[slab], pooled, out=hit)
             hit &= pending
-            np.add(image[slab], g, out=image[slab], where=hit)
+            image[slab] += np.multiply(g, hit, out=routed)  # faster than add(where=hit)
             pending ^= hit  # a window's gradient goes to its first maximum only
     else:
         share = g if pool_type == "sum" else g / _window_counts(x, **attrs).astype(g.dtype)
@@ -107,7 +115,6 @@ def _pooling_grad_out(g: np.ndarray, x: np.ndarray, *, out: np.ndarray, pool_typ
             image[slab] += share
     if image is not out:
         np.copyto(out, crop(image, pad, x.shape))
-    return out
 
 
 def _pool_workspace(x: Aval, pool_type: str, **attrs) -> int:
@@ -119,12 +126,14 @@ def _pool_workspace(x: Aval, pool_type: str, **attrs) -> int:
     return x.shape[0] * x.shape[1] * int(np.prod(padded)) * x.dtype.itemsize
 
 
-def _pool_grad_workspace(g: Aval, x: Aval, pool_type: str, **attrs) -> int:
-    """The padded input and image (if padded); max: the recomputed maxima and two masks
-    (bool); avg: the shared gradient."""
+def _pool_grad_per_image(g: Aval, x: Aval, pool_type: str, **attrs) -> int:
+    """For one image of ``x``: the padded input and image (if padded); max: the
+    recomputed maxima, the routed gradient and two masks (bool); avg: the shared one."""
+    g, x = (Aval((1, *a.shape[1:]), np.dtype(a.dtype)) for a in (g, x))
     padded = _pool_workspace(x, pool_type, **attrs)
     count = int(np.prod(g.shape))
-    scratch = {"max": count * (x.dtype.itemsize + 2), "avg": count * g.dtype.itemsize}
+    scratch = {"max": count * (x.dtype.itemsize + g.dtype.itemsize + 2),
+               "avg": count * g.dtype.itemsize}
     return padded + padded // x.dtype.itemsize * g.dtype.itemsize + scratch.get(pool_type, 0)
 
 
@@ -139,7 +148,8 @@ register(OpDef(
 register(OpDef(
     name="_pooling_grad", kernel_out=_pooling_grad_out,
     kernel=allocating(_pooling_grad_out, lambda g, x, **attrs: [Aval(x.shape, g.dtype)]),
-    workspace=_pool_grad_workspace, kind=Kind.OPAQUE,
+    workspace=lambda g, x, **attrs: conv.chunk_scratch(
+        x.shape[0], _pool_grad_per_image(g, x, **attrs)), kind=Kind.OPAQUE,
     grad=None, grad_missing="Pooling's backward has no second order",
     attrs=_POOL_ATTRS, inputs=("data", "like"),
     infer=lambda g, x, **attrs: [Aval(x.shape, g.dtype)],

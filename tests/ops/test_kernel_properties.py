@@ -121,8 +121,8 @@ CONV_LAYERS = [  # (data shape, filters, geometry): batches past one chunk of op
     ((160, 3, 16, 16), 8, {"kernel": (3, 3), "dilate": (2, 2), "pad": (2, 2)}),
 ]
 POOL_LAYERS = [  # (data shape, attributes)
-    ((64, 6, 24, 24), {"kernel": (2, 2), "stride": (2, 2)}),  # LeNet's
-    ((64, 6, 24, 24), {"kernel": (3, 3), "stride": (2, 2), "pad": (1, 1)}),
+    ((512, 6, 24, 24), {"kernel": (2, 2), "stride": (2, 2)}),  # LeNet's, in 3 chunks
+    ((160, 6, 24, 24), {"kernel": (3, 3), "stride": (2, 2), "pad": (1, 1)}),
     ((64, 6, 24, 24), {"kernel": (3, 3), "stride": (2, 2), "pad": (1, 1), "pool_type": "avg"}),
     ((64, 6, 24, 24), {"kernel": (2, 2), "stride": (2, 2), "pool_type": "sum"}),
     ((32, 6, 25, 25), {"kernel": (2, 2), "stride": (2, 2), "pool_type": "avg",
