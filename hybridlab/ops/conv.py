@@ -21,12 +21,13 @@ weight's place, summed over the images. The data gradient is the reverse of im2c
 (*col2im*, :func:`fold`): each window's gradient is added back where the window came
 from -- a loop over the ``kh * kw`` kernel offsets (:func:`slabs`), each a vectorised
 strided add. ``pool.py`` uses the same geometry helpers (``out_size``, ``slabs``,
-``pad_image``).
+``pad_image``) and chunks.
 
 The backward kernels are internal ops (``_conv_data_grad``, ``_conv_weight_grad``) so
 the gradient rules stay written with registry ops; they take the
 forward input as ``like`` for its shape and have no second-order gradient.
 """
+
 from __future__ import annotations
 
 import math

@@ -12,6 +12,8 @@ Backwards, max pooling sends each window's gradient to its *first* largest eleme
 (MXNet's choice; ties do not split it), average pooling shares it equally among the
 elements it divided by (``count_include_pad`` decides whether padding counts). The
 backward kernel is the internal op ``_pooling_grad``; it has no second-order gradient.
+It needs scratch (the recomputed maxima, masks, padded copies), so it walks the batch in
+chunks as the convolutions do, and declares that scratch as its ``OpDef.workspace``.
 """
 
 from __future__ import annotations
