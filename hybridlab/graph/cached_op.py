@@ -49,6 +49,7 @@ class _Entry:
     needs: tuple[bool, ...] = ()  # while recording: which inputs want a gradient
     saved_inputs: tuple[int, ...] = ()  # inputs the backward reads again
     wanted: tuple[int, ...] = ()  # inputs the backward returns a gradient for
+    plain: Any = None  # the generated function, when NOTE [The plain call] applies
 
 
 class CachedOp:
@@ -105,6 +106,8 @@ class CachedOp:
                 or needs != entry.needs):
             entry = self._lookup(avals, mode.training, needs)
         self._calls += 1
+        if entry.plain is not None:  # NOTE [The plain call]
+            return _push_plain(entry.plain, inputs, ndarray._new(entry.out_avals[0]))
         # out_avals were normalised at compile time: the constructor without the checks
         results = list(map(ndarray._new, entry.out_avals))
         program, contexts = entry.forward, ()
@@ -145,8 +148,11 @@ class CachedOp:
             backward = self._program(split.backward, "backward")
         # normalised once here, so each call can make its results from them as they are
         out_avals = [Aval(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in graph.outputs]
-        return _Entry(self._program(graph, "forward"), backward, out_avals,
-                      len(self.graph.outputs), avals, training, needs, saved, wanted)
+        forward = self._program(graph, "forward")
+        plain = (len(out_avals) == 1 and backward is None and not forward.views
+                 and not forward.num_random and not forward.scalar_outputs)
+        return _Entry(forward, backward, out_avals, len(self.graph.outputs), avals, training,
+                      needs, saved, wanted, forward.function if plain else None)
 
     def _program(self, graph: ir.Graph, name: str) -> Program:
         optimised, _ = run_pipeline(graph, disabled=self.disabled)
@@ -219,3 +225,17 @@ def _push(program: Program, inputs: Sequence[Any], outputs: Sequence[Any],
     # into tuples when it links the op, and the NaiveEngine, which has nothing to link,
     # never builds them at all (two list comprehensions saved on every call)
     engine.current().push(run, map(_VAR, inputs), map(_VAR, outputs), name)
+
+
+def _push_plain(function: Any, inputs: Sequence[Any], result: Any) -> Any:
+    """NOTE: [The plain call] most calls run a program with one result, no random node, no
+    arena, no 0-d output and no backward to record (a network's forward in a loop). Its
+    generated function needs no :meth:`Program.run` around it: the engine op calls it
+    with the inputs' arrays and stores the one result. The same op with the same Vars as
+    :func:`_push` pushes, minus the steps that would do nothing (about 0.6 us a call)."""
+
+    def run() -> None:
+        result._data = function(*[x._data for x in inputs])[0]
+
+    engine.current().push(run, map(_VAR, inputs), (result._var,), "CachedOp")
+    return result
