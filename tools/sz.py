@@ -33,8 +33,10 @@ PACKAGE = ROOT / "hybridlab"
 # and the exercises package (~300 lines): 6.2k. Then +0.9k for what review found missing:
 # out= kernels and a real static arena, attribute bounds, the ast-based hybridization
 # report, lesson 04's exercises, engine failure/hook reporting and clear errors on bad
-# block input. The per-module budgets bind; this cap only stops silent growth.
-TOTAL_BUDGET = 7200
+# block input. Then +0.1k for the batch-1 call path (specialised FullyConnected kernels,
+# the plain CachedOp call) and the memory plan's kernel workspace and chunked scratch.
+# The per-module budgets bind; this cap only stops silent growth.
+TOTAL_BUDGET = 7300
 DEFAULT_BUDGET = 150
 
 # Code-line budgets from STYLE.md section 2, keyed by path relative to the repository root.
@@ -48,7 +50,7 @@ BUDGETS: dict[str, int] = {
     "hybridlab/ops/elementwise.py": 215,  # + kernel_out forms and the dtype contract
     "hybridlab/ops/reduce.py": 120,
     "hybridlab/ops/shape.py": 140,
-    "hybridlab/ops/linalg.py": 135,  # + infer_params; kernel_out for dot/FC; dtype promotion
+    "hybridlab/ops/linalg.py": 150,  # + infer_params; kernel_out for dot/FC; dtypes; FC_2d
     "hybridlab/ops/random.py": 40,
     "hybridlab/engine.py": 555,  # + hook-error reports, convoy-free finishing, BLAS, origin cache
     "hybridlab/ndarray.py": 410,  # + never-computed-array errors, nd.<typo> hints, head_grad
@@ -65,11 +67,11 @@ BUDGETS: dict[str, int] = {
     "hybridlab/graph/passes/eliminate_dead_code.py": 40,
     "hybridlab/graph/passes/fuse_elementwise.py": 150,
     "hybridlab/graph/passes/plan_memory.py": 155,  # + kernel workspace, choosing the arena
-    "hybridlab/graph/codegen.py": 250,  # + fused bodies, arena pool, source check, 0-d outputs
-    "hybridlab/graph/cached_op.py": 127,  # + stats, only read gradients, last-signature cache
+    "hybridlab/graph/codegen.py": 265,  # + fused bodies, arena, source check, 0-d, specialise
+    "hybridlab/graph/cached_op.py": 145,  # + stats, read gradients only, inline cache, plain call
     "hybridlab/gluon/__init__.py": 20,  # re-exports only
     "hybridlab/gluon/parameter.py": 167,  # + save/load, regex select, grad_req, one NDArray
-    "hybridlab/gluon/block.py": 292,  # + input/flag/trace checks, Symbol calls, call fast path
+    "hybridlab/gluon/block.py": 295,  # + input/flag/trace checks, Symbol calls, call fast path
     "hybridlab/gluon/nn/__init__.py": 20,  # re-exports only (nn.py split as MXNet's gluon/nn/)
     "hybridlab/gluon/nn/activations.py": 25,
     "hybridlab/gluon/nn/basic_layers.py": 150,  # + BatchNorm on any axis without ndim, slices

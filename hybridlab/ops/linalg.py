@@ -175,8 +175,8 @@ def _fc_out(x, w, b=None, *, out, num_hidden, no_bias, flatten):
 # flatten, promoted dtypes, no bias -- and pays for its tests and keyword attributes on
 # every call: about 0.3 us, a sixth of the seed MLP's last layer (128 -> 2) at batch 1.
 # When the compiler knows that the data is 2-D, that there is a bias and that every input
-# has one dtype, the tests have known answers, and the program calls one of these instead. ``_fc`` stays
-# the reference: a test checks that both give the same bits.
+# has one dtype, the tests have known answers, and the program calls one of these
+# instead. ``_fc`` stays the reference: a test checks that both give the same bits.
 def _fc_2d(x, w, b):
     out = x @ w.T
     out += b
