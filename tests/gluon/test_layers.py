@@ -149,6 +149,30 @@ def test_reprs_match_mxnet():
                          ")")
 
 
+def test_conv_pool_norm_reprs_match_mxnet():
+    """The text MXNet 1.x prints for these layers; in_channels appear once inferred."""
+    net = nn.HybridSequential()
+    net.add(nn.Conv2D(6, kernel_size=5, activation="relu"), nn.MaxPool2D(pool_size=2),
+            nn.Conv2D(3, 3, strides=2, padding=1, dilation=2, use_bias=False, in_channels=6),
+            nn.BatchNorm(scale=False), nn.GlobalAvgPool2D(), nn.Flatten(), nn.Dropout(0.5))
+    lines = repr(net).splitlines()[1:-1]
+    assert lines == [
+        "  (0): Conv2D(None -> 6, kernel_size=(5, 5), stride=(1, 1), Activation(relu))",
+        "  (1): MaxPool2D(size=(2, 2), stride=(2, 2), padding=(0, 0), ceil_mode=False, "
+        "global_pool=False, pool_type=max, layout=NCHW)",
+        "  (2): Conv2D(6 -> 3, kernel_size=(3, 3), stride=(2, 2), padding=(1, 1), "
+        "dilation=(2, 2), bias=False)",
+        "  (3): BatchNorm(axis=1, eps=1e-05, momentum=0.9, fix_gamma=True, "
+        "use_global_stats=False, in_channels=None)",
+        "  (4): GlobalAvgPool2D(size=(1, 1), stride=(1, 1), padding=(0, 0), ceil_mode=True, "
+        "global_pool=True, pool_type=avg, layout=NCHW)",
+        "  (5): Flatten",
+        "  (6): Dropout(p = 0.5, axes=())"]
+    net.initialize()
+    net(nd.ones((1, 3, 28, 28)))
+    assert repr(net[0]).startswith("Conv2D(3 -> 6,") and "in_channels=3)" in repr(net[3])
+
+
 @pytest.mark.parametrize("container", [nn.Sequential, nn.HybridSequential])
 def test_slicing_a_sequential_gives_a_container_of_the_same_children(container):
     net = container()

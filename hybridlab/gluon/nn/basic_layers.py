@@ -116,12 +116,18 @@ class Dropout(HybridBlock):
     def hybrid_forward(self, F: Any, x: Any) -> Any:
         return F.Dropout(x, p=self._rate, axes=self._axes, name="fwd")
 
+    def __repr__(self) -> str:
+        return f"Dropout(p = {self._rate}, axes={self._axes})"  # MXNet's text, spaces too
+
 
 class Flatten(HybridBlock):
     """Reshape ``(N, ...)`` to ``(N, -1)``."""
 
     def hybrid_forward(self, F: Any, x: Any) -> Any:
         return F.Flatten(x)
+
+    def __repr__(self) -> str:
+        return "Flatten"  # MXNet's text, without brackets
 
 
 class BatchNorm(HybridBlock):
@@ -137,7 +143,7 @@ class BatchNorm(HybridBlock):
                  in_channels: int = 0, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._axis, self._momentum, self._eps = axis, momentum, epsilon
-        self._use_global_stats = use_global_stats
+        self._use_global_stats, self._fix_gamma = use_global_stats, not scale
         with self.name_scope():
             get = self.params.get
             self.gamma = get("gamma", shape=(in_channels,), init="ones",
@@ -154,6 +160,11 @@ class BatchNorm(HybridBlock):
         channels = _shape(x)[self._axis]
         for param in (self.gamma, self.beta, self.running_mean, self.running_var):
             param.shape = (channels,)
+
+    def __repr__(self) -> str:  # MXNet's text
+        return (f"BatchNorm(axis={self._axis}, eps={self._eps}, momentum={self._momentum}, "
+                f"fix_gamma={self._fix_gamma}, use_global_stats={self._use_global_stats}, "
+                f"in_channels={self.gamma.shape[0] or None})")
 
     def _check_input(self, x: Any) -> None:
         shape = _known_shape(x)

@@ -56,6 +56,15 @@ class Conv2D(HybridBlock):
         out = F.Convolution(*inputs, no_bias=bias is None, name="fwd", **self._attrs)
         return self.act(out) if self.act is not None else out
 
+    def __repr__(self) -> str:  # MXNet's text: defaults left out, the activation inline
+        attrs, shape = self._attrs, self.weight.shape
+        text = (f"Conv2D({shape[1] or None} -> {shape[0]}, kernel_size={attrs['kernel']}, "
+                f"stride={attrs['stride']}")
+        text += f", padding={attrs['pad']}" if attrs["pad"] != (0, 0) else ""
+        text += f", dilation={attrs['dilate']}" if attrs["dilate"] != (1, 1) else ""
+        text += ", bias=False" if self.bias is None else ""
+        return text + (f", {self.act})" if self.act is not None else ")")
+
 
 class _Pool2D(HybridBlock):
     """Pooling over ``pool_size`` windows; subclasses choose ``_pool_type``."""
@@ -74,6 +83,13 @@ class _Pool2D(HybridBlock):
 
     def hybrid_forward(self, F: Any, x: Any) -> Any:
         return F.Pooling(x, name="fwd", **self._attrs)
+
+    def __repr__(self) -> str:  # MXNet's text; its global pools show a (1, 1) window
+        attrs, glob = self._attrs, self._global
+        size, stride = ((1, 1), (1, 1)) if glob else (attrs["kernel"], attrs["stride"])
+        return (f"{type(self).__name__}(size={size}, stride={stride}, padding={attrs['pad']}, "
+                f"ceil_mode={glob}, global_pool={glob}, pool_type={self._pool_type}, "
+                f"layout=NCHW)")
 
 
 class MaxPool2D(_Pool2D):
