@@ -88,3 +88,12 @@ def test_lesson04_solutions():
     assert exercises.check_sign_gate(sol.SignGate)
     assert exercises.check_flatten(sol.FlattenBlock)
     assert exercises.check_last_column(sol.LastColumn)
+
+
+def test_lesson05_solutions():
+    from hybridlab.exercises import lesson05
+
+    sol = solution("05_autograd_and_memory")
+    assert lesson05.check_gradients(sol.gradients)
+    assert lesson05.check_numeric_gradient(sol.numeric_gradient)
+    assert lesson05.check_train_step(sol.train_step)

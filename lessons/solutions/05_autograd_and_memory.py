@@ -1,0 +1,56 @@
+"""Reference solutions for lesson 05 (autograd and memory); tests/test_lessons.py runs them."""
+
+import numpy as np
+
+from hybridlab import autograd
+from hybridlab.exercises import lesson05
+
+
+def gradients(x, w):
+    """Exercise 1: mark both inputs, record the forward, let backward fill the .grad."""
+    x.attach_grad()
+    w.attach_grad()
+    with autograd.record():
+        result = lesson05.energy(x, w)
+    result.backward()
+    return x.grad, w.grad
+
+
+def numeric_gradient(f, x, eps=1e-5):
+    """Exercise 2: central differences, one entry at a time, each put back afterwards."""
+    grad = np.zeros_like(x)
+    for index in np.ndindex(x.shape):
+        saved = x[index]
+        x[index] = saved + eps
+        above = f(x)
+        x[index] = saved - eps
+        below = f(x)
+        x[index] = saved
+        grad[index] = (above - below) / (2 * eps)
+    return grad
+
+
+def train_step(layer, x, weights, every):
+    """Exercise 3: the forward records only the last segment, whose tape the backward
+    then uses as it is; the segments before it are recomputed from their checkpoints."""
+    segments = [weights[i:i + every] for i in range(0, len(weights), every)]
+    checkpoints, h = [], x
+    for segment in segments[:-1]:
+        checkpoints.append(h)
+        for w in segment:
+            h = layer(h, w)
+    h.attach_grad()
+    with autograd.record():
+        end = h
+        for w in segments[-1]:
+            end = layer(end, w)
+    end.backward()  # the gradient of sum(end): ones
+    out_grad = h.grad
+    for segment, start in zip(reversed(segments[:-1]), reversed(checkpoints)):
+        start.attach_grad()
+        with autograd.record():
+            end = start
+            for w in segment:
+                end = layer(end, w)
+        end.backward(out_grad)
+        out_grad = start.grad
