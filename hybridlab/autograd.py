@@ -210,7 +210,11 @@ def _check_rule(op: Any) -> None:
 def _check_heads(heads: Sequence[Any], head_grads: Sequence[Any]) -> None:
     if len(head_grads) != len(heads):
         raise ValueError(f"got {len(heads)} head(s) but {len(head_grads)} head gradient(s)")
-    for head in heads:
+    for head, head_grad in zip(heads, head_grads):
+        if head_grad is not None and tuple(head_grad.shape) != tuple(head.shape):
+            raise ValueError(f"a head gradient of shape {tuple(head_grad.shape)} was given "
+                             f"for a head of shape {tuple(head.shape)}: the gradient flowing "
+                             f"into y must have y's shape (e.g. nd.ones_like(y))")
         if head._ag is None:
             raise NotRecordedError(
                 f"cannot differentiate an array of shape {head.shape} that no recorded "

@@ -119,6 +119,20 @@ def test_head_gradient_and_multiple_heads():
         y.backward(nd.ones((2,)), head_grad=nd.ones((2,)))
 
 
+def test_head_gradient_of_the_wrong_shape_blames_the_caller():
+    x = nd.array([1.0, 2.0])
+    x.attach_grad()
+    with autograd.record():
+        y = nd.tanh(x)
+    message = r"head gradient of shape \(3,\) was given for a head of shape \(2,\).*ones_like"
+    with pytest.raises(ValueError, match=message):
+        y.backward(nd.ones((3,)), retain_graph=True)
+    with pytest.raises(ValueError, match=message):
+        autograd.grad(y, x, head_grads=nd.ones((3,)), retain_graph=True)
+    y.backward(nd.ones((2,)))  # the right shape still works after the refusal
+    np.testing.assert_allclose(x.grad.asnumpy(), 1 - np.tanh([1.0, 2.0]) ** 2, rtol=1e-6)
+
+
 def test_autograd_grad_leaves_dot_grad_alone():
     x = nd.array([1.0, 2.0, 3.0])
     x.attach_grad()

@@ -44,14 +44,21 @@ from hybridlab.exercises.lesson04 import (
     check_last_column,
     check_sign_gate,
 )
+from hybridlab.exercises.lesson05 import (
+    check_gradients,
+    check_numeric_gradient,
+    check_train_step,
+    energy,
+)
 
 __all__ = [
     "SYNC_CANDIDATES", "BrokenBlock", "Feedback", "FlattenBlock", "LastColumn", "SignGate",
     "check_dense_from_primitives", "check_export_roundtrip", "check_fancy_func_nodes",
-    "check_fc_count", "check_flatten", "check_hybridizable", "check_last_column",
-    "check_print_count", "check_ready_after_two_steps", "check_same_outputs",
-    "check_sign_gate", "check_span", "check_symbol_program", "check_sync_points",
-    "check_tour_mlp", "fancy_func",
+    "check_fc_count", "check_flatten", "check_gradients", "check_hybridizable",
+    "check_last_column", "check_numeric_gradient", "check_print_count",
+    "check_ready_after_two_steps", "check_same_outputs", "check_sign_gate", "check_span",
+    "check_symbol_program", "check_sync_points", "check_tour_mlp", "check_train_step",
+    "energy", "fancy_func",
 ]
 
 
