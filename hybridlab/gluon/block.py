@@ -232,7 +232,8 @@ class HybridBlock(Block):
         super().__init__(prefix, params)
         self._active = False
         self._flags = {"static_alloc": False, "static_shape": False}
-        self._programs: dict[Any, Any] = {}
+        # the compiled programs by key, and NOTE [The last program first]
+        self._programs, self._last_program = {}, None
         self._report: _report.HybridizationReport | None = None
 
     def register_child(self, block: Block, name: str | None = None) -> None:
@@ -254,7 +255,7 @@ class HybridBlock(Block):
         _check_flags(active, flags)
         self._active = bool(active)
         self._flags = {"static_alloc": False, "static_shape": False, **flags}
-        self._programs.clear()
+        self._programs, self._last_program = {}, None
         super().hybridize(active, **flags)
 
     def hybridization_report(self) -> _report.HybridizationReport | None:
@@ -268,8 +269,18 @@ class HybridBlock(Block):
         return mimebundle(self, text=repr(self))
 
     def __call__(self, *args: Any) -> Any:
-        if self._active and _only_ndarrays(args) and _trace.current() is None:
-            return self._call_compiled(args)  # the hot path: the checks for it come first
+        # the hot path, checked first: NDArrays into a hybridized block, no trace running
+        # (the trace stack read directly, not through _trace.current(): 0.06 us a call)
+        if self._active and _only_ndarrays(args) and not _trace._STATE.stack:
+            # NOTE: [The last program first] a loop calls a block in one mode (training or
+            # predicting) call after call: the program the last call ran is tried first,
+            # with one identity test, before a key is built and looked up (measured: 0.15
+            # us a call, with the call this saves). Under static_shape=True the key holds
+            # the input shapes too: the block always asks the dictionary.
+            program = self._last_program
+            if program is None or program.training is not autograd._MODE.training:
+                program = self._program_for(args)
+            return program.run(args)
         if _are_symbols(self, args):  # (the clear errors for anything else are in here)
             return self._trace_call(*args)
         self._finish_deferred_init(*args)
@@ -336,6 +347,7 @@ class HybridBlock(Block):
         self._report = frame.report
         program = self._compile(outputs, names, frame.aux_updates, isinstance(out, (list, tuple)))
         program.in_avals = [(a.shape, a.dtype) for a in args]
+        program.training = autograd._MODE.training
         return program
 
     def _compile(self, outputs: list, names: list[str], aux_updates: list,
@@ -349,14 +361,17 @@ class HybridBlock(Block):
         return _Program(graph, CachedOp(graph, **self._flags), names, feed, outputs,
                         [param for param, _ in aux_updates], as_tuple)
 
-    def _call_compiled(self, args: tuple) -> Any:
+    def _program_for(self, args: tuple) -> _Program:
+        """The program for this mode (and shapes, under static_shape), traced on a miss."""
         key: tuple = (autograd._MODE.training,)  # (is_training(), without the call)
         if self._flags["static_shape"]:
             key += tuple([(a.shape, a.dtype) for a in args])  # str(dtype) costs ~3 us
         program = self._programs.get(key)
         if program is None:
             program = self._programs[key] = self._trace(args)
-        return program.run(args)
+        if not self._flags["static_shape"]:
+            self._last_program = program  # NOTE [The last program first]
+        return program
 
     def export(self, path: str, epoch: int = 0) -> None:
         """Write ``path-symbol.json`` and ``path-%04d.params`` (``arg:``/``aux:`` keys)."""
@@ -392,7 +407,8 @@ class _Program:
         # None when the inputs come in graph order already (data first): no reordering
         self.positions = None if positions == list(range(len(names))) else positions
         self.outputs, self.num_outputs = outputs, len(outputs)
-        self.in_avals: list[tuple] = []  # (shape, dtype) of the traced inputs
+        # set by HybridBlock._trace: the traced inputs' (shape, dtype), and the mode
+        self.in_avals, self.training = [], False
         self.aux_targets, self.as_tuple = aux_targets, as_tuple
         self._params: list = []  # the feed's NDArrays, gathered on the first call
 

@@ -1,0 +1,78 @@
+"""HybridBlock's call path: which compiled program a call runs (NOTE [The last program first])."""
+
+import numpy as np
+import pytest
+
+import hybridlab as mx
+from hybridlab import autograd, nd
+from hybridlab.gluon import nn
+
+# the counter below is a Python attribute the trace freezes: the report says so, rightly
+pytestmark = pytest.mark.filterwarnings("ignore:hybridization report")
+
+
+class Counting(nn.HybridBlock):
+    """Dropout after a Dense layer, counting how often ``hybrid_forward`` is traced."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.traces = 0
+        with self.name_scope():
+            self.dense = nn.Dense(4, in_units=3)
+            self.drop = nn.Dropout(0.5)
+
+    def hybrid_forward(self, F, x):
+        self.traces += 1
+        return self.drop(self.dense(x))
+
+
+def _net() -> Counting:
+    mx.random.seed(0)
+    net = Counting()
+    net.initialize()
+    return net
+
+
+def test_calls_alternating_between_modes_each_run_their_own_program():
+    net = _net()
+    x = nd.array(np.random.default_rng(0).uniform(1, 2, size=(64, 3)))
+    expected = net(x).asnumpy()  # imperative prediction: Dropout is the identity
+    net.hybridize()
+    for _ in range(3):
+        np.testing.assert_allclose(net(x).asnumpy(), expected, rtol=1e-6)
+        with autograd.train_mode():
+            dropped = net(x).asnumpy()
+        assert (dropped == 0).any() and not np.allclose(dropped, expected)
+    assert net.traces == 1 + 2  # the imperative call, then one trace per mode
+    assert sorted(key[0] for key in net._programs) == [False, True]
+
+
+def test_hybridize_again_forgets_the_program_the_last_call_ran():
+    net = _net()
+    x = nd.ones((2, 3))
+    net.hybridize()
+    first = net(x).asnumpy()
+    net.hybridize()  # a new trace on the next call, even in the same mode
+    np.testing.assert_allclose(net(x).asnumpy(), first)
+    assert net.traces == 2
+    net.hybridize(False)
+    net(x)
+    assert net.traces == 3  # imperative: hybrid_forward runs on every call
+    net(x)
+    assert net.traces == 4
+
+
+@pytest.mark.parametrize("static_shape", [False, True])
+def test_shapes_alternating_get_the_right_results(static_shape):
+    """With static_shape the key holds the shapes: no shortcut may return the program
+    traced for the other shape."""
+    net = _net()
+    small, large = nd.ones((1, 3)), nd.ones((5, 3))
+    expected = {1: net(small).asnumpy(), 5: net(large).asnumpy()}
+    net.hybridize(static_shape=static_shape)
+    for _ in range(2):
+        for x in (small, large, large, small):
+            result = net(x)
+            assert result.shape == (x.shape[0], 4)
+            np.testing.assert_allclose(result.asnumpy(), expected[x.shape[0]], rtol=1e-6)
+    assert len(net._programs) == (2 if static_shape else 1)
