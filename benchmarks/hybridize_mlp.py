@@ -16,9 +16,14 @@ its weights that way would gain; ratios are to the same-layout floor. PyTorch ea
 and TorchScript rows appear when torch is installed. Then one training step (forward,
 loss, backward, SGD) imperative vs hybridized vs static at batch 1 and 64.
 
-Fairness: BLAS uses the same number of threads in every row (``--blas-threads``,
-default 1, set with threadpoolctl around each measurement, because the ThreadedEngine
-limits BLAS while it runs) and the table prints the number each row really ran with.
+Fairness: every forward row reads the very same weight buffers, each placed at a 64-byte
+boundary (``aligned``): where a weight matrix starts moves a batch-1 forward by ~10% (one
+at 16 bytes past a 32-byte boundary splits every other AVX load across two cache lines),
+luck that would otherwise differ from row to row and from run to run (hybridlab's own
+parameters sit wherever numpy's allocator put them). BLAS uses the same number of threads
+in every row (``--blas-threads``, default 1, set with threadpoolctl around each
+measurement, because the ThreadedEngine limits BLAS while it runs) and the table prints
+the number each row really ran with.
 Each cell is the median over ``--repeats`` runs of ``--calls`` calls; the repeats are
 interleaved (every row once, then every row again), so drift hits every row alike.
 Absolute times are illustrations; ratios measured in one run are the result.
@@ -59,12 +64,16 @@ BATCHES = (1, 64, 1024)
 FLOOR = "numpy out="
 
 
-def get_net(mode: str) -> nn.HybridSequential:
+def get_net(mode: str, shared: list[np.ndarray] | None = None) -> nn.HybridSequential:
+    """The seed MLP; with ``shared``, its parameters hold those very buffers (no copy)."""
     mx.random.seed(0)
     net = nn.HybridSequential()
     net.add(nn.Dense(256, activation="relu"), nn.Dense(128, activation="relu"), nn.Dense(2))
     net.initialize()
     net(nd.ones((1, 512)))
+    for param, values in zip(net.collect_params().values(), shared or ()):
+        nd.from_numpy(values).copyto(param.data())  # same dtype: the buffer is shared
+    nd.waitall()
     if mode == "hybridized":
         net.hybridize()
     elif mode == "static":
@@ -73,7 +82,17 @@ def get_net(mode: str) -> nn.HybridSequential:
 
 
 def weights(net: nn.HybridSequential) -> list[np.ndarray]:
-    return [p.data().asnumpy() for p in net.collect_params().values()]
+    """Copies of the weights, each at a 64-byte boundary (see Fairness above)."""
+    return [aligned(p.data().asnumpy()) for p in net.collect_params().values()]
+
+
+def aligned(values: np.ndarray, boundary: int = 64) -> np.ndarray:
+    """A copy of ``values`` whose first byte sits at a multiple of ``boundary``."""
+    raw = np.empty(values.nbytes + boundary, np.uint8)
+    start = -raw.ctypes.data % boundary
+    copy = raw[start:start + values.nbytes].view(values.dtype).reshape(values.shape)
+    copy[...] = values
+    return copy
 
 
 def numpy_forward(params: list[np.ndarray]) -> Callable:
@@ -90,22 +109,26 @@ def numpy_forward(params: list[np.ndarray]) -> Callable:
 def numpy_out_forward(params: list[np.ndarray], batch: int, pretransposed: bool) -> Callable:
     """Preallocated buffers, in-place bias and relu: no allocation per call. ``np.dot``,
     not ``np.matmul`` (``@``): the same BLAS product with less work around it, measured
-    0.4-0.5 us faster per layer at batch 1 and as fast at batch 64 and 1024."""
+    0.4-0.5 us faster per layer at batch 1 and as fast at batch 64 and 1024; and the C
+    function behind ``np.dot``, without the Python dispatcher that asks whether an
+    argument overrides it (``__array_function__``): 0.25 us less per layer. hybridlab's
+    FullyConnected kernels call the same function (NOTE [np.dot, not @] in linalg.py)."""
+    dot = getattr(np.dot, "_implementation", np.dot)
     w1, b1, w2, b2, w3, b3 = params
     h1, h2, out = (np.empty((batch, n), np.float32) for n in (256, 128, 2))
     if pretransposed:
-        m1, m2, m3 = (np.ascontiguousarray(w.T) for w in (w1, w2, w3))
+        m1, m2, m3 = (aligned(w.T) for w in (w1, w2, w3))  # C-contiguous copies
     else:
         m1, m2, m3 = w1.T, w2.T, w3.T
 
     def run(x: np.ndarray) -> np.ndarray:
-        np.dot(x, m1, out=h1)
+        dot(x, m1, out=h1)
         np.add(h1, b1, out=h1)
         np.maximum(h1, 0, out=h1)
-        np.dot(h1, m2, out=h2)
+        dot(h1, m2, out=h2)
         np.add(h2, b2, out=h2)
         np.maximum(h2, 0, out=h2)
-        np.dot(h2, m3, out=out)
+        dot(h2, m3, out=out)
         np.add(out, b3, out=out)
         return out
 
@@ -165,9 +188,9 @@ def forward_table(calls: int, repeats: int, blas: int) -> list[Row]:
     for batch in BATCHES:
         n = calls if batch < 1024 else max(calls // 10, 10)
         x_np = np.random.default_rng(0).normal(size=(batch, 512)).astype(np.float32)
-        cases = {f"{mode} / {name}": (name, get_net(mode)) for name in ENGINES
+        params = weights(get_net("imperative"))  # read by every row below
+        cases = {f"{mode} / {name}": (name, get_net(mode, params)) for name in ENGINES
                  for mode in ("imperative", "hybridized", "static")}
-        params = weights(get_net("imperative"))
         plain = {"numpy": numpy_forward(params),
                  FLOOR: numpy_out_forward(params, batch, pretransposed=False),
                  "numpy out=, W pre-transposed": numpy_out_forward(params, batch, True)}
@@ -239,7 +262,8 @@ def print_tables(rows: list[Row], train: dict[int, dict[str, float]], calls: int
 
 def profile_hybridized(calls: int, repeats: int, blas: int) -> None:
     """Where a hybridized batch-1 call spends its time: cProfile, then layer by layer."""
-    net = get_net("hybridized")
+    shared = weights(get_net("imperative"))
+    net = get_net("hybridized", shared)
     x = nd.ones((1, 512))
     with engine.engine_scope("NaiveEngine"):
         net(x)
@@ -250,18 +274,19 @@ def profile_hybridized(calls: int, repeats: int, blas: int) -> None:
         nd.waitall()
         profiler.disable()
         pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
-        call_layers(net, x, calls, repeats, blas)
+        call_layers(net, x, shared, calls, repeats, blas)
 
 
-def call_layers(net: Any, x: Any, calls: int, repeats: int, blas: int) -> None:
+def call_layers(net: Any, x: Any, shared: list[np.ndarray], calls: int, repeats: int,
+                blas: int) -> None:
     """Peel the call like an onion (interleaved medians): the numpy floor, the generated
     function alone, the CachedOp (signature, result NDArrays, one engine push) and the
     block (input checks, parameter list). Each line adds its layer's cost."""
     program = next(iter(net._programs.values()))  # internals, read here only to time them
     inputs = [x, *program._params]
-    arrays = [a.asnumpy() for a in inputs]
+    arrays = [a._data for a in inputs]  # the net's own buffers: ``shared``, the floor's too
     function = program.op._last.forward.function
-    layers = {FLOOR: (numpy_out_forward(weights(net), 1, False), arrays[0]),
+    layers = {FLOOR: (numpy_out_forward(shared, 1, False), arrays[0]),
               "generated function": (lambda a: function(*a, rt=()), arrays),
               "CachedOp call": (lambda a: program.op(*a), inputs), "block call net(x)": (net, x)}
     samples: dict[str, list[float]] = {label: [] for label in layers}

@@ -22,6 +22,8 @@ from hybridlab.errors import ShapeError
 from hybridlab.ops._infer import promote
 from hybridlab.ops.registry import Attr, Aval, Kind, OpDef, register
 
+# np.dot without its dispatcher, for plain numpy operands: NOTE [np.dot, not @] below
+_dot_c = getattr(np.dot, "_implementation", np.dot)
 _TRANSPOSES = {"transpose_a": Attr("bool", False), "transpose_b": Attr("bool", False)}
 
 
@@ -156,7 +158,7 @@ def _rows(x: np.ndarray, flatten: bool) -> np.ndarray:
 
 def _fc(x, w, b=None, *, num_hidden, no_bias, flatten):
     rows = _rows(x, flatten)
-    out = np.dot(rows, w.T) if rows.ndim == 2 else rows @ w.T  # NOTE [np.dot, not @]
+    out = _dot_c(rows, w.T) if rows.ndim == 2 else rows @ w.T  # NOTE [np.dot, not @]
     if out.dtype != x.dtype or x.dtype != w.dtype:  # (a hot path: skip the call if equal)
         out = _in_dtype(out, x, w)
     if b is not None:
@@ -183,15 +185,19 @@ def _fc_out(x, w, b=None, *, out, num_hidden, no_bias, flatten):
 # same product with the same BLAS call, but ``np.dot`` reaches BLAS with less work around
 # it: measured 0.45 us less per call at batch 1 (0.49 against 0.95 us for 128 -> 2), and
 # as fast or faster at batch 64 and 1024. ``np.matmul`` stays where ``np.dot`` has another
-# meaning (N-D data) or cannot write into ``out`` (a dtype cast on the way).
+# meaning (N-D data) or cannot write into ``out`` (a dtype cast on the way). And ``np.dot``
+# itself first runs a Python-level *dispatcher* asking whether an argument overrides it
+# (``__array_function__``, NEP 18); a kernel's operands are plain numpy arrays, so these
+# kernels call the C function behind it, ``np.dot._implementation``: the same function,
+# the same bits, measured 0.25 us less per call (0.26 against 0.51 us for 128 -> 2).
 def _fc_2d(x, w, b):
-    out = np.dot(x, w.T)
+    out = _dot_c(x, w.T)
     out += b
     return out
 
 
 def _fc_2d_out(x, w, b, *, out):
-    np.dot(x, w.T, out=out)  # ``out`` has the product's dtype and is C-contiguous
+    _dot_c(x, w.T, out=out)  # ``out`` has the product's dtype and is C-contiguous
     np.add(out, b, out=out)
     return out
 
