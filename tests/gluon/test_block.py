@@ -76,3 +76,28 @@ def test_shapes_alternating_get_the_right_results(static_shape):
             assert result.shape == (x.shape[0], 4)
             np.testing.assert_allclose(result.asnumpy(), expected[x.shape[0]], rtol=1e-6)
     assert len(net._programs) == (2 if static_shape else 1)
+
+
+class ScaleFirst(nn.HybridBlock):
+    """Its graph lists the parameter before the data: the program reorders its inputs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        with self.name_scope():
+            self.scale = self.params.get("scale", shape=(3,))
+
+    def hybrid_forward(self, F, x, scale):
+        return F.broadcast_mul(scale, x) + 1.0
+
+
+def test_a_program_whose_graph_lists_a_parameter_first_gets_its_inputs_in_that_order():
+    mx.random.seed(0)
+    net = ScaleFirst()
+    net.initialize(mx.init.Uniform(2.0))
+    x = nd.array(np.arange(6.0).reshape(2, 3))
+    expected = net(x).asnumpy()
+    net.hybridize()
+    for _ in range(2):
+        np.testing.assert_allclose(net(x).asnumpy(), expected, rtol=1e-6)
+    program = next(iter(net._programs.values()))
+    assert program.positions == [1, 0] and not program.plain
