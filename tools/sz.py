@@ -35,8 +35,10 @@ PACKAGE = ROOT / "hybridlab"
 # report, lesson 04's exercises, engine failure/hook reporting and clear errors on bad
 # block input. Then +0.1k for the batch-1 call path (specialised FullyConnected kernels,
 # the plain CachedOp call) and the memory plan's kernel workspace and chunked scratch.
+# Then +0.15k: lesson 05's exercise checks (~110), MXNet's layer reprs, and two teaching
+# errors (a head gradient's shape, create_graph through a compiled backward).
 # The per-module budgets bind; this cap only stops silent growth.
-TOTAL_BUDGET = 7300
+TOTAL_BUDGET = 7450
 DEFAULT_BUDGET = 150
 
 # Code-line budgets from STYLE.md section 2, keyed by path relative to the repository root.
@@ -58,7 +60,7 @@ BUDGETS: dict[str, int] = {
     "hybridlab/random.py": 40,  # ARCHITECTURE.md: mx.random.seed and the seed stream
     "hybridlab/symbol.py": 700,  # + JSON load, Executor, teaching errors (keys as written)
     "hybridlab/name.py": 50,  # mx.name: NameManager, Prefix
-    "hybridlab/autograd.py": 165,  # + teaching errors: freed graph, bad VJP, missing 2nd order
+    "hybridlab/autograd.py": 170,  # + teaching errors: freed graph, bad VJP, 2nd order, head shape
     "hybridlab/graph/__init__.py": 20,  # re-exports only
     "hybridlab/graph/ir.py": 275,  # + shape inference; verify: arity, output refs, names
     "hybridlab/graph/passes/__init__.py": 50,
@@ -68,7 +70,7 @@ BUDGETS: dict[str, int] = {
     "hybridlab/graph/passes/fuse_elementwise.py": 150,
     "hybridlab/graph/passes/plan_memory.py": 155,  # + kernel workspace, choosing the arena
     "hybridlab/graph/codegen.py": 265,  # + fused bodies, arena, source check, 0-d, specialise
-    "hybridlab/graph/cached_op.py": 145,  # + stats, read gradients only, inline cache, plain call
+    "hybridlab/graph/cached_op.py": 152,  # + stats, read grads, inline cache, plain call, 2nd order
     "hybridlab/gluon/__init__.py": 20,  # re-exports only
     "hybridlab/gluon/parameter.py": 167,  # + save/load, regex select, grad_req, one NDArray
     "hybridlab/gluon/block.py": 300,  # + input/flag/trace checks, Symbol calls, last program
@@ -102,7 +104,7 @@ BUDGETS: dict[str, int] = {
     "hybridlab/gluon/symbol_block.py": 85,  # + shared Parameters sized from the graph, checks
     "hybridlab/contrib.py": 75,  # + the imperative while_loop (a real loop), list data
     "hybridlab/initializer.py": 70,  # mx.init: Uniform, Normal, Xavier, Zero, One, Constant
-    "hybridlab/exercises/__init__.py": 45,  # course: self-check functions, one module per lesson
+    "hybridlab/exercises/__init__.py": 50,  # course: self-check functions, one module per lesson
     "hybridlab/exercises/_common.py": 55,  # + compare_block, shared by lessons 02 and 04
     "hybridlab/exercises/lesson00.py": 60,
     "hybridlab/exercises/lesson01.py": 70,

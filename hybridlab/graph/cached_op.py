@@ -29,6 +29,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from hybridlab import autograd, config, engine, ndarray, random
+from hybridlab.errors import MissingGradientError
 from hybridlab.graph import autodiff, ir
 from hybridlab.graph.codegen import Program, compile_graph
 from hybridlab.graph.passes import run_pipeline
@@ -189,6 +190,12 @@ class _TapeOp:
         self.entry, self.residuals = entry, residuals
 
     def grad(self, F: Any, inputs: list, outputs: list, out_grads: list) -> list:
+        if autograd._MODE.recording:  # create_graph=True: the backward must go on the tape
+            raise MissingGradientError(
+                "autograd.grad(..., create_graph=True) went through a hybridized block: its "
+                "backward runs as one compiled program, which the tape cannot differentiate "
+                "again. For gradients of gradients call net.hybridize(False) first (the "
+                "imperative block records every backward operator)")
         entry, result = self.entry, [None] * len(self.entry.in_avals)
         grads = [ndarray.empty_like_aval(entry.in_avals[i]) for i in entry.wanted]
         _check_computed(self.residuals)  # a forward failed and was reported since

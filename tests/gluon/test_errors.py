@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import hybridlab as mx
-from hybridlab import errors, gluon, nd
+from hybridlab import autograd, errors, gluon, nd
 from hybridlab.gluon import nn
 
 
@@ -301,3 +301,31 @@ def test_each_symbol_attribute_has_its_own_fix():
     assert "does not help" in errors.attribute_message("dtype", "<Symbol data>")
     assert "F.zeros_like(x)" in errors.attribute_message("context", "<Symbol data>")
     assert "asscalar() on <Symbol x>" in errors.value_message("asscalar()", "<Symbol x>")
+
+
+def test_gradient_of_a_gradient_through_a_hybridized_block_says_how_to_get_it():
+    """The compiled backward is one engine op the tape cannot differentiate: refusing beats
+    a later 'no recorded operation' error (or a silent zero); the imperative block works."""
+    net = nn.HybridSequential()
+    net.add(nn.Dense(3, activation="tanh", in_units=4), nn.Dense(1))
+    net.initialize()
+    x = nd.random.normal(shape=(2, 4))
+    x.attach_grad()
+
+    def gradient_norm_gradient():
+        with autograd.record():
+            (g,) = autograd.grad(net(x).sum(), [x], create_graph=True)
+            z = (g * g).sum()
+        z.backward()
+        return x.grad.asnumpy().copy()
+
+    imperative = gradient_norm_gradient()
+    assert np.abs(imperative).max() > 0
+    net.hybridize()
+    with pytest.raises(errors.MissingGradientError, match=r"create_graph=True.*hybridize\(False\)"):
+        gradient_norm_gradient()
+    with autograd.record():  # first-order gradients through the compiled block still work
+        loss = net(x).sum()
+    loss.backward()
+    net.hybridize(False)
+    np.testing.assert_allclose(gradient_norm_gradient(), imperative, rtol=1e-5)
