@@ -180,6 +180,23 @@ def test_speedup_callback_across_the_slider_range(batch_size, width, depth):
     plt.close(figure)
 
 
+def test_the_numpy_floor_computes_what_the_network_computes():
+    """The floor is only a floor if it does the network's arithmetic: same outputs, for
+    every batch size (its buffers are per batch size) and depth."""
+    from hybridlab import nd, random
+    from hybridlab.viz import plots
+
+    random.seed(3)
+    for depth in (1, 3):
+        net = plots.make_mlp(24, depth)
+        net(nd.zeros((1, 24)))  # deferred initialisation: the floor copies the weights
+        floor = plots.numpy_mlp(net)
+        for batch in (1, 5, 1):
+            x = nd.random.normal(shape=(batch, 24))
+            np.testing.assert_allclose(floor(x.asnumpy()), net(x).asnumpy(), rtol=1e-5,
+                                       atol=1e-6)
+
+
 def test_slider_ranges_cover_the_tested_corners():
     from hybridlab.viz import plots
 

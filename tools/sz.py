@@ -87,7 +87,7 @@ BUDGETS: dict[str, int] = {
     "hybridlab/viz/views.py": 110,  # pass and source views; memory-plan notes, source wrapping
     "hybridlab/viz/stepper.py": 130,
     "hybridlab/viz/gantt.py": 100,
-    "hybridlab/viz/plots.py": 150,  # + a fair protocol (1 worker, 1 BLAS thread, interleaved)
+    "hybridlab/viz/plots.py": 155,  # + a fair protocol; the floor as the benchmark writes it
     # Modules STYLE.md did not list (the issues asked for more than its sketch).
     "hybridlab/ops/_infer.py": 40,  # shared shape-rule helpers (axis normalisation, broadcast)
     "hybridlab/ops/broadcast.py": 60,  # broadcast_to/axis/like and sum_like, their inverse
