@@ -19,8 +19,9 @@ loss, backward, SGD) imperative vs hybridized vs static at batch 1 and 64.
 Fairness: every forward row reads the very same weight buffers, each placed at a 64-byte
 boundary (``aligned``): where a weight matrix starts moves a batch-1 forward by ~10% (one
 at 16 bytes past a 32-byte boundary splits every other AVX load across two cache lines),
-luck that would otherwise differ from row to row and from run to run (hybridlab's own
-parameters sit wherever numpy's allocator put them). BLAS uses the same number of threads
+luck that would otherwise differ from row to row and from run to run (hybridlab aligns
+its own parameters the same way: NOTE [Aligned weights] in gluon/parameter.py, but the
+torch and numpy rows would not be). BLAS uses the same number of threads
 in every row (``--blas-threads``, default 1, set with threadpoolctl around each
 measurement, because the ThreadedEngine limits BLAS while it runs) and the table prints
 the number each row really ran with.
@@ -58,6 +59,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import hybridlab as mx  # noqa: E402
 from hybridlab import autograd, engine, gluon, nd  # noqa: E402
 from hybridlab.gluon import nn  # noqa: E402
+from hybridlab.gluon.parameter import aligned  # noqa: E402  (NOTE [Aligned weights])
 
 ENGINES = ("NaiveEngine", "ThreadedEngine")
 BATCHES = (1, 64, 1024)
@@ -84,15 +86,6 @@ def get_net(mode: str, shared: list[np.ndarray] | None = None) -> nn.HybridSeque
 def weights(net: nn.HybridSequential) -> list[np.ndarray]:
     """Copies of the weights, each at a 64-byte boundary (see Fairness above)."""
     return [aligned(p.data().asnumpy()) for p in net.collect_params().values()]
-
-
-def aligned(values: np.ndarray, boundary: int = 64) -> np.ndarray:
-    """A copy of ``values`` whose first byte sits at a multiple of ``boundary``."""
-    raw = np.empty(values.nbytes + boundary, np.uint8)
-    start = -raw.ctypes.data % boundary
-    copy = raw[start:start + values.nbytes].view(values.dtype).reshape(values.shape)
-    copy[...] = values
-    return copy
 
 
 def numpy_forward(params: list[np.ndarray]) -> Callable:

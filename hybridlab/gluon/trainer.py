@@ -10,7 +10,7 @@ Each update is pushed to the engine as **one operation** that reads the gradient
 writes the weight and the optimizer state (MXNet's fused ``sgd_mom_update``/
 ``adam_update``): it is ordered after the backward pass that wrote the gradient and
 before any later forward pass that reads the weight, without the Python waiting.
-The new weights go into a fresh buffer that the weight's NDArray then holds (NOTE
+The new weights go into a fresh aligned buffer that the weight's NDArray then holds (NOTE
 [Immutable buffers] in ndarray.py: ``w.detach()`` may share the old one, which must
 keep its values); the optimizer states are the Trainer's own and change in place.
 
@@ -27,7 +27,7 @@ from typing import Any, Callable
 import numpy as np
 
 from hybridlab import engine
-from hybridlab.gluon.parameter import Parameter, ParameterDict
+from hybridlab.gluon.parameter import Parameter, ParameterDict, aligned_empty
 
 _STATE_COUNT = {"sgd": 1, "adam": 2}
 _DEFAULTS = {
@@ -108,8 +108,9 @@ def _bind(optimizer: str, weight: Any, grad: Any, states: list, hyper: dict) -> 
 
 def _sgd_update(w: np.ndarray, g: np.ndarray, states: list, learning_rate: float,
                 momentum: float, wd: float, rescale: float, **unused: Any) -> np.ndarray:
-    """The new weights, in a fresh array (``step``: one temporary, reused for the result)."""
-    step = (learning_rate * rescale) * g  # one Python float times g: a fresh array
+    """The new weights, in a fresh aligned array (``step``: one temporary, reused for the
+    result; NOTE [Aligned weights] in parameter.py)."""
+    step = np.multiply(g, learning_rate * rescale, out=aligned_empty(w.shape, w.dtype))
     if wd:
         step += (learning_rate * wd) * w
     if momentum:
@@ -129,4 +130,5 @@ def _adam_update(w: np.ndarray, g: np.ndarray, states: list, learning_rate: floa
     var *= beta2
     var += (1 - beta2) * grad * grad
     lr_t = learning_rate * np.sqrt(1 - beta2 ** t) / (1 - beta1 ** t)
-    return w - (lr_t * mean / (np.sqrt(var) + epsilon)).astype(w.dtype)
+    step = (lr_t * mean / (np.sqrt(var) + epsilon)).astype(w.dtype)
+    return np.subtract(w, step, out=aligned_empty(w.shape, w.dtype))
