@@ -238,6 +238,31 @@ def test_a_hybridized_block_draws_its_program_with_all_parameters():
     assert "def forward(data" in views.draw_with_source(block).text
 
 
+def test_draw_with_source_shows_the_backward_program_of_a_recorded_call():
+    from hybridlab import autograd, nd, random
+    from hybridlab.gluon import nn
+
+    random.seed(0)
+    net = nn.HybridSequential()
+    net.add(nn.Dense(4, activation="relu"), nn.Dense(1))
+    net.initialize()
+    net.hybridize()
+    net(nd.ones((2, 3)))
+    with pytest.raises(ValueError, match=r"no backward program.*autograd.record\(\)"):
+        views.draw_with_source(net, which="backward")  # only predicted so far
+    with pytest.raises(ValueError, match="'forward' or the 'backward'"):
+        views.draw_with_source(net, which="grad")
+    with autograd.record():
+        loss = net(nd.ones((2, 3))).sum()
+    loss.backward()
+    view = views.draw_with_source(net, which="backward")
+    assert view.text.startswith("def backward(") and "d_dot" in view.text
+    assert "<svg" in view.html or shutil.which("dot") is None
+    assert views.draw_with_source(net).text.startswith("def forward(")
+    with pytest.raises(ValueError, match="gradient_graph"):
+        views.draw_with_source(small_graph(), which="backward")
+
+
 def test_speedup_widget_prints_a_static_summary_and_redraws_on_change(capsys, monkeypatch):
     import matplotlib
 

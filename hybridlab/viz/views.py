@@ -120,9 +120,11 @@ def memory_notes(graph: Any) -> dict[int, str]:
     return notes
 
 
-def draw_with_source(obj: Any, width: int = 96) -> HtmlView:
-    """The compiled graph, and under it the Python generated from it."""
-    graph, source = _compiled(obj)
+def draw_with_source(obj: Any, width: int = 96, which: str = "forward") -> HtmlView:
+    """The compiled graph, and under it the Python generated from it. ``which="backward"``
+    shows the backward program a hybridized block compiled when it was called inside
+    ``autograd.record()`` (lesson 05)."""
+    graph, source = _compiled(obj, which)
     params = parameter_names(graph) + block_parameters(obj)
     drawing = Drawing(to_dot(graph, "plot", params), summary(graph, params))
     code = f'<pre style="{CODE_STYLE}">{html.escape(wrap_source(source, width))}</pre>'
@@ -153,12 +155,19 @@ def _wrap_line(line: str, width: int) -> str:
     return "\n".join([*lines, current])
 
 
-def _compiled(obj: Any) -> tuple[Any, str]:
+def _compiled(obj: Any, which: str = "forward") -> tuple[Any, str]:
     """(optimised graph, generated source): the last program a CachedOp compiled, or a
     fresh compilation of anything else drawable."""
+    if which not in ("forward", "backward"):
+        raise ValueError(f"which={which!r}: draw the 'forward' or the 'backward' program")
     entry = getattr(cached_op_of(obj), "_last", None)  # NOTE: CachedOp keeps its last entry
+    if which == "backward" and getattr(entry, "backward", None) is None:
+        raise ValueError("no backward program to draw: hybridize the block and call it "
+                         "inside autograd.record() with a parameter that wants a gradient "
+                         "(for a Symbol, draw graph.autodiff.gradient_graph(sym.to_graph()))")
     if entry is not None:
-        return entry.forward.graph, entry.forward.source
+        program = entry.backward if which == "backward" else entry.forward
+        return program.graph, program.source
     from hybridlab.graph.codegen import compile_graph
     from hybridlab.graph.passes import run_pipeline
 
