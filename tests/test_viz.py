@@ -36,6 +36,20 @@ def small_graph() -> ir.Graph:
     return ir.Graph.from_outputs([ir.call("broadcast_add", [doubled.out(), ten.out()]).out()])
 
 
+def small_mlp(outputs: int, batch: int):
+    """Dense(4, relu) -> Dense(outputs), hybridized and called once on a (batch, 3) input."""
+    from hybridlab import nd, random
+    from hybridlab.gluon import nn
+
+    random.seed(0)
+    net = nn.HybridSequential()
+    net.add(nn.Dense(4, activation="relu"), nn.Dense(outputs))
+    net.initialize()
+    net.hybridize()
+    net(nd.ones((batch, 3)))
+    return net
+
+
 def test_dot_has_every_node_with_its_type_and_every_edge():
     source = vg.to_dot(small_graph(), params=["w"]).source
     for text in (r"data\nfloat32[4,8]", r"w\nfloat32[8]", r"relu\nfloat32[4,8]",
@@ -239,15 +253,9 @@ def test_a_hybridized_block_draws_its_program_with_all_parameters():
 
 
 def test_draw_with_source_shows_the_backward_program_of_a_recorded_call():
-    from hybridlab import autograd, nd, random
-    from hybridlab.gluon import nn
+    from hybridlab import autograd, nd
 
-    random.seed(0)
-    net = nn.HybridSequential()
-    net.add(nn.Dense(4, activation="relu"), nn.Dense(1))
-    net.initialize()
-    net.hybridize()
-    net(nd.ones((2, 3)))
+    net = small_mlp(1, batch=2)
     with pytest.raises(ValueError, match=r"no backward program.*autograd.record\(\)"):
         views.draw_with_source(net, which="backward")  # only predicted so far
     with pytest.raises(ValueError, match="'forward' or the 'backward'"):
@@ -449,18 +457,10 @@ def test_a_block_with_nothing_to_draw_yet_shows_its_repr():
 
 @pytest.mark.skipif(not HAS_DOT, reason="graphviz 'dot' not installed")
 def test_graphs_and_hybridized_blocks_display_inline_with_a_summary():
-    from hybridlab import nd, random
-    from hybridlab.gluon import nn
-
     bundle = vg.mimebundle(small_graph())
     assert bundle["text/plain"].startswith("Graph(nodes=7, ") and "<svg" in bundle[
         "image/svg+xml"]
-    random.seed(0)
-    net = nn.HybridSequential()
-    net.add(nn.Dense(4, activation="relu"), nn.Dense(2))
-    net.initialize()
-    net.hybridize()
-    net(nd.ones((1, 3)))
+    net = small_mlp(2, batch=1)
     bundle = vg.mimebundle(net)
     assert bundle["text/plain"] == ("Graph(nodes=8, inputs=1, params=4, "
                                     "ops=[FullyConnected x2, relu])")
