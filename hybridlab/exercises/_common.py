@@ -49,10 +49,11 @@ def ops_in(symbol: Any) -> list[str]:
 
 
 def compare_block(block_class: type, reference: Callable[[np.ndarray], np.ndarray],
-                  batches: list[Any], what: str, fix: str, **flags: Any) -> Feedback | None:
+                  batches: list[Any], what: str, fix: str, success: str,
+                  **flags: Any) -> Feedback:
     """Run a fresh ``block_class()`` on every batch imperatively, then hybridized with
-    ``flags`` (one block, so a branch frozen by the first trace would show); None when
-    every output matches ``reference`` on the numpy input, else the reason why not."""
+    ``flags`` (one block, so a branch frozen by the first trace would show); ``success``
+    when every output matches ``reference`` on the numpy input, else the reason why not."""
     block, error = run(block_class, "creating the block")
     if error is not None:
         return error
@@ -73,4 +74,4 @@ def compare_block(block_class: type, reference: Callable[[np.ndarray], np.ndarra
             if not np.allclose(out.asnumpy(), want, atol=1e-5):
                 return Feedback(False, f"{mode}, on a {x.shape} input, the numbers are not "
                                        f"{what}")
-    return None
+    return Feedback(True, success)

@@ -47,13 +47,11 @@ def check_hybridizable(block_class: type) -> Feedback:
     """A block that scales rows to sum 1 and also works after ``hybridize()``."""
     (x,) = inputs((3, 4))
     x = x * x + 0.5  # positive rows, so the sums are not zero
-    problem = compare_block(block_class, lambda a: a / a.sum(axis=1, keepdims=True), [x],
-                            "each row divided by its sum (rows that sum to one)",
-                            "Inside hybrid_forward use only F.* operators "
-                            "(F.sum(x, axis=1, keepdims=True), F.broadcast_div)")
-    if problem is not None:
-        return problem
-    return Feedback(True, "the block hybridizes and every row sums to one")
+    return compare_block(block_class, lambda a: a / a.sum(axis=1, keepdims=True), [x],
+                         "each row divided by its sum (rows that sum to one)",
+                         "Inside hybrid_forward use only F.* operators "
+                         "(F.sum(x, axis=1, keepdims=True), F.broadcast_div)",
+                         success="the block hybridizes and every row sums to one")
 
 
 def check_print_count(answer: int) -> Feedback:

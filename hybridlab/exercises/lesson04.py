@@ -51,35 +51,29 @@ def check_sign_gate(block_class: type) -> Feedback:
     (x,) = inputs((3, 4), seed=1)
     centred = x - x.mean()  # mixed signs: a per-element decision would show
     batches = [centred + 0.5, centred - 0.5]  # a positive total, then a negative one
-    problem = compare_block(block_class, _sign_gate, batches,
-                            "x * 2 for a batch with a positive total and x / 2 otherwise",
-                            "let an operator make the decision (F.where or "
-                            "F.contrib.cond), so that both branches are in the program")
-    if problem is not None:
-        return problem
-    return Feedback(True, "one compiled program takes either branch, decided by "
-                          "the data at run time")
+    return compare_block(block_class, _sign_gate, batches,
+                         "x * 2 for a batch with a positive total and x / 2 otherwise",
+                         "let an operator make the decision (F.where or "
+                         "F.contrib.cond), so that both branches are in the program",
+                         success="one compiled program takes either branch, decided by the "
+                                 "data at run time")
 
 
 def check_flatten(block_class: type) -> Feedback:
     """Exercise 2: FlattenBlock without ``.shape``, for any input shape (no static_shape)."""
     batches = inputs((2, 3, 4), (5, 2, 5), (1, 6), seed=2)
-    problem = compare_block(block_class, lambda a: a.reshape(len(a), -1), batches,
-                            "the input with every axis after the first flattened",
-                            "describe the shape without sizes: reshape codes (0 keeps an "
-                            "axis, -1 infers one), or an operator that flattens")
-    if problem is not None:
-        return problem
-    return Feedback(True, "the same program flattens inputs of any shape")
+    return compare_block(block_class, lambda a: a.reshape(len(a), -1), batches,
+                         "the input with every axis after the first flattened",
+                         "describe the shape without sizes: reshape codes (0 keeps an "
+                         "axis, -1 infers one), or an operator that flattens",
+                         success="the same program flattens inputs of any shape")
 
 
 def check_last_column(block_class: type) -> Feedback:
     """Exercise 3: LastColumn without ``[]`` indexing, for inputs of any width."""
     batches = inputs((2, 3), (4, 5), seed=3)
-    problem = compare_block(block_class, lambda a: a[:, -1:], batches,
-                            "the last column of each row, shape (batch, 1)",
-                            "slice with an operator: F.slice_axis counts from the end "
-                            "when begin is negative")
-    if problem is not None:
-        return problem
-    return Feedback(True, "F.slice_axis picks the last column at any width")
+    return compare_block(block_class, lambda a: a[:, -1:], batches,
+                         "the last column of each row, shape (batch, 1)",
+                         "slice with an operator: F.slice_axis counts from the end "
+                         "when begin is negative",
+                         success="F.slice_axis picks the last column at any width")
