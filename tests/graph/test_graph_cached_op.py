@@ -7,7 +7,7 @@ import pytest
 from _helpers import aval, bias_relu_chain, has_ops, seed_mlp
 
 import hybridlab as mx
-from hybridlab import engine
+from hybridlab import engine, nd, sym
 from hybridlab.graph import ir
 from hybridlab.graph.cached_op import CachedOp
 
@@ -269,3 +269,16 @@ def test_zero_dimensional_results_are_arrays():
     assert type(scalar.asnumpy()) is np.ndarray and scalar.asnumpy().shape == ()
     assert type(vector.asnumpy()) is np.ndarray and vector.shape == (5,)
     assert op._last.forward.scalar_outputs == (0,)
+
+
+@pytest.mark.parametrize("static_alloc", [False, True])
+def test_a_fused_group_never_overwrites_a_buffer_it_also_reads_through_a_view(static_alloc):
+    """exp(y) + y.reshape(...) fuses into one group whose first input is y; the group must
+    not write exp(y) over y while its second step still reads y through the reshape."""
+    x = sym.var("x")
+    y = sym.relu(x)
+    out = sym.tanh(sym.exp(y) + y.reshape((0, -1)))
+    values = np.random.default_rng(0).normal(size=(3, 4)).astype(np.float32)
+    got = CachedOp(out, static_alloc=static_alloc)(nd.array(values)).asnumpy()
+    kept = np.maximum(values, 0)
+    np.testing.assert_allclose(got, np.tanh(np.exp(kept) + kept), rtol=1e-6)

@@ -226,7 +226,8 @@ def _inplace_chains(graph: Graph, values: _Values, plan: MemoryPlan) -> list[lis
         key, first = (id(node), 0), node.inputs[0] if node.inputs else None
         host = None if first is None else (id(first.node), first.index)
         if (host in chain_of and host not in values.pinned and values.end[host] == step
-                and first.aval == node.aval[0] and node.opdef.can_overwrite(node.attr_dict)):
+                and first.aval == node.aval[0] and node.opdef.can_overwrite(node.attr_dict)
+                and not _reads_host_again(node, host, values)):
             plan.inplace_of[key] = host
             chain_of[key] = chain_of[host]
             chain_of[key].append(key)
@@ -234,6 +235,16 @@ def _inplace_chains(graph: Graph, values: _Values, plan: MemoryPlan) -> list[lis
             chain_of[key] = [key]
             chains.append(chain_of[key])
     return chains
+
+
+def _reads_host_again(node: Node, host: Key, values: _Values) -> bool:
+    """Does ``node`` also read ``host``'s buffer through another input (``host`` itself,
+    or a view of it such as a reshape)? A ufunc copes with overlapping operands, but a
+    kernel of several steps (a fused group) would read values its first step overwrote."""
+    if node.opdef.ufunc is not None:
+        return False
+    return any(values.root.get((id(v.node), v.index), (id(v.node), v.index)) == host
+               for v in node.inputs[1:])
 
 
 def _pack(chains: list[list[Key]], values: _Values) -> tuple[dict[Key, int], int]:
