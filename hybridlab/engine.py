@@ -306,10 +306,13 @@ class Engine:
             var._writer, var._readers = task, None
         deps: list[int] = []
         for other in sources + readers:
-            if other.dependents is None or other is task or other.seq in deps:
-                continue  # finished (nothing to wait for), itself, or counted already
-            if other.dependents:
-                other.dependents.append(task)
+            dependents = other.dependents
+            if dependents is None or other is task:
+                continue  # finished (nothing to wait for), or itself
+            if dependents:
+                if dependents[-1] is task:  # counted already: ``task`` was appended last
+                    continue  # (an O(1) test: a write after many reads stays linear)
+                dependents.append(task)
             else:  # the first dependent: most ops never get one, so no list until then
                 other.dependents = [task]
             deps.append(other.seq)
