@@ -345,10 +345,7 @@ class HybridBlock(Block):
         if frame.report and str(frame.report) != str(self._report):  # each new finding once
             warnings.warn(str(frame.report), stacklevel=4)
         self._report = frame.report
-        program = self._compile(outputs, names, frame.aux_updates, isinstance(out, (list, tuple)))
-        program.in_avals = [(a.shape, a.dtype) for a in args]
-        program.training = autograd._MODE.training
-        return program
+        return self._compile(outputs, names, frame.aux_updates, isinstance(out, (list, tuple)))
 
     def _compile(self, outputs: list, names: list[str], aux_updates: list,
                  as_tuple: bool) -> _Program:
@@ -367,8 +364,9 @@ class HybridBlock(Block):
         if self._flags["static_shape"]:
             key += tuple([(a.shape, a.dtype) for a in args])  # str(dtype) costs ~3 us
         program = self._programs.get(key)
-        if program is None:
+        if program is None:  # (SymbolBlock traces differently: both end up here)
             program = self._programs[key] = self._trace(args)
+            program.training, program.in_avals = key[0], [(a.shape, a.dtype) for a in args]
         if not self._flags["static_shape"]:
             self._last_program = program  # NOTE [The last program first]
         return program
@@ -409,7 +407,7 @@ class _Program:
         self.outputs, self.num_outputs = outputs, len(outputs)
         # the common case, decided once: graph order, one output, no running statistics
         self.plain = self.positions is None and len(outputs) == 1 and not aux_targets
-        # set by HybridBlock._trace: the traced inputs' (shape, dtype), and the mode
+        # set by HybridBlock._program_for: the traced inputs' (shape, dtype), and the mode
         self.in_avals, self.training = [], False
         self.aux_targets, self.as_tuple = aux_targets, as_tuple
         self._params: list | None = None  # the feed's NDArrays, gathered on the first call

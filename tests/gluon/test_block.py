@@ -101,3 +101,22 @@ def test_a_program_whose_graph_lists_a_parameter_first_gets_its_inputs_in_that_o
         np.testing.assert_allclose(net(x).asnumpy(), expected, rtol=1e-6)
     program = next(iter(net._programs.values()))
     assert program.positions == [1, 0] and not program.plain
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_a_symbol_block_runs_its_last_program_without_a_lookup(monkeypatch, training):
+    """NOTE [The last program first] holds for a SymbolBlock too, in both modes: after the
+    first call (which compiles), no call asks ``_program_for`` again."""
+    from hybridlab import gluon
+    net = _net()
+    data = mx.sym.var("data")
+    block = gluon.SymbolBlock(net.dense(data), data, net.collect_params())
+    lookups = []
+    real = gluon.SymbolBlock._program_for
+    monkeypatch.setattr(gluon.SymbolBlock, "_program_for",
+                        lambda self, args: lookups.append(1) or real(self, args))
+    x = nd.ones((2, 3))
+    with autograd.train_mode() if training else autograd.predict_mode():
+        for _ in range(3):
+            block(x)
+    assert len(lookups) == 1
