@@ -168,14 +168,21 @@ spanning two lines"""
     assert sz.code_lines("x = f'{1 + 1}'\n") == 1
 
 
-def test_sz_check_reports_modules_over_budget_and_the_total() -> None:
+def test_sz_check_reports_modules_over_budget_the_total_and_stale_budgets() -> None:
     sz = _load_sz()
-    budgeted = next(iter(sz.BUDGETS))
-    assert sz.check({budgeted: sz.BUDGETS[budgeted]}) == []
-    assert sz.check({budgeted: sz.BUDGETS[budgeted] + 1})[0].startswith(budgeted)
-    assert sz.check({"hybridlab/unlisted.py": sz.DEFAULT_BUDGET + 1}) != []
+    budgets = {"hybridlab/a.py": 10}
+    assert sz.check({"hybridlab/a.py": 10}, budgets) == []
+    assert sz.check({"hybridlab/a.py": 11}, budgets)[0].startswith("hybridlab/a.py")
+    assert sz.check({"hybridlab/a.py": 10, "hybridlab/unlisted.py": sz.DEFAULT_BUDGET + 1},
+                    budgets) != []
     many = {f"hybridlab/m{i}.py": 100 for i in range(sz.TOTAL_BUDGET // 100 + 1)}
-    assert sz.check(many) == [f"total: {sum(many.values())} code lines, budget {sz.TOTAL_BUDGET}"]
+    assert sz.check(many, {}) == [f"total: {sum(many.values())} code lines, "
+                                  f"budget {sz.TOTAL_BUDGET}"]
+    # a budget for a module that does not exist (renamed, removed) is reported
+    stale = sz.check({"hybridlab/a.py": 10}, {**budgets, "hybridlab/gone.py": 50})
+    assert stale and stale[0].startswith("hybridlab/gone.py")
+    # and the real table has none: every budget names a module
+    assert not [p for p in sz.check(sz.measure()) if "no module" in p]
 
 
 def test_sz_passes_on_the_package() -> None:
