@@ -1,5 +1,7 @@
 # hybridlab developer commands. `make lab` opens the lessons, `make test` runs everything CI runs.
-# Once .venv exists and pyproject.toml has not changed, no target touches the network.
+# Once .venv exists and pyproject.toml has not changed, no target touches the network --
+# except that, run as root on a machine without `dot` or `chromium`, `make test` (and lab,
+# test-notebooks) runs apt-get to install them (see apt_install below).
 
 PYTHON ?= python3
 VENV   := .venv
@@ -30,14 +32,16 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 # apt_install(program, package, why, what happens without it): a system program pip cannot
-# install. Present: nothing to do. Root: apt-get installs it. Otherwise: say the exact command
-# and run $(4) ("exit 1" stops make; "true" lets the tests that need it skip).
+# install. Present: nothing to do. Root: apt-get installs it, and if apt-get fails (offline,
+# no such package) runs $(4). Otherwise: say the exact command and run $(4) ("exit 1" stops
+# make; "true" lets the tests that need it skip).
 define apt_install
 	@if command -v $(1) >/dev/null 2>&1; then \
 		exit 0; \
 	elif [ "$$(id -u)" = "0" ]; then \
 		echo "$(2): installing $(3) with apt-get"; \
-		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $(2); \
+		{ apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $(2); } || \
+			{ echo "$(2): apt-get could not install it (offline, or no such package)"; $(4); }; \
 	else \
 		echo "$(2): '$(1)' is missing ($(3)). Install it with:"; \
 		echo "    sudo apt-get update && sudo apt-get install -y $(2)"; \
