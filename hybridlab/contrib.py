@@ -91,7 +91,9 @@ def while_loop(F: Any, cond: Callable, func: Callable, loop_vars: Any,
     Traced (``F = sym``), the loop is unrolled ``max_iterations`` times, which is then
     required. Imperatively it is a Python loop, and ``max_iterations=None`` means "until
     ``cond`` fails". With a bound, the stacked outputs have ``max_iterations`` rows in both
-    forms: the rows after the loop stopped are zeros.
+    forms: the rows after the loop stopped are zeros -- except when ``cond`` fails before
+    the first step: imperatively ``func`` never ran, so the outputs' shapes are unknown
+    and the result has no outputs (``[]``), while the traced program gives zero rows.
     """
     if F is ndarray:
         return _run_while(cond, func, loop_vars, max_iterations)
@@ -135,7 +137,7 @@ def _finish_loop(F: Any, out: Any, outputs: list, variables: list,
 
 def install(module: Any) -> None:
     """Add ``module.contrib.cond/foreach/while_loop`` bound to ``module`` as ``F``."""
-    if not hasattr(module, "contrib"):
+    if "contrib" not in vars(module):  # (hasattr would ask nd.__getattr__ for hints)
         module.contrib = types.SimpleNamespace()
     for function in (cond, foreach, while_loop):
         bound = functools.partial(function, module)

@@ -533,7 +533,7 @@ def empty(shape: Any, ctx: Context | None = None, dtype: Any = "float32") -> NDA
 
 def __getattr__(name: str) -> Any:
     """``nd.Relu`` or ``nd.sofmax``: an AttributeError that suggests the nearest names."""
-    if name.startswith("__"):  # Python's own probing (__path__, __wrapped__...): no hints
+    if name.startswith("_"):  # Python's and IPython's probing (__path__, _ipython_...): no hints
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     known = {n.lower(): n for n, value in globals().items()  # operators, functions, NDArray
              if not n.startswith("_") and not isinstance(value, types.ModuleType)}

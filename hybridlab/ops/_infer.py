@@ -7,6 +7,8 @@ the reference interpreter and generated code compute the same thing.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from hybridlab.errors import ShapeError
@@ -18,10 +20,12 @@ def same_as_first(*avals: Aval, **attrs: object) -> list[Aval]:
     return [avals[0]]
 
 
+@functools.lru_cache(maxsize=256)  # kernels ask it on every call: 1.4 us -> a dict lookup
 def promote(*dtypes: object) -> np.dtype:
     """The result dtype of mixing ``dtypes``, MXNet's rule: integers meeting floats give
     the float type (``int32 + float32 -> float32``; numpy would say float64); otherwise
-    numpy's promotion (``float16 + float32 -> float32``, ``int8 + int32 -> int32``)."""
+    numpy's promotion (``float16 + float32 -> float32``, ``int8 + int32 -> int32``).
+    ``dtypes`` are hashable (np.dtype objects or names), so results are cached."""
     kinds = [np.dtype(d) for d in dtypes]
     floats = [d for d in kinds if d.kind == "f"]
     return np.result_type(*(floats or kinds))

@@ -296,9 +296,16 @@ def _add_n_infer(*xs: Aval, num_args: int) -> list[Aval]:
     return [Aval(xs[0].shape, _infer.promote(*(x.dtype for x in xs)))]
 
 
+def _add_n(*xs: np.ndarray, num_args: int) -> np.ndarray:
+    """One result buffer (the first input, cast: a copy), every other input added into it."""
+    total = xs[0].astype(_infer.promote(*(x.dtype for x in xs)))
+    for x in xs[1:]:
+        np.add(total, x, out=total)
+    return total
+
+
 register(OpDef(
-    name="add_n", kernel=lambda *xs, num_args: sum(
-        xs[1:], xs[0].astype(_infer.promote(*(x.dtype for x in xs)))), infer=_add_n_infer,
+    name="add_n", kernel=_add_n, infer=_add_n_infer,
     grad=lambda F, inputs, outputs, out_grads, num_args: [out_grads[0]] * len(inputs),
     kind=Kind.ELEMENTWISE, inputs=("*args",), aliases=("ElementWiseSum",),
     attrs={"num_args": Attr("int", 0, low=0)},

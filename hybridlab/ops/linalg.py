@@ -52,7 +52,7 @@ def _dot(lhs, rhs, transpose_a, transpose_b):
         out = np.tensordot(a, b, 1)
         out = out.reshape(_dot_shape(lhs.shape, rhs.shape, transpose_a, transpose_b))
     else:  # already the shape _dot_shape gives, but for 1-D . 1-D (a number, MXNet: (1,))
-        out = np.dot(a, b)
+        out = _dot_c(a, b)  # NOTE [np.dot, not @]: the C function, no dispatcher
         out = np.reshape(out, (1,)) if out.ndim == 0 else out
     return out if out.dtype == lhs.dtype == rhs.dtype else _in_dtype(out, lhs, rhs)
 

@@ -107,16 +107,21 @@ def memory_notes(graph: Any) -> dict[int, str]:
         return {}
     notes = {}
     outputs = {(id(v.node), v.index) for v in graph.outputs}
+    output_buffers = {plan.buffer_of.get(key) for key in outputs}
     for node in graph.nodes:  # one line per node: its first result stands for the others
         buffer = plan.buffer_of.get((id(node), 0))
+        if buffer is None:  # not placed: a view, a constant, or an op without ``out=``
+            continue
         if buffer == 0:
             start = plan.offset_of[(id(node), 0)]
             size = node.aval[0].dtype.itemsize * math.prod(node.aval[0].shape)
             notes[id(node)] = f"arena bytes {start}-{start + size}"
-        elif buffer is not None and (id(node), 0) in outputs:
+        elif (id(node), 0) in outputs:
             notes[id(node)] = f"own buffer {buffer} (output)"
-        elif buffer is not None:  # an earlier link of an in-place chain ending in an output
+        elif buffer in output_buffers:  # an earlier link of an in-place chain to an output
             notes[id(node)] = f"in place in buffer {buffer} (the output's)"
+        else:  # pinned, or left out of the arena (_choose_arena)
+            notes[id(node)] = f"own buffer {buffer} (allocated on each call)"
     return notes
 
 

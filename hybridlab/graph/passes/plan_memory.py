@@ -70,7 +70,8 @@ class MemoryPlan:
     """Where each result lives (see the module docstring) and the three peak numbers."""
 
     # placed values -> buffer: 0 is the arena (allocated once with static_alloc); 1, 2, ...
-    # are outputs' own buffers (allocated on each call: the caller keeps them)
+    # are chains allocated by their kernels on each call: outputs (the caller keeps them),
+    # pinned values, and chains left out of the arena (_choose_arena)
     buffer_of: dict[Key, int] = field(default_factory=dict)
     offset_of: dict[Key, int] = field(default_factory=dict)  # byte offset in the buffer
     inplace_of: dict[Key, Key] = field(default_factory=dict)  # value -> input it overwrites
@@ -164,8 +165,6 @@ class _Values:
             self.end[self.root.get(key, key)] = self.steps
         # the caller keeps outputs, and the memory an output views: never the arena's
         self.kept = self.outputs | {self.root[k] for k in self.outputs if k in self.root}
-        for view, root in self.root.items():
-            self.end[root] = max(self.end.get(root, 0), self.end[view])
 
     def _visit(self, step: int, node: Node) -> None:
         for value in node.inputs:
