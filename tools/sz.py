@@ -51,12 +51,12 @@ BUDGETS: dict[str, int] = {
     "hybridlab/base.py": 10,  # mx.base re-exports MXNetError; nothing else belongs here
     "hybridlab/ops/__init__.py": 30,  # imports 12 op modules so they register, OPS/COMPOSITES views
     "hybridlab/ops/registry.py": 375,  # + kernel_out, Attr bounds, composite naming/arg errors
-    "hybridlab/ops/elementwise.py": 215,  # + kernel_out forms and the dtype contract
+    "hybridlab/ops/elementwise.py": 220,  # + kernel_out forms and the dtype contract
     "hybridlab/ops/reduce.py": 120,
     "hybridlab/ops/shape.py": 140,
     "hybridlab/ops/linalg.py": 150,  # + infer_params; kernel_out for dot/FC; dtypes; FC_2d
     "hybridlab/ops/random.py": 40,
-    "hybridlab/engine.py": 555,  # + hook-error reports, convoy-free finishing, BLAS, origin cache
+    "hybridlab/engine.py": 560,  # + hook-error reports, convoy-free finishing, BLAS, origin cache
     "hybridlab/ndarray.py": 410,  # + never-computed-array errors, nd.<typo> hints, head_grad
     "hybridlab/context.py": 50,  # mx.cpu/gpu/Context: devices exist only for MXNet compatibility
     "hybridlab/random.py": 40,  # ARCHITECTURE.md: mx.random.seed and the seed stream
@@ -70,7 +70,7 @@ BUDGETS: dict[str, int] = {
     "hybridlab/graph/passes/eliminate_common_subexpressions.py": 60,
     "hybridlab/graph/passes/eliminate_dead_code.py": 40,
     "hybridlab/graph/passes/fuse_elementwise.py": 150,
-    "hybridlab/graph/passes/plan_memory.py": 155,  # + kernel workspace, choosing the arena
+    "hybridlab/graph/passes/plan_memory.py": 160,  # + kernel workspace, choosing the arena
     "hybridlab/graph/codegen.py": 265,  # + fused bodies, arena, source check, 0-d, specialise
     "hybridlab/graph/cached_op.py": 152,  # + stats, read grads, inline cache, plain call, 2nd order
     "hybridlab/gluon/__init__.py": 20,  # re-exports only
@@ -86,7 +86,7 @@ BUDGETS: dict[str, int] = {
     "hybridlab/profiler.py": 60,
     "hybridlab/viz/__init__.py": 20,  # re-exports only
     "hybridlab/viz/graph.py": 245,  # DOT + adapters + plot_network; unused nodes, display hooks
-    "hybridlab/viz/views.py": 120,  # pass and source views, plan notes, wrapping, backward view
+    "hybridlab/viz/views.py": 125,  # pass and source views, plan notes, wrapping, backward view
     "hybridlab/viz/gantt.py": 100,
     "hybridlab/viz/plots.py": 155,  # + a fair protocol; the floor as the benchmark writes it
     # Modules STYLE.md did not list (the issues asked for more than its sketch).
