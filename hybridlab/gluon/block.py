@@ -429,9 +429,8 @@ class _Program:
         if self.num_outputs == 1 and not self.aux_targets:
             return results
         results = list(results) if isinstance(results, (list, tuple)) else [results]
-        with autograd.pause():
-            for param, value in zip(self.aux_targets, results[self.num_outputs:]):
-                value.copyto(param.data())
+        for param, value in zip(self.aux_targets, results[self.num_outputs:]):
+            param._store(value)  # aligned, as every parameter value (parameter.py)
         outputs = results[:self.num_outputs]
         return tuple(outputs) if self.as_tuple else outputs[0]
 

@@ -31,9 +31,10 @@ product with it: BLAS loads 32 or 64 bytes at a time, and a matrix that starts 1
 past a 64-byte boundary (where numpy's allocator usually puts a large array) makes loads
 straddle two cache lines. Measured on the seed MLP's 512 -> 256 layer at batch 1: 6.3 us
 against 5.2 us aligned; the whole hybridized forward 17.7 -> 16.7 us. So every buffer a
-Parameter holds starts at a 64-byte boundary: :func:`aligned` copies new values there
-(initialisation, ``set_data``, loading), and the Trainer writes updates into
-:func:`aligned_empty` buffers.
+Parameter holds starts at a 64-byte boundary: every new value goes through
+``Parameter._store``, which copies it there with :func:`aligned` when needed
+(initialisation, ``set_data``, loading, a hybridized BatchNorm's running statistics),
+and the Trainer writes updates into :func:`aligned_empty` buffers.
 """
 
 from __future__ import annotations
@@ -151,8 +152,7 @@ class Parameter:
         if self._data is None:
             self._set_fresh(values)
         else:  # force_reinit: NOTE [One NDArray per Parameter]
-            values.copyto(self._data)
-            _align(self._data)
+            self._store(values)
 
     def data(self, ctx: Any = None) -> Any:
         """The parameter's NDArray; while a block is traced, its Symbol ``var()``.
@@ -189,10 +189,9 @@ class Parameter:
         self.shape = value.shape
         if self._data is None:
             self._deferred = None
-            self._set_fresh(value.astype(self.dtype))
+            self._set_fresh(value)
         else:
-            value.astype(self.dtype).copyto(self._data)
-            _align(self._data)
+            self._store(value)
 
     def zero_grad(self) -> None:
         """Set the gradient to 0 (needed between steps when ``grad_req='add'``)."""
@@ -211,25 +210,33 @@ class Parameter:
     def _shape_known(self) -> bool:
         return self._shape is not None and all(n > 0 for n in self._shape)
 
-    def _set_fresh(self, array: Any) -> None:
-        self._data = _align(array)
+    def _set_fresh(self, values: Any) -> None:
+        """Create the parameter's one NDArray (empty until the engine runs) and store."""
+        from hybridlab.ndarray import empty_like_aval
+        from hybridlab.ops.registry import Aval
+        self._data = empty_like_aval(Aval(self._shape, np.dtype(self.dtype)))
+        self._store(values)
         self._attach_grad()
+
+    def _store(self, values: Any) -> None:
+        """Write the NDArray ``values`` into the parameter's NDArray: one engine op that
+        reads ``values`` and writes the parameter, casting to its dtype and aligning
+        (NOTE [Aligned weights]); every new value of a Parameter arrives here. The buffer
+        is shared, not copied, when it needs neither (NOTE [Immutable buffers] in
+        ndarray.py)."""
+        from hybridlab import engine, ndarray
+        target = self._data
+        if values._data is None:
+            ndarray._check_computed(values)  # its op failed: refuse, as copyto does
+
+        def write() -> None:
+            target._data = aligned(values._data.astype(target.dtype, copy=False))
+
+        engine.current().push(write, [values._var], [target._var], "_store")
 
     def _attach_grad(self) -> None:
         if self._grad_req != "null":
             self._data.attach_grad(grad_req=self._grad_req)
-
-
-def _align(array: Any) -> Any:
-    """Move ``array``'s values to an aligned buffer, as an engine op (NOTE [Aligned
-    weights]); the copy is made only when the buffer is not aligned already."""
-    from hybridlab import engine
-
-    def write() -> None:
-        array._data = aligned(array._data)
-
-    engine.current().push(write, [array._var], [array._var], "_align")
-    return array
 
 
 def _as_shape(shape: Any) -> tuple[int, ...] | None:

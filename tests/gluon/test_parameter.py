@@ -169,9 +169,9 @@ def _offsets(net):
 
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
 def test_parameter_buffers_stay_64_byte_aligned(tmp_path, optimizer):
-    """NOTE [Aligned weights]: initialisation, set_data, loading and every Trainer step
-    leave each weight at a 64-byte boundary (numpy alone puts large arrays 16 bytes past
-    one), with the values unchanged."""
+    """NOTE [Aligned weights]: initialisation, set_data, loading, every Trainer step and a
+    hybridized BatchNorm's running statistics leave each buffer at a 64-byte boundary
+    (numpy alone puts large arrays 16 bytes past one), with the values unchanged."""
     from hybridlab.gluon.parameter import aligned, aligned_empty
 
     net = nn.Dense(256, in_units=512)  # 512 KiB: an array numpy's allocator misaligns
@@ -197,3 +197,10 @@ def test_parameter_buffers_stay_64_byte_aligned(tmp_path, optimizer):
         assert set(_offsets(net).values()) == {0}
     buffer = aligned_empty((3, 5), np.float64)
     assert buffer.ctypes.data % 64 == 0 and buffer.shape == (3, 5) and aligned(buffer) is buffer
+    norm = nn.BatchNorm(in_channels=1000)  # hybridized: the program returns the new
+    norm.initialize()                       # running statistics, which it stores
+    norm.hybridize()
+    for _ in range(2):
+        with autograd.record():
+            norm(nd.array(np.arange(3000.0).reshape(3, 1000)))
+        assert set(_offsets(norm).values()) == {0}
