@@ -9,9 +9,11 @@ two plain Python threads versus one thread.
 BLAS runs one thread per worker in every row, so that the comparison is about the
 engine's workers, not BLAS's own threads: the 2-worker engine rows rely on the engine's
 own limit (NOTE [BLAS threads] in engine.py: one BLAS thread while it is busy), the other
-rows are limited by hand (threadpoolctl). The script prints the BLAS thread count seen
-inside a 2-worker engine op and after ``wait_all``, and the last line shows numpy serial
-with BLAS's default threading for scale. Medians of interleaved repeats, one run.
+rows are limited by hand (threadpoolctl); each row says which. After the table and the
+speed-ups, one line gives numpy serial with BLAS's default threading for scale; the last
+lines give the BLAS thread count seen inside a 2-worker engine op and after ``wait_all``,
+and the 2-worker run's average parallelism from its trace. Medians of interleaved
+repeats, one run.
 
 The script re-runs itself without OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE if they are set
 (they can pin OpenBLAS to a slower kernel); it prints the BLAS kernel in use.
@@ -116,16 +118,19 @@ def traced_parallelism(eng: engine.Engine, chains) -> float:
     return sum(r.end - r.start for r in records) / span
 
 
+def blas_threads() -> int:
+    """The number of threads BLAS would use now; 0 when threadpoolctl finds no BLAS."""
+    from threadpoolctl import threadpool_info
+    return max((lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"),
+               default=0)
+
+
 def blas_threads_inside_and_after(eng: engine.Engine) -> tuple[int, int]:
     """BLAS threads seen by an op on ``eng`` while it runs, and after ``wait_all``."""
-    from threadpoolctl import threadpool_info
-
-    def threads() -> int:
-        return max(lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas")
     seen: list[int] = []
-    eng.push(lambda: seen.append(threads()), [], [engine.Var()], "probe")
+    eng.push(lambda: seen.append(blas_threads()), [], [engine.Var()], "probe")
     eng.wait_all()
-    return seen[0], threads()
+    return seen[0], blas_threads()
 
 
 def timed(fn, *args) -> tuple[float, list[np.ndarray]]:
@@ -147,18 +152,20 @@ def main() -> None:
               f"default threads {lib['num_threads']}; cores {os.cpu_count()}")
     chains = make_chains()
     one, two = engine.ThreadedEngine(1), engine.ThreadedEngine(2)
-    rows = {"numpy serial (1 thread)": lambda: serial(chains),
-            "two plain Python threads": lambda: plain_threads(chains),
-            "ThreadedEngine, 1 worker": lambda: on_engine(one, chains),
-            "ThreadedEngine, 2 workers": lambda: on_engine(two, chains)}
+    # name -> (what to time, whether the engine limits BLAS itself: the 2-worker rows rely
+    # on NOTE [BLAS threads]; every other row is limited to 1 BLAS thread by hand)
+    rows = {"numpy serial (1 thread)": (lambda: serial(chains), False),
+            "two plain Python threads": (lambda: plain_threads(chains), False),
+            "ThreadedEngine, 1 worker": (lambda: on_engine(one, chains), False),
+            "ThreadedEngine, 2 workers": (lambda: on_engine(two, chains), True)}
     if nd is not None:
-        rows["nd.dot, 1 worker"] = lambda: with_nd_dot(one, chains)
-        rows["nd.dot, 2 workers"] = lambda: with_nd_dot(two, chains)
+        rows["nd.dot, 1 worker"] = (lambda: with_nd_dot(one, chains), False)
+        rows["nd.dot, 2 workers"] = (lambda: with_nd_dot(two, chains), True)
     times: dict[str, list[float]] = {name: [] for name in rows}
     expected = serial(chains)
     for _ in range(repeats):
-        for name, fn in rows.items():
-            by_hand = "2 workers" not in name  # those rows use the engine's own limit
+        for name, (fn, engine_limits) in rows.items():
+            by_hand = not engine_limits
             with threadpool_limits(1, user_api="blas") if by_hand else contextlib.nullcontext():
                 seconds, result = timed(fn)
             times[name].append(seconds)
