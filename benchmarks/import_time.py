@@ -68,7 +68,9 @@ def main() -> None:
         numpy_ms = statistics.median(times[(case, "numpy")]) * 1e3
         ours_ms = statistics.median(times[(case, "hybridlab")]) * 1e3
         print(f"{case:10}{numpy_ms:10.1f}{ours_ms:14.1f}{ours_ms - numpy_ms:19.1f}")
-    print("target: import hybridlab (numpy included) well under 200 ms")
+    cached_ms = statistics.median(times[("cached", "hybridlab")]) * 1e3
+    print(f"target: import hybridlab (numpy included, .pyc cached) well under 200 ms: "
+          f"{cached_ms:.1f} ms, {'met' if cached_ms < 200 else 'MISSED'}")
 
 
 if __name__ == "__main__":
