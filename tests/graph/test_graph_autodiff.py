@@ -120,6 +120,7 @@ def test_the_seed_mlp_training_step_runs_as_planned_and_keeps_the_plans_invarian
     plan = optimised.meta["memory"]
     assert plan.bound <= plan.unplanned and plan.planned <= plan.unplanned
     assert plan.planned >= plan.bound
+    assert plan.planned <= 1.1 * plan.bound  # bytes, deterministic: the plan target
     rng = np.random.default_rng(0)
     arrays = [rng.standard_normal(n.aval[0].shape).astype(np.float32) for n in step.inputs]
     expected = ir.evaluate(step, *arrays)

@@ -106,7 +106,9 @@ def plan_memory(graph: Graph) -> tuple[Graph, list[str]]:
     fixed = [c for c in chains if (values.kept | values.pinned).intersection(c)]
     candidates = [c for c in chains if c not in fixed]
     allocated = [values.span(c) for c in fixed] + alone + values.scratch
-    plan.planned, size, arena, plan.offset_of = _choose_arena(candidates, allocated, values)
+    plan.bound = values.peak([values.span(c) for c in chains] + alone + values.scratch)
+    plan.planned, size, arena, plan.offset_of = _choose_arena(candidates, allocated, values,
+                                                              plan.bound)
     plan.buffer_of = dict.fromkeys(plan.offset_of, 0)
     plan.buffer_bytes = [size]  # the arena's, then one per chain outside it
     for chain in (c for c in chains if c not in arena):  # a buffer of its own, on each call
@@ -116,13 +118,12 @@ def plan_memory(graph: Graph) -> tuple[Graph, list[str]]:
     scratch = [nbytes for _, _, nbytes in values.scratch]
     plan.unplanned = sum(values.nbytes[k] for k in values.owning()) + sum(scratch)
     plan.workspace = max(scratch, default=0)
-    plan.bound = values.peak([values.span(c) for c in chains] + alone + values.scratch)
     annotated = Graph(graph.nodes, graph.inputs, graph.outputs, {**graph.meta, "memory": plan})
     return annotated, [str(plan)]
 
 
-def _choose_arena(candidates: list[list[Key]], allocated: list[Span], values: _Values
-                  ) -> tuple[int, int, list[list[Key]], dict[Key, int]]:
+def _choose_arena(candidates: list[list[Key]], allocated: list[Span], values: _Values,
+                  bound: int) -> tuple[int, int, list[list[Key]], dict[Key, int]]:
     """The planned peak, the arena's size, the chains it holds and their offsets.
 
     With an empty arena every value is allocated by its kernel only while it lives, and
@@ -132,8 +133,8 @@ def _choose_arena(candidates: list[list[Key]], allocated: list[Span], values: _V
     ``max(arena live) + max(allocated)`` stays within ``1 + _SLACK`` of the bound.
     """
     arena_live = values.profile([])
-    elsewhere = values.profile(allocated + [values.span(c) for c in candidates])
-    budget = elsewhere.max() * (1 + _SLACK)
+    elsewhere = values.profile(allocated + [values.span(c) for c in candidates])  # max: bound
+    budget = bound * (1 + _SLACK)
     chosen = []
     for chain in sorted(candidates, key=lambda c: -values.nbytes[c[0]]):
         first, last, nbytes = values.span(chain)
