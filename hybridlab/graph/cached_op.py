@@ -63,7 +63,6 @@ class CachedOp:
         self.static_alloc, self.static_shape = static_alloc, static_shape
         self.disabled = tuple(disabled_passes)
         self._calls, self._misses = 0, 0  # see ``stats``
-        self._num_inputs = len(self.graph.inputs)
         self._cache: dict[tuple, _Entry] = {}
         self._last: _Entry | None = None
 
@@ -143,21 +142,21 @@ class CachedOp:
 
     def _lookup(self, avals: list[Aval], training: bool, needs: tuple) -> _Entry:
         """The entry for this signature from the cache, compiled on a miss."""
-        if len(avals) != self._num_inputs:
-            raise TypeError(f"CachedOp takes {self._num_inputs} inputs "
+        if len(avals) != len(self.graph.inputs):
+            raise TypeError(f"CachedOp takes {len(self.graph.inputs)} inputs "
                             f"{[n.name for n in self.graph.inputs]}, got {len(avals)}")
         key = (tuple(avals), training, needs)
         entry = self._cache.get(key)
         if entry is None:
             self._misses += 1
-            normal = [Aval(tuple(a.shape), np.dtype(a.dtype)) for a in avals]
-            entry = self._cache[key] = self._compile(normal, training, needs)
-            entry.in_avals = avals  # these very objects: NOTE [The last signature first]
+            entry = self._cache[key] = self._compile(avals, training, needs)
         self._last = entry
         return entry
 
     def _compile(self, avals: list[Aval], training: bool, needs: tuple[bool, ...]) -> _Entry:
-        graph = ir.infer_shapes(self.graph, avals)
+        """The entry keeps ``avals``, these very objects: NOTE [The last signature first]."""
+        graph = ir.infer_shapes(self.graph, [Aval(tuple(a.shape), np.dtype(a.dtype))
+                                             for a in avals])
         backward, saved, wanted = None, (), tuple(i for i, need in enumerate(needs) if need)
         if wanted:  # recording, and some input wants its gradient
             joint = _keep_gradients(autodiff.gradient_graph(graph), len(graph.outputs), needs)
