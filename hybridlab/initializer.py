@@ -35,9 +35,11 @@ class Initializer:
 
 
 def _number(value: Any, what: str, example: str) -> float:
-    """``value`` if it is a real number; a clear TypeError now rather than deep in numpy later."""
+    """``value`` if it is a real number; a clear TypeError now rather than deep in numpy
+    later (the Trainer checks its hyperparameters with it too)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{what} must be a number, got {value!r}; e.g. {example}")
+        raise TypeError(f"{what} must be a number, got {value!r} ({type(value).__name__}); "
+                        f"e.g. {example}")
     return value
 
 

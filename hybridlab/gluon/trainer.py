@@ -21,13 +21,14 @@ Adam:  ``m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g*g;  w -= lr_t * m / (sqrt(v) 
 
 from __future__ import annotations
 
-import numbers
+import math
 from typing import Any, Callable
 
 import numpy as np
 
 from hybridlab import engine
 from hybridlab.gluon.parameter import Parameter, ParameterDict, aligned_empty
+from hybridlab.initializer import _number
 
 _STATE_COUNT = {"sgd": 1, "adam": 2}
 _DEFAULTS = {
@@ -90,10 +91,7 @@ class Trainer:
 def _check_number(what: str, value: Any) -> Any:
     """A hyperparameter must be a real number, checked now: the update runs later, in the
     engine, where a string would fail far from the line that gave it."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"Trainer: {what} must be a number, got {value!r} "
-                        f"({type(value).__name__}); e.g. {{'learning_rate': 0.1}}")
-    return value
+    return _number(value, f"Trainer: {what}", "{'learning_rate': 0.1}")
 
 
 def _bind(optimizer: str, weight: Any, grad: Any, states: list, hyper: dict) -> Callable:
@@ -123,12 +121,17 @@ def _sgd_update(w: np.ndarray, g: np.ndarray, states: list, learning_rate: float
 def _adam_update(w: np.ndarray, g: np.ndarray, states: list, learning_rate: float,
                  beta1: float, beta2: float, epsilon: float, wd: float, rescale: float,
                  t: int, **unused: Any) -> np.ndarray:
+    """The new weights, computed in the one aligned array returned (``step``)."""
     grad = g * rescale + wd * w if wd else g * rescale
     mean, var = states
     mean *= beta1
     mean += (1 - beta1) * grad
     var *= beta2
     var += (1 - beta2) * grad * grad
-    lr_t = learning_rate * np.sqrt(1 - beta2 ** t) / (1 - beta1 ** t)
-    step = (lr_t * mean / (np.sqrt(var) + epsilon)).astype(w.dtype)
-    return np.subtract(w, step, out=aligned_empty(w.shape, w.dtype))
+    # a Python float (np.sqrt would give a float64 scalar, and float64 temporaries)
+    lr_t = learning_rate * math.sqrt(1 - beta2 ** t) / (1 - beta1 ** t)
+    step = np.sqrt(var, out=aligned_empty(w.shape, w.dtype))
+    step += epsilon
+    np.divide(mean, step, out=step)
+    step *= lr_t
+    return np.subtract(w, step, out=step)
