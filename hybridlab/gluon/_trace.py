@@ -16,7 +16,8 @@ returns them as extra outputs). Shapes need no help: the traced inputs are
 their deferred parameters from it.
 
 :func:`user_line` finds "where" for teaching errors: the innermost stack frame outside
-the hybridlab package, i.e. the user's line inside ``hybrid_forward``.
+the hybridlab package, i.e. the user's line inside ``hybrid_forward``;
+:func:`user_stacklevel` points a warning at that line.
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 class _State(threading.local):
-    stack: list[TraceFrame] | tuple = ()  # per thread; the class default: nothing traced
+    def __init__(self) -> None:  # run once in each thread that reads _STATE
+        self.stack: list[TraceFrame] = []  # the traces in progress, innermost last
 
 
 _STATE = _State()
@@ -65,14 +67,14 @@ class TraceFrame:
 
 def current() -> TraceFrame | None:
     """The innermost trace in progress on this thread, or None when running imperatively."""
-    stack = _STATE.stack  # asked on every call of a hybridized block: one attribute read
+    stack = _STATE.stack  # (a hybridized block's call reads _STATE.stack itself)
     return stack[-1] if stack else None
 
 
 @contextlib.contextmanager
 def tracing(frame: TraceFrame) -> Iterator[TraceFrame]:
     """Trace with ``frame`` current; watch prints and the user's lines meanwhile."""
-    stack = _STATE.__dict__.setdefault("stack", [])
+    stack = _STATE.stack
     stack.append(frame)
     real_print, old_tracer = builtins.print, sys.gettrace()
 
@@ -161,6 +163,15 @@ def user_line() -> str:
         return "<unknown line>"
     text = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
     return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno} `{text}`"
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` that makes ``warnings.warn``, called by the caller of this
+    function, point at the innermost line outside the hybridlab package."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and not _is_user_code(frame.f_code.co_filename):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def where() -> str:

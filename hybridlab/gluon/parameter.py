@@ -130,7 +130,8 @@ class Parameter:
         """
         if self._data is not None and not force_reinit:
             warnings.warn(f"Parameter {self.name!r} is already initialized, ignoring. Set "
-                          f"force_reinit=True to re-initialize.", stacklevel=2)
+                          f"force_reinit=True to re-initialize.",
+                          stacklevel=_trace.user_stacklevel())
             return
         self._deferred = (_init.create(init) or self.init or _init.create(default_init)
                           or _init.Uniform())

@@ -37,6 +37,7 @@ def test_initialize_with_a_given_initializer_and_force_reinit():
     assert [str(w.message) for w in caught] == [
         f"Parameter 'dense0_{name}' is already initialized, ignoring. Set force_reinit=True "
         f"to re-initialize." for name in ("weight", "bias")]
+    assert {w.filename for w in caught} == {__file__}  # the user's line, not hybridlab's
     assert (net.weight.data().asnumpy() == 2).all()
     net.initialize(mx.init.One(), force_reinit=True)
     assert (net.weight.data().asnumpy() == 1).all()
