@@ -17,8 +17,9 @@ and TorchScript rows appear when torch is installed. Then one training step (for
 loss, backward, SGD) imperative vs hybridized vs static at batch 1 and 64.
 
 Fairness: every forward row reads the very same weight buffers, each placed at a 64-byte
-boundary (``aligned``): where a weight matrix starts moves a batch-1 forward by ~10% (one
-at 16 bytes past a 32-byte boundary splits every other AVX load across two cache lines),
+boundary (``aligned``): where a weight matrix starts moves a batch-1 forward by about 5%
+(weights 16 bytes past a 64-byte boundary, where numpy usually puts them, split vector
+loads across two cache lines; measured as NOTE [Aligned weights] says: 17.6 -> 18.5 us),
 luck that would otherwise differ from row to row and from run to run (hybridlab aligns
 its own parameters the same way: NOTE [Aligned weights] in gluon/parameter.py, but the
 torch and numpy rows would not be). BLAS uses the same number of threads
