@@ -53,6 +53,7 @@ import numpy as np
 from hybridlab import initializer as _init
 from hybridlab.errors import DeferredInitializationError
 from hybridlab.gluon import _trace
+from hybridlab.ops.registry import Aval
 
 _GRAD_REQS = ("write", "add", "null")
 _ALIGN = 64  # bytes: a cache line, and the widest vector load (AVX-512)
@@ -154,10 +155,7 @@ class Parameter:
                 f"Parameter {self.name!r}: shape {self.shape} is still unknown after "
                 f"shape inference; pass the input size (e.g. in_units=/in_channels=)")
         values, self._deferred = self._deferred(self._shape, self.dtype), None
-        if self._data is None:
-            self._set_fresh(values)
-        else:  # force_reinit: NOTE [One NDArray per Parameter]
-            self._store(values)
+        self._store(values)  # (force_reinit: into the same NDArray)
 
     def data(self, ctx: Any = None) -> Any:
         """The parameter's NDArray; while a block is traced, its Symbol ``var()``.
@@ -192,11 +190,8 @@ class Parameter:
         from hybridlab import nd
         value = data if isinstance(data, nd.NDArray) else nd.array(data, dtype=self.dtype)
         self.shape = value.shape
-        if self._data is None:
-            self._deferred = None
-            self._set_fresh(value)
-        else:
-            self._store(value)
+        self._deferred = None
+        self._store(value)
 
     def zero_grad(self) -> None:
         """Set the gradient to 0 (needed between steps when ``grad_req='add'``)."""
@@ -215,21 +210,16 @@ class Parameter:
     def _shape_known(self) -> bool:
         return self._shape is not None and all(n > 0 for n in self._shape)
 
-    def _set_fresh(self, values: Any) -> None:
-        """Create the parameter's one NDArray (empty until the engine runs) and store."""
-        from hybridlab.ndarray import empty_like_aval
-        from hybridlab.ops.registry import Aval
-        self._data = empty_like_aval(Aval(self._shape, np.dtype(self.dtype)))
-        self._store(values)
-        self._attach_grad()
-
     def _store(self, values: Any) -> None:
         """Write the NDArray ``values`` into the parameter's NDArray: one engine op that
         reads ``values`` and writes the parameter, casting to its dtype and aligning
         (NOTE [Aligned weights]); every new value of a Parameter arrives here. The buffer
         is shared, not copied, when it needs neither (NOTE [Immutable buffers] in
-        ndarray.py)."""
+        ndarray.py). The first value creates the NDArray (NOTE [One NDArray per Parameter])."""
         from hybridlab import engine, ndarray
+        if self._data is None:  # empty until the op below runs
+            self._data = ndarray.empty_like_aval(Aval(self._shape, np.dtype(self.dtype)))
+            self._attach_grad()
         target = self._data
         if values._data is None:
             ndarray._check_computed(values)  # its op failed: refuse, as copyto does

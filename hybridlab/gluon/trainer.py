@@ -131,7 +131,5 @@ def _adam_update(w: np.ndarray, g: np.ndarray, states: list, learning_rate: floa
     # a Python float (np.sqrt would give a float64 scalar, and float64 temporaries)
     lr_t = learning_rate * math.sqrt(1 - beta2 ** t) / (1 - beta1 ** t)
     step = np.sqrt(var, out=aligned_empty(w.shape, w.dtype))
-    step += epsilon
-    np.divide(mean, step, out=step)
-    step *= lr_t
-    return np.subtract(w, step, out=step)
+    np.divide(mean, np.add(step, epsilon, out=step), out=step)  # m / (sqrt(v) + eps)
+    return np.subtract(w, np.multiply(step, lr_t, out=step), out=step)
