@@ -172,32 +172,32 @@ def test_plausible_wrong_repairs_fail():
     assert not verdict and "(4, 5)" in verdict.message
 
 
-def test_lesson05_wrong_gradients_are_explained():
+def test_lesson07_wrong_gradients_are_explained():
     from hybridlab import autograd
-    from hybridlab.exercises import lesson05
+    from hybridlab.exercises import lesson07
 
     def only_x(x, w):  # forgets w: returns x's gradient twice
         x.attach_grad()
         with autograd.record():
-            result = lesson05.energy(x, w)
+            result = lesson07.energy(x, w)
         result.backward()
         return x.grad, x.grad
 
     def without_record(x, w):  # backward on an array no recorded op made
         x.attach_grad()
         w.attach_grad()
-        lesson05.energy(x, w).backward()
+        lesson07.energy(x, w).backward()
         return x.grad, w.grad
 
-    assert "return a pair" in lesson05.check_gradients(lambda x, w: x).message
-    verdict = lesson05.check_gradients(only_x)
+    assert "return a pair" in lesson07.check_gradients(lambda x, w: x).message
+    verdict = lesson07.check_gradients(only_x)
     assert not verdict and "gradient for w has shape" in verdict.message
-    verdict = lesson05.check_gradients(without_record)
+    verdict = lesson07.check_gradients(without_record)
     assert not verdict and "NotRecordedError" in verdict.message
 
 
-def test_lesson05_one_sided_and_careless_differences_fail():
-    from hybridlab.exercises import lesson05
+def test_lesson07_one_sided_and_careless_differences_fail():
+    from hybridlab.exercises import lesson07
 
     def one_sided(f, x, eps=1e-5):
         grad, base = np.zeros_like(x), f(x)
@@ -217,17 +217,17 @@ def test_lesson05_one_sided_and_careless_differences_fail():
             grad[index] = (above - f(x)) / (2 * eps)
         return grad
 
-    verdict = lesson05.check_numeric_gradient(one_sided)
+    verdict = lesson07.check_numeric_gradient(one_sided)
     assert not verdict and "one-sided" in verdict.message
-    verdict = lesson05.check_numeric_gradient(never_restores)
+    verdict = lesson07.check_numeric_gradient(never_restores)
     assert not verdict and "x changed" in verdict.message
-    verdict = lesson05.check_numeric_gradient(lambda f, x, eps: np.zeros(3))
+    verdict = lesson07.check_numeric_gradient(lambda f, x, eps: np.zeros(3))
     assert not verdict and "shape" in verdict.message
 
 
-def test_lesson05_train_step_that_recomputes_too_much_or_nothing_fails():
+def test_lesson07_train_step_that_recomputes_too_much_or_nothing_fails():
     from hybridlab import autograd
-    from hybridlab.exercises import lesson05
+    from hybridlab.exercises import lesson07
 
     def recompute_all(layer, x, weights, every):  # the lesson's version: 2n layer calls
         segments = [weights[i:i + every] for i in range(0, len(weights), every)]
@@ -260,9 +260,9 @@ def test_lesson05_train_step_that_recomputes_too_much_or_nothing_fails():
                 h = layer(h, w)
         h.backward()
 
-    verdict = lesson05.check_train_step(recompute_all)
+    verdict = lesson07.check_train_step(recompute_all)
     assert not verdict and "ran 12 times, not 10" in verdict.message
-    verdict = lesson05.check_train_step(store_everything)
+    verdict = lesson07.check_train_step(store_everything)
     assert not verdict and "ran 6 times" in verdict.message
-    verdict = lesson05.check_train_step(first_segment_only)
+    verdict = lesson07.check_train_step(first_segment_only)
     assert not verdict and "gradients differ" in verdict.message

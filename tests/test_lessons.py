@@ -83,17 +83,17 @@ def test_lesson03_solutions():
     assert exercises.check_span(2, sol.SPAN_ON_TWO_WORKERS)
 
 
-def test_lesson04_solutions():
-    sol = solution("04_hybridize_pitfalls")
+def test_lesson06_solutions():
+    sol = solution("06_hybridize_pitfalls")
     assert exercises.check_sign_gate(sol.SignGate)
     assert exercises.check_flatten(sol.FlattenBlock)
     assert exercises.check_last_column(sol.LastColumn)
 
 
-def test_lesson05_solutions():
-    from hybridlab.exercises import lesson05
+def test_lesson07_solutions():
+    from hybridlab.exercises import lesson07
 
-    sol = solution("05_autograd_and_memory")
-    assert lesson05.check_gradients(sol.gradients)
-    assert lesson05.check_numeric_gradient(sol.numeric_gradient)
-    assert lesson05.check_train_step(sol.train_step)
+    sol = solution("07_autograd_and_memory")
+    assert lesson07.check_gradients(sol.gradients)
+    assert lesson07.check_numeric_gradient(sol.numeric_gradient)
+    assert lesson07.check_train_step(sol.train_step)

@@ -38,13 +38,13 @@ from hybridlab.exercises.lesson03 import (
     check_span,
     check_sync_points,
 )
-from hybridlab.exercises.lesson04 import (
+from hybridlab.exercises.lesson06 import (
     block_to_fix,
     check_flatten,
     check_last_column,
     check_sign_gate,
 )
-from hybridlab.exercises.lesson05 import (
+from hybridlab.exercises.lesson07 import (
     check_gradients,
     check_numeric_gradient,
     check_train_step,

@@ -24,9 +24,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from hybridlab.engine import TaskRecord
-from hybridlab.viz.graph import KIND_COLOURS
-
-OTHER_COLOUR = "#d9d9d9"  # anything that is not a registry operator (CachedOp, ...)
+from hybridlab.viz.palette import KIND_COLOURS, OTHER_COLOUR
 
 
 def simulate(names: Sequence[str], deps: Sequence[Sequence[int]],

@@ -32,13 +32,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hybridlab.errors import GraphvizNotFoundError
+from hybridlab.viz.palette import KIND_COLOURS
 
-KIND_COLOURS = {  # a colour-blind-safe pastel set, one per OpDef.kind
-    "elementwise": "#b3e2cd",
-    "broadcast": "#cbd5e8",
-    "reduce": "#fdcdac",
-    "opaque": "#f4cae4",
-}
 LEAF_STYLES = {  # how the non-call nodes look
     "input": {"shape": "oval", "style": "filled", "fillcolor": "#ffffb3"},
     "param": {"shape": "box", "style": "filled,dashed", "fillcolor": "#f2f2f2"},

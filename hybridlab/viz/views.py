@@ -128,7 +128,7 @@ def memory_notes(graph: Any) -> dict[int, str]:
 def draw_with_source(obj: Any, width: int = 96, which: str = "forward") -> HtmlView:
     """The compiled graph, and under it the Python generated from it. ``which="backward"``
     shows the backward program a hybridized block compiled when it was called inside
-    ``autograd.record()`` (lesson 05)."""
+    ``autograd.record()`` (lesson 07)."""
     graph, source = _compiled(obj, which)
     params = parameter_names(graph) + block_parameters(obj)
     drawing = Drawing(to_dot(graph, "plot", params), summary(graph, params))

@@ -1,4 +1,4 @@
-"""Exercise checks for lesson 05 (autograd, gradient checks, recomputation).
+"""Exercise checks for lesson 07 (autograd, gradient checks, recomputation).
 
 The reference gradients come from hybridlab's autograd in float64, and every check also
 runs the student's code on more than one input, so an answer tuned to one case fails.

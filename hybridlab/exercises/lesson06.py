@@ -1,4 +1,4 @@
-"""Exercise checks for lesson 04 (what hybridize cannot compile, and the rewrites)."""
+"""Exercise checks for lesson 06 (what hybridize cannot compile, and the rewrites)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Reference solutions for lesson 04 (hybridize pitfalls); tests/test_lessons.py runs them."""
+"""Reference solutions for lesson 06 (hybridize pitfalls); tests/test_lessons.py runs them."""
 
 from hybridlab.gluon import nn
 

@@ -1,9 +1,9 @@
-"""Reference solutions for lesson 05 (autograd and memory); tests/test_lessons.py runs them."""
+"""Reference solutions for lesson 07 (autograd and memory); tests/test_lessons.py runs them."""
 
 import numpy as np
 
 from hybridlab import autograd
-from hybridlab.exercises import lesson05
+from hybridlab.exercises import lesson07
 
 
 def gradients(x, w):
@@ -11,7 +11,7 @@ def gradients(x, w):
     x.attach_grad()
     w.attach_grad()
     with autograd.record():
-        result = lesson05.energy(x, w)
+        result = lesson07.energy(x, w)
     result.backward()
     return x.grad, w.grad
 
