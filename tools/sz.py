@@ -90,11 +90,11 @@ BUDGETS: dict[str, int] = {
     "hybridlab/profiler.py": 60,
     "hybridlab/viz/__init__.py": 20,  # re-exports only
     "hybridlab/viz/graph.py": 245,  # DOT + adapters + plot_network; unused nodes, display hooks
-    "hybridlab/viz/views.py": 125,  # pass and source views, plan notes, wrapping, backward view
+    "hybridlab/viz/views.py": 140,  # pass and source views, plan notes, wrapping, backward view
     "hybridlab/viz/gantt.py": 100,
     "hybridlab/viz/plots.py": 155,  # + a fair protocol; the floor as the benchmark writes it
     "hybridlab/viz/palette.py": 45,  # op-kind and task-state colours (Okabe-Ito), defined once
-    "hybridlab/viz/bundle.py": 45,  # widget view + PNG + text: every instrument's output
+    "hybridlab/viz/bundle.py": 70,  # widget view + PNG + text: every instrument's output
     "hybridlab/viz/stepper.py": 260,  # the queue stepper: model (state, actions) + its widget
     # Modules STYLE.md did not list (the issues asked for more than its sketch).
     "hybridlab/ops/_infer.py": 40,  # shared shape-rule helpers (axis normalisation, broadcast)
@@ -113,12 +113,12 @@ BUDGETS: dict[str, int] = {
     "hybridlab/gluon/symbol_block.py": 85,  # + shared Parameters sized from the graph, checks
     "hybridlab/contrib.py": 75,  # + the imperative while_loop (a real loop), list data
     "hybridlab/initializer.py": 70,  # mx.init: Uniform, Normal, Xavier, Zero, One, Constant
-    "hybridlab/exercises/__init__.py": 50,  # course: self-check functions, one module per lesson
+    "hybridlab/exercises/__init__.py": 55,  # course: self-check functions, one module per lesson
     "hybridlab/exercises/_common.py": 55,  # + compare_block, shared by lessons 02 and 04
     "hybridlab/exercises/lesson00.py": 60,
     "hybridlab/exercises/lesson01.py": 70,
     "hybridlab/exercises/lesson02.py": 90,
-    "hybridlab/exercises/lesson03.py": 80,
+    "hybridlab/exercises/lesson03.py": 120,  # + which barrier, a runaway loop measured
     "hybridlab/exercises/lesson06.py": 70,
     "hybridlab/exercises/lesson07.py": 110,  # three checks, each on two inputs, float64 refs
 }

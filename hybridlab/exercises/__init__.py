@@ -55,7 +55,8 @@ from hybridlab.exercises.lesson07 import (
 )
 
 __all__ = [
-    "BARRIER_CHOICES", "SYNC_CANDIDATES", "BrokenBlock", "check_barrier", "check_bounded_loop", "Feedback", "FlattenBlock", "LastColumn", "SignGate",
+    "BARRIER_CHOICES", "SYNC_CANDIDATES", "BrokenBlock", "Feedback", "FlattenBlock",
+    "LastColumn", "SignGate", "check_barrier", "check_bounded_loop",
     "check_dense_from_primitives", "check_export_roundtrip", "check_fancy_func_nodes",
     "check_fc_count", "check_flatten", "check_gradients", "check_hybridizable",
     "check_last_column", "check_numeric_gradient", "check_print_count",
