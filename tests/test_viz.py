@@ -266,13 +266,13 @@ def test_draw_with_source_shows_the_backward_program_of_a_recorded_call():
     loss.backward()
     view = views.draw_with_source(net, which="backward")
     assert view.text.startswith("def backward(") and "d_dot" in view.text
-    assert "<svg" in view.html or shutil.which("dot") is None
+    assert "<img src=\"data:image/png;base64," in view.html or shutil.which("dot") is None
     assert views.draw_with_source(net).text.startswith("def forward(")
     with pytest.raises(ValueError, match="gradient_graph"):
         views.draw_with_source(small_graph(), which="backward")
 
 
-def test_speedup_widget_prints_a_static_summary_and_redraws_on_change(capsys, monkeypatch):
+def test_speedup_widget_displays_widget_png_and_summary_and_redraws_on_change(monkeypatch):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -286,11 +286,17 @@ def test_speedup_widget_prints_a_static_summary_and_redraws_on_change(capsys, mo
         return real(batch_size, width, depth, repeats=1)
 
     monkeypatch.setattr(plots, "speedup_callback", recording)
-    box = plots.speedup_widget(batch_size=4, width=32, depth=2)
-    printed = capsys.readouterr().out.splitlines()  # outside a kernel Output() captures nothing
-    assert printed[-1].startswith("batch=4 width=32 depth=2: imperative")
-    box.children[2].value = 3  # the depth slider
+    view = plots.speedup_widget(batch_size=4, width=32, depth=2)
+    bundle = view._repr_mimebundle_()
+    assert bundle["text/plain"].startswith("batch=4 width=32 depth=2: imperative")
+    assert bundle["image/png"].startswith("iVBOR")  # base64 of the PNG signature
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    first_png = bundle["image/png"]
+    view.widget.children[2].value = 3  # the depth slider
     assert calls == [(4, 32, 2), (4, 32, 3)]
+    bundle = view._repr_mimebundle_()
+    assert bundle["text/plain"].startswith("batch=4 width=32 depth=3")
+    assert bundle["image/png"] != first_png
 
 
 # ---------------------------------------------------------------------------------------
@@ -513,7 +519,9 @@ def test_pass_view_captions_changes_and_shows_the_memory_plan():
     assert "fused [" in view.html  # the pass's own change list is shown under its name
     plan = [line for line in view.text.splitlines() if line.startswith("plan_memory")]
     assert len(plan) == 1
-    assert "fused:" in view.html and "own buffer 1 (output)" in view.html  # the fused result
+    drawn = view.panels[-1][1].source  # the plan_memory panel's drawing (a PNG in the HTML)
+    assert view.panels[-1][0].startswith("plan_memory")
+    assert "fused:" in drawn and "own buffer 1 (output)" in drawn  # the fused result
 
 
 def test_memory_notes_place_every_result():
@@ -545,7 +553,7 @@ def test_a_pass_that_only_annotates_nothing_is_not_drawn_twice():
     view = views.draw_passes(program)
     assert "only annotates it" in view.html
     if HAS_DOT:  # every panel but plan_memory's has its picture
-        assert view.html.count("<svg") == view.html.count("<b>") - 1
+        assert view.html.count("<img ") == view.html.count("<b>") - 1
 
 
 def test_source_view_puts_wrapped_source_under_the_graph():

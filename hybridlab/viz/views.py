@@ -25,7 +25,7 @@ import html
 import math
 from typing import Any
 
-from hybridlab.viz.bundle import rich_bundle, stack_png
+from hybridlab.viz.bundle import encode_png, rich_bundle, stack_png
 from hybridlab.viz.graph import (
     Drawing,
     as_graph,
@@ -73,12 +73,19 @@ class HtmlView:
 
 
 def _picture(drawing: Drawing) -> str:
-    """The SVG at its natural size (shrunk only if wider than the page), or the text."""
-    svg = drawing.svg()
-    if svg is None:
+    """The drawing as a PNG image at its natural size (shrunk only if wider than the page),
+    or the text without ``dot``.
+
+    A PNG rather than inline SVG: JupyterLab shows HTML even in an untrusted notebook (a
+    fresh clone's), but sanitised -- an inline SVG loses its shapes and leaves its labels
+    run together -- while an embedded PNG survives, so the panel reads the same trusted or
+    not.
+    """
+    png = drawing.png()
+    if png is None:
         return f"<pre>{html.escape(drawing.text)}\n{html.escape(str(drawing.hint))}</pre>"
-    svg = svg[svg.index("<svg"):]  # drop the XML prolog: the SVG sits inside HTML
-    return svg.replace("<svg", '<svg style="max-width:100%;height:auto"', 1)
+    return (f'<img src="data:image/png;base64,{encode_png(png)}" alt="{html.escape(drawing.text)}"'
+            ' style="max-width:100%;height:auto"/>')
 
 
 def _panel(heading: str, caption: list[str], body: str) -> str:

@@ -27,6 +27,11 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     """``jupyter lab`` from this interpreter, serving an (initially empty) folder."""
     pytest.importorskip("jupyterlab", reason="JupyterLab is not installed (the notebooks extra)")
     tmp_path = tmp_path_factory.mktemp("lab")
+    # Draw every cell: JupyterLab 4 renders only the cells in view by default, and the
+    # tests count what a whole notebook shows.
+    tracker = tmp_path / "settings" / "@jupyterlab" / "notebook-extension"
+    tracker.mkdir(parents=True)
+    (tracker / "tracker.jupyterlab-settings").write_text('{"windowingMode": "none"}')
     port, token, log = free_port(), secrets.token_hex(16), tmp_path / "lab.log"
     command = [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root",
                "--ip=127.0.0.1", f"--port={port}", "--ServerApp.port_retries=0",
