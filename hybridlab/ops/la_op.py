@@ -84,9 +84,14 @@ def _square_infer(name: str):
 
 
 def _potrf(a: np.ndarray) -> np.ndarray:
-    """Lower Cholesky factor; raises when ``a`` is not symmetric positive definite."""
+    """Lower Cholesky factor; raises when ``a`` is not symmetric positive definite.
+
+    It factorises the symmetric part ``(A + A^T) / 2`` -- ``A`` itself for the symmetric
+    matrices it is meant for -- so that its value and its (symmetric) gradient agree for
+    any input, instead of silently ignoring the upper triangle.
+    """
     try:
-        return np.linalg.cholesky(a).astype(a.dtype, copy=False)
+        return np.linalg.cholesky(0.5 * (a + _t(a))).astype(a.dtype, copy=False)
     except np.linalg.LinAlgError:
         raise ValueError("linalg.potrf: the matrix is not positive definite, so it has no "
                          "Cholesky factor (check that it is symmetric with positive "
