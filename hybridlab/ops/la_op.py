@@ -42,6 +42,11 @@ def _t(x: np.ndarray, flag: bool = True) -> np.ndarray:
     return np.swapaxes(x, -1, -2) if flag else x
 
 
+def _work(x: np.ndarray) -> np.ndarray:
+    """numpy's LAPACK has no float16: factorise in float32 (the result is cast back)."""
+    return x.astype(np.float32) if x.dtype == np.float16 else x
+
+
 def _gemm2_infer(a: Aval, b: Aval, *, transpose_a, transpose_b, alpha, axis) -> list[Aval]:
     _matrices("gemm2", a, b)
     rows, inner = a.shape[-1:-3:-1] if transpose_a else a.shape[-2:]
@@ -91,19 +96,20 @@ def _potrf(a: np.ndarray) -> np.ndarray:
     any input, instead of silently ignoring the upper triangle.
     """
     try:
-        return np.linalg.cholesky(0.5 * (a + _t(a))).astype(a.dtype, copy=False)
+        return np.linalg.cholesky(0.5 * (_work(a) + _t(_work(a)))).astype(a.dtype, copy=False)
     except np.linalg.LinAlgError:
         raise ValueError("linalg.potrf: the matrix is not positive definite, so it has no "
                          "Cholesky factor (check that it is symmetric with positive "
                          "eigenvalues, e.g. A = B B^T + eps I)") from None
 
 
-def _potrf_backward(g: np.ndarray, lower: np.ndarray) -> np.ndarray:
+def _potrf_backward(g: np.ndarray, lower_in: np.ndarray) -> np.ndarray:
+    lower = _work(lower_in)
     product = np.tril(_t(lower) @ g)
     mirrored = product + _t(np.tril(product, -1))  # copyLTU: symmetric from the lower part
     eye = np.broadcast_to(np.eye(lower.shape[-1], dtype=lower.dtype), lower.shape)
     inverse = np.linalg.solve(lower, eye)  # L^-1 (a triangular solve)
-    return (0.5 * _t(inverse) @ mirrored @ inverse).astype(lower.dtype, copy=False)
+    return (0.5 * _t(inverse) @ mirrored @ inverse).astype(lower_in.dtype, copy=False)
 
 
 register(OpDef(
