@@ -318,11 +318,11 @@ def test_simulate_overlaps_independent_ops_only(workers, span):
     assert {r.worker for r in records} <= set(range(workers))
 
 
-def test_simulate_rejects_bad_input():
+def test_simulate_takes_any_dag_order_and_rejects_bad_input():
     from hybridlab.viz import gantt
 
-    with pytest.raises(ValueError, match="push order"):
-        gantt.simulate(["x", "y"], [[1], []], [1.0, 1.0], workers=2)
+    x, y = gantt.simulate(["x", "y"], [[1], []], [1.0, 1.0], workers=2)  # x needs y
+    assert x.start == y.end == 1.0
     with pytest.raises(ValueError, match="at least one worker"):
         gantt.simulate(*DIAMOND, workers=0)
 
@@ -719,3 +719,60 @@ def test_static_figure_labels_both_ends_of_the_time_axis_and_names_the_whole_net
     assert [t.get_text() for t in axes.get_legend().get_texts()] == [
         "imperative", "hybridized", "numpy floor (kernels only)"]
     plt.close(figure)
+
+
+DAGS = st.integers(1, 14).flatmap(lambda n: st.tuples(
+    st.lists(st.floats(0.1, 5.0), min_size=n, max_size=n),
+    st.lists(st.lists(st.integers(0, 13), max_size=3), min_size=n, max_size=n)))
+
+
+def _dag(durations, raw):
+    """Random dependencies on earlier ops only (a DAG in push order, as engines make)."""
+    return [sorted({d % i for d in needs}) if i else [] for i, needs in enumerate(raw)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(DAGS, st.integers(1, 5))
+def test_the_list_scheduler_is_work_conserving_and_within_brents_bounds(dag, workers):
+    from hybridlab.viz import gantt
+
+    durations, raw = dag
+    deps = _dag(durations, raw)
+    names = [f"op{i}" for i in range(len(deps))]
+    records = gantt.simulate(names, deps, durations, workers)
+    work, span = gantt.work_and_span(deps, durations)
+    makespan = max(r.end for r in records)
+    assert max(work / workers, span) - 1e-9 <= makespan <= work / workers + span + 1e-9
+    assert records == gantt.simulate(names, deps, durations, workers)  # deterministic
+    # work-conserving: at every start time, if a worker is idle, no op is ready
+    for moment in sorted({r.start for r in records}):
+        busy = sum(r.start <= moment < r.end for r in records)
+        ready = [i for i, r in enumerate(records) if r.start > moment
+                 and all(records[d].end <= moment + 1e-12 for d in deps[i])]
+        assert busy == workers or not ready, (moment, busy, ready)
+
+
+@settings(max_examples=60, deadline=None)
+@given(DAGS)
+def test_one_worker_takes_the_work_and_enough_workers_take_the_span(dag):
+    from hybridlab.viz import gantt
+
+    durations, raw = dag
+    deps = _dag(durations, raw)
+    names = [f"op{i}" for i in range(len(deps))]
+    work, span = gantt.work_and_span(deps, durations)
+    one = gantt.simulate(names, deps, durations, 1)
+    assert max(r.end for r in one) == pytest.approx(work)
+    many = gantt.simulate(names, deps, durations, len(deps))
+    assert max(r.end for r in many) == pytest.approx(span)
+
+
+def test_the_simulator_refuses_cycles_and_bad_dependencies():
+    from hybridlab.viz import gantt
+
+    with pytest.raises(ValueError, match="form a cycle"):
+        gantt.simulate(["a", "b"], [[1], [0]], [1.0, 1.0], 2)
+    with pytest.raises(ValueError, match="depends on 5, which is not an op"):
+        gantt.simulate(["a"], [[5]], [1.0], 1)
+    with pytest.raises(ValueError, match="at least one worker"):
+        gantt.simulate(["a"], [[]], [1.0], 0)

@@ -18,8 +18,7 @@ from hybridlab.viz.stepper import queue_stepper
 stepper = queue_stepper()
 a = nd.ones((2, 2))          # #0
 b = a * 2                    # #1: needs a
-c = nd.ones((2, 2)) + 1      # #2, #3: independent of a and b
-stepper"""]
+stepper""", """c = nd.ones((2, 2)) + 1      # #2, #3, pushed by a later cell: independent of a and b"""]
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
 
@@ -36,6 +35,7 @@ def test_step_and_sync_change_the_drawing(page, lab: Lab) -> None:
                     f"\nserver log:\n{lab.log_tail()}")
     done_shapes = widget.locator(f"svg [fill='{STATE_COLOURS['done']}']")
     counter = widget.locator(".widget-html", has_text="pushed")
+    # the second cell's tasks appear without re-running the first (the post_run_cell hook)
     expect(counter).to_contain_text("4 pushed · 0 done", timeout=STEP_MS)
     expect(done_shapes).to_have_count(1, timeout=STEP_MS)  # only the legend's
 
