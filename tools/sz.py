@@ -91,7 +91,7 @@ BUDGETS: dict[str, int] = {
     "hybridlab/viz/__init__.py": 20,  # re-exports only
     "hybridlab/viz/graph.py": 245,  # DOT + adapters + plot_network; unused nodes, display hooks
     "hybridlab/viz/views.py": 140,  # pass and source views, plan notes, wrapping, backward view
-    "hybridlab/viz/gantt.py": 100,
+    "hybridlab/viz/gantt.py": 125,  # + the list scheduler (bottom-level priority), work and span
     "hybridlab/viz/plots.py": 170,  # + a fair protocol; the floor as the benchmark writes it;
     # the speed-up widget as an Instrument (widget + PNG + summary)
     "hybridlab/viz/palette.py": 45,  # op-kind and task-state colours (Okabe-Ito), defined once

@@ -18,7 +18,8 @@ from hybridlab.viz.stepper import queue_stepper
 stepper = queue_stepper()
 a = nd.ones((2, 2))          # #0
 b = a * 2                    # #1: needs a
-stepper""", """c = nd.ones((2, 2)) + 1      # #2, #3, pushed by a later cell: independent of a and b"""]
+stepper""",
+         """c = nd.ones((2, 2)) + 1   # #2, #3, pushed by a later cell; independent of a, b"""]
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
 
