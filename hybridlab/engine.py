@@ -304,10 +304,10 @@ class Engine:
         task = Task(fn, name, tuple(reads), tuple(writes), _user_line())
         with self._lock:
             self._pending += 1
-            if self._observed:
-                task.deps = self._dependencies(task)
+            if self._observed:  # nobody watching: nothing more (NOTE [Observed engines])
+                task.deps = self._dependencies(task)  # before _link moves each Var's writer
+                self._register(task)
             self._link(task)
-            self._register(task)
             if task.blockers == 0:
                 task.state = "ready"
                 self._submit(task)
@@ -315,8 +315,8 @@ class Engine:
             self._call_hooks("push", task)
         return task
 
-    def _register(self, task: Task) -> None:  # called with the lock held
-        """A hook for executors that list their tasks (StepEngine)."""
+    def _register(self, task: Task) -> None:  # called with the lock held, when observed
+        """A hook for executors that list their tasks (StepEngine, always observed)."""
 
     @staticmethod
     def _dependencies(task: Task) -> tuple[Dep, ...]:
