@@ -6,8 +6,9 @@ The published course is the executed notebooks in ``notebooks/`` (outputs, PNGs 
 widget state included), converted by nbconvert's HTML exporter. Widgets come back
 "live-looking" from their saved state through Jupyter's HTML widget manager
 (``@jupyter-widgets/html-manager``) and ``require.js``; formulas through MathJax 2.
-nbconvert would load all three from a CDN; here they are *vendored*: fetched once from the npm registry with ``npm pack`` into
-``build/site-vendor/`` (git-ignored: the widget manager alone is several MB) and copied
+nbconvert would load all three from a CDN; here they are *vendored*: fetched once from the
+npm registry with ``npm pack`` into ``build/site-vendor/`` (git-ignored: the widget manager
+alone is several MB) and copied
 into ``site/_static/``, so the built site opens with no network at all.
 
 Each page gets the course's navigation: a table of contents, previous / next links, and a
