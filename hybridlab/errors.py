@@ -307,9 +307,12 @@ class NotRecordedError(MXNetError):
 
 
 class ArrayFileError(MXNetError, ValueError):
-    """``nd.load`` was given a file that is not an array file written by ``nd.save``.
+    """``nd.load`` (or a ``.params`` loader) was given a file it cannot read as arrays.
 
-    ``nd.save`` writes a numpy ``.npz`` archive (no pickle: loading never runs code).
+    ``nd.save`` writes MXNet's binary NDArray format (``hybridlab.ndarray_io``), read with
+    bounded reads and no pickle: loading never runs code. The message names the file,
+    the entry (array index) and what was wrong: a bad magic number, a size larger than
+    the file, a truncated file, a dtype or storage type hybridlab cannot hold.
     Fix: check the path, and re-save the arrays with ``nd.save(fname, list_or_dict)``.
     """
 
