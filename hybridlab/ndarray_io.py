@@ -40,8 +40,7 @@ from hybridlab.errors import ArrayFileError
 LIST_MAGIC = 0x112
 ARRAY_MAGIC_V1, ARRAY_MAGIC_V2, ARRAY_MAGIC_V3 = 0xF993FAC8, 0xF993FAC9, 0xF993FACA
 DTYPE_FLAGS = {0: np.float32, 1: np.float64, 2: np.float16, 3: np.uint8, 4: np.int32,
-               5: np.int8, 6: np.int64, 7: np.bool_, 8: np.int16, 9: np.uint16,
-               10: np.uint32, 11: np.uint64}
+               5: np.int8, 6: np.int64, 7: np.bool_}  # what MXNet 1.9.1 stores
 FLAG_OF_DTYPE = {np.dtype(t): flag for flag, t in DTYPE_FLAGS.items()}
 _STORAGE_NAMES = {1: "row_sparse", 2: "csr"}
 _MAX_NDIM = 32  # MXNet's own limit on dimensions
@@ -151,7 +150,7 @@ def _read_array(reader: _Reader) -> np.ndarray:
         raise reader.fail(f"device type {device} (MXNet writes 1 cpu, 2 gpu, 3 cpu_pinned)")
     if flag not in DTYPE_FLAGS:
         raise reader.fail(f"dtype flag {flag}, which hybridlab cannot store (it reads "
-                          f"{sorted(DTYPE_FLAGS)}; 12 is bfloat16, which numpy lacks)")
+                          f"{sorted(DTYPE_FLAGS)}, the dtypes MXNet 1.x saves)")
     dtype = np.dtype(DTYPE_FLAGS[flag]).newbyteorder("<")
     reader.need(math.prod(shape) * dtype.itemsize, f"shape {shape} of {dtype.name}")
     values = aligned_empty(shape, dtype)
@@ -186,7 +185,7 @@ def write_arrays(fname: str, arrays: list[np.ndarray] | dict[str, np.ndarray]) -
         where = repr(names[index]) if names else str(index)
         if array.dtype.newbyteorder("=") not in FLAG_OF_DTYPE:
             raise TypeError(f"nd.save: entry {where} has dtype {array.dtype}, which MXNet's "
-                            f"format cannot store; use one of "
+                            f"format cannot store; convert it (x.astype(...)) to one of "
                             f"{sorted(str(d) for d in FLAG_OF_DTYPE)}")
         if array.ndim == 0:  # MXNet 1.x reads a 0-d array as "None"
             raise ValueError(f"nd.save: entry {where} is 0-d; MXNet 1.x files cannot hold "

@@ -4,7 +4,6 @@ in-place ordering on every engine, save/load without pickle, per-op errors."""
 from __future__ import annotations
 
 import pickle
-import zipfile
 from typing import Any, Callable
 
 import _sync
