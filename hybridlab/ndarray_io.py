@@ -104,8 +104,8 @@ def read_arrays(fname: str) -> list[np.ndarray] | dict[str, np.ndarray]:
         reader = _Reader(file, fname)
         if file.read(4) == b"PK\x03\x04":
             raise reader.fail("this is a numpy .npz archive (hybridlab's format before it "
-                              "wrote MXNet's); load it with np.load and save it again with "
-                              "nd.save")
+                              "wrote MXNet's); convert it with nd.save(new, {k: nd.array(v) "
+                              "for k, v in np.load(old).items()})")
         file.seek(0)
         magic, _reserved = reader.unpack("<QQ", "the list magic")
         if magic != LIST_MAGIC:
