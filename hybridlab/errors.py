@@ -340,3 +340,13 @@ class ModelFileError(ValueError):
     rules out cycles), unique names, valid heads, sane sizes. The message names the node
     index and name. Fix: re-export the model (``net.export(path)``) or repair the file.
     """
+
+
+class OnnxExportError(AttributeError):
+    """``mx.onnx.export_model`` met something an ONNX model cannot express.
+
+    Usually an operator with no row in ``hybridlab.onnx.ONNX_OPS`` (MXNet raised an
+    AttributeError, "No conversion function registered for op type ..."); the message names
+    the operator and the node. Fix: express that step with operators the table lists, or
+    add a row to the table (one function that emits the ONNX nodes).
+    """
