@@ -66,7 +66,8 @@ class _Builder:
 
 # --- the mapping table: one row per operator ----------------------------------------------
 # A row is fn(builder, node, input names, output name); it adds the ONNX nodes that compute
-# the node's (single) output under that name. node.aval gives shapes and dtypes.
+# the node's (single) output under that name. node.aval gives shapes and dtypes. Rows are
+# keyed by the registry's own names (an alias such as elemwise_add is broadcast_add there).
 Rule = Callable[[_Builder, ir.Node, list, str], None]
 
 
@@ -191,8 +192,6 @@ ONNX_OPS: dict[str, Rule] = {
     "broadcast_add": _simple("Add"), "broadcast_sub": _simple("Sub"),
     "broadcast_mul": _simple("Mul"), "broadcast_div": _simple("Div"),
     "broadcast_maximum": _simple("Max"), "broadcast_minimum": _simple("Min"),
-    "elemwise_add": _simple("Add"), "elemwise_sub": _simple("Sub"),
-    "elemwise_mul": _simple("Mul"), "elemwise_div": _simple("Div"),
     "_plus_scalar": _scalar("Add"), "_minus_scalar": _scalar("Sub"),
     "_rminus_scalar": _scalar("Sub", reverse=True), "_mul_scalar": _scalar("Mul"),
     "_div_scalar": _scalar("Div"), "_rdiv_scalar": _scalar("Div", reverse=True),
