@@ -12,10 +12,13 @@ LINT_PATHS := $(wildcard hybridlab tests tools benchmarks)
 
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help venv graphviz chromium test test-notebooks lab notebooks bench clean distclean
+.PHONY: help venv graphviz chromium test test-notebooks lab workspace-refresh notebooks bench \
+        clean distclean
 
 help:
-	@echo "make lab             open the lessons in JupyterLab (creates .venv on first use)"
+	@echo "make lab             open the lessons in JupyterLab (your copy in workspace/;"
+	@echo "                     LAB_ARGS=\"--no-browser --ip=0.0.0.0\" for headless/remote)"
+	@echo "make workspace-refresh  bring course updates into workspace/, keeping your edits"
 	@echo "make test            line budgets (tools/sz.py), ruff, pytest, notebook tests"
 	@echo "make test-notebooks  only the notebook tests (nbval)"
 	@echo "make notebooks       regenerate notebooks/ from lessons/ (tools/sync_notebooks.py)"
@@ -79,8 +82,21 @@ else
 endif
 # ---- end of notebook tests ----
 
+# `make lab` serves the student workspace (tools/workspace.py: a git-ignored copy of the
+# notebooks, made on first use). As root (a container) it adds --allow-root; LAB_ARGS passes
+# anything else, e.g. `make lab LAB_ARGS="--no-browser --ip=0.0.0.0"`. jupyter_server reads
+# JUPYTER_PORT and JUPYTER_TOKEN from the environment. Stop it with Ctrl-C (twice).
+LAB_ARGS ?=
 lab: venv graphviz
-	$(VENV)/bin/jupyter lab notebooks/
+	@$(PY) tools/workspace.py >/dev/null
+	@echo "lab: serving workspace/ (your copy of notebooks/); stop with Ctrl-C."
+	@echo "lab: headless or remote? open the http://127.0.0.1:...?token=... URL printed below,"
+	@echo "     through an SSH tunnel if needed (ssh -L 8888:localhost:8888 host)."
+	$(VENV)/bin/jupyter lab --notebook-dir=workspace \
+		$$( [ "$$(id -u)" = "0" ] && echo --allow-root ) $(LAB_ARGS)
+
+workspace-refresh: venv
+	$(PY) tools/workspace.py --refresh
 
 notebooks: venv
 	@test -f tools/sync_notebooks.py || \

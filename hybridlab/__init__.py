@@ -29,4 +29,4 @@ from hybridlab import ndarray as nd  # mx.nd, `from hybridlab import nd`
 from hybridlab import symbol as sym  # mx.sym, `from hybridlab import sym`
 from hybridlab.context import Context, cpu, current_context, gpu
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -80,7 +80,7 @@ import threading
 from dataclasses import dataclass
 from queue import SimpleQueue
 from time import perf_counter
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
 from hybridlab import config
 from hybridlab.errors import MXNetError, UnknownEngineError
@@ -96,13 +96,16 @@ _var_numbers = itertools.count()
 class Var:
     """The engine's handle on one array buffer; it holds no data, only ordering state."""
 
-    __slots__ = ("uid", "name", "_writer", "_readers")
+    __slots__ = ("uid", "name", "_writer", "_readers", "_read_seqs")
 
     def __init__(self, name: str = "") -> None:  # one per array: keep it cheap
         self.uid = next(_var_numbers)
         self.name = name
         self._writer: Task | None = None  # the last op pushed that writes this Var
-        self._readers: collections.deque[Task] | None = None  # ops reading it since then
+        self._readers: collections.deque[Task] | None = None  # unfinished readers since then
+        # seq of every op that read it since the last write, finished or not: kept only
+        # while the engine is observed (NOTE [Observed engines])
+        self._read_seqs: list[int] | None = None
 
     def __str__(self) -> str:
         return self.name or f"var{self.uid}"
@@ -111,9 +114,24 @@ class Var:
         return f"Var({str(self)!r})"
 
 
+# The three orderings of the module docstring, by their short names.
+DEP_KINDS = {"RAW": "read-after-write", "WAR": "write-after-read", "WAW": "write-after-write"}
+
+
+class Dep(NamedTuple):
+    """One dependency of a task: it waits for op ``seq`` because of Var ``var``
+    (``str(var)``), in the way ``kind`` says (a key of :data:`DEP_KINDS`)."""
+
+    seq: int
+    var: str
+    kind: str
+
+
 @dataclass(frozen=True)
 class TaskRecord:
-    """One executed op: what ran, on which worker, when (``perf_counter`` seconds)."""
+    """One executed op: what ran, on which worker, when (``perf_counter`` seconds), and
+    its place in the program: ``seq`` (push order) and ``deps`` (the :class:`Dep` s it
+    had), so a recorded trace can be turned back into its dependency graph."""
 
     name: str
     worker: int
@@ -121,6 +139,8 @@ class TaskRecord:
     end: float
     reads: tuple[str, ...]  # Var names
     writes: tuple[str, ...]
+    seq: int = -1  # -1: not from an engine (a simulated schedule)
+    deps: tuple[Dep, ...] = ()
 
 
 class Task:
@@ -135,7 +155,7 @@ class Task:
         self.seq = next(_task_numbers)
         self.name, self.fn, self.reads, self.writes, self.origin = name, fn, reads, writes, origin
         self.state = "waiting"
-        self.deps: tuple[int, ...] = ()  # seq of the unfinished ops it waited on at push
+        self.deps: tuple[Dep, ...] = ()  # every op it depends on (NOTE [Observed engines])
         self.dependents: list[Task] | tuple | None = ()  # ops waiting on it (None: finished)
         self.blockers = 0  # how many of its dependencies have not finished
         self.sources: list[Task] | tuple = ()  # ops whose results it reads or overwrites
@@ -151,14 +171,23 @@ class Task:
 
 @dataclass
 class Callback:
-    """Hooks called by an engine: ``start(engine)`` when added, ``pretask(task, worker)``
-    before an op runs, ``posttask(task)`` after (``task.record`` is set), ``finish(engine)``
-    when removed. ``with Callback(posttask=...):`` adds it to the current engine."""
+    """Hooks called by an engine: ``start(engine)`` when added, ``push(task)`` when an op
+    is pushed (its ``deps`` and ``state`` are set), ``pretask(task, worker)`` before an op
+    runs, ``posttask(task)`` after (``task.record`` is set), ``fail(task)`` when an op
+    raised (``task.error``), ``skip(task)`` when an op is not run because something it
+    reads failed, ``clear(engine)`` when the engine forgets finished tasks or its trace,
+    and ``finish(engine)`` when removed. ``with Callback(posttask=...):`` adds it to the
+    current engine. Hooks may be called from worker threads; they must not push or wait.
+    """
 
     start: Callable[[Engine], None] | None = None
     pretask: Callable[[Task, int], None] | None = None
     posttask: Callable[[Task], None] | None = None
     finish: Callable[[Engine], None] | None = None
+    push: Callable[[Task], None] | None = None
+    fail: Callable[[Task], None] | None = None
+    skip: Callable[[Task], None] | None = None
+    clear: Callable[[Engine], None] | None = None
 
     def __enter__(self) -> Callback:
         current().add_callback(self)
@@ -256,6 +285,8 @@ class Engine:
         self._callbacks: list[Callback] = []
         self._pretask: tuple = ()
         self._posttask: tuple = ()
+        self._hooks: dict[str, tuple] = {}  # push / fail / skip / clear hooks, by event
+        self._observed = self._keep_history  # see NOTE [Observed engines]
         self._hook_error: tuple | None = None  # the first hook that raised, not yet reported
         self._hook_errors = 0  # how many hook calls raised since the last report
         self.trace: collections.deque[TaskRecord] = collections.deque(maxlen=100_000)
@@ -273,11 +304,47 @@ class Engine:
         task = Task(fn, name, tuple(reads), tuple(writes), _user_line())
         with self._lock:
             self._pending += 1
+            if self._observed:  # nobody watching: nothing more (NOTE [Observed engines])
+                task.deps = self._dependencies(task)  # before _link moves each Var's writer
+                self._register(task)
             self._link(task)
             if task.blockers == 0:
                 task.state = "ready"
                 self._submit(task)
+        if self._hooks:
+            self._call_hooks("push", task)
         return task
+
+    def _register(self, task: Task) -> None:  # called with the lock held, when observed
+        """A hook for executors that list their tasks (StepEngine, always observed)."""
+
+    @staticmethod
+    def _dependencies(task: Task) -> tuple[Dep, ...]:
+        """Every op ``task`` depends on, finished or not, with the Var and the kind.
+
+        NOTE [Observed engines]: the scheduler itself only needs the *unfinished* ops a
+        task waits for (``_link``), and forgets finished readers at once: a parameter read
+        by every call would otherwise keep a list of every call. An observer (a
+        StepEngine, a callback, tracing) wants the program's whole dependency graph, so
+        while one is attached the engine also keeps, per Var, the seq of every read since
+        its last write -- small ints, not tasks, so nothing finished is kept alive. With
+        nobody observing, pushes pay nothing for it and ``task.deps`` stays empty.
+        """
+        deps: list[Dep] = []
+        writes = task.writes
+        for var in task.reads:
+            if var not in writes:  # an in-place update is a write (write-after-write)
+                if var._writer is not None:
+                    deps.append(Dep(var._writer.seq, str(var), "RAW"))
+                if var._read_seqs is None:
+                    var._read_seqs = []
+                var._read_seqs.append(task.seq)
+        for var in writes:
+            if var._writer is not None:
+                deps.append(Dep(var._writer.seq, str(var), "WAW"))
+            deps.extend(Dep(seq, str(var), "WAR") for seq in var._read_seqs or ())
+            var._read_seqs = None
+        return tuple(deps)
 
     def _link(self, task: Task) -> None:
         """Apply the RAW / WAR / WAW rules: find the ops ``task`` must wait for."""
@@ -304,7 +371,7 @@ class Engine:
             if var._readers:
                 readers.extend(var._readers)
             var._writer, var._readers = task, None
-        deps: list[int] = []
+        blockers = 0
         for other in sources + readers:
             dependents = other.dependents
             if dependents is None or other is task:
@@ -315,8 +382,8 @@ class Engine:
                 dependents.append(task)
             else:  # the first dependent: most ops never get one, so no list until then
                 other.dependents = [task]
-            deps.append(other.seq)
-        task.deps, task.blockers = tuple(deps), len(deps)
+            blockers += 1
+        task.blockers = blockers
         if sources:  # duplicates and ``task`` itself are harmless in _inherit_failure
             task.sources = sources
 
@@ -344,6 +411,8 @@ class Engine:
         try:
             if task.failure is None:
                 self._execute(task, worker)
+            elif self._hooks:
+                self._call_hooks("skip", task)
         finally:
             self._finish(task)
 
@@ -361,9 +430,12 @@ class Engine:
             raise
         if self._posttask or self._keep_history:
             names = (tuple(map(str, task.reads)), tuple(map(str, task.writes)))
-            task.record = TaskRecord(task.name, worker, start, perf_counter(), *names)
+            task.record = TaskRecord(task.name, worker, start, perf_counter(), *names,
+                                     task.seq, task.deps)
         for hook in self._posttask:
             self._call_hook("posttask", hook, task)
+        if task.error is not None and self._hooks:
+            self._call_hooks("fail", task)
 
     def _call_hook(self, kind: str, hook: Callable, task: Task, *args: Any) -> None:
         """Call a callback's hook; a hook that raises must not kill the worker thread.
@@ -378,6 +450,10 @@ class Engine:
                 if self._hook_error is None:
                     self._hook_error = (kind, hook, task.name, exc)
                 self._hook_errors += 1
+
+    def _call_hooks(self, event: str, task: Task) -> None:
+        for hook in self._hooks.get(event, ()):
+            self._call_hook(event, hook, task)
 
     def _raise_hook_error(self) -> None:
         with self._lock:
@@ -494,6 +570,15 @@ class Engine:
     def _refresh_hooks(self) -> None:  # new tuples: workers iterate the old ones safely
         self._pretask = tuple(c.pretask for c in self._callbacks if c.pretask)
         self._posttask = tuple(c.posttask for c in self._callbacks if c.posttask)
+        hooks = {event: tuple(getattr(c, event) for c in self._callbacks if getattr(c, event))
+                 for event in ("push", "fail", "skip", "clear")}
+        self._hooks = {event: found for event, found in hooks.items() if found}
+        self._observed = self._keep_history or bool(self._callbacks)
+
+    def _cleared(self) -> None:
+        """Tell the ``clear`` hooks that finished tasks or the trace were forgotten."""
+        for hook in self._hooks.get("clear", ()):
+            hook(self)
 
     def set_tracing(self, on: bool = True) -> None:
         """Record every executed op into ``self.trace`` (on) or stop recording (off)."""
@@ -504,6 +589,7 @@ class Engine:
 
     def clear_trace(self) -> None:
         self.trace.clear()
+        self._cleared()
 
     def close(self) -> None:
         """Wait for pending ops and release resources; the engine may still be used."""
@@ -715,12 +801,9 @@ class StepEngine(Engine):
         self.ready: list[Task] = []
         self._unfinished: dict[int, Task] = {}  # by seq: what a wait may have to run
 
-    def push(self, fn: Callable[[], None], reads: Iterable[Var], writes: Iterable[Var],
-             name: str = "op") -> Task:
-        task = super().push(fn, reads, writes, name)
+    def _register(self, task: Task) -> None:  # lock held: listed before any hook sees it
         self.tasks.append(task)
         self._unfinished[task.seq] = task
-        return task
 
     def _submit(self, task: Task) -> None:
         self.ready.append(task)
@@ -760,7 +843,7 @@ class StepEngine(Engine):
             seq = todo.pop()
             if seq in self._unfinished and seq not in needed:
                 needed.add(seq)
-                todo.extend(self._unfinished[seq].deps)
+                todo.extend(dep.seq for dep in self._unfinished[seq].deps)
         while task.dependents is not None and (ready := self._take(needed)) is not None:
             self._run(ready, 0)
 
@@ -770,6 +853,7 @@ class StepEngine(Engine):
     def clear(self) -> None:
         """Forget finished tasks (the list grows with every push otherwise)."""
         self.tasks = [t for t in self.tasks if t.state not in _FINISHED]
+        self._cleared()
 
 
 _ENGINES = {"NaiveEngine": NaiveEngine, "ThreadedEngine": ThreadedEngine,

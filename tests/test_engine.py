@@ -21,7 +21,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from hybridlab import config, engine
-from hybridlab.engine import NaiveEngine, StepEngine, ThreadedEngine, Var
+from hybridlab.engine import Dep, NaiveEngine, StepEngine, ThreadedEngine, Var
 from hybridlab.errors import MXNetError, UnknownEngineError
 
 TIMEOUT = 20.0
@@ -55,19 +55,20 @@ def gated(log, label, gate=None):
     return fn
 
 
-@pytest.mark.parametrize("first, second", [
-    ("write", "read"),    # read-after-write
-    ("read", "write"),    # write-after-read
-    ("write", "write"),   # write-after-write
-    ("write", "inplace"),
-    ("read", "inplace"),
+@pytest.mark.parametrize("first, second, kind", [
+    ("write", "read", "RAW"),    # read-after-write
+    ("read", "write", "WAR"),    # write-after-read
+    ("write", "write", "WAW"),   # write-after-write
+    ("write", "inplace", "WAW"),  # an in-place update is a write of what it reads
+    ("read", "inplace", "WAR"),
 ])
-def test_conflicting_ops_run_in_push_order(engines, first, second):
+def test_conflicting_ops_run_in_push_order(engines, first, second, kind):
     eng, var, log, gate = engines["threaded2"], Var("v"), [], threading.Event()
+    eng.set_tracing(True)  # an observed engine records each task's dependencies
     args = {"read": ([var], []), "write": ([], [var]), "inplace": ([var], [var])}
     task1 = eng.push(gated(log, first, gate), *args[first], name=first)
     task2 = eng.push(gated(log, second), *args[second], name=second)
-    assert task2.state == "waiting" and task2.deps == (task1.seq,)
+    assert task2.state == "waiting" and task2.deps == (Dep(task1.seq, "v", kind),)
     gate.set()
     within(eng.wait_all)
     assert log == [first, second]
@@ -91,9 +92,10 @@ def test_independent_writers_run_in_parallel(engines):
 
 def test_writer_waits_for_all_earlier_readers(engines):
     eng, var, log, gate = engines["threaded4"], Var("v"), [], threading.Event()
+    eng.set_tracing(True)
     readers = [eng.push(gated(log, "read", gate), [var], [], name="read") for _ in range(3)]
     writer = eng.push(gated(log, "write"), [], [var], name="write")
-    assert sorted(writer.deps) == sorted(t.seq for t in readers)
+    assert sorted(writer.deps) == sorted(Dep(t.seq, "v", "WAR") for t in readers)
     gate.set()
     within(eng.wait_all)
     assert log == ["read"] * 3 + ["write"]
@@ -370,7 +372,7 @@ def test_step_engine_shows_the_queue_and_runs_only_what_a_wait_needs():
     t_b = eng.push(lambda: log.append("b"), [], [b], name="make_b")
     t_c = eng.push(lambda: log.append("c"), [a], [c], name="a_to_c")
     assert [t.state for t in eng.tasks] == ["ready", "ready", "waiting"]
-    assert t_c.deps == (t_a.seq,) and eng.ready == [t_a, t_b]
+    assert t_c.deps == (Dep(t_a.seq, "a", "RAW"),) and eng.ready == [t_a, t_b]
     eng.wait_for_var(c)
     assert log == ["a", "c"] and t_b.state == "ready"
     record = eng.step()

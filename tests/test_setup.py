@@ -190,3 +190,11 @@ def test_sz_passes_on_the_package() -> None:
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, f"tools/sz.py failed:\n{done.stdout}\n{done.stderr}"
     assert "ops:" in done.stdout and "flags:" in done.stdout
+
+
+def test_the_package_version_is_the_one_pyproject_declares():
+    import hybridlab
+
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    declared = re.search(r'^version = "([^"]+)"', text, re.MULTILINE).group(1)
+    assert hybridlab.__version__ == declared

@@ -124,7 +124,8 @@ def test_pass_view_shows_each_changing_pass_in_text_and_html():
     assert lines[0].startswith("before the passes: Graph(nodes=7")
     assert any(line.startswith("fuse_elementwise (1 change)") for line in lines)
     bundle = view._repr_mimebundle_()
-    assert set(bundle) == {"text/html", "text/plain"} and "fuse_elementwise" in bundle["text/html"]
+    assert set(bundle) == {"text/html", "text/plain", "image/png"}  # PNG: for untrusted readers
+    assert "fuse_elementwise" in bundle["text/html"]
 
 
 def test_source_view_shows_generated_code_next_to_the_graph():
@@ -265,13 +266,13 @@ def test_draw_with_source_shows_the_backward_program_of_a_recorded_call():
     loss.backward()
     view = views.draw_with_source(net, which="backward")
     assert view.text.startswith("def backward(") and "d_dot" in view.text
-    assert "<svg" in view.html or shutil.which("dot") is None
+    assert "<img src=\"data:image/png;base64," in view.html or shutil.which("dot") is None
     assert views.draw_with_source(net).text.startswith("def forward(")
     with pytest.raises(ValueError, match="gradient_graph"):
         views.draw_with_source(small_graph(), which="backward")
 
 
-def test_speedup_widget_prints_a_static_summary_and_redraws_on_change(capsys, monkeypatch):
+def test_speedup_widget_displays_widget_png_and_summary_and_redraws_on_change(monkeypatch):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -285,11 +286,17 @@ def test_speedup_widget_prints_a_static_summary_and_redraws_on_change(capsys, mo
         return real(batch_size, width, depth, repeats=1)
 
     monkeypatch.setattr(plots, "speedup_callback", recording)
-    box = plots.speedup_widget(batch_size=4, width=32, depth=2)
-    printed = capsys.readouterr().out.splitlines()  # outside a kernel Output() captures nothing
-    assert printed[-1].startswith("batch=4 width=32 depth=2: imperative")
-    box.children[2].value = 3  # the depth slider
+    view = plots.speedup_widget(batch_size=4, width=32, depth=2)
+    bundle = view._repr_mimebundle_()
+    assert bundle["text/plain"].startswith("batch=4 width=32 depth=2: imperative")
+    assert bundle["image/png"].startswith("iVBOR")  # base64 of the PNG signature
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    first_png = bundle["image/png"]
+    view.widget.children[2].value = 3  # the depth slider
     assert calls == [(4, 32, 2), (4, 32, 3)]
+    bundle = view._repr_mimebundle_()
+    assert bundle["text/plain"].startswith("batch=4 width=32 depth=3")
+    assert bundle["image/png"] != first_png
 
 
 # ---------------------------------------------------------------------------------------
@@ -311,11 +318,11 @@ def test_simulate_overlaps_independent_ops_only(workers, span):
     assert {r.worker for r in records} <= set(range(workers))
 
 
-def test_simulate_rejects_bad_input():
+def test_simulate_takes_any_dag_order_and_rejects_bad_input():
     from hybridlab.viz import gantt
 
-    with pytest.raises(ValueError, match="push order"):
-        gantt.simulate(["x", "y"], [[1], []], [1.0, 1.0], workers=2)
+    x, y = gantt.simulate(["x", "y"], [[1], []], [1.0, 1.0], workers=2)  # x needs y
+    assert x.start == y.end == 1.0
     with pytest.raises(ValueError, match="at least one worker"):
         gantt.simulate(*DIAMOND, workers=0)
 
@@ -512,7 +519,9 @@ def test_pass_view_captions_changes_and_shows_the_memory_plan():
     assert "fused [" in view.html  # the pass's own change list is shown under its name
     plan = [line for line in view.text.splitlines() if line.startswith("plan_memory")]
     assert len(plan) == 1
-    assert "fused:" in view.html and "own buffer 1 (output)" in view.html  # the fused result
+    drawn = view.panels[-1][1].source  # the plan_memory panel's drawing (a PNG in the HTML)
+    assert view.panels[-1][0].startswith("plan_memory")
+    assert "fused:" in drawn and "own buffer 1 (output)" in drawn  # the fused result
 
 
 def test_memory_notes_place_every_result():
@@ -544,7 +553,7 @@ def test_a_pass_that_only_annotates_nothing_is_not_drawn_twice():
     view = views.draw_passes(program)
     assert "only annotates it" in view.html
     if HAS_DOT:  # every panel but plan_memory's has its picture
-        assert view.html.count("<svg") == view.html.count("<b>") - 1
+        assert view.html.count("<img ") == view.html.count("<b>") - 1
 
 
 def test_source_view_puts_wrapped_source_under_the_graph():
@@ -710,3 +719,60 @@ def test_static_figure_labels_both_ends_of_the_time_axis_and_names_the_whole_net
     assert [t.get_text() for t in axes.get_legend().get_texts()] == [
         "imperative", "hybridized", "numpy floor (kernels only)"]
     plt.close(figure)
+
+
+DAGS = st.integers(1, 14).flatmap(lambda n: st.tuples(
+    st.lists(st.floats(0.1, 5.0), min_size=n, max_size=n),
+    st.lists(st.lists(st.integers(0, 13), max_size=3), min_size=n, max_size=n)))
+
+
+def _dag(durations, raw):
+    """Random dependencies on earlier ops only (a DAG in push order, as engines make)."""
+    return [sorted({d % i for d in needs}) if i else [] for i, needs in enumerate(raw)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(DAGS, st.integers(1, 5))
+def test_the_list_scheduler_is_work_conserving_and_within_brents_bounds(dag, workers):
+    from hybridlab.viz import gantt
+
+    durations, raw = dag
+    deps = _dag(durations, raw)
+    names = [f"op{i}" for i in range(len(deps))]
+    records = gantt.simulate(names, deps, durations, workers)
+    work, span = gantt.work_and_span(deps, durations)
+    makespan = max(r.end for r in records)
+    assert max(work / workers, span) - 1e-9 <= makespan <= work / workers + span + 1e-9
+    assert records == gantt.simulate(names, deps, durations, workers)  # deterministic
+    # work-conserving: at every start time, if a worker is idle, no op is ready
+    for moment in sorted({r.start for r in records}):
+        busy = sum(r.start <= moment < r.end for r in records)
+        ready = [i for i, r in enumerate(records) if r.start > moment
+                 and all(records[d].end <= moment + 1e-12 for d in deps[i])]
+        assert busy == workers or not ready, (moment, busy, ready)
+
+
+@settings(max_examples=60, deadline=None)
+@given(DAGS)
+def test_one_worker_takes_the_work_and_enough_workers_take_the_span(dag):
+    from hybridlab.viz import gantt
+
+    durations, raw = dag
+    deps = _dag(durations, raw)
+    names = [f"op{i}" for i in range(len(deps))]
+    work, span = gantt.work_and_span(deps, durations)
+    one = gantt.simulate(names, deps, durations, 1)
+    assert max(r.end for r in one) == pytest.approx(work)
+    many = gantt.simulate(names, deps, durations, len(deps))
+    assert max(r.end for r in many) == pytest.approx(span)
+
+
+def test_the_simulator_refuses_cycles_and_bad_dependencies():
+    from hybridlab.viz import gantt
+
+    with pytest.raises(ValueError, match="form a cycle"):
+        gantt.simulate(["a", "b"], [[1], [0]], [1.0, 1.0], 2)
+    with pytest.raises(ValueError, match="depends on 5, which is not an op"):
+        gantt.simulate(["a"], [[5]], [1.0], 1)
+    with pytest.raises(ValueError, match="at least one worker"):
+        gantt.simulate(["a"], [[]], [1.0], 0)

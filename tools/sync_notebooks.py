@@ -7,7 +7,13 @@ a student opens and what nbval validates. The notebook is *generated*: jupytext 
 the lesson, nbclient executes it in a fresh kernel running this very interpreter
 (working directory ``notebooks/``), and the outputs are stored. Widget state and
 timestamps are dropped and cell ids are numbered, so a rebuild of an unchanged lesson
-changes only timing outputs and the file stays diff-able.
+changes only timing outputs (and the ids in saved widget state) and the file stays diff-able.
+
+Widget state is *kept* (``metadata.widgets``): with it, a notebook opened without running
+it -- in a trusted JupyterLab, or on the course's static site -- draws every widget as it
+was saved. The kernelspec is ipykernel's own (``python3``, "Python 3 (ipykernel)") and
+``language_info`` carries no Python version, so opening a notebook on another machine does
+not mark it changed.
 
     python3 tools/sync_notebooks.py            # regenerate every notebook
     python3 tools/sync_notebooks.py 02         # only lessons whose name starts with 02
@@ -29,6 +35,11 @@ ROOT = Path(__file__).resolve().parent.parent
 LESSONS = ROOT / "lessons"
 NOTEBOOKS = ROOT / "notebooks"
 KERNEL = "python3"
+KERNELSPEC = {"name": KERNEL, "display_name": "Python 3 (ipykernel)", "language": "python"}
+# What ipykernel reports, less the version (which differs between machines).
+LANGUAGE_INFO = {"name": "python", "codemirror_mode": {"name": "ipython", "version": 3},
+                 "file_extension": ".py", "mimetype": "text/x-python",
+                 "nbconvert_exporter": "python", "pygments_lexer": "ipython3"}
 
 
 def lesson_paths(prefix: str = "") -> list[Path]:
@@ -60,16 +71,16 @@ def build(lesson: Path, timeout: int = 120) -> float:
     notebook = read_lesson(lesson)
     for index, cell in enumerate(notebook.cells):
         cell.id = f"cell-{index:03d}"  # stable ids: random ones would churn every rebuild
-    notebook.metadata = {
-        "kernelspec": {"name": KERNEL, "display_name": "Python 3", "language": "python"},
-        "language_info": {"name": "python"},
-    }
     client = NotebookClient(notebook, timeout=timeout, kernel_name=KERNEL, km=current_kernel(),
-                            resources={"metadata": {"path": str(NOTEBOOKS)}})
+                            resources={"metadata": {"path": str(NOTEBOOKS)}},
+                            store_widget_state=True)
     start = time.perf_counter()
     client.execute()
     elapsed = time.perf_counter() - start
-    notebook.metadata.pop("widgets", None)  # widget state is machine-specific noise
+    widgets = notebook.metadata.get("widgets")
+    notebook.metadata = {"kernelspec": dict(KERNELSPEC), "language_info": dict(LANGUAGE_INFO)}
+    if widgets:
+        notebook.metadata["widgets"] = widgets
     for cell in notebook.cells:
         cell.metadata.pop("execution", None)  # nbclient timestamps would churn the diff
     nbformat.write(notebook, notebook_path(lesson))

@@ -33,7 +33,10 @@ from hybridlab.exercises.lesson02 import (
     check_print_count,
 )
 from hybridlab.exercises.lesson03 import (
+    BARRIER_CHOICES,
     SYNC_CANDIDATES,
+    check_barrier,
+    check_bounded_loop,
     check_ready_after_two_steps,
     check_span,
     check_sync_points,
@@ -52,7 +55,8 @@ from hybridlab.exercises.lesson07 import (
 )
 
 __all__ = [
-    "SYNC_CANDIDATES", "BrokenBlock", "Feedback", "FlattenBlock", "LastColumn", "SignGate",
+    "BARRIER_CHOICES", "SYNC_CANDIDATES", "BrokenBlock", "Feedback", "FlattenBlock",
+    "LastColumn", "SignGate", "check_barrier", "check_bounded_loop",
     "check_dense_from_primitives", "check_export_roundtrip", "check_fancy_func_nodes",
     "check_fc_count", "check_flatten", "check_gradients", "check_hybridizable",
     "check_last_column", "check_numeric_gradient", "check_print_count",

@@ -79,10 +79,79 @@ def check_span(workers: int, answer: float) -> Feedback:
 
     tasks = _diamond_tasks()
     seqs = [task.seq for task in tasks]
-    deps = [[seqs.index(d) for d in task.deps] for task in tasks]
+    deps = [[seqs.index(d.seq) for d in task.deps] for task in tasks]
     records = simulate([t.name for t in tasks], deps, [1.0] * len(tasks), workers)
     expected = max(r.end for r in records)
     if answer == expected:
         return Feedback(True, f"{expected:g} time units on {workers} worker(s)")
     return Feedback(False, f"{answer} is not it: draw the tasks as a graph; no task may start "
                            f"before its inputs are done, and at most {workers} run at once")
+
+
+BARRIER_CHOICES: dict[str, Callable[[Any, Any], Any]] = {  # ways to wait before print(loss)
+    "nd.waitall()": lambda loss, other: _waitall(),
+    "loss.wait_to_read()": lambda loss, other: loss.wait_to_read(),
+    "other.asnumpy()": lambda loss, other: other.asnumpy(),
+}
+
+
+def _barrier_effect(choice: Callable[[Any, Any], Any]) -> tuple[bool, bool]:
+    """(is loss computed, is other still pending) after ``choice`` on a StepEngine."""
+    from hybridlab import engine, nd
+
+    with engine.engine_scope("StepEngine") as step:
+        loss = (nd.ones((4,)) * 2).sum()
+        other = nd.dot(nd.ones((8, 8)), nd.ones((8, 8)))
+        choice(loss, other)
+        done = {t.seq for t in step.tasks if t.state == "done"}
+        loss_done = loss._var._writer.seq in done
+        other_pending = other._var._writer.seq not in done
+        step.run()
+    return loss_done, other_pending
+
+
+def check_barrier(answer: str) -> Feedback:
+    """Which of :data:`BARRIER_CHOICES` gets ``loss`` and leaves ``other`` computing?"""
+    if answer not in BARRIER_CHOICES:
+        return Feedback(False, f"{answer!r} is not among {sorted(BARRIER_CHOICES)}")
+    loss_done, other_pending = _barrier_effect(BARRIER_CHOICES[answer])
+    if loss_done and other_pending:
+        return Feedback(True, f"{answer} waits for loss's tasks and no others")
+    if not loss_done:
+        return Feedback(False, f"{answer} does not make loss's value exist: it waits for "
+                               "something else")
+    return Feedback(False, f"{answer} gets loss, but also waits for other, which loss does "
+                           "not need: that is a global barrier")
+
+
+def check_bounded_loop(train: Callable[[list], list], batches: int = 8) -> Feedback:
+    """Run ``train(batches)`` on a StepEngine; at most two batches may be pinned at once
+    by pending tasks, and the results must be each batch times a matrix of ones."""
+    import numpy as np
+
+    from hybridlab import engine, nd
+    from hybridlab.viz.stepper import QueueModel
+
+    with engine.engine_scope("StepEngine") as step:
+        arrays = {f"batch{i}": nd.ones((16, 32)) * i for i in range(batches)}
+        step.run()
+        model, peak = QueueModel(step, lambda: arrays), [0]
+        step.add_callback(engine.Callback(
+            push=lambda task: peak.__setitem__(0, max(peak[0], model.pinned_bytes()))))
+        try:
+            outputs = train(list(arrays.values()))
+            step.run()
+            got = [np.asarray(y.asnumpy()) for y in outputs]
+        except Exception as exc:  # the student's code: explain, do not raise
+            return Feedback(False, f"train raised {type(exc).__name__}: {exc}")
+        finally:
+            model.detach()
+    if len(got) != batches or any(g.shape != (16, 8) or not np.allclose(g, 32 * i)
+                                  for i, g in enumerate(got)):
+        return Feedback(False, "return one result per batch: nd.dot(x, w) with "
+                               "w = nd.ones((x.shape[1], 8))")
+    one_batch = 16 * 32 * 4
+    if peak[0] > 2 * one_batch:
+        return Feedback(False, f"pending tasks pinned {peak[0] // one_batch} batches at once: "
+                               "synchronise on each result before pushing more")
+    return Feedback(True, f"at most {peak[0] // one_batch} batch(es) pinned at once")

@@ -11,6 +11,7 @@ from hybridlab.ops import (  # noqa: F401  (each registers its operators)
     elementwise,
     indexing,
     join,
+    la_op,
     linalg,
     nn,
     pool,

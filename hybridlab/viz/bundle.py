@@ -50,6 +50,41 @@ def figure_png(figure: Any, dpi: int = 100) -> bytes:
     return buffer.getvalue()
 
 
+def stack_png(panels: list[tuple[str, bytes | str]], width_px: int = 900) -> bytes:
+    """One PNG of several panels, top to bottom: each a heading over a picture (PNG
+    bytes) or over monospaced text (a ``str``, e.g. generated source). What an HTML
+    panel of several drawings shows to a reader that cannot show HTML."""
+    import matplotlib.image as mpimg
+    import matplotlib.pyplot as plt
+
+    heights, items = [], []
+    for heading, body in panels:
+        if isinstance(body, bytes):
+            image = mpimg.imread(io.BytesIO(body), format="png")
+            scale = min(1.0, width_px / image.shape[1])
+            heights.append(image.shape[0] * scale / 100 + 0.35)
+            items.append((heading, image))
+        else:
+            lines = body.splitlines() or [""]
+            heights.append(0.16 * len(lines) + 0.35)
+            items.append((heading, "\n".join(lines)))
+    figure, axes = plt.subplots(len(items), 1, figsize=(width_px / 100, sum(heights)),
+                                gridspec_kw={"height_ratios": heights}, squeeze=False)
+    figure.patch.set_facecolor("white")
+    for ax, (heading, body) in zip(axes[:, 0], items):
+        ax.set_axis_off()
+        ax.set_title(heading, loc="left", fontsize=10, fontweight="bold")
+        if isinstance(body, str):
+            ax.text(0, 1, body, family="monospace", fontsize=8, va="top", ha="left",
+                    transform=ax.transAxes)
+        else:
+            ax.imshow(body, interpolation="antialiased")
+            ax.set_anchor("W")
+    png = figure_png(figure)
+    plt.close(figure)
+    return png
+
+
 def rich_bundle(text: str, png: bytes | None = None, **forms: Any) -> dict[str, Any]:
     """A MIME bundle: ``text`` as ``text/plain``, ``png`` as ``image/png`` and any other
     forms given by MIME type (``**{"image/svg+xml": svg}``); ``None`` forms are left out."""

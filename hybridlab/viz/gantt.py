@@ -6,8 +6,10 @@ A dependency engine runs an op as soon as the ops it depends on are done and a w
 is free. Drawing what ran where and when (one row per worker, one bar per op) shows
 laziness and automatic parallelism at a glance: independent ops overlap, dependent ones
 wait. :func:`simulate` replays a list of ops with their dependencies on ``k`` imaginary
-workers (greedy, in push order, as the engine schedules), so a lesson can ask "what if
-there were 4 workers?" on a 2-core machine.
+workers, so a lesson can ask "what if there were 4 workers?" on a 2-core machine. It is a
+*list scheduler*, as the engine is: no worker ever idles while an op is ready. Such a
+schedule always lies within Brent's bounds, ``max(work / k, span) <= T_k <= work / k +
+span`` (*work*: the sum of the durations; *span*: the longest chain of dependent ops).
 
 Invariants
 ----------
@@ -21,6 +23,7 @@ Invariants
 
 from __future__ import annotations
 
+import heapq
 from typing import Any, Sequence
 
 from hybridlab.engine import TaskRecord
@@ -29,24 +32,87 @@ from hybridlab.viz.palette import KIND_COLOURS, OTHER_COLOUR
 
 def simulate(names: Sequence[str], deps: Sequence[Sequence[int]],
              durations: Sequence[float], workers: int) -> list[TaskRecord]:
-    """Greedy list scheduling: op ``i`` starts when ops ``deps[i]`` are done and a worker
-    is free, taking the worker that can start it earliest. Times are in seconds."""
+    """Greedy list scheduling of ops ``0..n-1`` on ``workers`` identical workers.
+
+    Op ``i`` takes ``durations[i]`` and may start once the ops ``deps[i]`` are done. The
+    schedule is *work-conserving*: whenever a worker is free and an op is ready, the op
+    starts. When several ops are ready, the one with the longest path to the end of the
+    program (its own duration plus its longest chain of dependents: the *bottom level*)
+    goes first, then the lowest index; a free worker with the lowest number takes it. So
+    the schedule is deterministic, and within Brent's bounds (module docstring). Returns one
+    TaskRecord per op, in op order (times in the durations' unit).
+    O((ops + dependencies) log ops): 10 000 ops take a fraction of a second.
+    """
+    n = len(names)
     if workers < 1:
         raise ValueError(f"simulate needs at least one worker, got {workers}")
-    free_at = [0.0] * workers
-    ends: list[float] = []
-    records = []
-    for index, (name, needs, duration) in enumerate(zip(names, deps, durations)):
-        late = [d for d in needs if d >= index]
-        if late:
-            raise ValueError(f"op {index} ({name}) depends on {late}: list ops in push order")
-        ready = max((ends[d] for d in needs), default=0.0)
-        worker = min(range(workers), key=lambda w: (max(free_at[w], ready), w))
-        start = max(free_at[worker], ready)
-        ends.append(start + duration)
-        free_at[worker] = ends[-1]
-        records.append(TaskRecord(name, worker, start, ends[-1], (), ()))
-    return records
+    if not len(deps) == len(durations) == n:
+        raise ValueError(f"simulate: {n} names, {len(deps)} dependency lists and "
+                         f"{len(durations)} durations: give one of each per op")
+    if any(d < 0 for d in durations):
+        raise ValueError("simulate: durations must be >= 0")
+    order, dependents = _topological_order(names, deps)
+    bottom = [0.0] * n  # the longest path from each op to the end, its own duration included
+    for i in reversed(order):
+        bottom[i] = durations[i] + max((bottom[j] for j in dependents[i]), default=0.0)
+    waiting = [len(set(d)) for d in deps]
+    ready = [(-bottom[i], i) for i in range(n) if waiting[i] == 0]
+    heapq.heapify(ready)
+    idle = list(range(workers))  # a heap of free worker numbers
+    running: list[tuple[float, int, int]] = []  # (end, op, worker)
+    start, worker_of = [0.0] * n, [0] * n
+    now = 0.0
+    while ready or running:
+        while ready and idle:  # work-conserving: nothing ready waits beside a free worker
+            _, op = heapq.heappop(ready)
+            start[op], worker_of[op] = now, heapq.heappop(idle)
+            heapq.heappush(running, (now + durations[op], op, worker_of[op]))
+        now = running[0][0]
+        while running and running[0][0] == now:  # everything finishing now frees together
+            _, op, worker = heapq.heappop(running)
+            heapq.heappush(idle, worker)
+            for dependent in dependents[op]:
+                waiting[dependent] -= 1
+                if waiting[dependent] == 0:
+                    heapq.heappush(ready, (-bottom[dependent], dependent))
+    return [TaskRecord(names[i], worker_of[i], start[i], start[i] + durations[i], (), ())
+            for i in range(n)]
+
+
+def _topological_order(names: Sequence[str], deps: Sequence[Sequence[int]]
+                       ) -> tuple[list[int], list[list[int]]]:
+    """A topological order of the ops, and each op's dependents; raises on a cycle or on a
+    dependency that names no op."""
+    n = len(names)
+    dependents: list[list[int]] = [[] for _ in range(n)]
+    for i, needs in enumerate(deps):
+        for d in set(needs):
+            if not 0 <= d < n or d == i:
+                raise ValueError(f"op {i} ({names[i]}) depends on {d}, which is "
+                                 f"{'itself' if d == i else 'not an op'}")
+            dependents[d].append(i)
+    waiting = [len(set(d)) for d in deps]
+    order = [i for i in range(n) if waiting[i] == 0]
+    for op in order:  # Kahn's algorithm: ``order`` grows while it is walked
+        for dependent in dependents[op]:
+            waiting[dependent] -= 1
+            if waiting[dependent] == 0:
+                order.append(dependent)
+    if len(order) < n:
+        stuck = sorted(set(range(n)) - set(order))[:5]
+        raise ValueError(f"simulate: the dependencies form a cycle (ops {stuck} never become "
+                         f"ready)")
+    return order, dependents
+
+
+def work_and_span(deps: Sequence[Sequence[int]], durations: Sequence[float]
+                  ) -> tuple[float, float]:
+    """(work, span): the total duration, and the longest chain of dependent ops."""
+    order, _ = _topological_order([str(i) for i in range(len(deps))], deps)
+    finish = [0.0] * len(deps)
+    for i in order:
+        finish[i] = durations[i] + max((finish[d] for d in deps[i]), default=0.0)
+    return float(sum(durations)), max(finish, default=0.0)
 
 
 def describe(records: Sequence[TaskRecord]) -> str:

@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hybridlab.errors import GraphvizNotFoundError
-from hybridlab.viz.palette import KIND_COLOURS
+from hybridlab.viz.bundle import rich_bundle
+from hybridlab.viz.palette import BACKGROUND, KIND_COLOURS
 
 LEAF_STYLES = {  # how the non-call nodes look
     "input": {"shape": "oval", "style": "filled", "fillcolor": "#ffffb3"},
@@ -106,7 +107,7 @@ def to_dot(graph: Any, title: str = "plot", params: Any = (), node_attrs: dict |
     heading = {} if title == "plot" else {"label": title, "labelloc": "t", "fontsize": "12"}
     dot = graphviz_class()(name=title, graph_attr={
         "rankdir": "TB", "nodesep": "0.25", "ranksep": "0.3", "pack": "true",
-        "packmode": "array_3", "fontname": "Helvetica", **heading},
+        "packmode": "array_3", "fontname": "Helvetica", "bgcolor": BACKGROUND, **heading},
         node_attr={"fontname": "Helvetica", "fontsize": "10", "height": "0.3",
                    **(node_attrs or {})},
         edge_attr={"arrowsize": "0.6", "color": "#555555"})
@@ -237,6 +238,7 @@ class Drawing:
         self.text = text  # the summary; never changes (display it as often as you like)
         self.hint: str | None = None  # why the last rendering failed, if it did
         self._svg: str | None = None
+        self._png: bytes | None = None
 
     @property
     def source(self) -> str:
@@ -253,11 +255,18 @@ class Drawing:
                 self.hint = str(err)
         return self._svg
 
+    def png(self) -> bytes | None:
+        """The rendered PNG (rendered once), or None without ``dot``: what a reader that
+        shows no SVG (an untrusted notebook) displays instead."""
+        if self._png is None and self.svg() is not None:
+            self._png = self.dot.pipe(format="png")
+        return self._png
+
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
         svg = self.svg()
         if svg is None:
             return {"text/plain": f"{self.text}\n{self.hint}"}
-        return {"text/plain": self.text, "image/svg+xml": svg}
+        return rich_bundle(self.text, self.png(), **{"image/svg+xml": svg})
 
     def __repr__(self) -> str:
         return self.text

@@ -33,6 +33,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from hybridlab.viz.bundle import Instrument, figure_png
+
 BATCH_RANGE = (1, 256)  # slider limits, also used by the tests
 WIDTH_RANGE = (16, 512)
 DEPTH_RANGE = (1, 8)
@@ -182,37 +184,52 @@ def speedup_callback(batch_size: int, width: int, depth: int, repeats: int = 30
 def speedup_widget(batch_size: int = 1, width: int = 64, depth: int = 4) -> Any:
     """Sliders for batch size, width and depth, redrawing :func:`speedup_callback`.
 
-    The first setting's summary is also printed as plain cell output, so a notebook
-    read without a running kernel (where widgets are blank) still shows the numbers.
+    Displayed, it is one bundle (:class:`~hybridlab.viz.bundle.Instrument`): the live
+    widget, a PNG of the last plot and its summary line, so a notebook read without a
+    running kernel still shows the plot and the numbers.
     """
-    import ipywidgets as widgets
+    return _SpeedupView(batch_size, width, depth)
 
-    sliders = {
-        "batch_size": widgets.SelectionSlider(options=[1, 4, 16, 64, 256], value=batch_size,
-                                              description="batch"),
-        "width": widgets.IntSlider(value=width, min=WIDTH_RANGE[0], max=WIDTH_RANGE[1],
-                                   step=16, description="width"),
-        "depth": widgets.IntSlider(value=depth, min=DEPTH_RANGE[0], max=DEPTH_RANGE[1],
-                                   description="depth"),
-    }
-    output = widgets.Output()
 
-    def redraw(change: Any = None) -> str:
+class _SpeedupView(Instrument):
+    """The speed-up sliders and plot (see :func:`speedup_widget`)."""
+
+    def __init__(self, batch_size: int, width: int, depth: int) -> None:
+        import ipywidgets as widgets
+
+        self.sliders = {
+            "batch_size": widgets.SelectionSlider(options=[1, 4, 16, 64, 256], value=batch_size,
+                                                  description="batch"),
+            "width": widgets.IntSlider(value=width, min=WIDTH_RANGE[0], max=WIDTH_RANGE[1],
+                                       step=16, description="width"),
+            "depth": widgets.IntSlider(value=depth, min=DEPTH_RANGE[0], max=DEPTH_RANGE[1],
+                                       description="depth"),
+        }
+        self.output = widgets.Output()
+        self.text, self.png = "", b""
+        for slider in self.sliders.values():
+            slider.observe(self.redraw, names="value")
+        self.widget = widgets.VBox([*self.sliders.values(), self.output])
+        self.redraw()
+
+    def redraw(self, change: Any = None) -> str:
         import matplotlib.pyplot as plt
         from IPython.display import display
 
-        figure, text = speedup_callback(**{key: s.value for key, s in sliders.items()})
-        output.clear_output(wait=True)
-        with output:
-            print(text)
+        figure, self.text = speedup_callback(**{k: s.value for k, s in self.sliders.items()})
+        self.png = figure_png(figure)
+        self.output.clear_output(wait=True)
+        with self.output:
+            print(self.text)
             display(figure)
         plt.close(figure)
-        return text
+        return self.text
 
-    for slider in sliders.values():
-        slider.observe(redraw, names="value")
-    print(redraw())
-    return widgets.VBox([*sliders.values(), output])
+    def summary(self) -> str:
+        return self.text
+
+    def snapshot_png(self) -> bytes | None:
+        return self.png
 
 
 def speedup_figure(batch_sizes: tuple[int, ...] = (1, 16, 64, 256), width: int = 128,

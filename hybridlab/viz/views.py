@@ -25,6 +25,7 @@ import html
 import math
 from typing import Any
 
+from hybridlab.viz.bundle import encode_png, rich_bundle, stack_png
 from hybridlab.viz.graph import (
     Drawing,
     as_graph,
@@ -41,26 +42,50 @@ CAPTION_LINES = 3  # a pass's changes shown under its heading; the rest are coun
 
 
 class HtmlView:
-    """Several drawings (and code) laid out in HTML, with a plain-text twin for nbval."""
+    """Several drawings (and code) laid out in HTML, with a plain-text twin for nbval and
+    the same panels stacked in one PNG for readers that show no HTML (an untrusted
+    notebook, GitHub)."""
 
-    def __init__(self, html_text: str, text: str) -> None:
+    def __init__(self, html_text: str, text: str,
+                 panels: list[tuple[str, Drawing | str]] | None = None) -> None:
         self.html = html_text
         self.text = text
+        self.panels = panels or []  # (heading, drawing or text) for the PNG
+
+    def png(self) -> bytes | None:
+        """The panels stacked in one PNG (None without ``dot`` or matplotlib)."""
+        pictures = []
+        for heading, body in self.panels:
+            picture = body.png() if isinstance(body, Drawing) else body
+            if picture is None:
+                return None
+            pictures.append((heading, picture))
+        try:
+            return stack_png(pictures) if pictures else None
+        except ImportError:
+            return None
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        return {"text/html": self.html, "text/plain": self.text}
+        return rich_bundle(self.text, self.png(), **{"text/html": self.html})
 
     def __repr__(self) -> str:
         return self.text
 
 
 def _picture(drawing: Drawing) -> str:
-    """The SVG at its natural size (shrunk only if wider than the page), or the text."""
-    svg = drawing.svg()
-    if svg is None:
+    """The drawing as a PNG image at its natural size (shrunk only if wider than the page),
+    or the text without ``dot``.
+
+    A PNG rather than inline SVG: JupyterLab shows HTML even in an untrusted notebook (a
+    fresh clone's), but sanitised -- an inline SVG loses its shapes and leaves its labels
+    run together -- while an embedded PNG survives, so the panel reads the same trusted or
+    not.
+    """
+    png = drawing.png()
+    if png is None:
         return f"<pre>{html.escape(drawing.text)}\n{html.escape(str(drawing.hint))}</pre>"
-    svg = svg[svg.index("<svg"):]  # drop the XML prolog: the SVG sits inside HTML
-    return svg.replace("<svg", '<svg style="max-width:100%;height:auto"', 1)
+    return (f'<img src="data:image/png;base64,{encode_png(png)}" alt="{html.escape(drawing.text)}"'
+            ' style="max-width:100%;height:auto"/>')
 
 
 def _panel(heading: str, caption: list[str], body: str) -> str:
@@ -83,7 +108,7 @@ def draw_passes(obj: Any, only_changed: bool = True) -> HtmlView:
     steps = [("before the passes", graph, [], False)]
     steps += [(r.name, r.after, r.changes, r.after.nodes == r.before.nodes)
               for r in records if r.changes or not only_changed]
-    parts, lines = [], []
+    parts, lines, panels = [], [], []
     for name, step, changes, annotates in steps:
         heading = f"{name} ({len(changes)} change{'s' * (len(changes) != 1)})" \
             if changes else name
@@ -93,10 +118,11 @@ def draw_passes(obj: Any, only_changed: bool = True) -> HtmlView:
             body = "<i>(the graph is unchanged: this pass only annotates it)</i>"
         else:
             body = _picture(drawing)
+            panels.append((heading, drawing))
         parts.append(_panel(heading, changes, body))
         lines.append(f"{heading}: {drawing.text}")
     layout = '<div style="display:flex;flex-wrap:wrap;align-items:flex-start">'
-    return HtmlView(layout + "".join(parts) + "</div>", "\n".join(lines))
+    return HtmlView(layout + "".join(parts) + "</div>", "\n".join(lines), panels)
 
 
 def memory_notes(graph: Any) -> dict[int, str]:
@@ -134,7 +160,8 @@ def draw_with_source(obj: Any, width: int = 96, which: str = "forward") -> HtmlV
     drawing = Drawing(to_dot(graph, "plot", params), summary(graph, params))
     code = f'<pre style="{CODE_STYLE}">{html.escape(wrap_source(source, width))}</pre>'
     return HtmlView(_panel("graph", [], _picture(drawing)) +
-                    _panel("generated source", [], code), source)
+                    _panel("generated source", [], code), source,
+                    [("graph", drawing), ("generated source", wrap_source(source, width))])
 
 
 def wrap_source(source: str, width: int = 96) -> str:

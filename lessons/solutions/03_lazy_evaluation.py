@@ -7,6 +7,23 @@ SYNC_POINTS = {"print", "asnumpy", "asscalar", "wait_to_read", "nd.waitall"}
 # Exercise 2: once a and b exist, a + b and a - b each read only a and b.
 READY_AFTER_TWO_STEPS = 2
 
-# Exercise 3: time 0-1 the two ones, 1-2 the sum and the difference side by side,
+# Exercise 3: loss.wait_to_read() runs loss's tasks only; nd.waitall() would also wait
+# for other, and other.asnumpy() waits for the wrong array.
+BARRIER = "loss.wait_to_read()"
+
+
+# Exercise 4: synchronise on each result before pushing the next batch's work.
+def train(batches):
+    from hybridlab import nd
+
+    outputs = []
+    for x in batches:
+        w = nd.ones((x.shape[1], 8))
+        outputs.append(nd.dot(x, w))
+        outputs[-1].wait_to_read()
+    return outputs
+
+
+# Exercise 5: time 0-1 the two ones, 1-2 the sum and the difference side by side,
 # 2-3 the product.
 SPAN_ON_TWO_WORKERS = 3

@@ -32,6 +32,7 @@ class Row:
     high: float = 2.0
     ints: dict[int, int] = field(default_factory=dict)  # ... except input i: ints in [0, n)
     checked_by: str = ""  # internal backward ops: whose gradient check exercises them
+    make: Callable[[list], list] | None = None  # turns the random inputs into valid ones
 
     @property
     def id(self) -> str:
@@ -202,6 +203,15 @@ ROWS: list[Row] = [
     Row("dot", [(3,), (3,)], lambda a, b: np.array([a @ b])),
     Row("_dot_grad_lhs", [(2, 4), (2, 3), (3, 4)], lambda g, a, b: g @ b.T, grad=False),
     Row("_dot_grad_rhs", [(2, 4), (2, 3), (3, 4)], lambda g, a, b: a.T @ g, grad=False),
+    Row("linalg_gemm2", [(2, 3, 4), (2, 4, 5)], lambda a, b: 0.5 * a @ b, {"alpha": 0.5}),
+    Row("linalg_gemm2", [(4, 3), (5, 4)], lambda a, b: a.T @ b.T,
+        {"transpose_a": True, "transpose_b": True}),
+    Row("linalg_potrf", [(2, 3, 3)], lambda a: np.linalg.cholesky(a),
+        make=lambda arrays: [a @ a.transpose(0, 2, 1) + 3 * np.eye(3, dtype=a.dtype)
+                             for a in arrays]),
+    Row("_linalg_potrf_backward", [(2, 3, 3), (2, 3, 3)], None, grad=False,
+        make=lambda arrays: [arrays[0], np.tril(arrays[1]) + 3 * np.eye(3, dtype=arrays[1].dtype)],
+        checked_by="linalg_potrf"),
     Row("batch_dot", [(2, 3, 4), (2, 4, 5)], lambda a, b: a @ b),
     Row("batch_dot", [(2, 4, 3), (2, 4, 5)], lambda a, b: a.transpose(0, 2, 1) @ b,
         {"transpose_a": True}),
@@ -273,7 +283,7 @@ def _inputs(row: Row, dtype, seed: int = 0) -> list[np.ndarray]:
             arrays.append(rng.integers(0, row.ints[i], shape).astype(dtype))
         else:
             arrays.append(rng.uniform(row.low, row.high, shape).astype(dtype))
-    return arrays
+    return row.make(arrays) if row.make else arrays
 
 
 def _as_tuple(value) -> tuple:

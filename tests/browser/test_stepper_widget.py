@@ -1,0 +1,53 @@
+"""Browser test: the queue stepper in a real JupyterLab -- click Step and see a task turn
+done; choose an array in "Sync on", click, and see only the tasks it needs run.
+
+The drawing is graphviz SVG inside the widget; a task's state is its fill colour (the
+shared palette), so the test counts the SVG shapes filled with the ``done`` colour (one of
+them is the legend's) and reads the counter line above the drawing.
+"""
+
+from __future__ import annotations
+
+import pytest
+from labtools import STEP_MS, WIDGET_SECONDS, Lab, cell_output_text, open_and_run, write_notebook
+
+from hybridlab.viz.palette import STATE_COLOURS
+
+CELLS = ["""from hybridlab import nd
+from hybridlab.viz.stepper import queue_stepper
+stepper = queue_stepper()
+a = nd.ones((2, 2))          # #0
+b = a * 2                    # #1: needs a
+stepper""",
+         """c = nd.ones((2, 2)) + 1   # #2, #3, pushed by a later cell; independent of a, b"""]
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
+
+
+def test_step_and_sync_change_the_drawing(page, lab: Lab) -> None:
+    from playwright.sync_api import expect
+
+    open_and_run(page, lab, write_notebook(lab, "stepper.ipynb", CELLS))
+    widget = page.locator(".hybridlab-queue-stepper")
+    try:
+        expect(widget).to_be_visible(timeout=WIDGET_SECONDS * 1000)
+    except AssertionError:
+        pytest.fail(f"the queue stepper did not render\ncell output:\n{cell_output_text(page)}"
+                    f"\nserver log:\n{lab.log_tail()}")
+    done_shapes = widget.locator(f"svg [fill='{STATE_COLOURS['done']}']")
+    counter = widget.locator(".widget-html", has_text="pushed")
+    # the second cell's tasks appear without re-running the first (the post_run_cell hook)
+    expect(counter).to_contain_text("4 pushed · 0 done", timeout=STEP_MS)
+    expect(done_shapes).to_have_count(1, timeout=STEP_MS)  # only the legend's
+
+    widget.get_by_role("button", name="Step").click()
+
+    expect(counter).to_contain_text("1 done", timeout=STEP_MS)
+    expect(done_shapes).to_have_count(2, timeout=STEP_MS)  # a's task is drawn done
+
+    widget.locator("select").select_option("c")
+    widget.get_by_role("button", name="Sync on").click()
+
+    expect(counter).to_contain_text("3 done", timeout=STEP_MS)  # c's two tasks, not b's
+    expect(done_shapes).to_have_count(4, timeout=STEP_MS)
+    expect(counter).to_contain_text("1 pending", timeout=STEP_MS)

@@ -1,0 +1,110 @@
+"""The student workspace: a working copy of the course that `make lab` opens.
+
+What this tool keeps true
+-------------------------
+The tracked notebooks in ``notebooks/`` are what nbval compares, so a student must never
+edit them: autosave, a ``git pull`` and the tests would collide. ``make lab`` therefore
+opens ``workspace/`` (git-ignored), made on first use:
+
+* a copy of every lesson notebook, trusted (``jupyter trust``), carrying this machine's
+  kernelspec and ``language_info`` so that opening and running it marks nothing changed;
+* ``solutions``, a link to ``lessons/solutions`` (where every lesson's exercises point);
+* nothing else: test files (nbval's ``conftest.py``) stay out of the student's way.
+
+``refresh`` brings in notebooks the course changed since. A notebook the student edited is
+never overwritten: their copy moves to ``workspace/kept/<time>/`` first, and the command
+says where.
+
+    python3 tools/workspace.py            # make it if missing; print its path
+    python3 tools/workspace.py --refresh  # bring in new course versions, keeping edits
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+WORKSPACE = ROOT / "workspace"
+STAMPS = ".course-versions.json"  # which course version each copy started from
+
+
+def local_metadata() -> dict:
+    """The kernelspec and language_info a kernel of this interpreter reports."""
+    version = ".".join(map(str, sys.version_info[:3]))
+    return {
+        "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)",
+                       "language": "python"},
+        "language_info": {"name": "python", "version": version,
+                          "codemirror_mode": {"name": "ipython", "version": 3},
+                          "file_extension": ".py", "mimetype": "text/x-python",
+                          "nbconvert_exporter": "python", "pygments_lexer": "ipython3"},
+    }
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def install_copy(source: Path, target: Path) -> None:
+    """Copy one course notebook with local metadata, atomically, then trust it."""
+    notebook = json.loads(source.read_text(encoding="utf-8"))
+    notebook["metadata"].update(local_metadata())
+    partial = target.with_suffix(".ipynb.partial")
+    partial.write_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n",
+                       encoding="utf-8")
+    os.replace(partial, target)
+    trust = [sys.executable, "-m", "jupyter", "trust", str(target)]
+    if subprocess.run(trust, capture_output=True).returncode != 0:
+        print(f"workspace: could not trust {target.name} (graphs show as images until you "
+              f"run it)", file=sys.stderr)
+
+
+def make(refresh: bool = False) -> list[str]:
+    """Create (or refresh) the workspace; return what was done, one line each."""
+    WORKSPACE.mkdir(exist_ok=True)
+    solutions = WORKSPACE / "solutions"
+    if not solutions.exists():
+        solutions.symlink_to(Path("..") / "lessons" / "solutions")
+    stamps_path = WORKSPACE / STAMPS
+    stamps = json.loads(stamps_path.read_text()) if stamps_path.exists() else {}
+    done, kept = [], WORKSPACE / "kept" / time.strftime("%Y%m%d-%H%M%S")
+    for source in sorted(NOTEBOOKS.glob("[0-9][0-9]-*.ipynb")):
+        target, course = WORKSPACE / source.name, digest(source)
+        if target.exists():
+            if not refresh or stamps.get(source.name, {}).get("course") == course:
+                continue  # up to date, or not asked to refresh
+            if digest(target) != stamps.get(source.name, {}).get("copy"):  # student edits
+                kept.mkdir(parents=True, exist_ok=True)
+                shutil.move(str(target), kept / source.name)
+                done.append(f"kept your edited {source.name} in {kept.relative_to(ROOT)}")
+        install_copy(source, target)
+        stamps[source.name] = {"course": course, "copy": digest(target)}
+        done.append(f"{'updated' if refresh else 'added'} {source.name}")
+    partial = stamps_path.with_suffix(".partial")
+    partial.write_text(json.dumps(stamps, indent=1) + "\n")
+    os.replace(partial, stamps_path)
+    return done
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--refresh", action="store_true",
+                        help="bring in notebooks the course changed, keeping your edits aside")
+    args = parser.parse_args(argv)
+    for line in make(args.refresh):
+        print(f"workspace: {line}")
+    print(WORKSPACE)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
