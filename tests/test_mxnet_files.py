@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from hybridlab import gluon, nd
+from hybridlab.gluon import nn
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "mxnet")
 MXNET_DTYPES = ["float32", "float64", "float16", "uint8", "int8", "int32", "int64", "bool"]
@@ -85,6 +86,52 @@ def test_models_exported_by_mxnet_import_and_compute_what_mxnet_computed(model):
     io = np.load(_fixture(model, "io.npz"))
     np.testing.assert_allclose(net(nd.array(io["x"])).asnumpy(), io["y"], rtol=1e-5,
                                atol=1e-6)
+
+
+class _Residual(gluon.HybridBlock):
+    """The residual block of tools/mxnet_fixtures.py, in hybridlab (same child names)."""
+
+    def __init__(self, channels, **kwargs):
+        super().__init__(**kwargs)
+        with self.name_scope():
+            self.conv = nn.Conv2D(channels, 3, padding=1, use_bias=False)
+            self.bn = nn.BatchNorm()
+
+    def hybrid_forward(self, F, x):
+        return F.elemwise_add(x, self.bn(self.conv(x)))
+
+
+def _same_layers_as_mxnet(model):
+    net = nn.HybridSequential()
+    if model == "mlp":
+        net.add(nn.Dense(256, activation="relu"), nn.Dense(128, activation="relu"),
+                nn.Dense(2))
+    elif model == "lenet":
+        net.add(nn.Conv2D(6, 5, activation="relu"), nn.MaxPool2D(2, 2),
+                nn.Conv2D(16, 5, activation="relu"), nn.MaxPool2D(2, 2),
+                nn.Dense(120, activation="relu"), nn.Dense(84, activation="relu"),
+                nn.Dense(10))
+    else:
+        net.add(nn.Conv2D(8, 3, padding=1), nn.BatchNorm(), nn.LeakyReLU(0.1), _Residual(8),
+                nn.MaxPool2D(2), nn.AvgPool2D(2), nn.Flatten(), nn.Dropout(0.5),
+                nn.Dense(10))
+    return net
+
+
+@pytest.mark.parametrize("model", ["mlp", "lenet", "convnet"])
+@pytest.mark.parametrize("hybridize", [False, True])
+def test_mxnet_save_parameters_files_load_into_the_same_layers(model, hybridize):
+    """MXNet's save_parameters (structural keys, BatchNorm's running statistics too) loads
+    with load_parameters, and the layers then compute what MXNet computed."""
+    io = np.load(_fixture(model, "io.npz"))
+    net = _same_layers_as_mxnet(model)
+    net.initialize()
+    net(nd.array(io["x"]))  # sizes the deferred parameters
+    net.load_parameters(_fixture(model, "model.params"))
+    if hybridize:
+        net.hybridize()
+    np.testing.assert_allclose(net(nd.array(io["x"])).asnumpy(), io["y"], rtol=1e-4,
+                               atol=1e-5)
 
 
 # --- the other direction: MXNet read what hybridlab wrote ---------------------------------

@@ -4,7 +4,8 @@ Three steps, each run by hand with a different Python (hybridlab never imports t
 
 1. ``/work/mxvenv/bin/python tools/mxnet_fixtures.py mxnet-writes``: real MXNet 1.9.1
    (a virtualenv outside the repository: ``pip install mxnet==1.9.1 "numpy<1.24"``)
-   exports three models (the seed MLP, LeNet, a small convnet with BatchNorm, a residual
+   exports (and save_parameters) three models (the seed MLP, LeNet, a small convnet with
+   BatchNorm, a residual
    ``elemwise_add``, pooling, LeakyReLU, Flatten and Dropout) and ``nd.save`` files of
    every dtype it stores, with the inputs, the outputs and the expected values as plain
    numpy ``.npz`` files (so the tests do not read the expectations with the reader under
@@ -102,6 +103,7 @@ def mxnet_writes() -> None:
         net.hybridize()
         y = net(x)
         net.export(_path(kind, "model"), epoch=0)
+        net.save_parameters(_path(kind, "model.params"))  # structural keys: 0.weight, ...
         np.savez(_path(kind, "io.npz"), x=x.asnumpy(), y=y.asnumpy())
         saved = {k: v.asnumpy() for k, v in nd.load(_path(kind, "model-0000.params")).items()}
         np.savez(_path(kind, "params-expected.npz"), **saved)
