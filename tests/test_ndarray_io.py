@@ -129,3 +129,25 @@ def test_big_endian_arrays_are_written_little_endian(tmp_path):
     ndarray_io.write_arrays(str(tmp_path / "x"), [values])
     (loaded,) = ndarray_io.read_arrays(str(tmp_path / "x"))
     assert loaded.dtype == np.float32 and loaded.tolist() == values.tolist()
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), min_size=1,
+                max_size=4))
+def test_any_corrupted_bytes_load_or_give_an_array_file_error(tmp_path_factory, flips):
+    """Whatever bytes change, nd.load either reads arrays or raises ArrayFileError: never
+    another exception, never an allocation larger than the file."""
+    folder = tmp_path_factory.mktemp("flip")
+    fname, content = _small_file(folder)
+    corrupted = bytearray(content)
+    for position, value in flips:
+        corrupted[position % len(corrupted)] = value
+    with open(fname, "wb") as f:
+        f.write(corrupted)
+    try:
+        loaded = nd.load(fname)
+    except ArrayFileError as err:
+        assert "small.params" in str(err)
+    else:
+        arrays = loaded.values() if isinstance(loaded, dict) else loaded
+        assert sum(a.size * a.dtype.itemsize for a in arrays) <= len(content)
