@@ -12,13 +12,14 @@ LINT_PATHS := $(wildcard hybridlab tests tools benchmarks)
 
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help venv graphviz chromium test test-notebooks lab workspace-refresh notebooks bench \
-        clean distclean
+.PHONY: help venv graphviz chromium test test-notebooks lab workspace-refresh site notebooks \
+        bench clean distclean
 
 help:
 	@echo "make lab             open the lessons in JupyterLab (your copy in workspace/;"
 	@echo "                     LAB_ARGS=\"--no-browser --ip=0.0.0.0\" for headless/remote)"
 	@echo "make workspace-refresh  bring course updates into workspace/, keeping your edits"
+	@echo "make site            the course as a static website in site/ (open site/index.html)"
 	@echo "make test            line budgets (tools/sz.py), ruff, pytest, notebook tests"
 	@echo "make test-notebooks  only the notebook tests (nbval)"
 	@echo "make notebooks       regenerate notebooks/ from lessons/ (tools/sync_notebooks.py)"
@@ -98,6 +99,11 @@ lab: venv graphviz
 workspace-refresh: venv
 	$(PY) tools/workspace.py --refresh
 
+# The course as a static website in site/ (open site/index.html; no server, no network once
+# built). The first build fetches the widget manager, require.js and MathJax with npm.
+site: venv
+	$(PY) tools/build_site.py --out site
+
 notebooks: venv
 	@test -f tools/sync_notebooks.py || \
 		{ echo "notebooks: tools/sync_notebooks.py does not exist yet (course engineer)"; exit 1; }
@@ -112,7 +118,7 @@ bench: venv
 	[ "$$found" = 1 ] || echo "bench: no benchmarks/*.py yet"
 
 clean:
-	rm -rf build dist *.egg-info .pytest_cache .ruff_cache .hypothesis .mypy_cache
+	rm -rf build dist site *.egg-info .pytest_cache .ruff_cache .hypothesis .mypy_cache
 	find . -path ./$(VENV) -prune -o -type d -name __pycache__ -exec rm -rf {} +
 
 distclean: clean
