@@ -6,9 +6,9 @@ Three steps, each run by hand with a different Python (hybridlab never imports t
    (a virtualenv outside the repository: ``pip install mxnet==1.9.1 "numpy<1.24"``)
    exports (and saves with ``save_parameters``) three models (the seed MLP, LeNet, a small
    convnet with BatchNorm, a residual ``elemwise_add``, pooling, LeakyReLU, Flatten and
-   Dropout) and ``nd.save`` files of every dtype it stores, with the inputs, the outputs and the expected values as plain
-   numpy ``.npz`` files (so the tests do not read the expectations with the reader under
-   test).
+   Dropout) and ``nd.save`` files of every dtype it stores, with the inputs, the outputs
+   and the expected values as plain numpy ``.npz`` files (so the tests do not read the
+   expectations with the reader under test).
 2. ``.venv/bin/python tools/mxnet_fixtures.py hybridlab-writes``: hybridlab writes
    ``nd.save`` files, ``save_parameters`` and ``export`` of an MLP, and its output.
 3. ``/work/mxvenv/bin/python tools/mxnet_fixtures.py mxnet-reads``: real MXNet loads what
