@@ -118,5 +118,5 @@ def test_real_vs_simulated_uses_the_traces_durations_and_worker_count():
                              [line.rsplit("= ", 1)[1]])
     assert f"on {workers} worker(s)" in line and ratio == pytest.approx(real / ideal, rel=0.02)
     total = sum(r.end - r.start for r in records)
-    assert ideal * 1e-3 <= total + 1e-9  # a schedule is never longer than the work
+    assert ideal * 1e-3 <= total + 5e-7  # never longer than the work (0.001 ms printed)
     assert figure.axes
