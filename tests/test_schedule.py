@@ -105,7 +105,7 @@ def test_real_vs_simulated_uses_the_traces_durations_and_worker_count():
     eng = engine.ThreadedEngine(2)
     try:
         with engine.engine_scope(eng):
-            a = nd.ones((60, 60))
+            a = nd.ones((200, 200))  # tasks of ~ms: the printed 0.001 ms rounding is small
             eng.wait_all()
             eng.set_tracing(True)
             (nd.dot(a, a) + nd.dot(a, a)).wait_to_read()
