@@ -45,11 +45,12 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
 from hybridlab.errors import GraphReleasedError, MissingGradientError, NotRecordedError
+from hybridlab.walk import postorder  # the one graph walk, shared with graph.ir
 
 GRAD_REQS = ("write", "add", "null")
 
@@ -161,30 +162,6 @@ def record_op(op: Any, attrs: dict, inputs: Sequence[Any], outputs: Sequence[Any
             for index, out in enumerate(outputs):
                 out._ag = (node, index)
             return
-
-
-def postorder(roots: Iterable[Any], children: Callable[[Any], Sequence[Any]]) -> list[Any]:
-    """Every node reachable from ``roots``, each after its children (iterative DFS, no recursion).
-
-    The one graph walk of hybridlab: autograd walks its tape with it (the children of a
-    tape node are the nodes that produced its inputs), and the graph IR, which sits
-    above this module, sorts its nodes with it.
-    """
-    order: list[Any] = []
-    seen: set[int] = set()
-    for root in roots:
-        stack = [(root, False)]
-        while stack:
-            node, expanded = stack.pop()
-            if expanded:
-                order.append(node)
-                continue
-            if id(node) in seen:
-                continue
-            seen.add(id(node))
-            stack.append((node, True))
-            stack.extend((c, False) for c in reversed(children(node)) if id(c) not in seen)
-    return order
 
 
 def _topological_order(heads: Sequence[Any]) -> list[Node]:

@@ -67,6 +67,7 @@ BUDGETS: dict[str, int] = {
     "hybridlab/symbol.py": 700,  # + JSON load, Executor, teaching errors (keys as written)
     "hybridlab/name.py": 50,  # mx.name: NameManager, Prefix
     "hybridlab/autograd.py": 170,  # + teaching errors: freed graph, bad VJP, 2nd order, head shape
+    "hybridlab/walk.py": 25,  # the one depth-first postorder, shared by autograd and graph.ir
     "hybridlab/graph/__init__.py": 20,  # re-exports only
     "hybridlab/graph/ir.py": 275,  # + shape inference; verify: arity, output refs, names
     "hybridlab/graph/passes/__init__.py": 50,

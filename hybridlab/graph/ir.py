@@ -63,10 +63,10 @@ from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
-from hybridlab.autograd import postorder  # the one graph walk (autograd sits below graph)
 from hybridlab.errors import GraphError, ShapeError
 from hybridlab.ops import registry
 from hybridlab.ops.registry import Aval, RunContext
+from hybridlab.walk import postorder  # the one graph walk, shared with autograd
 
 KINDS = ("var", "const", "call", "output")
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
