@@ -53,7 +53,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from hybridlab import errors
+from hybridlab import display, errors
 from hybridlab import name as _name
 from hybridlab.graph import ir
 from hybridlab.graph.ir import Graph, Node, Value
@@ -107,9 +107,7 @@ class Symbol:
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
         """Jupyter draws a Symbol as its graph; the text form stays MXNet's ``<Symbol x>``
         (followed by the one-line install hint when graphviz is missing)."""
-        from hybridlab.viz.graph import mimebundle  # lazy: viz is heavy and optional
-
-        return mimebundle(self, text=repr(self))
+        return display.mimebundle(self, text=repr(self))  # viz fills the hook
 
     def to_graph(self) -> Graph:
         """The compiler's view: a :class:`~hybridlab.graph.ir.Graph` of this symbol."""

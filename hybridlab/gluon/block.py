@@ -30,7 +30,7 @@ import warnings
 from collections import OrderedDict
 from typing import Any
 
-from hybridlab import autograd, ndarray, symbol
+from hybridlab import autograd, display, ndarray, symbol
 from hybridlab import name as _name
 from hybridlab.errors import (
     BlockInputError,
@@ -264,9 +264,7 @@ class HybridBlock(Block):
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
         """In Jupyter: the traced graph once hybridized and called, the layer listing as text."""
-        from hybridlab.viz.graph import mimebundle  # viz is imported only when drawing
-
-        return mimebundle(self, text=repr(self))
+        return display.mimebundle(self, text=repr(self))  # viz fills the hook
 
     def __call__(self, *args: Any) -> Any:
         # the hot path, checked first: NDArrays into a hybridized block, no trace running

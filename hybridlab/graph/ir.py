@@ -63,6 +63,7 @@ from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
+from hybridlab import display
 from hybridlab.errors import GraphError, ShapeError
 from hybridlab.ops import registry
 from hybridlab.ops.registry import Aval, RunContext
@@ -215,9 +216,7 @@ class Graph:
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
         """Jupyter draws the graph, with its summary as text (and the install hint when
         graphviz is missing); ``print(graph)`` still gives the IR."""
-        from hybridlab.viz.graph import mimebundle  # lazy: viz is heavy and optional
-
-        return mimebundle(self)
+        return display.mimebundle(self)  # viz fills the hook
 
 
 def toposort(roots: Iterable[Node]) -> list[Node]:
@@ -266,7 +265,7 @@ def with_inputs(node: Node, inputs: tuple[Value, ...]) -> Node:
 def format_graph(graph: Graph) -> str:
     """The printed SSA form (grammar in the module docstring)."""
     number = {id(n): i for i, n in enumerate(graph.nodes)}
-    lines = [f"%{number[id(n)]} = {_format_rhs(n, number)} : {_format_type(n.aval)}"
+    lines = [f"%{number[id(n)]} = {_format_rhs(n, number)} : {format_type(n.aval)}"
              for n in graph.nodes]
     lines.append("return " + ", ".join(_format_value(v, number) for v in graph.outputs))
     return "\n".join(lines)
@@ -305,7 +304,7 @@ def format_attr(value: Any) -> str:
     return repr(value)
 
 
-def _format_type(avals: tuple[Aval, ...] | None) -> str:
+def format_type(avals: tuple[Aval, ...] | None) -> str:
     if avals is None:
         return "?"
     return str(avals[0]) if len(avals) == 1 else "(" + ", ".join(map(str, avals)) + ")"
@@ -415,8 +414,8 @@ def _check_call(node: Node, i: int) -> list[str]:
     except (ShapeError, TypeError) as err:
         return [f"{_label(node, i)}: {err}"]
     if expected != node.aval:
-        return [f"{_label(node, i)} claims {_format_type(node.aval)} but {node.op} "
-                f"gives {_format_type(expected)}"]
+        return [f"{_label(node, i)} claims {format_type(node.aval)} but {node.op} "
+                f"gives {format_type(expected)}"]
     return []
 
 

@@ -100,7 +100,7 @@ def numpy_mlp(net: Any) -> Callable[[np.ndarray], np.ndarray]:
     64-byte boundary as the network's own do (NOTE [Aligned weights] in parameter.py).
     (The floor returns its own buffer, reused by the next call: fine for timing.)"""
     from hybridlab.gluon.parameter import aligned
-    from hybridlab.ops.linalg import _dot_c as dot
+    from hybridlab.ops.linalg import dot_c as dot
 
     layers = [(aligned(layer.weight.data().asnumpy()).T, aligned(layer.bias.data().asnumpy()))
               for layer in net]
