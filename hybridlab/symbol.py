@@ -272,7 +272,7 @@ class Symbol:
         _check_unique_names(graph.nodes, "tojson")
         index = {id(n): i for i, n in enumerate(graph.nodes)}
         nodes = [_node_json(n, index) for n in graph.nodes]
-        from hybridlab import __version__
+        from hybridlab.base import __version__
         document = {
             "arg_nodes": [i for i, n in enumerate(graph.nodes) if n.kind == "var"],
             "node_row_ptr": list(accumulate([0] + [_output_count(n) for n in graph.nodes])),

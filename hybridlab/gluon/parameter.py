@@ -187,7 +187,7 @@ class Parameter:
 
     def set_data(self, data: Any) -> None:
         """Replace the value; the shape must fit (the setter checks); grads stay attached."""
-        from hybridlab import nd
+        from hybridlab import ndarray as nd
         value = data if isinstance(data, nd.NDArray) else nd.array(data, dtype=self.dtype)
         self.shape = value.shape
         self._deferred = None

@@ -69,7 +69,7 @@ def time_round(fn: Callable[[], Any], repeats: int) -> float:
     Like a training loop, the engine is synced once at the end (``nd.waitall()``):
     waiting after every call would time the hand-over between threads, not the work.
     """
-    from hybridlab import nd
+    from hybridlab import ndarray as nd
 
     fn()  # warm-up: after a switch to hybridized, the first call traces and compiles
     nd.waitall()
@@ -149,7 +149,8 @@ def measure_speedup(net: Any, x: Any, repeats: int = 50, rounds: int = 5) -> Tim
 
 def speedup_point(batch_size: int, width: int, depth: int, repeats: int = 30) -> Timing:
     """Timings for a freshly made MLP with inputs of ``width`` features (seeded)."""
-    from hybridlab import nd, random
+    from hybridlab import ndarray as nd
+    from hybridlab import random
 
     random.seed(0)
     net = make_mlp(width, depth)
