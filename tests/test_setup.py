@@ -198,3 +198,20 @@ def test_the_package_version_is_the_one_pyproject_declares():
     text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     declared = re.search(r'^version = "([^"]+)"', text, re.MULTILINE).group(1)
     assert hybridlab.__version__ == declared
+
+
+@pytest.mark.slow
+def test_a_built_wheel_holds_the_package_and_nothing_else(tmp_path):
+    """`pip install .` works without make: the wheel carries every subpackage (viz, ops,
+    graph passes, exercises) and no tests, lessons or tools."""
+    import zipfile
+
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w",
+                            str(tmp_path), str(ROOT)], capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    wheel = next(tmp_path.glob("hybridlab-*.whl"))
+    names = zipfile.ZipFile(wheel).namelist()
+    for module in ("hybridlab/__init__.py", "hybridlab/viz/stepper.py", "hybridlab/ops/la_op.py",
+                   "hybridlab/graph/passes/plan_memory.py", "hybridlab/exercises/lesson03.py"):
+        assert module in names, module
+    assert not [n for n in names if n.startswith(("tests/", "lessons/", "tools/"))]

@@ -1,0 +1,284 @@
+"""The schedule explorer: one task graph, scheduled on 1 to 16 workers, as you watch.
+
+What this module teaches
+------------------------
+Two numbers decide how fast a task graph can run. The *work* ``W`` is the sum of all
+durations: one worker needs exactly that long. The *span* ``S`` is the longest chain of
+dependent tasks (the *critical path*): no number of workers beats it. A list scheduler --
+the engine, or :func:`~hybridlab.viz.gantt.simulate` -- never idles while a task is ready,
+and then Brent's bounds hold for ``k`` workers::
+
+    max(W / k, S)  <=  T_k  <=  W / k + S
+
+so adding workers helps until ``W / k`` falls below ``S``, and nothing helps after. The
+explorer schedules a graph on as many workers as the slider says, draws the Gantt chart
+(dependency arrows and the critical path optional), prints ``W``, ``S``, ``T_k`` and the
+bounds, and plots the speed-up against the worker count beside the ideal and the span
+limit. Its *reduction* switch rewrites every chain of additions ``((a+b)+c)+d`` into a
+balanced tree ``(a+b)+(c+d)``: the same work, a span of ``log n`` instead of ``n``.
+
+Two layers, as every instrument (DESIGN.md section 5): :class:`TaskGraph` and
+:class:`ScheduleModel` are plain Python (tested by pytest); :class:`ScheduleExplorer` is the
+ipywidgets view, displayed through :class:`~hybridlab.viz.bundle.Instrument`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from hybridlab.engine import Task, TaskRecord
+from hybridlab.viz.bundle import Instrument, figure_png
+from hybridlab.viz.gantt import _legend, op_kind, simulate, work_and_span
+from hybridlab.viz.palette import KIND_COLOURS, OKABE_ITO, OTHER_COLOUR
+
+SUMS = ("broadcast_add", "elemwise_add", "_plus", "add")  # what the reduction switch rebalances
+
+
+@dataclass
+class TaskGraph:
+    """Tasks ``0..n-1``: a name (the operator), the tasks each depends on, a duration
+    (seconds, or any unit) for the *measured* cost model when one is known."""
+
+    names: list[str]
+    deps: list[list[int]]
+    measured: list[float] | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_tasks(cls, tasks: Sequence[Task | TaskRecord]) -> TaskGraph:
+        """From a StepEngine's tasks or an engine trace's records (their ``seq`` and
+        ``deps``; dependencies on tasks outside the list are dropped)."""
+        ordered = sorted(tasks, key=lambda t: t.seq)
+        index = {t.seq: i for i, t in enumerate(ordered)}
+        if len(index) < len(ordered) or -1 in index:
+            raise ValueError("from_tasks needs tasks with distinct push numbers (seq): an "
+                             "engine's tasks, or the records of a traced engine")
+        deps = [sorted({index[d.seq] for d in t.deps if d.seq in index}) for t in ordered]
+        records = [t for t in ordered if isinstance(t, TaskRecord)]
+        measured = [r.end - r.start for r in records] if len(records) == len(ordered) else None
+        return cls([t.name for t in ordered], deps, measured)
+
+    @classmethod
+    def from_dict(cls, tasks: dict[str, tuple[float, Sequence[str]]]) -> TaskGraph:
+        """From ``{name: (duration, [names it depends on])}`` (listed in any order)."""
+        names = list(tasks)
+        unknown = {d for _, needs in tasks.values() for d in needs} - set(names)
+        if unknown:
+            raise ValueError(f"from_dict: dependencies on unknown tasks {sorted(unknown)}")
+        return cls(names, [[names.index(d) for d in needs] for _, needs in tasks.values()],
+                   [float(duration) for duration, _ in tasks.values()])
+
+    def as_tree_reductions(self) -> TaskGraph:
+        """The same graph with every chain of additions rebalanced into a tree.
+
+        A chain is a run of sums where each one's only user is the next sum; its leaves
+        (everything the chain adds up) are then added pairwise, level by level.
+        """
+        users: list[list[int]] = [[] for _ in self.names]
+        for i, needs in enumerate(self.deps):
+            for d in needs:
+                users[d].append(i)
+        is_sum = [name in SUMS and len(set(d)) == 2 for name, d in zip(self.names, self.deps)]
+        deps = [list(d) for d in self.deps]
+        for top in range(len(self.names)):  # the last sum of each chain: no sum uses it
+            if not is_sum[top] or any(is_sum[u] for u in users[top]):
+                continue
+            sums, leaves, todo = [], [], [top]
+            while todo:  # a sum whose only user is a sum of the chain belongs to the chain
+                node = todo.pop()
+                sums.append(node)
+                for d in deps[node]:
+                    (todo if is_sum[d] and users[d] == [node] else leaves).append(d)
+            if len(leaves) < 3:
+                continue  # nothing to gain
+            queue = sorted(leaves)  # first in, first out: pairs, then pairs of pairs ...
+            for node in sorted(sums):  # ... reusing the chain's own sums (top comes last)
+                deps[node], queue = queue[:2], queue[2:] + [node]
+        return TaskGraph(list(self.names), deps, list(self.measured) if self.measured else None,
+                         ["additions rebalanced as trees"])
+
+
+class ScheduleModel:
+    """A task graph and the explorer's settings; every number the view shows."""
+
+    def __init__(self, graph: TaskGraph, workers: int = 2, cost: str = "uniform",
+                 tree: bool = False) -> None:
+        self.graph, self.workers, self.cost, self.tree = graph, workers, cost, tree
+        self.arrows, self.critical = True, True
+
+    def costs(self) -> list[str]:
+        return ["uniform", "measured"] if self.graph.measured else ["uniform"]
+
+    def current(self) -> TaskGraph:
+        return self.graph.as_tree_reductions() if self.tree else self.graph
+
+    def durations(self, graph: TaskGraph) -> list[float]:
+        if self.cost == "measured":
+            if not graph.measured:
+                raise ValueError("this graph has no measured durations: use cost='uniform'")
+            return graph.measured
+        return [1.0] * len(graph.names)
+
+    def schedule(self, workers: int | None = None) -> list[TaskRecord]:
+        graph = self.current()
+        return simulate(graph.names, graph.deps, self.durations(graph),
+                        workers or self.workers)
+
+    def numbers(self) -> dict[str, float]:
+        """work, span, the makespan on ``workers`` and Brent's bounds."""
+        graph = self.current()
+        work, span = work_and_span(graph.deps, self.durations(graph))
+        makespan = max((r.end for r in self.schedule()), default=0.0)
+        k = self.workers
+        return {"work": work, "span": span, "makespan": makespan,
+                "lower": max(work / k, span), "upper": work / k + span}
+
+    def critical_path(self) -> list[int]:
+        """Task indices of one longest chain (the first found, deterministic)."""
+        graph = self.current()
+        durations = self.durations(graph)
+        finish, best = [0.0] * len(graph.names), [-1] * len(graph.names)
+        for i in _order(graph):
+            for d in graph.deps[i]:
+                if finish[d] > finish[i]:
+                    finish[i], best[i] = finish[d], d
+            finish[i] += durations[i]
+        path, node = [], max(range(len(finish)), key=lambda i: (finish[i], -i), default=-1)
+        while node != -1:
+            path.append(node)
+            node = best[node]
+        return path[::-1]
+
+    def speedups(self, up_to: int = 16) -> list[tuple[int, float]]:
+        work = self.numbers()["work"]
+        return [(k, work / max(r.end for r in self.schedule(k))) for k in range(1, up_to + 1)]
+
+    def summary(self) -> str:
+        n, graph = self.numbers(), self.current()
+        unit = "s" if self.cost == "measured" else "units"
+        return (f"{len(graph.names)} tasks on {self.workers} worker(s), {self.cost} costs"
+                f"{', tree reductions' if self.tree else ''}: work {n['work']:.4g}, span "
+                f"{n['span']:.4g}, makespan {n['makespan']:.4g} {unit}; Brent: "
+                f"{n['lower']:.4g} <= T_{self.workers} <= {n['upper']:.4g}")
+
+
+def _order(graph: TaskGraph) -> list[int]:
+    from hybridlab.viz.gantt import _topological_order
+
+    return _topological_order(graph.names, graph.deps)[0]
+
+
+def draw(model: ScheduleModel, figure: Any = None) -> Any:
+    """The explorer's figure (reused when given): the Gantt chart with arrows and the
+    critical path, and the speed-up curve against the ideal and the span limit."""
+    import matplotlib.pyplot as plt
+    from matplotlib.collections import LineCollection, PolyCollection
+
+    if figure is None:
+        figure = plt.figure(figsize=(9, 3.6), layout="constrained")
+    figure.clear()
+    gantt_axes, curve_axes = figure.subplots(1, 2, width_ratios=[3, 1])
+    graph, records = model.current(), model.schedule()
+    critical = set(model.critical_path()) if model.critical else set()
+    boxes, colours, edges = [], [], []
+    for i, r in enumerate(records):
+        boxes.append([(r.start, r.worker - 0.38), (r.end, r.worker - 0.38),
+                      (r.end, r.worker + 0.38), (r.start, r.worker + 0.38)])
+        colours.append(KIND_COLOURS.get(op_kind(r.name), OTHER_COLOUR))
+        edges.append(OKABE_ITO["vermillion"] if i in critical else "#555555")
+    gantt_axes.add_collection(PolyCollection(boxes, facecolors=colours, edgecolors=edges,
+                                             linewidths=[2.2 if i in critical else 0.6
+                                                         for i in range(len(records))]))
+    if model.arrows:
+        segments = [[(records[d].end, records[d].worker), (r.start, r.worker)]
+                    for r, needs in zip(records, graph.deps) for d in needs]
+        gantt_axes.add_collection(LineCollection(segments, colors="#777777", linewidths=0.6))
+    if len(records) <= 40:
+        for r in records:
+            label = r.name.replace("broadcast_", "").replace("_scalar", "").lstrip("_")[:9]
+            gantt_axes.text((r.start + r.end) / 2, r.worker, label,
+                            ha="center", va="center", fontsize=6, clip_on=True)
+    n = model.numbers()
+    gantt_axes.set(xlim=(0, max(n["makespan"], 1e-9) * 1.02), ylim=(model.workers - 0.5, -0.5),
+                   xlabel="time (s)" if model.cost == "measured" else "time (units of work)",
+                   yticks=range(model.workers),
+                   yticklabels=[f"worker {w}" for w in range(model.workers)])
+    gantt_axes.set_title(f"makespan {n['makespan']:.4g} on {model.workers} worker(s); "
+                         f"work {n['work']:.4g}, span {n['span']:.4g}"
+                         + (" (red: critical path)" if critical else ""), fontsize=9)
+    handles = _legend(records)
+    gantt_axes.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.22),
+                      ncols=len(handles), fontsize=7, frameon=False)
+    ks, speeds = zip(*model.speedups())
+    curve_axes.plot(ks, speeds, "o-", color=OKABE_ITO["blue"], markersize=3, label="simulated")
+    curve_axes.plot(ks, ks, ":", color="#999999", label="ideal (k)")
+    curve_axes.axhline(n["work"] / n["span"], color=OKABE_ITO["vermillion"], linestyle="--",
+                       label="span limit W/S")
+    curve_axes.axvline(model.workers, color="#cccccc", linewidth=4, zorder=0)
+    curve_axes.set(xlabel="workers", ylabel="speed-up over 1 worker",
+                   ylim=(0, max(speeds) * 1.3 + 0.5))
+    curve_axes.legend(fontsize=7, loc="upper left")
+    return figure
+
+
+class ScheduleExplorer(Instrument):
+    """The widget: workers slider, cost model, reduction switch, arrows, critical path."""
+
+    def __init__(self, model: ScheduleModel) -> None:
+        import ipywidgets as widgets
+        import matplotlib.pyplot as plt
+
+        self.model = model
+        self.workers = widgets.IntSlider(value=model.workers, min=1, max=16,
+                                         description="workers", continuous_update=False)
+        self.cost = widgets.Dropdown(options=model.costs(), value=model.cost,
+                                     description="costs")
+        self.tree = widgets.ToggleButtons(options=["chain", "tree"],
+                                          value="tree" if model.tree else "chain",
+                                          description="sums")
+        self.arrows = widgets.Checkbox(value=model.arrows, description="dependency arrows")
+        self.critical = widgets.Checkbox(value=model.critical, description="critical path")
+        self.numbers = widgets.HTML()
+        self.image = widgets.Image(format="png")
+        with plt.ioff():
+            self.figure = plt.figure(figsize=(9, 3.6), layout="constrained")
+        for control in (self.workers, self.cost, self.tree, self.arrows, self.critical):
+            control.observe(self._changed, names="value")
+        self.widget = widgets.VBox([
+            widgets.HBox([self.workers, self.cost, self.tree]),
+            widgets.HBox([self.arrows, self.critical]), self.numbers, self.image])
+        self.widget.add_class("hybridlab-schedule-explorer")
+        self.refresh()
+
+    def _changed(self, change: Any = None) -> None:
+        m = self.model
+        m.workers, m.cost, m.tree = self.workers.value, self.cost.value, self.tree.value == "tree"
+        m.arrows, m.critical = self.arrows.value, self.critical.value
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Redraw in place: the same figure, a new PNG in the same Image widget."""
+        self.png = figure_png(draw(self.model, self.figure))
+        self.image.value = self.png
+        self.numbers.value = f"<code>{self.model.summary()}</code>"
+
+    def summary(self) -> str:
+        return self.model.summary()
+
+    def snapshot_png(self) -> bytes | None:
+        return self.png
+
+
+def schedule_explorer(source: Any, workers: int = 2, cost: str = "uniform") -> ScheduleExplorer:
+    """The explorer over a StepEngine (its tasks), engine records (a trace), a
+    :class:`TaskGraph`, or ``{name: (duration, [dependencies])}``."""
+    if isinstance(source, TaskGraph):
+        graph = source
+    elif isinstance(source, dict):
+        graph = TaskGraph.from_dict(source)
+    elif hasattr(source, "tasks"):
+        graph = TaskGraph.from_tasks(source.tasks)
+    else:
+        graph = TaskGraph.from_tasks(list(source))
+    return ScheduleExplorer(ScheduleModel(graph, workers, cost))
