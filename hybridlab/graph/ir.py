@@ -55,9 +55,6 @@ a visible pass). Nodes are frozen, so a pass builds new nodes with :func:`rebuil
 from __future__ import annotations
 
 import dataclasses
-import linecache
-import os
-import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
 
@@ -67,10 +64,10 @@ from hybridlab import display
 from hybridlab.errors import GraphError, ShapeError
 from hybridlab.ops import registry
 from hybridlab.ops.registry import Aval, RunContext
+from hybridlab.userline import format_line, user_frame
 from hybridlab.walk import postorder  # the one graph walk, shared with autograd
 
 KINDS = ("var", "const", "call", "output")
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 @dataclass(frozen=True, eq=False)
@@ -126,19 +123,10 @@ def freeze(value: Any) -> Any:
 
 
 def user_origin() -> str | None:
-    """``"file.py:line: code"`` of the innermost stack frame outside hybridlab (for errors).
-
-    The file's base name only, as the "at" of block errors: a notebook cell's file is
-    ``/tmp/ipykernel_<pid>/<hash>.py``, whose directory changes with every kernel.
-    """
-    frame = sys._getframe(1)  # walking frames is cheap; formatting a whole stack is not
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        if not os.path.abspath(filename).startswith(_PACKAGE_DIR):
-            line = linecache.getline(filename, frame.f_lineno).strip()
-            return f"{os.path.basename(filename)}:{frame.f_lineno}: {line}"
-        frame = frame.f_back
-    return None
+    """``file.py:12 `code``` of the innermost user frame (:mod:`hybridlab.userline`), for
+    errors that say where a node was created; None when there is none."""
+    frame = user_frame(1)
+    return None if frame is None else format_line(frame.f_code.co_filename, frame.f_lineno)
 
 
 # ---------------------------------------------------------------------------------------
