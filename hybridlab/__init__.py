@@ -17,6 +17,7 @@ from hybridlab import (
     initializer,
     name,
     ndarray,
+    onnx,
     ops,
     profiler,
     random,

@@ -307,9 +307,12 @@ class NotRecordedError(MXNetError):
 
 
 class ArrayFileError(MXNetError, ValueError):
-    """``nd.load`` was given a file that is not an array file written by ``nd.save``.
+    """``nd.load`` (or a ``.params`` loader) was given a file it cannot read as arrays.
 
-    ``nd.save`` writes a numpy ``.npz`` archive (no pickle: loading never runs code).
+    ``nd.save`` writes MXNet's binary NDArray format (``hybridlab.ndarray_io``), read with
+    bounded reads and no pickle: loading never runs code. The message names the file,
+    the entry (array index) and what was wrong: a bad magic number, a size larger than
+    the file, a truncated file, a dtype or storage type hybridlab cannot hold.
     Fix: check the path, and re-save the arrays with ``nd.save(fname, list_or_dict)``.
     """
 
@@ -336,4 +339,14 @@ class ModelFileError(ValueError):
     known and well-typed attributes, inputs that point to earlier nodes (that is what
     rules out cycles), unique names, valid heads, sane sizes. The message names the node
     index and name. Fix: re-export the model (``net.export(path)``) or repair the file.
+    """
+
+
+class OnnxExportError(AttributeError):
+    """``mx.onnx.export_model`` met something an ONNX model cannot express.
+
+    Usually an operator with no row in ``hybridlab.onnx.ONNX_OPS`` (MXNet raised an
+    AttributeError, "No conversion function registered for op type ..."); the message names
+    the operator and the node. Fix: express that step with operators the table lists, or
+    add a row to the table (one function that emits the ONNX nodes).
     """

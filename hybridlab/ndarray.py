@@ -39,16 +39,14 @@ import builtins
 import difflib
 import sys
 import types
-import zipfile
 from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from hybridlab import autograd, engine
+from hybridlab import autograd, engine, ndarray_io
 from hybridlab import random as _seed_stream
 from hybridlab.context import Context, check_context, cpu
 from hybridlab.errors import (
-    ArrayFileError,
     InplaceGradError,
     MXNetError,
     NotScalarError,
@@ -549,47 +547,28 @@ def waitall() -> None:
     engine.current().wait_all()
 
 
-_FORMAT_KEY = "__hybridlab_format__"  # "list" or "dict": what nd.load returns
-
-
 def save(fname: str, data: NDArray | list | tuple | dict) -> None:
-    """Save a list or dict of NDArrays as an ``.npz`` archive, under exactly ``fname``."""
+    """Save a list or dict of NDArrays in MXNet's binary format (``ndarray_io``), atomically."""
     if isinstance(data, NDArray):
         data = [data]
     if isinstance(data, dict):
-        kind, items = "dict", list(data.items())
+        items = list(data.items())
     elif isinstance(data, (list, tuple)):
-        kind, items = "list", [(str(i), x) for i, x in enumerate(data)]
+        items = list(enumerate(data))
     else:
         raise TypeError(f"nd.save: data must be an NDArray, list or dict, got {type(data)}")
     for key, value in items:
-        if not isinstance(key, str) or key == _FORMAT_KEY or not isinstance(value, NDArray):
+        if (isinstance(data, dict) and not isinstance(key, str)) or not isinstance(value, NDArray):
             raise TypeError(f"nd.save: entry {key!r} must be a str key and an NDArray value")
-    with zipfile.ZipFile(fname, "w") as archive:  # np.load reads this as an npz
-        for key, values in [(_FORMAT_KEY, np.array(kind))] + [(k, v.asnumpy()) for k, v in items]:
-            with archive.open(key + ".npy", "w") as member:
-                np.lib.format.write_array(member, values, allow_pickle=False)
+    values = [value._values() for _, value in items]  # written as they are: no copy
+    ndarray_io.write_arrays(fname, dict(zip(data, values)) if isinstance(data, dict)
+                            else values)
 
 
 def load(fname: str) -> list[NDArray] | dict[str, NDArray]:
-    """Load what :func:`save` wrote: a list or a dict of NDArrays (never runs pickle)."""
-    try:
-        with np.load(fname, allow_pickle=False) as archive:
-            entries = {key: archive[key] for key in archive.files}
-    except (ValueError, OSError, EOFError, TypeError, zipfile.BadZipFile) as err:
-        if isinstance(err, FileNotFoundError):
-            raise
-        raise ArrayFileError(f"nd.load({fname!r}): not an array file written by nd.save "
-                             f"({type(err).__name__}: {err})") from None
-    kind = str(entries.pop(_FORMAT_KEY, "dict"))
-    for key, values in entries.items():
-        if values.dtype.kind not in "biuf":
-            raise ArrayFileError(f"nd.load({fname!r}): entry {key!r} has dtype {values.dtype}, "
-                                 f"not a number type")
-        if values.ndim == 0:  # a numpy scalar (np.savez(f, lr=0.1)): NDArrays are never 0-d
-            entries[key] = values.reshape(1)
-    if kind == "dict":
-        return {key: from_numpy(values) for key, values in entries.items()}
-    if kind != "list" or sorted(entries) != sorted(str(i) for i in range(len(entries))):
-        raise ArrayFileError(f"nd.load({fname!r}): malformed entry list {sorted(entries)}")
-    return [from_numpy(entries[str(i)]) for i in range(len(entries))]
+    """Load an MXNet NDArray file (``nd.save``, ``export``, real MXNet's ``.params``): a list,
+    or a dict when the file names its arrays. Bounded reads, never pickle (``ndarray_io``)."""
+    arrays = ndarray_io.read_arrays(fname)
+    if isinstance(arrays, dict):
+        return {key: from_numpy(values) for key, values in arrays.items()}
+    return [from_numpy(values) for values in arrays]

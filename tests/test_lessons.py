@@ -80,9 +80,15 @@ def test_lesson03_solutions():
     sol = solution("03_lazy_evaluation")
     assert exercises.check_sync_points(sol.SYNC_POINTS)
     assert exercises.check_ready_after_two_steps(sol.READY_AFTER_TWO_STEPS)
-    assert exercises.check_span(2, sol.SPAN_ON_TWO_WORKERS)
     assert exercises.check_barrier(sol.BARRIER)
     assert exercises.check_bounded_loop(sol.train)
+
+
+def test_lesson04_solutions():
+    sol = solution("04_schedules_span_and_devices")
+    assert exercises.check_span(2, sol.SPAN_ON_TWO_WORKERS)
+    assert exercises.check_enough_workers(sol.ENOUGH_WORKERS)
+    assert exercises.check_tree_sum(sol.total)
 
 
 def test_lesson06_solutions():

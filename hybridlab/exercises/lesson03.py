@@ -1,4 +1,4 @@
-"""Exercise checks for lesson 03 (lazy evaluation and automatic parallelism)."""
+"""Exercise checks for lesson 03 (lazy evaluation: the queue, barriers, a runaway loop)."""
 
 from __future__ import annotations
 
@@ -44,18 +44,6 @@ def check_sync_points(answer: set[str]) -> Feedback:
                            "only if it needs the numbers themselves")
 
 
-def _diamond_tasks() -> list[Any]:
-    """The tasks of ``(a + b) * (a - b)`` on two fresh arrays, held by a StepEngine."""
-    from hybridlab import engine, nd
-
-    with engine.engine_scope("StepEngine") as step:
-        a, b = nd.ones((2, 2)), nd.ones((2, 2))
-        (a + b) * (a - b)
-        tasks = list(step.tasks)
-        step.run()
-    return tasks
-
-
 def check_ready_after_two_steps(answer: int) -> Feedback:
     """After the two ``ones`` tasks of ``(a + b) * (a - b)`` ran, how many tasks are ready?"""
     from hybridlab import engine, nd
@@ -71,21 +59,6 @@ def check_ready_after_two_steps(answer: int) -> Feedback:
         return Feedback(True, f"{expected}: a + b and a - b read only a and b, so both can run")
     return Feedback(False, f"{answer} is not it: a task is ready when every task it depends "
                            "on is done; which ones read only a and b?")
-
-
-def check_span(workers: int, answer: float) -> Feedback:
-    """The span of ``(a + b) * (a - b)`` with unit-time tasks on ``workers`` workers."""
-    from hybridlab.viz.gantt import simulate
-
-    tasks = _diamond_tasks()
-    seqs = [task.seq for task in tasks]
-    deps = [[seqs.index(d.seq) for d in task.deps] for task in tasks]
-    records = simulate([t.name for t in tasks], deps, [1.0] * len(tasks), workers)
-    expected = max(r.end for r in records)
-    if answer == expected:
-        return Feedback(True, f"{expected:g} time units on {workers} worker(s)")
-    return Feedback(False, f"{answer} is not it: draw the tasks as a graph; no task may start "
-                           f"before its inputs are done, and at most {workers} run at once")
 
 
 BARRIER_CHOICES: dict[str, Callable[[Any, Any], Any]] = {  # ways to wait before print(loss)

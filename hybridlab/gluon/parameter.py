@@ -37,12 +37,12 @@ aligned on that machine, so its loads that matter are 32 bytes wide.) So every b
 Parameter holds starts at a 64-byte boundary: every new value goes through
 ``Parameter._store``, which copies it there with :func:`aligned` when needed
 (initialisation, ``set_data``, loading, a hybridized BatchNorm's running statistics),
-and the Trainer writes updates into :func:`aligned_empty` buffers.
+and the Trainer writes updates into :func:`aligned_empty` buffers. (Both helpers live in
+``ndarray_io``, below ``nd``, because ``nd.load`` reads files straight into such buffers.)
 """
 
 from __future__ import annotations
 
-import math
 import re
 import warnings
 from collections import OrderedDict
@@ -53,30 +53,10 @@ import numpy as np
 from hybridlab import initializer as _init
 from hybridlab.errors import DeferredInitializationError
 from hybridlab.gluon import _trace
+from hybridlab.ndarray_io import aligned, aligned_empty  # noqa: F401 (defined below nd)
 from hybridlab.ops.registry import Aval
 
 _GRAD_REQS = ("write", "add", "null")
-_ALIGN = 64  # bytes: a cache line, and the widest vector load (AVX-512)
-
-
-def aligned_empty(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
-    """An uninitialised array whose first byte sits at a multiple of 64 (NOTE [Aligned
-    weights]): a slice of a slightly larger byte buffer."""
-    nbytes = math.prod(shape) * np.dtype(dtype).itemsize  # (np.prod: 4 us more)
-    raw = np.empty(nbytes + _ALIGN, np.uint8)
-    start = -raw.ctypes.data % _ALIGN
-    return raw[start:start + nbytes].view(dtype).reshape(shape)
-
-
-def aligned(values: np.ndarray) -> np.ndarray:
-    """``values`` itself when it is contiguous and aligned already, else an aligned copy."""
-    if values.ctypes.data % _ALIGN == 0 and values.flags.c_contiguous:
-        return values
-    copy = aligned_empty(values.shape, values.dtype)
-    copy[...] = values
-    return copy
-
-
 class Parameter:
     """One named array of a Block (``weight``, ``bias``, ``running_mean`` ...)."""
 

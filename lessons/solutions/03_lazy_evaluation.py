@@ -22,8 +22,3 @@ def train(batches):
         outputs.append(nd.dot(x, w))
         outputs[-1].wait_to_read()
     return outputs
-
-
-# Exercise 5: time 0-1 the two ones, 1-2 the sum and the difference side by side,
-# 2-3 the product.
-SPAN_ON_TWO_WORKERS = 3

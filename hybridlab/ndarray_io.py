@@ -1,0 +1,225 @@
+"""MXNet's binary NDArray file format: what ``nd.save``, ``export`` and ``.params`` files hold.
+
+What this module teaches
+------------------------
+A model's weights leave Python as plain bytes in a layout MXNet 1.x defined, so a file
+written here loads in real MXNet and the other way round. Everything is little-endian::
+
+    uint64 0x112 (list magic) | uint64 0 (reserved) | uint64 N (number of arrays)
+    N times:  uint32 0xF993FAC9 (array magic, "V2") | int32 storage type (0 = dense)
+              int32 ndim | int64 x ndim shape | int32 device type, int32 device id
+              int32 dtype flag | prod(shape) x itemsize bytes of data, C order
+    uint64 K (0 for a list, N for a dict) | K times: uint64 length, UTF-8 name
+
+The file is read with ``struct`` and raw reads, never with pickle and never by running
+anything it contains. Reading is *bounded*: every size the file declares (N, ndim, each
+dimension, the data's byte count, each name's length) is checked against the bytes the
+file still has before anything is allocated, so a corrupted or hostile file gives an
+:class:`~hybridlab.errors.ArrayFileError` naming the file, the entry and the problem
+instead of a huge allocation. Each array's data is read straight into a fresh 64-byte-
+aligned buffer (NOTE [Aligned weights] in ``gluon/parameter.py``): one copy, and no view
+keeps the whole file alive. Writing is atomic: a temporary file in the same folder,
+flushed and fsynced, then renamed over the target, so a failed save never destroys the
+file that was there.
+
+This module works on numpy arrays only; ``nd.save``/``nd.load`` wrap them as NDArrays.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import struct
+import tempfile
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from hybridlab.errors import ArrayFileError
+
+LIST_MAGIC = 0x112
+ARRAY_MAGIC_V1, ARRAY_MAGIC_V2, ARRAY_MAGIC_V3 = 0xF993FAC8, 0xF993FAC9, 0xF993FACA
+DTYPE_FLAGS = {0: np.float32, 1: np.float64, 2: np.float16, 3: np.uint8, 4: np.int32,
+               5: np.int8, 6: np.int64, 7: np.bool_}  # what MXNet 1.9.1 stores
+FLAG_OF_DTYPE = {np.dtype(t): flag for flag, t in DTYPE_FLAGS.items()}
+_STORAGE_NAMES = {1: "row_sparse", 2: "csr"}
+_MAX_NDIM = 32  # MXNet's own limit on dimensions
+_SMALLEST_ENTRY = 12  # magic, storage type and ndim: the least bytes an array can take
+_ALIGN = 64  # bytes: a cache line, and the widest vector load (AVX-512)
+
+
+def aligned_empty(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+    """An uninitialised array whose first byte sits at a multiple of 64 (NOTE [Aligned
+    weights]): a slice of a slightly larger byte buffer."""
+    nbytes = math.prod(shape) * np.dtype(dtype).itemsize  # (np.prod: 4 us more)
+    raw = np.empty(nbytes + _ALIGN, np.uint8)
+    start = -raw.ctypes.data % _ALIGN
+    return raw[start:start + nbytes].view(dtype).reshape(shape)
+
+
+def aligned(values: np.ndarray) -> np.ndarray:
+    """``values`` itself when it is contiguous and aligned already, else an aligned copy."""
+    if values.ctypes.data % _ALIGN == 0 and values.flags.c_contiguous:
+        return values
+    copy = aligned_empty(values.shape, values.dtype)
+    copy[...] = values
+    return copy
+
+
+# --- reading ------------------------------------------------------------------------------
+class _Reader:
+    """A file plus how many bytes it has left; every read is checked against that."""
+
+    def __init__(self, file: BinaryIO, fname: str) -> None:
+        self.file, self.fname = file, fname
+        self.left = os.fstat(file.fileno()).st_size
+        self.entry = "the header"  # what is being read, for error messages
+
+    def fail(self, problem: str) -> ArrayFileError:
+        return ArrayFileError(f"{self.fname}: {self.entry}: {problem}. Fix: check the path, "
+                              f"or write the file again with nd.save / export")
+
+    def need(self, nbytes: int, what: str) -> None:
+        if nbytes > self.left:
+            raise self.fail(f"{what} needs {nbytes} bytes but the file has only {self.left} "
+                            f"left (truncated or corrupted)")
+
+    def unpack(self, fmt: str, what: str) -> tuple:
+        size = struct.calcsize(fmt)
+        self.need(size, what)
+        self.left -= size
+        return struct.unpack(fmt, self.file.read(size))
+
+    def read_into(self, target: np.ndarray, what: str) -> None:
+        view = memoryview(target.reshape(-1).view(np.uint8))  # type: ignore[arg-type]
+        self.need(view.nbytes, what)
+        if self.file.readinto(view) != view.nbytes:
+            raise self.fail(f"{what}: the file ended early")
+        self.left -= view.nbytes
+
+
+def read_arrays(fname: str) -> list[np.ndarray] | dict[str, np.ndarray]:
+    """The arrays of an MXNet NDArray file: a list, or a dict when the file names them."""
+    with open(fname, "rb") as file:
+        reader = _Reader(file, fname)
+        if file.read(4) == b"PK\x03\x04":
+            raise reader.fail("this is a numpy .npz archive (hybridlab's format before it "
+                              "wrote MXNet's); convert it with nd.save(new, {k: nd.array(v) "
+                              "for k, v in np.load(old).items()})")
+        file.seek(0)
+        magic, _reserved = reader.unpack("<QQ", "the list magic")
+        if magic != LIST_MAGIC:
+            raise reader.fail(f"starts with {magic:#x}, not MXNet's array-list magic "
+                              f"{LIST_MAGIC:#x}: not a file written by nd.save or export")
+        (count,) = reader.unpack("<Q", "the number of arrays")
+        if count * _SMALLEST_ENTRY > reader.left:
+            raise reader.fail(f"declares {count} arrays, more than its {reader.left} bytes "
+                              f"can hold")
+        arrays = []
+        for index in range(count):
+            reader.entry = f"array {index}"
+            arrays.append(_read_array(reader))
+        reader.entry = "the names"
+        names = _read_names(reader, count)
+        if reader.left:
+            raise reader.fail(f"{reader.left} unexpected bytes after the last name")
+    return dict(zip(names, arrays)) if names else arrays
+
+
+def _read_array(reader: _Reader) -> np.ndarray:
+    (magic,) = reader.unpack("<I", "the array magic")
+    if magic not in (ARRAY_MAGIC_V2, ARRAY_MAGIC_V3):
+        older = " (an NDArray format older than MXNet 1.0)" if magic == ARRAY_MAGIC_V1 else ""
+        raise reader.fail(f"array magic {magic:#x}{older}; hybridlab reads MXNet's "
+                          f"{ARRAY_MAGIC_V2:#x} and {ARRAY_MAGIC_V3:#x}")
+    (storage,) = reader.unpack("<i", "the storage type")
+    if storage != 0:
+        kind = _STORAGE_NAMES.get(storage, f"unknown ({storage})")
+        raise reader.fail(f"storage type {kind}: hybridlab reads dense arrays only; save "
+                          f"it as dense in MXNet (x.tostype('default'))")
+    (ndim,) = reader.unpack("<i", "the number of dimensions")
+    if ndim == -1 or (ndim == 0 and magic == ARRAY_MAGIC_V2):
+        raise reader.fail("an empty (None) NDArray, which hybridlab does not represent")
+    if not 0 <= ndim <= _MAX_NDIM:
+        raise reader.fail(f"{ndim} dimensions (MXNet allows 0 to {_MAX_NDIM})")
+    shape = reader.unpack(f"<{ndim}q", "the shape")
+    if any(size < 0 for size in shape):
+        raise reader.fail(f"shape {shape} has a negative size")
+    device, _device_id, flag = reader.unpack("<iii", "the device and dtype")
+    if device not in (1, 2, 3):
+        raise reader.fail(f"device type {device} (MXNet writes 1 cpu, 2 gpu, 3 cpu_pinned)")
+    if flag not in DTYPE_FLAGS:
+        raise reader.fail(f"dtype flag {flag}, which hybridlab cannot store (it reads "
+                          f"{sorted(DTYPE_FLAGS)}, the dtypes MXNet 1.x saves)")
+    dtype = np.dtype(DTYPE_FLAGS[flag]).newbyteorder("<")
+    reader.need(math.prod(shape) * dtype.itemsize, f"shape {shape} of {dtype.name}")
+    values = aligned_empty(shape, dtype)
+    reader.read_into(values, "the data")
+    return values if dtype.isnative else values.astype(dtype.newbyteorder("="))
+
+
+def _read_names(reader: _Reader, count: int) -> list[str]:
+    (found,) = reader.unpack("<Q", "the number of names")
+    if found not in (0, count):
+        raise reader.fail(f"{found} names for {count} arrays (a dict names every array)")
+    names = []
+    for index in range(found):
+        (length,) = reader.unpack("<Q", f"the length of name {index}")
+        reader.need(length, f"name {index} ({length} bytes)")
+        reader.left -= length
+        try:
+            names.append(reader.file.read(length).decode("utf-8"))
+        except UnicodeDecodeError:
+            raise reader.fail(f"name {index} is not UTF-8 text") from None
+    if len(set(names)) != len(names):
+        raise reader.fail("two arrays have the same name")
+    return names
+
+
+# --- writing ------------------------------------------------------------------------------
+def write_arrays(fname: str, arrays: list[np.ndarray] | dict[str, np.ndarray]) -> None:
+    """Write a list or dict of arrays in MXNet's format, atomically (temp file + rename)."""
+    names, values = (list(arrays), list(arrays.values())) if isinstance(arrays, dict) else (
+        [], list(arrays))
+    for index, array in enumerate(values):
+        where = repr(names[index]) if names else str(index)
+        if array.dtype.newbyteorder("=") not in FLAG_OF_DTYPE:
+            raise TypeError(f"nd.save: entry {where} has dtype {array.dtype}, which MXNet's "
+                            f"format cannot store; convert it (x.astype(...)) to one of "
+                            f"{sorted(str(d) for d in FLAG_OF_DTYPE)}")
+        if array.ndim == 0:  # MXNet 1.x reads a 0-d array as "None"
+            raise ValueError(f"nd.save: entry {where} is 0-d; MXNet 1.x files cannot hold "
+                             f"a 0-d array, reshape it to (1,)")
+    folder = os.path.dirname(os.path.abspath(fname))
+    handle, temporary = tempfile.mkstemp(prefix=".tmp-", dir=folder)
+    try:
+        with os.fdopen(handle, "wb") as file:
+            file.write(struct.pack("<QQQ", LIST_MAGIC, 0, len(values)))
+            for array in values:
+                _write_array(file, array)
+            file.write(struct.pack("<Q", len(names)))
+            for name in names:
+                encoded = name.encode("utf-8")
+                file.write(struct.pack("<Q", len(encoded)) + encoded)
+            file.flush()
+            os.fsync(file.fileno())
+        os.chmod(temporary, 0o666 & ~_umask())
+        os.replace(temporary, fname)
+    except BaseException:
+        os.unlink(temporary)
+        raise
+
+
+def _write_array(file: BinaryIO, array: np.ndarray) -> None:
+    header = struct.pack(f"<Iii{array.ndim}qiii", ARRAY_MAGIC_V2, 0, array.ndim, *array.shape,
+                         1, 0, FLAG_OF_DTYPE[array.dtype.newbyteorder("=")])
+    file.write(header)
+    data = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<"))
+    file.write(memoryview(data.reshape(-1).view(np.uint8)))  # type: ignore[arg-type]
+
+
+def _umask() -> int:
+    """The process's umask (a temp file is 0600; the saved file gets the usual mode)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -1,0 +1,134 @@
+"""ONNX export: models pass onnx.checker and run in onnxruntime with hybridlab's outputs."""
+
+import os
+
+import numpy as np
+import pytest
+
+import hybridlab as mx
+from hybridlab import gluon, nd, sym
+from hybridlab.errors import OnnxExportError
+from hybridlab.gluon import nn
+from hybridlab.ops import registry
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "mxnet")
+
+
+class SeedLeNet(gluon.HybridBlock):
+    """The seeds' LeNet (tests/gluon/test_seeds.py) without its print."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        with self.name_scope():
+            self.conv1 = nn.Conv2D(6, kernel_size=5)
+            self.pool1 = nn.MaxPool2D(pool_size=2)
+            self.conv2 = nn.Conv2D(16, kernel_size=5)
+            self.pool2 = nn.MaxPool2D(pool_size=2)
+            self.fc1 = nn.Dense(120)
+            self.fc2 = nn.Dense(84)
+            self.fc3_weight = self.params.get("fc3_weight", shape=(10, 84))
+
+    def hybrid_forward(self, F, x, fc3_weight):
+        x = self.pool1(F.relu(self.conv1(x)))
+        x = self.pool2(F.relu(self.conv2(x)))
+        x = x.reshape((0, -1))
+        x = F.relu(self.fc2(F.relu(self.fc1(x))))
+        return F.dot(x, fc3_weight, transpose_b=True)
+
+
+class Residual(gluon.HybridBlock):
+    def __init__(self, channels, **kwargs):
+        super().__init__(**kwargs)
+        with self.name_scope():
+            self.conv = nn.Conv2D(channels, 3, padding=1, use_bias=False)
+            self.bn = nn.BatchNorm()
+
+    def hybrid_forward(self, F, x):
+        return F.elemwise_add(x, self.bn(self.conv(x)))
+
+
+def _mlp():
+    net = nn.HybridSequential()
+    net.add(nn.Dense(256, activation="relu"), nn.Dense(128, activation="relu"), nn.Dense(2))
+    return net, (1, 512)
+
+
+def _convnet():
+    net = nn.HybridSequential()
+    net.add(nn.Conv2D(8, 3, padding=1), nn.BatchNorm(), nn.LeakyReLU(0.1), Residual(8),
+            nn.MaxPool2D(2), nn.AvgPool2D(2), nn.GlobalAvgPool2D(), nn.Flatten(),
+            nn.Dropout(0.5), nn.Dense(10))
+    return net, (2, 3, 8, 8)
+
+
+MODELS = {"mlp": _mlp, "lenet": lambda: (SeedLeNet(), (1, 1, 28, 28)), "convnet": _convnet}
+
+
+def _run(path, x):
+    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    return session.run(None, {session.get_inputs()[0].name: x})[0]
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_a_hybridized_block_runs_in_onnxruntime_at_every_batch_size(tmp_path, model):
+    mx.random.seed(3)
+    net, shape = MODELS[model]()
+    net.initialize(mx.init.Xavier())
+    if model == "convnet":  # running statistics away from 0 and 1
+        with mx.autograd.record():
+            net(nd.random.normal(1, 2, shape=shape))
+    net.hybridize()
+    net(nd.random.normal(shape=shape))
+    path = mx.onnx.export_model(net, None, [shape], np.float32, str(tmp_path / "m.onnx"),
+                                dynamic=True, dynamic_input_shapes=[(None, *shape[1:])])
+    model_proto = onnx.load(path)
+    onnx.checker.check_model(model_proto, full_check=True)
+    assert model_proto.opset_import[0].version >= 13
+    batch = model_proto.graph.input[0].type.tensor_type.shape.dim[0]
+    assert batch.dim_param == "batch"
+    for size in (1, 5):
+        x = np.random.default_rng(size).standard_normal((size, *shape[1:])).astype(np.float32)
+        np.testing.assert_allclose(_run(path, x), net(nd.array(x)).asnumpy(), rtol=1e-4,
+                                   atol=1e-5)
+
+
+def test_mxnets_own_export_converts_and_matches_mxnets_outputs(tmp_path):
+    """The MLP real MXNet 1.9.1 exported (tests/fixtures/mxnet): paths in, as MXNet takes."""
+    io = np.load(os.path.join(FIXTURES, "mlp", "io.npz"))
+    path = mx.onnx.export_model(os.path.join(FIXTURES, "mlp", "model-symbol.json"),
+                                os.path.join(FIXTURES, "mlp", "model-0000.params"),
+                                [io["x"].shape], np.float32, str(tmp_path / "mlp.onnx"))
+    np.testing.assert_allclose(_run(path, io["x"]), io["y"], rtol=1e-5, atol=1e-6)
+
+
+def test_a_symbol_and_a_params_dict_export(tmp_path):
+    data = sym.var("data")
+    out = sym.sigmoid(sym.FullyConnected(data, num_hidden=3, name="fc")) * 2 + 1
+    params = {"arg:fc_weight": nd.array(np.arange(12).reshape(3, 4) / 10),
+              "fc_bias": nd.array([0.1, 0.2, 0.3])}
+    path = mx.onnx.export_model(out, params, [(2, 4)], [np.float32], str(tmp_path / "s.onnx"))
+    x = np.ones((2, 4), np.float32)
+    expected = out.eval(data=nd.array(x), fc_weight=params["arg:fc_weight"],
+                        fc_bias=params["fc_bias"])[0].asnumpy()
+    np.testing.assert_allclose(_run(path, x), expected, rtol=1e-6)
+
+
+def test_an_operator_without_a_mapping_is_named(tmp_path):
+    out = sym.sin(sym.var("data"), name="wave")
+    with pytest.raises(OnnxExportError, match="operator 'sin' \\(node 'wave'\\) has no ONNX"):
+        mx.onnx.export_model(out, {}, [(2,)], np.float32, str(tmp_path / "x.onnx"))
+    assert not (tmp_path / "x.onnx").exists()
+
+
+def test_wrong_input_shapes_say_what_the_graph_wants(tmp_path):
+    out = sym.relu(sym.var("data"))
+    with pytest.raises(ValueError, match="data inputs are \\['data'\\]"):
+        mx.onnx.export_model(out, {}, [], np.float32, str(tmp_path / "x.onnx"))
+
+
+def test_every_row_of_the_mapping_table_names_a_registry_operator():
+    for name in mx.onnx.ONNX_OPS:
+        assert registry.get(name).name == name

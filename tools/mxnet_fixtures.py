@@ -1,0 +1,181 @@
+"""Make the fixtures that prove hybridlab's files are MXNet's files, in both directions.
+
+Three steps, each run by hand with a different Python (hybridlab never imports this file):
+
+1. ``/work/mxvenv/bin/python tools/mxnet_fixtures.py mxnet-writes``: real MXNet 1.9.1
+   (a virtualenv outside the repository: ``pip install mxnet==1.9.1 "numpy<1.24"``)
+   exports (and saves with ``save_parameters``) three models (the seed MLP, LeNet, a small
+   convnet with BatchNorm, a residual ``elemwise_add``, pooling, LeakyReLU, Flatten and
+   Dropout) and ``nd.save`` files of every dtype it stores, with the inputs, the outputs
+   and the expected values as plain numpy ``.npz`` files (so the tests do not read the
+   expectations with the reader under test).
+2. ``.venv/bin/python tools/mxnet_fixtures.py hybridlab-writes``: hybridlab writes
+   ``nd.save`` files, ``save_parameters`` and ``export`` of an MLP, and its output.
+3. ``/work/mxvenv/bin/python tools/mxnet_fixtures.py mxnet-reads``: real MXNet loads what
+   step 2 wrote and saves what it read (values, dtypes, the model's outputs) as ``.npz``.
+
+Everything goes to ``tests/fixtures/mxnet/``; ``tests/test_mxnet_files.py`` compares.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import numpy as np
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures",
+                   "mxnet")
+DTYPES = ["float32", "float64", "float16", "uint8", "int8", "int32", "int64", "bool",
+          "int16", "uint16", "uint32", "uint64"]  # MXNet 1.9.1 saves the first eight
+STORED = DTYPES[:8]
+
+
+def _path(*parts: str) -> str:
+    os.makedirs(os.path.join(OUT, *parts[:-1]), exist_ok=True)
+    return os.path.join(OUT, *parts)
+
+
+def _sample(dtype: str, shape: tuple) -> np.ndarray:
+    rng = np.random.default_rng(DTYPES.index(dtype))
+    if dtype == "bool":
+        return rng.random(shape) > 0.5
+    if dtype.startswith("float"):
+        return (rng.standard_normal(shape) * 3).astype(dtype)
+    info = np.iinfo(dtype)
+    low, high = max(info.min, -1000), min(info.max, 1000)
+    values = rng.integers(low, high, shape).astype(dtype)
+    values.flat[0], values.flat[-1] = info.min, info.max  # the extremes survive too
+    return values
+
+
+def _layers(nn, kind: str):
+    """The three models, written once for both frameworks' Gluon APIs."""
+    net = nn.HybridSequential()
+    if kind == "mlp":  # the seed MLP (input 64 instead of 512, to keep the file small)
+        net.add(nn.Dense(256, activation="relu"), nn.Dense(128, activation="relu"),
+                nn.Dense(2))
+    elif kind == "lenet":
+        net.add(nn.Conv2D(6, 5, activation="relu"), nn.MaxPool2D(2, 2),
+                nn.Conv2D(16, 5, activation="relu"), nn.MaxPool2D(2, 2),
+                nn.Dense(120, activation="relu"), nn.Dense(84, activation="relu"),
+                nn.Dense(10))
+    return net
+
+
+INPUT_SHAPES = {"mlp": (3, 64), "lenet": (2, 1, 28, 28), "convnet": (2, 3, 8, 8)}
+
+
+# --- 1. real MXNet writes -----------------------------------------------------------------
+def mxnet_writes() -> None:
+    import mxnet as mx
+    from mxnet import autograd, gluon, nd
+    from mxnet.gluon import nn
+
+    class Residual(gluon.HybridBlock):
+        def __init__(self, channels, **kwargs):
+            super().__init__(**kwargs)
+            with self.name_scope():
+                self.conv = nn.Conv2D(channels, 3, padding=1, use_bias=False)
+                self.bn = nn.BatchNorm()
+
+        def hybrid_forward(self, F, x):
+            return F.elemwise_add(x, self.bn(self.conv(x)))
+
+    mx.random.seed(7)
+    np.random.seed(7)
+    for kind in ("mlp", "lenet", "convnet"):
+        if kind == "convnet":
+            net = nn.HybridSequential()
+            net.add(nn.Conv2D(8, 3, padding=1), nn.BatchNorm(), nn.LeakyReLU(0.1),
+                    Residual(8), nn.MaxPool2D(2), nn.AvgPool2D(2), nn.Flatten(),
+                    nn.Dropout(0.5), nn.Dense(10))
+        else:
+            net = _layers(nn, kind)
+        net.initialize(mx.init.Xavier())
+        x = nd.array(np.random.default_rng(1).standard_normal(INPUT_SHAPES[kind]))
+        if kind == "convnet":  # move BatchNorm's running statistics away from 0 and 1
+            for _ in range(3):
+                with autograd.record():
+                    net(x * 2 + 1)
+        net.hybridize()
+        y = net(x)
+        net.export(_path(kind, "model"), epoch=0)
+        net.save_parameters(_path(kind, "model.params"))  # structural keys: 0.weight, ...
+        np.savez(_path(kind, "io.npz"), x=x.asnumpy(), y=y.asnumpy())
+        saved = {k: v.asnumpy() for k, v in nd.load(_path(kind, "model-0000.params")).items()}
+        np.savez(_path(kind, "params-expected.npz"), **saved)
+    arrays, stored = [], []
+    for dtype in DTYPES:
+        values = _sample(dtype, (2, 3))
+        try:
+            nd.save(_path("tmp-probe"), [nd.array(values, dtype=dtype)])
+        except (mx.MXNetError, TypeError, ValueError, KeyError) as err:
+            print(f"MXNet cannot save {dtype}: {err!r:.80}")
+            continue
+        arrays.append(nd.array(values, dtype=dtype))
+        stored.append(dtype)
+    os.remove(_path("tmp-probe"))
+    nd.save(_path("arrays-list.nd"), arrays)
+    nd.save(_path("arrays-dict.nd"), {f"w_{d}": a for d, a in zip(stored, arrays)})
+    np.savez(_path("arrays-expected.npz"), **{d: a.asnumpy() for d, a in zip(stored, arrays)})
+    mx.npx.set_np()  # numpy-shape mode: MXNet writes the "V3" array magic, 0-d allowed
+    mx.npx.save(_path("arrays-np-shape.nd"), {"scalar": mx.np.array(2.5),
+                                              "m": mx.np.arange(6).reshape(2, 3)})
+    with open(_path("versions.json"), "w") as f:
+        json.dump({"mxnet": mx.__version__, "numpy": np.__version__, "dtypes": stored}, f)
+
+
+# --- 2. hybridlab writes ------------------------------------------------------------------
+def hybridlab_writes() -> None:
+    import hybridlab as mx
+    from hybridlab import nd
+    from hybridlab.gluon import nn
+
+    mx.random.seed(7)
+    values = {d: _sample(d, (2, 3)) for d in STORED}
+    nd.save(_path("from_hybridlab", "arrays-list.nd"), [nd.array(v, dtype=v.dtype)
+                                                        for v in values.values()])
+    nd.save(_path("from_hybridlab", "arrays-dict.nd"),
+            {f"w_{d}": nd.array(v, dtype=v.dtype) for d, v in values.items()})
+    np.savez(_path("from_hybridlab", "arrays-written.npz"), **values)
+    net = _layers(nn, "mlp")
+    net.initialize()
+    x = nd.array(np.random.default_rng(1).standard_normal(INPUT_SHAPES["mlp"]))
+    net.hybridize()
+    y = net(x)
+    net.save_parameters(_path("from_hybridlab", "mlp.params"))
+    net.export(_path("from_hybridlab", "mlp"))
+    np.savez(_path("from_hybridlab", "mlp-io.npz"), x=x.asnumpy(), y=y.asnumpy())
+
+
+# --- 3. real MXNet reads what hybridlab wrote ---------------------------------------------
+def mxnet_reads() -> None:
+    import mxnet as mx
+    from mxnet import gluon, nd
+    from mxnet.gluon import nn
+
+    src = os.path.join(OUT, "from_hybridlab")
+    read = nd.load(os.path.join(src, "arrays-list.nd"))
+    np.savez(_path("from_hybridlab", "mxnet-read-list.npz"),
+             **{str(i): a.asnumpy() for i, a in enumerate(read)})
+    read = nd.load(os.path.join(src, "arrays-dict.nd"))
+    np.savez(_path("from_hybridlab", "mxnet-read-dict.npz"),
+             **{k: a.asnumpy() for k, a in read.items()})
+    x = nd.array(np.load(os.path.join(src, "mlp-io.npz"))["x"])
+    net = _layers(nn, "mlp")
+    net.load_parameters(os.path.join(src, "mlp.params"))
+    imported = gluon.SymbolBlock.imports(os.path.join(src, "mlp-symbol.json"), ["data"],
+                                         os.path.join(src, "mlp-0000.params"))
+    np.savez(_path("from_hybridlab", "mxnet-outputs.npz"), load_parameters=net(x).asnumpy(),
+             imports=imported(x).asnumpy())
+    print("MXNet", mx.__version__, "read everything hybridlab wrote")
+
+
+if __name__ == "__main__":
+    steps = {"mxnet-writes": mxnet_writes, "hybridlab-writes": hybridlab_writes,
+             "mxnet-reads": mxnet_reads}
+    if len(sys.argv) != 2 or sys.argv[1] not in steps:
+        sys.exit(f"usage: python tools/mxnet_fixtures.py {{{'|'.join(steps)}}}")
+    steps[sys.argv[1]]()
