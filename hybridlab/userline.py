@@ -30,7 +30,7 @@ _EXERCISES = _PACKAGE + "exercises" + os.sep
 UNKNOWN = "<unknown line>"
 
 
-class _UserFiles(dict):
+class _UserFiles(dict[str, bool]):
     """file name -> is it user code? Worked out once per file (``__missing__``)."""
 
     def __missing__(self, filename: str) -> bool:
