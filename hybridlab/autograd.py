@@ -207,7 +207,7 @@ def _accumulate(grads: dict, array: Any, grad: Any, op_name: str) -> None:
     grads[id(array)] = (array, grad if previous is None else previous[1] + grad)
 
 
-def _propagate(heads: list, head_grads: list, retain_graph: bool, create_graph: bool,
+def _backpropagate(heads: list, head_grads: list, retain_graph: bool, create_graph: bool,
                train_mode: bool) -> dict:
     """Run every gradient rule from ``heads`` back; returns ``{id(array): (array, grad)}``."""
     from hybridlab import ndarray as nd  # lazy: ndarray imports this module
@@ -249,7 +249,7 @@ def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False,
 
     heads = _as_list(heads)
     head_grads = [None] * len(heads) if head_grads is None else _as_list(head_grads)
-    grads = _propagate(heads, head_grads, retain_graph, False, train_mode)
+    grads = _backpropagate(heads, head_grads, retain_graph, False, train_mode)
     for array, grad in grads.values():
         leaf = array._ag
         if isinstance(leaf, Leaf) and leaf.grad_req != "null":
@@ -273,7 +273,7 @@ def grad(heads: Any, variables: Any, head_grads: Any = None, retain_graph: bool 
                                    f"the tape; call attach_grad() on it before record()")
     head_grads = [None] * len(heads) if head_grads is None else _as_list(head_grads)
     retain = create_graph if retain_graph is None else retain_graph
-    grads = _propagate(heads, head_grads, retain, create_graph, train_mode)
+    grads = _backpropagate(heads, head_grads, retain, create_graph, train_mode)
     result = [grads[id(v)][1] if id(v) in grads else nd.from_numpy(np.zeros(v.shape, v.dtype))
               for v in variables]
     return result[0] if single else result

@@ -216,7 +216,7 @@ class Symbol:
     def infer_shape(self, *args: Any, **kwargs: Any
                     ) -> tuple[list | None, list | None, list | None]:
         """``(arg_shapes, out_shapes, aux_shapes)`` from some input shapes; unknown: None."""
-        avals = _propagate(self, self._given(args, kwargs), {})
+        avals = _infer_avals(self, self._given(args, kwargs), {})
         return self._report(avals, lambda aval: aval.shape)
 
     infer_shape_partial = infer_shape  # MXNet's name for "unknown shapes are allowed"
@@ -225,7 +225,7 @@ class Symbol:
                    ) -> tuple[list | None, list | None, list | None]:
         """``(arg_types, out_types, aux_types)`` as numpy dtypes; unknown: None."""
         dtypes = {k: np.dtype(v) for k, v in self._given(args, kwargs).items()}
-        avals = _propagate(self, {}, dtypes)
+        avals = _infer_avals(self, {}, dtypes)
         return self._report(avals, lambda aval: np.dtype(aval.dtype).type)
 
     def _given(self, args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -479,7 +479,7 @@ def _attr_text(value: Any) -> str:
 # Shape and type propagation with partial knowledge
 # ---------------------------------------------------------------------------------------
 
-def _propagate(symbol: Symbol, shapes: dict[str, Any], dtypes: dict[str, np.dtype]) -> dict:
+def _infer_avals(symbol: Symbol, shapes: dict[str, Any], dtypes: dict[str, np.dtype]) -> dict:
     """``(id(node), index) -> Aval`` for every value whose shape can be inferred.
 
     A value whose shape is unknown is kept with ``shape=None`` when its dtype is known,

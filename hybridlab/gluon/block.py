@@ -324,7 +324,7 @@ class HybridBlock(Block):
             params = {key: p.var() for key, p in self._reg_params.items()}
             return self.hybrid_forward(symbol, *args, **params)
 
-    def _trace(self, args: tuple) -> _Program:
+    def _trace(self, args: tuple) -> _CompiledTrace:
         """Trace ``hybrid_forward`` once with Symbol inputs and compile the result."""
         names = ["data"] if len(args) == 1 else [f"data{i}" for i in range(len(args))]
         inputs = [symbol.var(n, shape=a.shape, dtype=a.dtype) for n, a in zip(names, args)]
@@ -346,17 +346,17 @@ class HybridBlock(Block):
         return self._compile(outputs, names, frame.aux_updates, isinstance(out, (list, tuple)))
 
     def _compile(self, outputs: list, names: list[str], aux_updates: list,
-                 as_tuple: bool) -> _Program:
+                 as_tuple: bool) -> _CompiledTrace:
         """Group the outputs (plus running-stat updates) and hand them to a CachedOp."""
         from hybridlab.graph.cached_op import CachedOp
         everything = outputs + [new for _, new in aux_updates]
         graph = everything[0] if len(everything) == 1 else symbol.Group(everything)
         params = self.collect_params()
         feed = [params[n] for n in graph.list_inputs() if n not in names]
-        return _Program(graph, CachedOp(graph, **self._flags), names, feed, outputs,
+        return _CompiledTrace(graph, CachedOp(graph, **self._flags), names, feed, outputs,
                         [param for param, _ in aux_updates], as_tuple)
 
-    def _program_for(self, args: tuple) -> _Program:
+    def _program_for(self, args: tuple) -> _CompiledTrace:
         """The program for this mode (and shapes, under static_shape), traced on a miss."""
         key: tuple = (autograd._MODE.training,)  # (is_training(), without the call)
         if self._flags["static_shape"]:
@@ -392,7 +392,7 @@ class HybridBlock(Block):
         ndarray.save(f"{path}-{epoch:04d}.params", arrays)
 
 
-class _Program:
+class _CompiledTrace:
     """One compiled trace: the CachedOp plus which parameters feed it, in order."""
 
     def __init__(self, graph: Any, op: Any, input_names: list[str], feed: list[Parameter],

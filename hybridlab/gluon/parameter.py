@@ -23,7 +23,7 @@ size never changes); its NDArray, once created, always has exactly that shape.
 NOTE: [One NDArray per Parameter] once created, a Parameter's NDArray is the same object
 for the Parameter's whole life: new values (``set_data``, ``initialize(force_reinit=
 True)``, ``load_parameters``) are *copied into* it by an engine op. So a compiled program
-can gather its parameters' NDArrays once and keep the list (``block._Program``), and a
+can gather its parameters' NDArrays once and keep the list (``block._CompiledTrace``), and a
 Trainer's or user's reference to ``p.data()`` never goes stale.
 
 NOTE: [Aligned weights] where a weight matrix starts in memory changes the speed of every
