@@ -91,6 +91,13 @@ def test_lesson04_solutions():
     assert exercises.check_tree_sum(sol.total)
 
 
+def test_lesson05_solutions():
+    sol = solution("05_passes_and_the_memory_planner")
+    assert exercises.check_cse_count(sol.CSE_COUNT)
+    assert exercises.check_biggest_stage(sol.BIGGEST_STAGE)
+    assert exercises.check_times_one_pass(sol.drop_times_one)
+
+
 def test_lesson06_solutions():
     sol = solution("06_hybridize_pitfalls")
     assert exercises.check_sign_gate(sol.SignGate)

@@ -74,7 +74,7 @@ BUDGETS: dict[str, int] = {
     "hybridlab/userline.py": 30,  # the one user-line finder (engine, IR, tracing): rule + format
     "hybridlab/graph/__init__.py": 20,  # re-exports only
     "hybridlab/graph/ir.py": 275,  # + shape inference; verify: arity, output refs, names
-    "hybridlab/graph/passes/__init__.py": 50,
+    "hybridlab/graph/passes/__init__.py": 65,  # + user passes (passes=[...]) and their checks
     "hybridlab/graph/passes/fold_constants.py": 70,
     "hybridlab/graph/passes/eliminate_common_subexpressions.py": 60,
     "hybridlab/graph/passes/eliminate_dead_code.py": 40,
@@ -94,7 +94,8 @@ BUDGETS: dict[str, int] = {
     "hybridlab/gluon/data.py": 75,  # + batch_size check
     "hybridlab/profiler.py": 60,
     "hybridlab/viz/__init__.py": 20,  # re-exports only
-    "hybridlab/viz/graph.py": 245,  # DOT + adapters + plot_network; unused nodes, display hooks
+    "hybridlab/viz/graph.py": 250,  # DOT + adapters + plot_network; unused nodes, display
+    # hooks; + highlighting what a pass changed
     "hybridlab/viz/views.py": 140,  # pass and source views, plan notes, wrapping, backward view
     "hybridlab/viz/gantt.py": 125,  # + the list scheduler (bottom-level priority), work and span
     "hybridlab/viz/plots.py": 170,  # + a fair protocol; the floor as the benchmark writes it;
@@ -103,6 +104,7 @@ BUDGETS: dict[str, int] = {
     "hybridlab/viz/bundle.py": 70,  # widget view + PNG + text: every instrument's output
     "hybridlab/viz/stepper.py": 260,  # the queue stepper: model (state, actions) + its widget
     "hybridlab/viz/schedule.py": 210,  # the schedule explorer: task graphs, model, figure, widget
+    "hybridlab/viz/pass_explorer.py": 110,  # the pass explorer: stages, diffs, widget
     # Modules STYLE.md did not list (the issues asked for more than its sketch).
     "hybridlab/ops/_infer.py": 40,  # shared shape-rule helpers (axis normalisation, broadcast)
     "hybridlab/ops/broadcast.py": 60,  # broadcast_to/axis/like and sum_like, their inverse
@@ -127,6 +129,7 @@ BUDGETS: dict[str, int] = {
     "hybridlab/exercises/lesson02.py": 90,
     "hybridlab/exercises/lesson03.py": 100,  # + which barrier, a runaway loop measured
     "hybridlab/exercises/lesson04.py": 75,  # span (from lesson 03), enough workers, a tree sum
+    "hybridlab/exercises/lesson05.py": 60,  # CSE count, the biggest stage, a student's pass
     "hybridlab/exercises/lesson06.py": 70,
     "hybridlab/exercises/lesson07.py": 110,  # three checks, each on two inputs, float64 refs
 }

@@ -34,7 +34,7 @@ from typing import Any
 from hybridlab import display
 from hybridlab.errors import GraphvizNotFoundError
 from hybridlab.viz.bundle import rich_bundle
-from hybridlab.viz.palette import BACKGROUND, KIND_COLOURS
+from hybridlab.viz.palette import BACKGROUND, KIND_COLOURS, OKABE_ITO
 
 LEAF_STYLES = {  # how the non-call nodes look
     "input": {"shape": "oval", "style": "filled", "fillcolor": "#ffffb3"},
@@ -98,13 +98,16 @@ class _Canvas:
     hidden: set[int]  # ids of parameters left out (plot_network's hide_weights)
     unused: set[int]  # ids of nodes no output depends on
     notes: dict[int, str]  # id(node) -> an extra label line (e.g. its memory slot)
+    highlight: set[int] = field(default_factory=set)  # ids drawn with a bold red outline
     edges: list[tuple[str, str]] = field(default_factory=list)
 
 
 def to_dot(graph: Any, title: str = "plot", params: Any = (), node_attrs: dict | None = None,
-           hide_weights: bool = False, notes: dict[int, str] | None = None) -> Any:
-    """Draw a ``graph.ir.Graph``; ``params`` names the var nodes that are parameters and
-    ``notes`` maps ``id(node)`` to an extra line for its label."""
+           hide_weights: bool = False, notes: dict[int, str] | None = None,
+           highlight: set[int] | None = None) -> Any:
+    """Draw a ``graph.ir.Graph``; ``params`` names the var nodes that are parameters,
+    ``notes`` maps ``id(node)`` to an extra line for its label and ``highlight`` holds
+    the ids of nodes to outline (what a pass changed)."""
     heading = {} if title == "plot" else {"label": title, "labelloc": "t", "fontsize": "12"}
     dot = graphviz_class()(name=title, graph_attr={
         "rankdir": "TB", "nodesep": "0.25", "ranksep": "0.3", "pack": "true",
@@ -114,7 +117,7 @@ def to_dot(graph: Any, title: str = "plot", params: Any = (), node_attrs: dict |
         edge_attr={"arrowsize": "0.6", "color": "#555555"})
     roles = {id(n): ("param" if n.name in set(params) else "input") for n in graph.inputs}
     hidden = {id(n) for n in graph.inputs if roles[id(n)] == "param"} if hide_weights else set()
-    canvas = _Canvas(roles, hidden, unused_nodes(graph), dict(notes or {}))
+    canvas = _Canvas(roles, hidden, unused_nodes(graph), dict(notes or {}), set(highlight or ()))
     names = _draw_nodes(dot, graph, "n", {}, canvas)
     for index, value in enumerate(graph.outputs):
         dot.node(f"out{index}", f"output {index}", **LEAF_STYLES["output"])
@@ -160,10 +163,12 @@ def _draw_cluster(target: Any, node: Any, body: Any, dot_id: str, names: dict,
     label = "".join(line + r"\r" for line in lines)  # \r: DOT's right-justified line end
     with target.subgraph(name=f"cluster_{dot_id}") as cluster:
         # Label at the bottom right: edges enter at the top and leave at the middle.
+        changed = id(node) in canvas.highlight
         cluster.attr(label=label, labelloc="b", labeljust="r", style="rounded,dashed",
-                     color="#777777", fontname="Helvetica", fontsize="10",
+                     color=OKABE_ITO["vermillion"] if changed else "#777777",
+                     penwidth="2.5" if changed else "1", fontname="Helvetica", fontsize="10",
                      fontcolor="#444444", margin="36,8")
-        inner = _Canvas({}, set(), set(), {}, canvas.edges)
+        inner = _Canvas({}, set(), set(), {}, canvas.highlight, canvas.edges)
         names_inside = _draw_nodes(cluster, body, dot_id + "_", bound, inner)
     return names_inside[id(body.outputs[0].node)]
 
@@ -211,6 +216,8 @@ def _style(node: Any, canvas: _Canvas) -> dict[str, str]:
     if id(node) in canvas.unused:
         style = {**style, **UNUSED_STYLE,
                  "style": UNUSED_STYLE["style"] + (",rounded" if node.kind == "call" else "")}
+    if id(node) in canvas.highlight:
+        style = {**style, "color": OKABE_ITO["vermillion"], "penwidth": "2.5"}
     return style
 
 

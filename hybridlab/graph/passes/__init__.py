@@ -44,20 +44,32 @@ class PassRecord:
     changes: list[str]
 
 
-def run_pipeline(graph: Graph, disabled: Sequence[str] = (), verify: bool | None = None
-                 ) -> tuple[Graph, list[PassRecord]]:
-    """Run every pass of :data:`PIPELINE` not named in ``disabled``, in order."""
-    unknown = set(disabled) - {p.__name__ for p in PIPELINE}
+def run_pipeline(graph: Graph, disabled: Sequence[str] = (), verify: bool | None = None,
+                 passes: Sequence[Pass] = ()) -> tuple[Graph, list[PassRecord]]:
+    """Run every pass of :data:`PIPELINE` not named in ``disabled``, in order.
+
+    ``passes`` adds your own passes (pure ``Graph -> (Graph, changes)`` functions, named by
+    their ``__name__``): they run after folding, CSE and dead-code elimination, and before
+    fusion and the memory plan, which must see the operators your rewrite leaves. With
+    ``verify`` (or the ``VERIFY`` flag) each pass's result is checked by ``ir.verify``, so
+    a broken user pass is named at once.
+    """
+    pipeline = _with_user_passes(passes)
+    unknown = set(disabled) - {p.__name__ for p in pipeline}
     if unknown:
         raise ValueError(f"unknown pass(es) {sorted(unknown)}; the pipeline has "
-                         f"{[p.__name__ for p in PIPELINE]}")
+                         f"{[p.__name__ for p in pipeline]}")
     check = bool(config.FLAGS["VERIFY"]) if verify is None else verify
     records: list[PassRecord] = []
-    for compiler_pass in PIPELINE:
+    for compiler_pass in pipeline:
         if compiler_pass.__name__ in disabled:
             continue
         before = graph
-        graph, changes = compiler_pass(graph)
+        result = compiler_pass(graph)
+        if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], Graph)):
+            raise TypeError(f"pass {compiler_pass.__name__} must return (Graph, list of "
+                            f"changes), got {type(result).__name__}")
+        graph, changes = result
         records.append(PassRecord(compiler_pass.__name__, before, graph, changes))
         if check:
             try:
@@ -65,6 +77,15 @@ def run_pipeline(graph: Graph, disabled: Sequence[str] = (), verify: bool | None
             except GraphError as err:
                 raise GraphError(f"after pass {compiler_pass.__name__}: {err}") from None
     return graph, records
+
+
+def _with_user_passes(passes: Sequence[Pass]) -> tuple[Pass, ...]:
+    for extra in passes:
+        if not callable(extra) or not getattr(extra, "__name__", "").isidentifier():
+            raise TypeError(f"a pass must be a named function Graph -> (Graph, changes), got "
+                            f"{extra!r}")
+    at = PIPELINE.index(fuse_elementwise)
+    return (*PIPELINE[:at], *passes, *PIPELINE[at:])
 
 
 __all__ = [

@@ -1,0 +1,36 @@
+"""Browser test: the pass explorer in a real JupyterLab -- move the stage slider and see
+the drawing and the headline change."""
+
+from __future__ import annotations
+
+import pytest
+from labtools import STEP_MS, WIDGET_SECONDS, Lab, cell_output_text, open_and_run, write_notebook
+
+CELLS = ["""from hybridlab import sym
+from hybridlab.viz.pass_explorer import pass_explorer
+x = sym.var("x")
+y = (sym.relu(x) + sym.relu(x)) * 3.0 + 1.0
+pass_explorer(y, shape={"x": (2, 3)})"""]
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
+
+
+def test_the_stage_slider_changes_the_drawing(page, lab: Lab) -> None:
+    from playwright.sync_api import expect
+
+    open_and_run(page, lab, write_notebook(lab, "passes.ipynb", CELLS))
+    widget = page.locator(".hybridlab-pass-explorer")
+    try:
+        expect(widget).to_be_visible(timeout=WIDGET_SECONDS * 1000)
+    except AssertionError:
+        pytest.fail(f"the pass explorer did not render\ncell output:\n{cell_output_text(page)}"
+                    f"\nserver log:\n{lab.log_tail()}")
+    headline = widget.locator(".widget-html", has_text="stage")
+    expect(headline).to_contain_text("stage 5/5: plan_memory", timeout=STEP_MS)
+    picture = widget.locator("img").first
+    before = picture.get_attribute("src")
+
+    widget.locator(".noUi-handle").press("Home")  # the first stage: the input graph
+
+    expect(headline).to_contain_text("stage 0/5: the input graph", timeout=STEP_MS)
+    expect(picture).not_to_have_attribute("src", before, timeout=STEP_MS)

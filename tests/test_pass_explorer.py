@@ -1,0 +1,94 @@
+"""The pass explorer: its stages are the pipeline's, and a user's pass joins it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hybridlab import nd, sym
+from hybridlab.graph.ir import Graph, Node, Value, evaluate, rebuild, with_inputs
+from hybridlab.graph.passes import run_pipeline
+from hybridlab.viz.bundle import PNG, TEXT, WIDGET_VIEW
+from hybridlab.viz.graph import as_graph
+from hybridlab.viz.pass_explorer import PassModel, pass_explorer
+
+
+def drop_times_one(graph: Graph) -> tuple[Graph, list[str]]:
+    """An algebraic simplification a student writes: ``x * 1 -> x``."""
+    changes: list[str] = []
+
+    def visit(node: Node, inputs: tuple[Value, ...]) -> Node | list[Value]:
+        node = with_inputs(node, inputs)
+        if node.kind == "call" and node.op == "_mul_scalar" and dict(node.attrs)["scalar"] == 1:
+            changes.append(f"{node.name}: x * 1 -> x")
+            return [inputs[0]]
+        return node
+
+    return rebuild(graph, visit), changes
+
+
+def program():
+    x = sym.var("x")
+    twice = sym.relu(x) + sym.relu(x)  # a common subexpression
+    return twice * (sym.full(shape=(1,), val=2.0) + sym.full(shape=(1,), val=3.0)) * 1.0
+
+
+def test_the_stages_are_the_pipelines_intermediate_graphs():
+    symbol = program()
+    model = PassModel(symbol, shape={"x": (2, 3)})
+    graph, _ = as_graph(symbol, {"x": (2, 3)})
+    _, records = run_pipeline(graph)
+    assert [s.name for s in model.stages] == ["input graph"] + [r.name for r in records]
+    for stage, record in zip(model.stages[1:], records):
+        assert str(stage.graph) == str(record.after) and stage.changes == record.changes
+    cse = model.stages[2]
+    assert len(cse.changes) == 1 and len(cse.new) == 1  # relu twice: the add is rewritten
+    assert [n.op for n in cse.graph.nodes if id(n) in cse.new] == ["broadcast_add"]
+    assert "-%2 = relu(%0)" in model.diff(2)
+    assert model.headline(4).startswith("stage 4/5: fuse_elementwise: 1 change(s); 1 node(s)")
+    assert model.source.startswith("def forward(")
+
+
+def test_a_user_pass_appears_as_a_stage_before_the_memory_plan_and_keeps_the_results():
+    symbol = program()
+    model = PassModel(symbol, passes=[drop_times_one], shape={"x": (2, 3)})
+    names = [s.name for s in model.stages]
+    assert names[-3:] == ["drop_times_one", "fuse_elementwise", "plan_memory"]
+    stage = model.stages[-3]
+    assert stage.changes and stage.changes[0].endswith("x * 1 -> x")
+    graph, _ = as_graph(symbol, {"x": (2, 3)})
+    x = np.array([[1.0, -2.0, 3.0], [-1.0, 0.5, 2.0]], np.float32)
+    before = evaluate(graph, x)
+    after = evaluate(model.stages[-1].graph, x)
+    np.testing.assert_allclose(after[0], before[0])
+
+
+def test_bad_user_passes_are_named():
+    with pytest.raises(TypeError, match="must be a named function"):
+        PassModel(program(), passes=["not a pass"])
+
+    def broken(graph):
+        return graph
+
+    with pytest.raises(TypeError, match="pass broken must return \\(Graph, list of changes\\)"):
+        PassModel(program(), passes=[broken])
+
+
+@pytest.mark.viz
+def test_the_explorer_widget_moves_through_the_stages():
+    pytest.importorskip("ipywidgets")
+    from hybridlab.gluon import nn
+
+    net = nn.HybridSequential()
+    net.add(nn.Dense(8, activation="relu"), nn.Dense(2))
+    net.initialize()
+    net.hybridize()
+    net(nd.ones((1, 4)))
+    view = pass_explorer(net)
+    bundle = view._repr_mimebundle_()
+    assert WIDGET_VIEW in bundle and bundle[PNG].startswith("iVBOR")
+    assert bundle[TEXT].startswith(f"stage {view.slider.max}/{view.slider.max}: plan_memory")
+    assert "# generated source" in view.text.value
+    first_picture = view.picture.value
+    view.slider.value = 0
+    assert view.summary().startswith("stage 0/") and view.picture.value != first_picture
