@@ -29,11 +29,8 @@ Trainer's or user's reference to ``p.data()`` never goes stale.
 NOTE: [Aligned weights] where a weight matrix starts in memory changes the speed of every
 product with it: BLAS loads 32 or 64 bytes at a time, and a matrix that starts 16 bytes
 past a 64-byte boundary (where numpy's allocator usually puts a large array) makes loads
-straddle two cache lines. Measured in one process (the seed MLP hybridized, batch 1,
-NaiveEngine, BLAS on 1 thread, every parameter moved to the same offset, medians of 41
-interleaved rounds of 2000 calls): the 512 -> 256 product 5.4 us aligned, 6.2 us at 16
-bytes past; the whole forward 17.6 -> 18.5 us, about 5%. (32 bytes past was as fast as
-aligned on that machine, so its loads that matter are 32 bytes wide.) So every buffer a
+straddle two cache lines: measurably slower products, about 5% of the seed MLP's
+forward at batch 1 (the measurement: ARCHITECTURE.md, "Performance notes"). So every buffer a
 Parameter holds starts at a 64-byte boundary: every new value goes through
 ``Parameter._store``, which copies it there with :func:`aligned` when needed
 (initialisation, ``set_data``, loading, a hybridized BatchNorm's running statistics),

@@ -177,20 +177,21 @@ def _fc_out(x, w, b=None, *, out, num_hidden, no_bias, flatten):
 
 # NOTE: [Specialised kernels] (see graph/codegen.py) ``_fc`` handles every case -- data to
 # flatten, promoted dtypes, no bias -- and pays for its tests and keyword attributes on
-# every call: about 0.3 us, a sixth of the seed MLP's last layer (128 -> 2) at batch 1.
+# every call, a visible share of a small layer's time at batch 1 (ARCHITECTURE.md,
+# "Performance notes").
 # When the compiler knows that the data is 2-D, that there is a bias and that every input
 # has one dtype, the tests have known answers, and the program calls one of these
 # instead. ``_fc`` stays the reference: a test checks that both give the same bits.
 #
 # NOTE: [np.dot, not @] for 2-D operands ``np.dot`` and ``@`` (``np.matmul``) compute the
 # same product with the same BLAS call, but ``np.dot`` reaches BLAS with less work around
-# it: measured 0.45 us less per call at batch 1 (0.49 against 0.95 us for 128 -> 2), and
-# as fast or faster at batch 64 and 1024. ``np.matmul`` stays where ``np.dot`` has another
-# meaning (N-D data) or cannot write into ``out`` (a dtype cast on the way). And ``np.dot``
-# itself first runs a Python-level *dispatcher* asking whether an argument overrides it
+# it: faster at batch 1 for a small layer, and as fast or faster at batch 64 and 1024.
+# ``np.matmul`` stays where ``np.dot`` has another meaning (N-D data) or cannot write
+# into ``out`` (a dtype cast on the way). And ``np.dot`` itself first runs a
+# Python-level *dispatcher* asking whether an argument overrides it
 # (``__array_function__``, NEP 18); a kernel's operands are plain numpy arrays, so these
 # kernels call the C function behind it, ``np.dot._implementation``: the same function,
-# the same bits, measured 0.25 us less per call (0.26 against 0.51 us for 128 -> 2).
+# the same bits, without the dispatcher's Python call (measured: "Performance notes").
 def _fc_2d(x, w, b):
     out = dot_c(x, w.T)
     out += b
