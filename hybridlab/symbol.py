@@ -1006,25 +1006,4 @@ def _to_ndarray(value: Any) -> Any:
 # sym.slice into this module's globals, so code above must not call those builtins.
 registry.populate(sys.modules[__name__], _apply, _compose)
 registry.install_dunders(Symbol, _apply, _foreign_operand)
-
-
-def _method(function: Any) -> Any:
-    def method(self: Symbol, *args: Any, **kwargs: Any) -> Any:
-        return function(self, *args, **kwargs)
-
-    method.__name__ = function.__name__
-    method.__doc__ = function.__doc__
-    return method
-
-
-def _install_methods() -> None:
-    """Every lower-case operator that takes a data input becomes a method (``x.sum()``)."""
-    spellings = [s for op in registry.OPS.values() if callable(op.inputs) or op.inputs
-                 for s in (op.name, *op.aliases)]
-    spellings += [s for comp in registry.COMPOSITES.values() for s in (comp.name, *comp.aliases)]
-    for spelling in spellings:
-        if spelling[:1].islower() and "." not in spelling and not hasattr(Symbol, spelling):
-            setattr(Symbol, spelling, _method(globals()[spelling]))
-
-
-_install_methods()
+registry.install_methods(Symbol, sys.modules[__name__])  # x.relu(): the rule NDArray uses
