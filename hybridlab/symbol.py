@@ -55,7 +55,7 @@ import numpy as np
 
 from hybridlab import display, errors
 from hybridlab import name as _name
-from hybridlab.graph import ir
+from hybridlab.graph import frontend, ir
 from hybridlab.graph.ir import Graph, Node, Value
 from hybridlab.ops import _infer, registry
 from hybridlab.ops.registry import Aval
@@ -1007,3 +1007,6 @@ def _to_ndarray(value: Any) -> Any:
 registry.populate(sys.modules[__name__], _apply, _compose)
 registry.install_dunders(Symbol, _apply, _foreign_operand)
 registry.install_methods(Symbol, sys.modules[__name__])  # x.relu(): the rule NDArray uses
+# The compiler (graph.autodiff) writes gradient nodes with this module as F.
+frontend.install(sys.modules[__name__], lambda value: Symbol([value]),
+                 lambda symbol: symbol._outputs[0])
