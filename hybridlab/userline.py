@@ -48,6 +48,15 @@ def is_user_code(filename: str) -> bool:
     return _IS_USER[filename]
 
 
+def is_outside_package(filename: str) -> bool:
+    """Is ``filename`` outside hybridlab, exercises included? Tracing uses this narrower
+    rule to decide what to *inspect or refuse* (the hybridization report, ``nd.array``
+    in a trace): the exercises' deliberately broken blocks keep their planned behaviour,
+    while errors still *name* their lines (:func:`is_user_code`)."""
+    path = filename if filename.startswith("<") else os.path.abspath(filename)
+    return not path.startswith((_PACKAGE, "<hybridlab-"))
+
+
 def user_frame(depth: int = 0) -> FrameType | None:
     """The innermost frame of user code, looking from ``depth`` frames above the caller
     (0: the caller itself) outwards."""

@@ -37,7 +37,7 @@ from hybridlab.errors import (
     attribute_message,
 )
 from hybridlab.gluon._report import HybridizationReport, inspect_line
-from hybridlab.userline import UNKNOWN, format_line, is_user_code, user_line
+from hybridlab.userline import UNKNOWN, format_line, is_outside_package, is_user_code, user_line
 
 _EXTRA_FIX = {
     SymbolBoolError: "; for data-dependent control flow use F.contrib.cond / "
@@ -85,7 +85,7 @@ def tracing(frame: TraceFrame) -> Iterator[TraceFrame]:
     real_array = ndarray.array
 
     def refused_array(*args: Any, **kwargs: Any) -> Any:
-        if is_user_code(sys._getframe(1).f_code.co_filename):
+        if is_outside_package(sys._getframe(1).f_code.co_filename):
             raise ArrayInTraceError(
                 "nd.array(...) inside a traced hybrid_forward: the compiled program can only "
                 "hold F.* operators, and an NDArray made here would be frozen or rejected. "
@@ -140,7 +140,7 @@ def _make_tracer(report: HybridizationReport) -> Any:
 
     def on_call(frame: Any, event: str, arg: Any) -> Any:
         code = frame.f_code
-        if code.co_name in ("hybrid_forward", "forward") and is_user_code(code.co_filename):
+        if code.co_name in ("hybrid_forward", "forward") and is_outside_package(code.co_filename):
             return on_line
         return None
 
@@ -151,7 +151,7 @@ def user_stacklevel() -> int:
     """The ``stacklevel`` that makes ``warnings.warn``, called by the caller of this
     function, point at the innermost line outside the hybridlab package."""
     frame, level = sys._getframe(1), 1
-    while frame is not None and not is_user_code(frame.f_code.co_filename):
+    while frame is not None and not is_outside_package(frame.f_code.co_filename):
         frame, level = frame.f_back, level + 1
     return level
 
