@@ -98,3 +98,32 @@ def test_the_explorer_redraws_in_place_when_a_control_moves():
     assert "makespan 9 " in view.numbers.value and view.image.value != first
     view.tree.value = "tree"
     assert "span 5," in view.summary() and view.figure is figure  # the same figure, redrawn
+
+
+@pytest.mark.viz
+def test_real_vs_simulated_uses_the_traces_durations_and_worker_count():
+    import re
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from hybridlab.viz.schedule import real_vs_simulated
+
+    eng = engine.ThreadedEngine(2)
+    try:
+        with engine.engine_scope(eng):
+            a = nd.ones((60, 60))
+            eng.wait_all()
+            eng.set_tracing(True)
+            (nd.dot(a, a) + nd.dot(a, a)).wait_to_read()
+            records = list(eng.trace)
+    finally:
+        eng.close()
+    line, figure = real_vs_simulated(records)
+    workers = len({r.worker for r in records if r.worker >= 0})
+    real, ideal, ratio = map(float, re.findall(r"[\d.]+(?= ms|$)", line)[:2] +
+                             [line.rsplit("= ", 1)[1]])
+    assert f"on {workers} worker(s)" in line and ratio == pytest.approx(real / ideal, rel=0.02)
+    total = sum(r.end - r.start for r in records)
+    assert ideal * 1e-3 <= total + 1e-9  # a schedule is never longer than the work
+    assert figure.axes

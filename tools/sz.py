@@ -104,7 +104,7 @@ BUDGETS: dict[str, int] = {
     "hybridlab/viz/palette.py": 45,  # op-kind and task-state colours (Okabe-Ito), defined once
     "hybridlab/viz/bundle.py": 70,  # widget view + PNG + text: every instrument's output
     "hybridlab/viz/stepper.py": 260,  # the queue stepper: model (state, actions) + its widget
-    "hybridlab/viz/schedule.py": 210,  # the schedule explorer: task graphs, model, figure, widget
+    "hybridlab/viz/schedule.py": 220,  # the schedule explorer: task graphs, model, figure, widget
     "hybridlab/viz/pass_explorer.py": 110,  # the pass explorer: stages, diffs, widget
     # Modules STYLE.md did not list (the issues asked for more than its sketch).
     "hybridlab/ops/_infer.py": 40,  # shared shape-rule helpers (axis normalisation, broadcast)

@@ -141,8 +141,9 @@ class PassExplorer(Instrument):
         if index == len(model.stages) - 1:
             text += "\n\n# generated source\n" + model.source
         changes = "".join(f"<li>{html.escape(c)}</li>" for c in model.stages[index].changes)
-        self.text.value = (f"<div style='margin-left:1em'><ul>{changes}</ul><pre style="
-                           f"'font-size:11px'>{html.escape(text)}</pre></div>")
+        self.text.value = (f"<div style='margin-left:1em;max-width:560px'><ul>{changes}</ul>"
+                           f"<pre style='font-size:11px;overflow-x:auto'>{html.escape(text)}"
+                           f"</pre></div>")
 
     def summary(self) -> str:
         return self.model.summary(self.slider.value)

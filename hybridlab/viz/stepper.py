@@ -42,6 +42,9 @@ from hybridlab.viz.bundle import Instrument
 from hybridlab.viz.palette import BACKGROUND, STATE_COLOURS, STATE_STYLES, TASK_STATES
 
 WINDOW = 100  # tasks drawn at most, besides the ready ones
+# A legend cell's outline, as the state's node outline (graphviz HTML cells know these).
+_CELL = {"waiting": "dashed", "ready": "solid", "running": "solid", "done": "solid",
+         "failed": "solid", "skipped": "dotted"}
 _PENDING = ("waiting", "ready", "running")
 
 
@@ -240,14 +243,13 @@ class QueueModel:
                     dot.edge(f"t{dep.seq}", f"t{task.seq}",
                              label=f"{names.get(dep.var, dep.var)} {dep.kind}",
                              tooltip=DEP_KINDS[dep.kind])
-        with dot.subgraph(name="cluster_legend") as legend:
-            legend.attr(label="task states" + (f" ({hidden} older hidden)" if hidden else ""),
-                        style="rounded", color="#999999", fontsize="9")
-            for state in TASK_STATES:  # in a row: invisible edges make them successive ranks
-                legend.node(f"legend_{state}", state, style=STATE_STYLES[state],
-                            fillcolor=STATE_COLOURS[state], fontsize="9", height="0.25")
-            for left, right in zip(TASK_STATES, TASK_STATES[1:]):
-                legend.edge(f"legend_{left}", f"legend_{right}", style="invis")
+        cells = "".join(  # one compact node: a row of cells in the states' styles
+            f'<td bgcolor="{STATE_COLOURS[state]}" border="1" style="{_CELL[state]}" '
+            f'cellpadding="3">{state}</td>' for state in TASK_STATES)
+        hidden_note = f'<td border="0"> ({hidden} older hidden)</td>' if hidden else ""
+        dot.node("legend", f'<<table border="0" cellspacing="3"><tr><td border="0">task '
+                           f"states:</td>{cells}{hidden_note}</tr></table>>",
+                 shape="plaintext", fontsize="9")
         return dot
 
 
@@ -297,7 +299,10 @@ class QueueStepper(Instrument):
                               f"<b>{c['pending']}</b> pending ({c['ready']} ready) · "
                               f"<b>{model.pinned_bytes()}</b> bytes pinned by pending tasks")
         try:
-            self.drawing.value = model.to_dot().pipe(format="svg", encoding="utf-8")
+            svg = model.to_dot().pipe(format="svg", encoding="utf-8")
+            svg = svg[svg.index("<svg"):].replace("<svg", '<svg style="max-width:100%;'
+                                                  'height:auto"', 1)
+            self.drawing.value = f"<div style='max-width:720px;overflow-x:auto'>{svg}</div>"
         except Exception as err:  # no dot program: the text still shows the state
             self.drawing.value = f"<pre>{html.escape(str(err))}</pre>"
         rows = "".join(
