@@ -10,6 +10,7 @@ import os
 
 import numpy as np
 import pytest
+from _models import Residual
 
 from hybridlab import gluon, nd
 from hybridlab.gluon import nn
@@ -88,19 +89,6 @@ def test_models_exported_by_mxnet_import_and_compute_what_mxnet_computed(model):
                                atol=1e-6)
 
 
-class _Residual(gluon.HybridBlock):
-    """The residual block of tools/mxnet_fixtures.py, in hybridlab (same child names)."""
-
-    def __init__(self, channels, **kwargs):
-        super().__init__(**kwargs)
-        with self.name_scope():
-            self.conv = nn.Conv2D(channels, 3, padding=1, use_bias=False)
-            self.bn = nn.BatchNorm()
-
-    def hybrid_forward(self, F, x):
-        return F.elemwise_add(x, self.bn(self.conv(x)))
-
-
 def _same_layers_as_mxnet(model):
     net = nn.HybridSequential()
     if model == "mlp":
@@ -112,7 +100,7 @@ def _same_layers_as_mxnet(model):
                 nn.Dense(120, activation="relu"), nn.Dense(84, activation="relu"),
                 nn.Dense(10))
     else:
-        net.add(nn.Conv2D(8, 3, padding=1), nn.BatchNorm(), nn.LeakyReLU(0.1), _Residual(8),
+        net.add(nn.Conv2D(8, 3, padding=1), nn.BatchNorm(), nn.LeakyReLU(0.1), Residual(8),
                 nn.MaxPool2D(2), nn.AvgPool2D(2), nn.Flatten(), nn.Dropout(0.5),
                 nn.Dense(10))
     return net

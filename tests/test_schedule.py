@@ -9,21 +9,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hybridlab import engine, nd
+from hybridlab.exercises.lesson04 import chain_sum_graph
 from hybridlab.viz.bundle import PNG, TEXT, WIDGET_VIEW
 from hybridlab.viz.schedule import ScheduleModel, TaskGraph, schedule_explorer
 
 
 def chain_sum(n: int) -> TaskGraph:
-    """``((x0 + x1) + x2) + ...`` of n arrays, as a StepEngine saw it."""
-    held = engine.StepEngine()
-    with engine.engine_scope(held):
-        xs = [nd.ones((2,)) * i for i in range(n)]
-        total = xs[0]
-        for x in xs[1:]:
-            total = total + x
-        graph = TaskGraph.from_tasks(held.tasks)
-        held.run()
-    return graph
+    """``((x0 + x1) + x2) + ...`` of n arrays, as a StepEngine saw it (lesson 04's graph)."""
+    return chain_sum_graph(n)
 
 
 @pytest.mark.parametrize("n", [4, 8, 13])

@@ -35,7 +35,7 @@ def check_span(workers: int, answer: float) -> Feedback:
                            f"before its inputs are done, and at most {workers} run at once")
 
 
-def _chain_sum_graph(n: int = 8) -> Any:
+def chain_sum_graph(n: int = 8) -> Any:
     """The tasks of ``((x0 + x1) + x2) + ...`` over n arrays, as a TaskGraph."""
     from hybridlab import engine, nd
     from hybridlab.viz.schedule import TaskGraph
@@ -55,7 +55,7 @@ def check_enough_workers(answer: int) -> Feedback:
     schedule, past which more workers change nothing."""
     from hybridlab.viz.schedule import ScheduleModel
 
-    model = ScheduleModel(_chain_sum_graph())
+    model = ScheduleModel(chain_sum_graph())
     times = {k: max(r.end for r in model.schedule(k)) for k in range(1, 17)}
     expected = min(k for k, t in times.items() if t == min(times.values()))
     if answer == expected:

@@ -142,3 +142,19 @@ def open_and_run(page, lab: Lab, name: str) -> None:
 def cell_output_text(page) -> str:
     outputs = page.locator(".jp-OutputArea-output")
     return "\n---\n".join(outputs.all_inner_texts()) or "(no cell output at all)"
+
+
+def run_instrument(page, lab: Lab, name: str, cells: list[str], css_class: str, what: str):
+    """Write ``cells`` as notebook ``name``, run it, and return the locator of the widget
+    with ``css_class`` once it is visible; fail with the cell output and the server log
+    if ``what`` (the instrument's name) never renders."""
+    from playwright.sync_api import expect
+
+    open_and_run(page, lab, write_notebook(lab, name, cells))
+    widget = page.locator(f".{css_class}").first
+    try:
+        expect(widget).to_be_visible(timeout=WIDGET_SECONDS * 1000)
+    except AssertionError:
+        pytest.fail(f"{what} did not render\ncell output:\n{cell_output_text(page)}"
+                    f"\nserver log:\n{lab.log_tail()}")
+    return widget

@@ -4,7 +4,7 @@ the drawing and the headline change."""
 from __future__ import annotations
 
 import pytest
-from labtools import STEP_MS, WIDGET_SECONDS, Lab, cell_output_text, open_and_run, write_notebook
+from labtools import STEP_MS, Lab, run_instrument
 
 CELLS = ["""from hybridlab import sym
 from hybridlab.viz.pass_explorer import pass_explorer
@@ -18,13 +18,8 @@ pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
 def test_the_stage_slider_changes_the_drawing(page, lab: Lab) -> None:
     from playwright.sync_api import expect
 
-    open_and_run(page, lab, write_notebook(lab, "passes.ipynb", CELLS))
-    widget = page.locator(".hybridlab-pass-explorer")
-    try:
-        expect(widget).to_be_visible(timeout=WIDGET_SECONDS * 1000)
-    except AssertionError:
-        pytest.fail(f"the pass explorer did not render\ncell output:\n{cell_output_text(page)}"
-                    f"\nserver log:\n{lab.log_tail()}")
+    widget = run_instrument(page, lab, "passes.ipynb", CELLS, "hybridlab-pass-explorer",
+                            "the pass explorer")
     headline = widget.locator(".widget-html", has_text="stage")
     expect(headline).to_contain_text("stage 5/5: plan_memory", timeout=STEP_MS)
     picture = widget.locator("img").first

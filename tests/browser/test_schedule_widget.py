@@ -4,7 +4,7 @@ see the makespan change; switch the sums to a tree and see the span drop."""
 from __future__ import annotations
 
 import pytest
-from labtools import STEP_MS, WIDGET_SECONDS, Lab, cell_output_text, open_and_run, write_notebook
+from labtools import STEP_MS, Lab, run_instrument
 
 CELLS = ["""from hybridlab import engine, nd
 from hybridlab.viz.schedule import TaskGraph, schedule_explorer
@@ -24,13 +24,8 @@ pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
 def test_workers_slider_and_reduction_switch_change_the_schedule(page, lab: Lab) -> None:
     from playwright.sync_api import expect
 
-    open_and_run(page, lab, write_notebook(lab, "schedule.ipynb", CELLS))
-    widget = page.locator(".hybridlab-schedule-explorer")
-    try:
-        expect(widget).to_be_visible(timeout=WIDGET_SECONDS * 1000)
-    except AssertionError:
-        pytest.fail(f"the schedule explorer did not render\ncell output:\n"
-                    f"{cell_output_text(page)}\nserver log:\n{lab.log_tail()}")
+    widget = run_instrument(page, lab, "schedule.ipynb", CELLS, "hybridlab-schedule-explorer",
+                            "the schedule explorer")
     numbers = widget.locator(".widget-html", has_text="makespan")
     expect(numbers).to_contain_text("23 tasks on 2 worker(s)", timeout=STEP_MS)
     expect(numbers).to_contain_text("makespan 12 ", timeout=STEP_MS)

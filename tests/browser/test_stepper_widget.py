@@ -9,7 +9,7 @@ them is the legend's) and reads the counter line above the drawing.
 from __future__ import annotations
 
 import pytest
-from labtools import STEP_MS, WIDGET_SECONDS, Lab, cell_output_text, open_and_run, write_notebook
+from labtools import STEP_MS, Lab, run_instrument
 
 from hybridlab.viz.palette import STATE_COLOURS
 
@@ -27,13 +27,8 @@ pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
 def test_step_and_sync_change_the_drawing(page, lab: Lab) -> None:
     from playwright.sync_api import expect
 
-    open_and_run(page, lab, write_notebook(lab, "stepper.ipynb", CELLS))
-    widget = page.locator(".hybridlab-queue-stepper")
-    try:
-        expect(widget).to_be_visible(timeout=WIDGET_SECONDS * 1000)
-    except AssertionError:
-        pytest.fail(f"the queue stepper did not render\ncell output:\n{cell_output_text(page)}"
-                    f"\nserver log:\n{lab.log_tail()}")
+    widget = run_instrument(page, lab, "stepper.ipynb", CELLS, "hybridlab-queue-stepper",
+                            "the queue stepper")
     done_shapes = widget.locator(f"svg [fill='{STATE_COLOURS['done']}']")
     counter = widget.locator(".widget-html", has_text="pushed")
     # the second cell's tasks appear without re-running the first (the post_run_cell hook)
