@@ -20,7 +20,7 @@ help:
 	@echo "                     LAB_ARGS=\"--no-browser --ip=0.0.0.0\" for headless/remote)"
 	@echo "make workspace-refresh  bring course updates into workspace/, keeping your edits"
 	@echo "make site            the course as a static website in site/ (open site/index.html)"
-	@echo "make test            line budgets (tools/sz.py), ruff, pytest, notebook tests"
+	@echo "make test            line budgets (tools/sz.py), ruff, import layers, mypy, pytest, notebooks"
 	@echo "make test-notebooks  only the notebook tests (nbval)"
 	@echo "make notebooks       regenerate notebooks/ from lessons/ (tools/sync_notebooks.py)"
 	@echo "make bench           run every benchmarks/*.py"
@@ -66,6 +66,8 @@ chromium:
 test: venv graphviz chromium
 	$(PY) tools/sz.py
 	$(VENV)/bin/ruff check $(LINT_PATHS)
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 	$(PY) -m pytest -q tests
 	@$(MAKE) --no-print-directory test-notebooks
 

@@ -61,7 +61,7 @@ import hybridlab as mx  # noqa: E402
 from hybridlab import autograd, engine, gluon, nd  # noqa: E402
 from hybridlab.gluon import nn  # noqa: E402
 from hybridlab.gluon.parameter import aligned  # noqa: E402  (NOTE [Aligned weights])
-from hybridlab.ops.linalg import _dot_c  # noqa: E402
+from hybridlab.ops.linalg import dot_c  # noqa: E402
 
 ENGINES = ("NaiveEngine", "ThreadedEngine")
 BATCHES = (1, 64, 1024)
@@ -107,10 +107,10 @@ def numpy_out_forward(params: list[np.ndarray], batch: int, pretransposed: bool)
     0.4-0.5 us faster per layer at batch 1 and as fast at batch 64 and 1024; and the C
     function behind ``np.dot``, without the Python dispatcher that asks whether an
     argument overrides it (``__array_function__``): 0.25 us less per layer. hybridlab's
-    FullyConnected kernels call the same function, ``_dot_c`` (NOTE [np.dot, not @] in
+    FullyConnected kernels call the same function, ``dot_c`` (NOTE [np.dot, not @] in
     linalg.py). (viz/plots.py's ``numpy_mlp`` is the same floor for any MLP, with a loop
     over the layers; this one is unrolled, as its pre-transposed variant.)"""
-    dot = _dot_c
+    dot = dot_c
     w1, b1, w2, b2, w3, b3 = params
     h1, h2, out = (np.empty((batch, n), np.float32) for n in (256, 128, 2))
     if pretransposed:

@@ -27,6 +27,5 @@ from hybridlab import (
 from hybridlab import initializer as init  # mx.init.Xavier()
 from hybridlab import ndarray as nd  # mx.nd, `from hybridlab import nd`
 from hybridlab import symbol as sym  # mx.sym, `from hybridlab import sym`
+from hybridlab.base import __version__  # tests/test_setup.py checks it against pyproject
 from hybridlab.context import Context, cpu, current_context, gpu
-
-__version__ = "0.2.0"

@@ -45,11 +45,12 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
 from hybridlab.errors import GraphReleasedError, MissingGradientError, NotRecordedError
+from hybridlab.walk import postorder  # the one graph walk, shared with graph.ir
 
 GRAD_REQS = ("write", "add", "null")
 
@@ -163,30 +164,6 @@ def record_op(op: Any, attrs: dict, inputs: Sequence[Any], outputs: Sequence[Any
             return
 
 
-def postorder(roots: Iterable[Any], children: Callable[[Any], Sequence[Any]]) -> list[Any]:
-    """Every node reachable from ``roots``, each after its children (iterative DFS, no recursion).
-
-    The one graph walk of hybridlab: autograd walks its tape with it (the children of a
-    tape node are the nodes that produced its inputs), and the graph IR, which sits
-    above this module, sorts its nodes with it.
-    """
-    order: list[Any] = []
-    seen: set[int] = set()
-    for root in roots:
-        stack = [(root, False)]
-        while stack:
-            node, expanded = stack.pop()
-            if expanded:
-                order.append(node)
-                continue
-            if id(node) in seen:
-                continue
-            seen.add(id(node))
-            stack.append((node, True))
-            stack.extend((c, False) for c in reversed(children(node)) if id(c) not in seen)
-    return order
-
-
 def _topological_order(heads: Sequence[Any]) -> list[Node]:
     """Nodes reachable from ``heads``, each after every node that produced its inputs."""
     def producers(node: Node) -> list[Node]:
@@ -230,7 +207,7 @@ def _accumulate(grads: dict, array: Any, grad: Any, op_name: str) -> None:
     grads[id(array)] = (array, grad if previous is None else previous[1] + grad)
 
 
-def _propagate(heads: list, head_grads: list, retain_graph: bool, create_graph: bool,
+def _backpropagate(heads: list, head_grads: list, retain_graph: bool, create_graph: bool,
                train_mode: bool) -> dict:
     """Run every gradient rule from ``heads`` back; returns ``{id(array): (array, grad)}``."""
     from hybridlab import ndarray as nd  # lazy: ndarray imports this module
@@ -272,7 +249,7 @@ def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False,
 
     heads = _as_list(heads)
     head_grads = [None] * len(heads) if head_grads is None else _as_list(head_grads)
-    grads = _propagate(heads, head_grads, retain_graph, False, train_mode)
+    grads = _backpropagate(heads, head_grads, retain_graph, False, train_mode)
     for array, grad in grads.values():
         leaf = array._ag
         if isinstance(leaf, Leaf) and leaf.grad_req != "null":
@@ -296,7 +273,7 @@ def grad(heads: Any, variables: Any, head_grads: Any = None, retain_graph: bool 
                                    f"the tape; call attach_grad() on it before record()")
     head_grads = [None] * len(heads) if head_grads is None else _as_list(head_grads)
     retain = create_graph if retain_graph is None else retain_graph
-    grads = _propagate(heads, head_grads, retain, create_graph, train_mode)
+    grads = _backpropagate(heads, head_grads, retain, create_graph, train_mode)
     result = [grads[id(v)][1] if id(v) in grads else nd.from_numpy(np.zeros(v.shape, v.dtype))
               for v in variables]
     return result[0] if single else result

@@ -2,4 +2,8 @@
 
 from hybridlab.errors import MXNetError
 
-__all__ = ["MXNetError"]
+__all__ = ["MXNetError", "__version__"]
+
+# The package version (``mx.__version__``), here so that modules inside the package (the
+# JSON writer of symbol.py) can read it without importing the package root.
+__version__ = "0.2.0"

@@ -116,7 +116,8 @@ def while_loop(F: Any, cond: Callable, func: Callable, loop_vars: Any,
 def _run_while(cond: Callable, func: Callable, loop_vars: Any,
                max_iterations: int | None) -> tuple[Any, Any]:
     """The imperative loop: ``func`` runs only while ``cond`` holds (read at each step)."""
-    variables, outputs, out = _as_list(loop_vars), [], None
+    variables, out = _as_list(loop_vars), None
+    outputs: list[Any] = []
     while max_iterations is None or len(outputs) < max_iterations:
         if not cond(*variables):  # NDArray's bool reads its one value (a sync point)
             break

@@ -74,7 +74,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import itertools
-import os
 import sys
 import threading
 from dataclasses import dataclass
@@ -84,9 +83,8 @@ from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
 from hybridlab import config
 from hybridlab.errors import MXNetError, UnknownEngineError
+from hybridlab.userline import user_frame
 
-# Frames from these files are ours, not the user's: the package and generated programs.
-_INTERNAL = (os.path.dirname(os.path.abspath(__file__)) + os.sep, "<hybridlab-")
 _FINISHED = frozenset(("done", "failed", "skipped"))
 _NEVER = sys.maxsize  # reported_at of a failure nobody has reported yet
 _task_numbers = itertools.count()  # push order, shared by all engines (next() is atomic)
@@ -197,24 +195,9 @@ class Callback:
         current().remove_callback(self)
 
 
-class _InternalFiles(dict):
-    """file name -> is it ours? Worked out once per file (``__missing__``): every push on
-    a ThreadedEngine looks up where it came from, and a hybridized call is several frames
-    deep in the package, so a dict lookup per frame beats a string comparison."""
-
-    def __missing__(self, filename: str) -> bool:
-        internal = self[filename] = filename.startswith(_INTERNAL)
-        return internal
-
-
-_IS_INTERNAL = _InternalFiles()  # one entry per file that ever pushed an op
-
-
 def _user_line() -> tuple[str, int]:
-    """(filename, line) of the innermost caller outside the hybridlab package."""
-    frame = sys._getframe(2)
-    while frame is not None and _IS_INTERNAL[frame.f_code.co_filename]:
-        frame = frame.f_back
+    """(filename, line) of the innermost caller in user code (:mod:`hybridlab.userline`)."""
+    frame = user_frame(2)
     return (frame.f_code.co_filename, frame.f_lineno) if frame else ("<unknown>", 0)
 
 

@@ -50,7 +50,7 @@ class Uniform(Initializer):
         self.scale = _number(scale, "mx.init.Uniform(scale)", "mx.init.Uniform(0.07)")
 
     def __call__(self, shape: tuple[int, ...], dtype: Any = "float32") -> Any:
-        from hybridlab import nd
+        from hybridlab import ndarray as nd
         return nd.random.uniform(-self.scale, self.scale, shape=shape, dtype=dtype)
 
 
@@ -61,7 +61,7 @@ class Normal(Initializer):
         self.sigma = _number(sigma, "mx.init.Normal(sigma)", "mx.init.Normal(0.01)")
 
     def __call__(self, shape: tuple[int, ...], dtype: Any = "float32") -> Any:
-        from hybridlab import nd
+        from hybridlab import ndarray as nd
         return nd.random.normal(0.0, self.sigma, shape=shape, dtype=dtype)
 
 
@@ -81,7 +81,7 @@ class Xavier(Initializer):
         self.magnitude = _number(magnitude, "mx.init.Xavier(magnitude)", "magnitude=3")
 
     def __call__(self, shape: tuple[int, ...], dtype: Any = "float32") -> Any:
-        from hybridlab import nd
+        from hybridlab import ndarray as nd
         if len(shape) < 2:
             raise ValueError(f"Xavier needs a weight with at least 2 dimensions, got {shape}")
         receptive = int(np.prod(shape[2:])) if len(shape) > 2 else 1
@@ -100,7 +100,7 @@ class Constant(Initializer):
         self.value = _number(value, "mx.init.Constant(value)", "mx.init.Constant(0.5)")
 
     def __call__(self, shape: tuple[int, ...], dtype: Any = "float32") -> Any:
-        from hybridlab import nd
+        from hybridlab import ndarray as nd
         return nd.full(shape, self.value, dtype=dtype)
 
 

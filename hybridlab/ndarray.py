@@ -484,29 +484,8 @@ registry.install_dunders(NDArray, _apply)
 for _dunder in ("__add__", "__sub__", "__mul__", "__truediv__", "__mod__", "__pow__"):
     setattr(NDArray, _dunder.replace("__", "__i", 1), _inplace_method(_dunder))
 
-# Operators MXNet also exposes as NDArray methods: x.sum(axis=1), x.clip(0, 1), x.exp().
-_METHODS = (
-    "sum", "mean", "max", "min", "prod", "norm", "argmax", "argmin", "exp", "log", "sqrt",
-    "square", "abs", "sign", "relu", "sigmoid", "tanh", "softmax", "log_softmax", "flatten",
-    "expand_dims", "squeeze", "clip", "one_hot", "pick", "take", "slice", "slice_axis",
-    "broadcast_to", "broadcast_like", "reshape_like", "split", "tile", "repeat", "flip",
-    "swapaxes", "zeros_like", "ones_like", "round", "floor", "ceil", "sin", "cos",
-    "reciprocal", "log1p", "expm1", "topk", "sort", "argsort", "nansum", "rsqrt",
-)
-
-
-def _method(function: Any) -> Any:
-    def method(self: NDArray, *args: Any, **kwargs: Any) -> Any:
-        return function(self, *args, **kwargs)  # x.clip(0, 1) is nd.clip(x, 0, 1)
-
-    method.__name__ = function.__name__
-    method.__doc__ = function.__doc__
-    return method
-
-
-for _name in _METHODS:
-    if hasattr(_this_module, _name) and _name not in NDArray.__dict__:
-        setattr(NDArray, _name, _method(getattr(_this_module, _name)))
+# Operators as methods (x.sum(axis=1), x.clip(0, 1), x.dot(w)): the same rule as Symbol's.
+registry.install_methods(NDArray, _this_module)
 
 
 # --- public functions that are not operators (defined after populate: they win) ----------

@@ -51,7 +51,7 @@ _ALIGN = 64  # bytes: a cache line, and the widest vector load (AVX-512)
 def aligned_empty(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
     """An uninitialised array whose first byte sits at a multiple of 64 (NOTE [Aligned
     weights]): a slice of a slightly larger byte buffer."""
-    nbytes = math.prod(shape) * np.dtype(dtype).itemsize  # (np.prod: 4 us more)
+    nbytes = math.prod(shape) * np.dtype(dtype).itemsize  # (math.prod: no array made)
     raw = np.empty(nbytes + _ALIGN, np.uint8)
     start = -raw.ctypes.data % _ALIGN
     return raw[start:start + nbytes].view(dtype).reshape(shape)

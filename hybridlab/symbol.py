@@ -53,9 +53,9 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from hybridlab import errors
+from hybridlab import display, errors
 from hybridlab import name as _name
-from hybridlab.graph import ir
+from hybridlab.graph import frontend, ir
 from hybridlab.graph.ir import Graph, Node, Value
 from hybridlab.ops import _infer, registry
 from hybridlab.ops.registry import Aval
@@ -107,9 +107,7 @@ class Symbol:
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
         """Jupyter draws a Symbol as its graph; the text form stays MXNet's ``<Symbol x>``
         (followed by the one-line install hint when graphviz is missing)."""
-        from hybridlab.viz.graph import mimebundle  # lazy: viz is heavy and optional
-
-        return mimebundle(self, text=repr(self))
+        return display.mimebundle(self, text=repr(self))  # viz fills the hook
 
     def to_graph(self) -> Graph:
         """The compiler's view: a :class:`~hybridlab.graph.ir.Graph` of this symbol."""
@@ -218,7 +216,7 @@ class Symbol:
     def infer_shape(self, *args: Any, **kwargs: Any
                     ) -> tuple[list | None, list | None, list | None]:
         """``(arg_shapes, out_shapes, aux_shapes)`` from some input shapes; unknown: None."""
-        avals = _propagate(self, self._given(args, kwargs), {})
+        avals = _infer_avals(self, self._given(args, kwargs), {})
         return self._report(avals, lambda aval: aval.shape)
 
     infer_shape_partial = infer_shape  # MXNet's name for "unknown shapes are allowed"
@@ -227,7 +225,7 @@ class Symbol:
                    ) -> tuple[list | None, list | None, list | None]:
         """``(arg_types, out_types, aux_types)`` as numpy dtypes; unknown: None."""
         dtypes = {k: np.dtype(v) for k, v in self._given(args, kwargs).items()}
-        avals = _propagate(self, {}, dtypes)
+        avals = _infer_avals(self, {}, dtypes)
         return self._report(avals, lambda aval: np.dtype(aval.dtype).type)
 
     def _given(self, args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -274,7 +272,7 @@ class Symbol:
         _check_unique_names(graph.nodes, "tojson")
         index = {id(n): i for i, n in enumerate(graph.nodes)}
         nodes = [_node_json(n, index) for n in graph.nodes]
-        from hybridlab import __version__
+        from hybridlab.base import __version__
         document = {
             "arg_nodes": [i for i, n in enumerate(graph.nodes) if n.kind == "var"],
             "node_row_ptr": list(accumulate([0] + [_output_count(n) for n in graph.nodes])),
@@ -481,7 +479,7 @@ def _attr_text(value: Any) -> str:
 # Shape and type propagation with partial knowledge
 # ---------------------------------------------------------------------------------------
 
-def _propagate(symbol: Symbol, shapes: dict[str, Any], dtypes: dict[str, np.dtype]) -> dict:
+def _infer_avals(symbol: Symbol, shapes: dict[str, Any], dtypes: dict[str, np.dtype]) -> dict:
     """``(id(node), index) -> Aval`` for every value whose shape can be inferred.
 
     A value whose shape is unknown is kept with ``shape=None`` when its dtype is known,
@@ -1008,25 +1006,7 @@ def _to_ndarray(value: Any) -> Any:
 # sym.slice into this module's globals, so code above must not call those builtins.
 registry.populate(sys.modules[__name__], _apply, _compose)
 registry.install_dunders(Symbol, _apply, _foreign_operand)
-
-
-def _method(function: Any) -> Any:
-    def method(self: Symbol, *args: Any, **kwargs: Any) -> Any:
-        return function(self, *args, **kwargs)
-
-    method.__name__ = function.__name__
-    method.__doc__ = function.__doc__
-    return method
-
-
-def _install_methods() -> None:
-    """Every lower-case operator that takes a data input becomes a method (``x.sum()``)."""
-    spellings = [s for op in registry.OPS.values() if callable(op.inputs) or op.inputs
-                 for s in (op.name, *op.aliases)]
-    spellings += [s for comp in registry.COMPOSITES.values() for s in (comp.name, *comp.aliases)]
-    for spelling in spellings:
-        if spelling[:1].islower() and "." not in spelling and not hasattr(Symbol, spelling):
-            setattr(Symbol, spelling, _method(globals()[spelling]))
-
-
-_install_methods()
+registry.install_methods(Symbol, sys.modules[__name__])  # x.relu(): the rule NDArray uses
+# The compiler (graph.autodiff) writes gradient nodes with this module as F.
+frontend.install(sys.modules[__name__], lambda value: Symbol([value]),
+                 lambda symbol: symbol._outputs[0])

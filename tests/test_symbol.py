@@ -169,7 +169,7 @@ def test_errors_name_a_notebook_cell_by_its_file_name_only(monkeypatch):
     exec(compile(source, cell, "exec"), scope)
     with pytest.raises(errors.SymbolIndexError) as caught:
         scope["x"][0]
-    assert "(created at 1234567.py:1: x = sym.var('x') + 1)" in str(caught.value)
+    assert "(created at 1234567.py:1 `x = sym.var('x') + 1`)" in str(caught.value)
     assert "ipykernel" not in str(caught.value)
 
 

@@ -15,8 +15,8 @@ returns them as extra outputs). Shapes need no help: the traced inputs are
 ``sym.var('data', shape=...)``, so every traced node knows its shape, and layers size
 their deferred parameters from it.
 
-:func:`user_line` finds "where" for teaching errors: the innermost stack frame outside
-the hybridlab package, i.e. the user's line inside ``hybrid_forward``;
+:func:`~hybridlab.userline.user_line` finds "where" for teaching errors: the innermost frame of
+user code (outside the package, or in exercises/), i.e. the line inside ``hybrid_forward``;
 :func:`user_stacklevel` points a warning at that line.
 """
 
@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-import linecache
-import os
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -39,12 +37,12 @@ from hybridlab.errors import (
     attribute_message,
 )
 from hybridlab.gluon._report import HybridizationReport, inspect_line
+from hybridlab.userline import UNKNOWN, format_line, is_outside_package, is_user_code, user_line
 
 _EXTRA_FIX = {
     SymbolBoolError: "; for data-dependent control flow use F.contrib.cond / "
                      "F.contrib.while_loop",
 }
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 class _State(threading.local):
@@ -87,7 +85,7 @@ def tracing(frame: TraceFrame) -> Iterator[TraceFrame]:
     real_array = ndarray.array
 
     def refused_array(*args: Any, **kwargs: Any) -> Any:
-        if _is_user_code(sys._getframe(1).f_code.co_filename):
+        if is_outside_package(sys._getframe(1).f_code.co_filename):
             raise ArrayInTraceError(
                 "nd.array(...) inside a traced hybrid_forward: the compiled program can only "
                 "hold F.* operators, and an NDArray made here would be frozen or rejected. "
@@ -122,21 +120,16 @@ def tracing(frame: TraceFrame) -> Iterator[TraceFrame]:
 
 def locate(err: HybridizeError, block: Any) -> HybridizeError:
     """The same error, its message extended with the block and the user's line."""
-    line, traceback = "<unknown line>", err.__traceback__
+    line, traceback = UNKNOWN, err.__traceback__
     while traceback is not None:
         code = traceback.tb_frame.f_code
-        if _is_user_code(code.co_filename):
-            text = linecache.getline(code.co_filename, traceback.tb_lineno).strip()
-            line = f"{os.path.basename(code.co_filename)}:{traceback.tb_lineno} `{text}`"
+        if is_user_code(code.co_filename):
+            line = format_line(code.co_filename, traceback.tb_lineno)
         traceback = traceback.tb_next
     hint = _EXTRA_FIX.get(type(err), "")
     located = type(err)(f"in block {block.name!r} at {line}:\n  {err}{hint}")
     located.__cause__ = err.__cause__
     return located
-
-
-def _is_user_code(filename: str) -> bool:
-    return not os.path.abspath(filename).startswith(_PACKAGE_DIR)
 
 
 def _make_tracer(report: HybridizationReport) -> Any:
@@ -147,29 +140,18 @@ def _make_tracer(report: HybridizationReport) -> Any:
 
     def on_call(frame: Any, event: str, arg: Any) -> Any:
         code = frame.f_code
-        if code.co_name in ("hybrid_forward", "forward") and _is_user_code(code.co_filename):
+        if code.co_name in ("hybrid_forward", "forward") and is_outside_package(code.co_filename):
             return on_line
         return None
 
     return on_call
 
 
-def user_line() -> str:
-    """``file:line `source``` of the innermost caller outside the hybridlab package."""
-    frame = sys._getframe(1)
-    while frame is not None and not _is_user_code(frame.f_code.co_filename):
-        frame = frame.f_back
-    if frame is None:
-        return "<unknown line>"
-    text = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
-    return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno} `{text}`"
-
-
 def user_stacklevel() -> int:
     """The ``stacklevel`` that makes ``warnings.warn``, called by the caller of this
     function, point at the innermost line outside the hybridlab package."""
     frame, level = sys._getframe(1), 1
-    while frame is not None and not _is_user_code(frame.f_code.co_filename):
+    while frame is not None and not is_outside_package(frame.f_code.co_filename):
         frame, level = frame.f_back, level + 1
     return level
 

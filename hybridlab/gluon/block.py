@@ -30,7 +30,7 @@ import warnings
 from collections import OrderedDict
 from typing import Any
 
-from hybridlab import autograd, ndarray, symbol
+from hybridlab import autograd, display, ndarray, symbol
 from hybridlab import name as _name
 from hybridlab.errors import (
     BlockInputError,
@@ -264,18 +264,16 @@ class HybridBlock(Block):
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
         """In Jupyter: the traced graph once hybridized and called, the layer listing as text."""
-        from hybridlab.viz.graph import mimebundle  # viz is imported only when drawing
-
-        return mimebundle(self, text=repr(self))
+        return display.mimebundle(self, text=repr(self))  # viz fills the hook
 
     def __call__(self, *args: Any) -> Any:
         # the hot path, checked first: NDArrays into a hybridized block, no trace running
-        # (the trace stack read directly, not through _trace.current(): 0.06 us a call)
+        # (the trace stack read directly, not through _trace.current(): one call fewer)
         if self._active and _only_ndarrays(args) and not _trace._STATE.stack:
             # NOTE: [The last program first] a loop calls a block in one mode (training or
             # predicting) call after call: the program the last call ran is tried first,
-            # with one identity test, before a key is built and looked up (measured: 0.15
-            # us a call, with the call this saves). Under static_shape=True the key holds
+            # with one identity test, before a key is built and looked up (it saves a
+            # call and a dictionary lookup). Under static_shape=True the key holds
             # the input shapes too: the block always asks the dictionary.
             program = self._last_program
             if program is None or program.training is not autograd._MODE.training:
@@ -326,7 +324,7 @@ class HybridBlock(Block):
             params = {key: p.var() for key, p in self._reg_params.items()}
             return self.hybrid_forward(symbol, *args, **params)
 
-    def _trace(self, args: tuple) -> _Program:
+    def _trace(self, args: tuple) -> _CompiledTrace:
         """Trace ``hybrid_forward`` once with Symbol inputs and compile the result."""
         names = ["data"] if len(args) == 1 else [f"data{i}" for i in range(len(args))]
         inputs = [symbol.var(n, shape=a.shape, dtype=a.dtype) for n, a in zip(names, args)]
@@ -348,21 +346,21 @@ class HybridBlock(Block):
         return self._compile(outputs, names, frame.aux_updates, isinstance(out, (list, tuple)))
 
     def _compile(self, outputs: list, names: list[str], aux_updates: list,
-                 as_tuple: bool) -> _Program:
+                 as_tuple: bool) -> _CompiledTrace:
         """Group the outputs (plus running-stat updates) and hand them to a CachedOp."""
         from hybridlab.graph.cached_op import CachedOp
         everything = outputs + [new for _, new in aux_updates]
         graph = everything[0] if len(everything) == 1 else symbol.Group(everything)
         params = self.collect_params()
         feed = [params[n] for n in graph.list_inputs() if n not in names]
-        return _Program(graph, CachedOp(graph, **self._flags), names, feed, outputs,
+        return _CompiledTrace(graph, CachedOp(graph, **self._flags), names, feed, outputs,
                         [param for param, _ in aux_updates], as_tuple)
 
-    def _program_for(self, args: tuple) -> _Program:
+    def _program_for(self, args: tuple) -> _CompiledTrace:
         """The program for this mode (and shapes, under static_shape), traced on a miss."""
         key: tuple = (autograd._MODE.training,)  # (is_training(), without the call)
         if self._flags["static_shape"]:
-            key += tuple([(a.shape, a.dtype) for a in args])  # str(dtype) costs ~3 us
+            key += tuple([(a.shape, a.dtype) for a in args])  # dtype objects: str() is slow
         program = self._programs.get(key)
         if program is None:  # (SymbolBlock traces differently: both end up here)
             program = self._programs[key] = self._trace(args)
@@ -394,7 +392,7 @@ class HybridBlock(Block):
         ndarray.save(f"{path}-{epoch:04d}.params", arrays)
 
 
-class _Program:
+class _CompiledTrace:
     """One compiled trace: the CachedOp plus which parameters feed it, in order."""
 
     def __init__(self, graph: Any, op: Any, input_names: list[str], feed: list[Parameter],
@@ -421,7 +419,7 @@ class _Program:
         params = self._params
         if params is None:
             params = self._params = [p.data() for p in self.feed]
-        if self.plain:  # (one test on every call instead of three: 0.05 us)
+        if self.plain:  # (one test on every call instead of three)
             return self.op(*args, *params)
         given = [*args, *params]  # reordered into the graph's order when it differs
         results = self.op(*(given if self.positions is None else

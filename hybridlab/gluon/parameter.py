@@ -23,17 +23,14 @@ size never changes); its NDArray, once created, always has exactly that shape.
 NOTE: [One NDArray per Parameter] once created, a Parameter's NDArray is the same object
 for the Parameter's whole life: new values (``set_data``, ``initialize(force_reinit=
 True)``, ``load_parameters``) are *copied into* it by an engine op. So a compiled program
-can gather its parameters' NDArrays once and keep the list (``block._Program``), and a
+can gather its parameters' NDArrays once and keep the list (``block._CompiledTrace``), and a
 Trainer's or user's reference to ``p.data()`` never goes stale.
 
 NOTE: [Aligned weights] where a weight matrix starts in memory changes the speed of every
 product with it: BLAS loads 32 or 64 bytes at a time, and a matrix that starts 16 bytes
 past a 64-byte boundary (where numpy's allocator usually puts a large array) makes loads
-straddle two cache lines. Measured in one process (the seed MLP hybridized, batch 1,
-NaiveEngine, BLAS on 1 thread, every parameter moved to the same offset, medians of 41
-interleaved rounds of 2000 calls): the 512 -> 256 product 5.4 us aligned, 6.2 us at 16
-bytes past; the whole forward 17.6 -> 18.5 us, about 5%. (32 bytes past was as fast as
-aligned on that machine, so its loads that matter are 32 bytes wide.) So every buffer a
+straddle two cache lines: measurably slower products, about 5% of the seed MLP's
+forward at batch 1 (the measurement: ARCHITECTURE.md, "Performance notes"). So every buffer a
 Parameter holds starts at a 64-byte boundary: every new value goes through
 ``Parameter._store``, which copies it there with :func:`aligned` when needed
 (initialisation, ``set_data``, loading, a hybridized BatchNorm's running statistics),
@@ -167,7 +164,7 @@ class Parameter:
 
     def set_data(self, data: Any) -> None:
         """Replace the value; the shape must fit (the setter checks); grads stay attached."""
-        from hybridlab import nd
+        from hybridlab import ndarray as nd
         value = data if isinstance(data, nd.NDArray) else nd.array(data, dtype=self.dtype)
         self.shape = value.shape
         self._deferred = None

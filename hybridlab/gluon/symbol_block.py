@@ -20,7 +20,7 @@ from typing import Any
 
 from hybridlab import ndarray, symbol
 from hybridlab.errors import DeferredInitializationError
-from hybridlab.gluon.block import HybridBlock, _Program
+from hybridlab.gluon.block import HybridBlock, _CompiledTrace
 from hybridlab.gluon.parameter import ParameterDict
 
 
@@ -78,7 +78,7 @@ class SymbolBlock(HybridBlock):
                              f"the .params file written by the same export(), or add them "
                              f"to input_names if they are data")
 
-    def _trace(self, args: tuple) -> _Program:
+    def _trace(self, args: tuple) -> _CompiledTrace:
         self._finish_deferred_init(*args)
         return self._compile(self._outputs, self._input_names, [], len(self._outputs) > 1)
 

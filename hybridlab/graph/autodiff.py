@@ -4,9 +4,10 @@ What this module teaches
 ------------------------
 The imperative tape (``autograd.py``) applies each op's gradient rule to *arrays* as it
 walks back. Applied to *graph values* instead, the very same rules --
-``OpDef.grad(F, inputs, outputs, out_grads)`` with ``F = sym`` -- build new nodes: the
-backward graph. Forward and backward then form one graph that the passes optimise and
-memory-plan together (the backward reuses forward buffers once they die)::
+``OpDef.grad(F, inputs, outputs, out_grads)`` with ``F = sym`` (installed in
+``graph.frontend``) -- build new nodes: the backward graph. Forward and backward then
+form one graph that the passes optimise and memory-plan together (the backward reuses
+forward buffers once they die)::
 
     forward:   x, w -> y = relu(x * w)                       returns y
     joint:     x, w, y_grad -> y, x_grad, w_grad             (one graph)
@@ -28,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 
 from hybridlab.errors import GraphError
-from hybridlab.graph import ir
+from hybridlab.graph import frontend, ir
 from hybridlab.graph.ir import Graph, Node, Value
 from hybridlab.ops.registry import Kind
 
@@ -37,9 +38,8 @@ def gradient_graph(graph: Graph) -> Graph:
     """Joint graph: inputs ``graph.inputs + one cotangent per output``; outputs
     ``graph.outputs + one gradient per input`` (shapes must be inferred)."""
     from hybridlab import name as names
-    from hybridlab import symbol as sym  # lazy: symbol builds on this package's IR
 
-    wrap = lambda value: sym.Symbol([value])  # noqa: E731 -- a one-word adapter
+    sym, wrap, unwrap = frontend.current()  # F = sym, installed by symbol (above graph)
     cotangents = [ir.var(f"{v.node.name}_ograd{i}", v.aval) for i, v in enumerate(graph.outputs)]
     grads: dict[tuple[int, int], Value] = {}
     with names.Prefix("d_"):
@@ -59,8 +59,8 @@ def gradient_graph(graph: Graph) -> Graph:
                                        out_grads, **node.attr_dict)
             for value, grad in zip(node.inputs, in_grads):
                 if grad is not None:
-                    _accumulate(grads, value, grad._outputs[0])
-        results = [grads.get((id(n), 0)) or sym.zeros_like(wrap(n.out()))._outputs[0]
+                    _accumulate(grads, value, unwrap(grad))
+        results = [grads.get((id(n), 0)) or unwrap(sym.zeros_like(wrap(n.out())))
                    for n in graph.inputs]
     # Schedule: the depth-first order follows its roots, so visiting the gradients of
     # the *last* inputs first computes each layer's weight gradient as soon as the

@@ -113,8 +113,8 @@ class CachedOp:
         # no arena, no 0-d output and no backward to record (a network's forward in a
         # loop). Its generated function needs no Program.run around it: the engine op
         # calls it with the inputs' arrays and stores the one result. The op and its Vars
-        # are those _push pushes, minus the steps that would do nothing (measured: 0.6 us
-        # a call), and written here rather than in a helper (one call less: 0.05 us).
+        # are those _push pushes, minus the steps that would do nothing, and written here
+        # rather than in a helper (one Python call less; "Performance notes").
         result = ndarray._new(entry.out_avals[0])  # normalised at compile time
 
         def run() -> None:

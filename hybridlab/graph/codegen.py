@@ -176,8 +176,8 @@ class Program:
         """The call without the checks (a CachedOp made sure the inputs fit): the hot path.
 
         NOTE: [No keyword when not needed] ``rt`` has the default ``()``, and a keyword
-        argument costs a call about 80 ns more, so it is passed only to programs with
-        random nodes."""
+        argument makes every call slower, so it is passed only to programs with random
+        nodes."""
         if not self.views:
             results = self.function(*arrays, rt=contexts) if contexts else self.function(*arrays)
             return self._as_arrays(results) if self.scalar_outputs else results
@@ -217,7 +217,7 @@ class Program:
         """An output viewing the arena would change at the next call: the caller gets a copy.
         The memory plan keeps outputs (and what they view) out of the arena, so this is a
         guard: an array that views nothing (``base`` None, a kernel's fresh result) is
-        passed at once, and only a view pays for numpy's bounds test (~0.25 us)."""
+        passed at once, and only a view pays for numpy's (slower) overlap test."""
         if result.base is not None and np.may_share_memory(result, arena[0]):
             return result.copy()
         return result

@@ -55,21 +55,19 @@ a visible pass). Nodes are frozen, so a pass builds new nodes with :func:`rebuil
 from __future__ import annotations
 
 import dataclasses
-import linecache
-import os
-import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
-from hybridlab.autograd import postorder  # the one graph walk (autograd sits below graph)
+from hybridlab import display
 from hybridlab.errors import GraphError, ShapeError
 from hybridlab.ops import registry
 from hybridlab.ops.registry import Aval, RunContext
+from hybridlab.userline import format_line, user_frame
+from hybridlab.walk import postorder  # the one graph walk, shared with autograd
 
 KINDS = ("var", "const", "call", "output")
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 @dataclass(frozen=True, eq=False)
@@ -125,19 +123,10 @@ def freeze(value: Any) -> Any:
 
 
 def user_origin() -> str | None:
-    """``"file.py:line: code"`` of the innermost stack frame outside hybridlab (for errors).
-
-    The file's base name only, as the "at" of block errors: a notebook cell's file is
-    ``/tmp/ipykernel_<pid>/<hash>.py``, whose directory changes with every kernel.
-    """
-    frame = sys._getframe(1)  # walking frames is cheap; formatting a whole stack is not
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        if not os.path.abspath(filename).startswith(_PACKAGE_DIR):
-            line = linecache.getline(filename, frame.f_lineno).strip()
-            return f"{os.path.basename(filename)}:{frame.f_lineno}: {line}"
-        frame = frame.f_back
-    return None
+    """``file.py:12 `code``` of the innermost user frame (:mod:`hybridlab.userline`), for
+    errors that say where a node was created; None when there is none."""
+    frame = user_frame(1)
+    return None if frame is None else format_line(frame.f_code.co_filename, frame.f_lineno)
 
 
 # ---------------------------------------------------------------------------------------
@@ -215,9 +204,7 @@ class Graph:
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
         """Jupyter draws the graph, with its summary as text (and the install hint when
         graphviz is missing); ``print(graph)`` still gives the IR."""
-        from hybridlab.viz.graph import mimebundle  # lazy: viz is heavy and optional
-
-        return mimebundle(self)
+        return display.mimebundle(self)  # viz fills the hook
 
 
 def toposort(roots: Iterable[Node]) -> list[Node]:
@@ -266,7 +253,7 @@ def with_inputs(node: Node, inputs: tuple[Value, ...]) -> Node:
 def format_graph(graph: Graph) -> str:
     """The printed SSA form (grammar in the module docstring)."""
     number = {id(n): i for i, n in enumerate(graph.nodes)}
-    lines = [f"%{number[id(n)]} = {_format_rhs(n, number)} : {_format_type(n.aval)}"
+    lines = [f"%{number[id(n)]} = {_format_rhs(n, number)} : {format_type(n.aval)}"
              for n in graph.nodes]
     lines.append("return " + ", ".join(_format_value(v, number) for v in graph.outputs))
     return "\n".join(lines)
@@ -305,7 +292,7 @@ def format_attr(value: Any) -> str:
     return repr(value)
 
 
-def _format_type(avals: tuple[Aval, ...] | None) -> str:
+def format_type(avals: tuple[Aval, ...] | None) -> str:
     if avals is None:
         return "?"
     return str(avals[0]) if len(avals) == 1 else "(" + ", ".join(map(str, avals)) + ")"
@@ -415,8 +402,8 @@ def _check_call(node: Node, i: int) -> list[str]:
     except (ShapeError, TypeError) as err:
         return [f"{_label(node, i)}: {err}"]
     if expected != node.aval:
-        return [f"{_label(node, i)} claims {_format_type(node.aval)} but {node.op} "
-                f"gives {_format_type(expected)}"]
+        return [f"{_label(node, i)} claims {format_type(node.aval)} but {node.op} "
+                f"gives {format_type(expected)}"]
     return []
 
 

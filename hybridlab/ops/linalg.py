@@ -22,8 +22,9 @@ from hybridlab.errors import ShapeError
 from hybridlab.ops._infer import promote
 from hybridlab.ops.registry import Attr, Aval, Kind, OpDef, register
 
-# np.dot without its dispatcher, for plain numpy operands: NOTE [np.dot, not @] below
-_dot_c = getattr(np.dot, "_implementation", np.dot)
+# np.dot without its dispatcher, for plain numpy operands: NOTE [np.dot, not @] below.
+# Public: the speed-up plot and the benchmark build their numpy floor with it too.
+dot_c = getattr(np.dot, "_implementation", np.dot)
 _TRANSPOSES = {"transpose_a": Attr("bool", False), "transpose_b": Attr("bool", False)}
 
 
@@ -52,7 +53,7 @@ def _dot(lhs, rhs, transpose_a, transpose_b):
         out = np.tensordot(a, b, 1)
         out = out.reshape(_dot_shape(lhs.shape, rhs.shape, transpose_a, transpose_b))
     else:  # already the shape _dot_shape gives, but for 1-D . 1-D (a number, MXNet: (1,))
-        out = _dot_c(a, b)  # NOTE [np.dot, not @]: the C function, no dispatcher
+        out = dot_c(a, b)  # NOTE [np.dot, not @]: the C function, no dispatcher
         out = np.reshape(out, (1,)) if out.ndim == 0 else out
     return out if out.dtype == lhs.dtype == rhs.dtype else _in_dtype(out, lhs, rhs)
 
@@ -158,7 +159,7 @@ def _rows(x: np.ndarray, flatten: bool) -> np.ndarray:
 
 def _fc(x, w, b=None, *, num_hidden, no_bias, flatten):
     rows = _rows(x, flatten)
-    out = _dot_c(rows, w.T) if rows.ndim == 2 else rows @ w.T  # NOTE [np.dot, not @]
+    out = dot_c(rows, w.T) if rows.ndim == 2 else rows @ w.T  # NOTE [np.dot, not @]
     if out.dtype != x.dtype or x.dtype != w.dtype:  # (a hot path: skip the call if equal)
         out = _in_dtype(out, x, w)
     if b is not None:
@@ -176,28 +177,29 @@ def _fc_out(x, w, b=None, *, out, num_hidden, no_bias, flatten):
 
 # NOTE: [Specialised kernels] (see graph/codegen.py) ``_fc`` handles every case -- data to
 # flatten, promoted dtypes, no bias -- and pays for its tests and keyword attributes on
-# every call: about 0.3 us, a sixth of the seed MLP's last layer (128 -> 2) at batch 1.
+# every call, a visible share of a small layer's time at batch 1 (ARCHITECTURE.md,
+# "Performance notes").
 # When the compiler knows that the data is 2-D, that there is a bias and that every input
 # has one dtype, the tests have known answers, and the program calls one of these
 # instead. ``_fc`` stays the reference: a test checks that both give the same bits.
 #
 # NOTE: [np.dot, not @] for 2-D operands ``np.dot`` and ``@`` (``np.matmul``) compute the
 # same product with the same BLAS call, but ``np.dot`` reaches BLAS with less work around
-# it: measured 0.45 us less per call at batch 1 (0.49 against 0.95 us for 128 -> 2), and
-# as fast or faster at batch 64 and 1024. ``np.matmul`` stays where ``np.dot`` has another
-# meaning (N-D data) or cannot write into ``out`` (a dtype cast on the way). And ``np.dot``
-# itself first runs a Python-level *dispatcher* asking whether an argument overrides it
+# it: faster at batch 1 for a small layer, and as fast or faster at batch 64 and 1024.
+# ``np.matmul`` stays where ``np.dot`` has another meaning (N-D data) or cannot write
+# into ``out`` (a dtype cast on the way). And ``np.dot`` itself first runs a
+# Python-level *dispatcher* asking whether an argument overrides it
 # (``__array_function__``, NEP 18); a kernel's operands are plain numpy arrays, so these
 # kernels call the C function behind it, ``np.dot._implementation``: the same function,
-# the same bits, measured 0.25 us less per call (0.26 against 0.51 us for 128 -> 2).
+# the same bits, without the dispatcher's Python call (measured: "Performance notes").
 def _fc_2d(x, w, b):
-    out = _dot_c(x, w.T)
+    out = dot_c(x, w.T)
     out += b
     return out
 
 
 def _fc_2d_out(x, w, b, *, out):
-    _dot_c(x, w.T, out=out)  # ``out`` has the product's dtype and is C-contiguous
+    dot_c(x, w.T, out=out)  # ``out`` has the product's dtype and is C-contiguous
     np.add(out, b, out=out)
     return out
 

@@ -564,6 +564,28 @@ SCALAR_HINTS: dict[str, str] = {
 Foreign = Callable[[Any, Any, str], None]
 
 
+def install_methods(cls: type, module: types.ModuleType) -> None:
+    """Every lower-case operator or composite that takes a data input becomes a method of
+    ``cls`` (``x.sum(axis=1)``, ``x.dot(w)`` is ``module.dot(x, w)``), unless ``cls``
+    already has the name. The one rule for every front end (NDArray and Symbol), so their
+    methods cannot disagree; call it after ``populate(module, ...)``."""
+    spellings = [s for op in OPS.values() if callable(op.inputs) or op.inputs
+                 for s in (op.name, *op.aliases)]
+    spellings += [s for comp in COMPOSITES.values() for s in (comp.name, *comp.aliases)]
+    for spelling in spellings:
+        if spelling[:1].islower() and "." not in spelling and not hasattr(cls, spelling):
+            setattr(cls, spelling, _method(getattr(module, spelling)))
+
+
+def _method(function: Callable[..., Any]) -> Callable[..., Any]:
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return function(self, *args, **kwargs)  # x.clip(0, 1) is nd.clip(x, 0, 1)
+
+    method.__name__ = function.__name__
+    method.__doc__ = function.__doc__
+    return method
+
+
 def install_dunders(cls: type, apply: Apply, foreign: Foreign | None = None) -> None:
     """Give ``cls`` its arithmetic operators, all routed through ``apply``.
 

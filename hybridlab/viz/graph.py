@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from hybridlab import display
 from hybridlab.errors import GraphvizNotFoundError
 from hybridlab.viz.bundle import rich_bundle
 from hybridlab.viz.palette import BACKGROUND, KIND_COLOURS, OKABE_ITO
@@ -180,7 +181,7 @@ def _subgraph(node: Any) -> Any:
 
 
 def _label(node: Any, canvas: _Canvas) -> str:
-    from hybridlab.graph.ir import _format_type
+    from hybridlab.graph.ir import format_type
 
     if node.kind == "var":
         lines = [node.name]
@@ -189,7 +190,7 @@ def _label(node: Any, canvas: _Canvas) -> str:
     else:
         lines = [node.op, *_changed_attrs(node)]
     if node.aval is not None:  # None: a symbol whose shapes are not known yet
-        lines.append(_format_type(node.aval))
+        lines.append(format_type(node.aval))
     lines += [canvas.notes[id(node)]] if id(node) in canvas.notes else []
     lines += ["unused"] if id(node) in canvas.unused else []
     return r"\n".join(lines)  # DOT's escaped line break keeps the source one line per node
@@ -302,6 +303,9 @@ def mimebundle(obj: Any, text: str | None = None) -> dict[str, str]:
     except ImportError as err:  # the graphviz Python package itself is missing
         return {"text/plain": f"{plain}\n{err}"}
     return Drawing(dot, plain)._repr_mimebundle_()
+
+
+display.set_renderer(mimebundle)  # core objects draw through this hook (core never imports viz)
 
 
 def plot_network(symbol: Any, title: str = "plot", save_format: str = "pdf",

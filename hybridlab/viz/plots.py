@@ -69,7 +69,7 @@ def time_round(fn: Callable[[], Any], repeats: int) -> float:
     Like a training loop, the engine is synced once at the end (``nd.waitall()``):
     waiting after every call would time the hand-over between threads, not the work.
     """
-    from hybridlab import nd
+    from hybridlab import ndarray as nd
 
     fn()  # warm-up: after a switch to hybridized, the first call traces and compiles
     nd.waitall()
@@ -100,7 +100,7 @@ def numpy_mlp(net: Any) -> Callable[[np.ndarray], np.ndarray]:
     64-byte boundary as the network's own do (NOTE [Aligned weights] in parameter.py).
     (The floor returns its own buffer, reused by the next call: fine for timing.)"""
     from hybridlab.gluon.parameter import aligned
-    from hybridlab.ops.linalg import _dot_c as dot
+    from hybridlab.ops.linalg import dot_c as dot
 
     layers = [(aligned(layer.weight.data().asnumpy()).T, aligned(layer.bias.data().asnumpy()))
               for layer in net]
@@ -149,7 +149,8 @@ def measure_speedup(net: Any, x: Any, repeats: int = 50, rounds: int = 5) -> Tim
 
 def speedup_point(batch_size: int, width: int, depth: int, repeats: int = 30) -> Timing:
     """Timings for a freshly made MLP with inputs of ``width`` features (seeded)."""
-    from hybridlab import nd, random
+    from hybridlab import ndarray as nd
+    from hybridlab import random
 
     random.seed(0)
     net = make_mlp(width, depth)

@@ -74,7 +74,7 @@ def test_shape_error_names_node_shapes_and_user_line():
 
 def test_user_origin_points_outside_the_package_by_file_name():
     origin = ir.user_origin()
-    assert origin.startswith("test_graph_ir.py:") and origin.endswith("ir.user_origin()")
+    assert origin.startswith("test_graph_ir.py:") and origin.endswith("ir.user_origin()`")
 
 
 def test_verify_accepts_well_formed_graphs():
