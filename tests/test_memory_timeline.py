@@ -1,0 +1,76 @@
+"""The memory timeline's boxes are the planner's placements: they never overlap."""
+
+from __future__ import annotations
+
+import pytest
+
+from hybridlab import nd, sym
+from hybridlab.gluon import nn
+from hybridlab.viz.memory import memory_timeline, timeline
+
+
+def mlp(batch):
+    net = nn.HybridSequential()
+    net.add(nn.Dense(64, activation="relu"), nn.Dense(32, activation="relu"), nn.Dense(10))
+    net.initialize()
+    net.hybridize()
+    net(nd.ones((batch, 48)))
+    return net
+
+
+def lenet():
+    net = nn.HybridSequential()
+    net.add(nn.Conv2D(6, 5, activation="relu"), nn.MaxPool2D(2), nn.Conv2D(16, 5,
+            activation="relu"), nn.MaxPool2D(2), nn.Flatten(), nn.Dense(84, activation="relu"),
+            nn.Dense(10))
+    net.initialize()
+    net.hybridize()
+    net(nd.ones((4, 1, 28, 28)))
+    return net
+
+
+@pytest.mark.parametrize("make", [lambda: mlp(1), lambda: mlp(64), lenet])
+def test_boxes_never_overlap_and_stay_inside_the_planned_buffers(make):
+    boxes, plan = timeline(make())
+    assert boxes
+    for i, a in enumerate(boxes):
+        assert 0 <= a.low < a.high <= sum(plan.buffer_bytes)
+        for b in boxes[i + 1:]:
+            same_time = a.first < b.last and b.first < a.last  # a shared end step is the
+            same_bytes = a.low < b.high and b.low < a.high     # hand-over of an in-place op
+            assert not (same_time and same_bytes), (a, b)
+            if same_bytes and (a.last == b.first or b.last == a.first):  # touching in time:
+                later = b if a.last == b.first else a  # only an in-place op may take over
+                assert later.inplace, (a, b)
+    arena = [box for box in boxes if box.high <= plan.buffer_bytes[0]]
+    assert max(box.high for box in arena) == plan.buffer_bytes[0]  # the arena is all used
+    assert plan.bound <= plan.planned
+
+
+def test_in_place_results_continue_their_inputs_box():
+    boxes, plan = timeline(mlp(64))
+    assert plan.inplace == sum(box.inplace for box in boxes) > 0
+    for box in (b for b in boxes if b.inplace):
+        before = [b for b in boxes if b.last == box.first and (b.low, b.high) == (box.low,
+                                                                                 box.high)]
+        assert before, box
+
+
+def test_a_symbol_needs_its_shapes():
+    program = sym.relu(sym.var("x")) * 2.0
+    with pytest.raises(ValueError, match="give the input shapes"):
+        timeline(program)
+    boxes, plan = timeline(program, shape={"x": (8, 8)})
+    assert plan.unplanned > 0
+
+
+@pytest.mark.viz
+def test_the_figure_marks_the_arena_and_the_bound():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    figure, text = memory_timeline(mlp(64))
+    labels = figure.axes[0].get_legend_handles_labels()[1]
+    assert any(label.startswith("end of the shared arena:") for label in labels)
+    assert any(label.startswith("liveness bound:") for label in labels)
+    assert text.startswith("memory plan:")
