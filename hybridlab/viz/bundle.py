@@ -42,10 +42,12 @@ def encode_png(png: bytes | None) -> str | None:
     return None if png is None else base64.b64encode(png).decode("ascii")
 
 
-def figure_png(figure: Any, dpi: int = 100) -> bytes:
-    """A matplotlib figure as PNG bytes, on the figure's own (opaque) background."""
+def figure_png(figure: Any, dpi: int = 100, tight: bool = True) -> bytes:
+    """A matplotlib figure as PNG bytes, on the figure's own (opaque) background;
+    ``tight=False`` keeps the figure's own margins and saves a second render (for
+    instruments that redraw on every slider move)."""
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight",
+    figure.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight" if tight else None,
                    facecolor=figure.get_facecolor())
     return buffer.getvalue()
 

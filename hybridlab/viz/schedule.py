@@ -176,9 +176,11 @@ def draw(model: ScheduleModel, figure: Any = None) -> Any:
     from matplotlib.collections import LineCollection, PolyCollection
 
     if figure is None:
-        figure = plt.figure(figsize=(9, 3.6), layout="constrained")
+        figure = plt.figure(figsize=(9, 3.6))
     figure.clear()
-    gantt_axes, curve_axes = figure.subplots(1, 2, width_ratios=[3, 1])
+    # fixed margins, not a layout engine: a redraw stays one render (a slider must be quick)
+    gantt_axes, curve_axes = figure.subplots(1, 2, width_ratios=[3, 1], gridspec_kw={
+        "left": 0.09, "right": 0.98, "bottom": 0.27, "top": 0.9, "wspace": 0.28})
     graph, records = model.current(), model.schedule()
     critical = set(model.critical_path()) if model.critical else set()
     boxes, colours, edges = [], [], []
@@ -242,7 +244,7 @@ class ScheduleExplorer(Instrument):
         self.numbers = widgets.HTML()
         self.image = widgets.Image(format="png")
         with plt.ioff():
-            self.figure = plt.figure(figsize=(9, 3.6), layout="constrained")
+            self.figure = plt.figure(figsize=(9, 3.6))
         for control in (self.workers, self.cost, self.tree, self.arrows, self.critical):
             control.observe(self._changed, names="value")
         self.widget = widgets.VBox([
@@ -259,7 +261,7 @@ class ScheduleExplorer(Instrument):
 
     def refresh(self) -> None:
         """Redraw in place: the same figure, a new PNG in the same Image widget."""
-        self.png = figure_png(draw(self.model, self.figure))
+        self.png = figure_png(draw(self.model, self.figure), tight=False)
         self.image.value = self.png
         self.numbers.value = f"<code>{self.model.summary()}</code>"
 
