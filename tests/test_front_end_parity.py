@@ -9,8 +9,7 @@ from hybridlab.symbol import Symbol
 
 
 def _spellings(with_data_input: bool) -> set[str]:
-    """The operators of hybridlab.ops (``_fused`` is still registered later, by the fusion
-    pass, so no front end has it: open work of issue 13)."""
+    """The operators of hybridlab.ops (``_fused`` included: it is registered with them)."""
     names = {s for op in registry.OPS.values()
              if op.infer.__module__.startswith("hybridlab.ops")
              if not with_data_input or callable(op.inputs) or op.inputs
