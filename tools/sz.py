@@ -42,8 +42,10 @@ PACKAGE = ROOT / "hybridlab"
 # Then +1.55k for the instrument wave: the queue stepper, schedule explorer, pass explorer
 # and memory timeline (each a model and a view), their shared bundle and palette, the graph
 # on Dask, MXNet's linalg operators and the checks of the new lessons' exercises: 9.0k.
+# Then +0.5k once the devices and Dask were really built (typed workers, per-operator costs,
+# the Dask bridge, ~0.3k) and for the reliability work (atomic writes, bounded loaders): 9.5k.
 # The per-module budgets bind; this cap only stops silent growth.
-TOTAL_BUDGET = 9000
+TOTAL_BUDGET = 9500
 DEFAULT_BUDGET = 150
 
 # Code-line budgets from STYLE.md section 2, keyed by path relative to the repository root.
@@ -98,13 +100,13 @@ BUDGETS: dict[str, int] = {
     "hybridlab/viz/graph.py": 250,  # DOT + adapters + plot_network; unused nodes, display
     # hooks; + highlighting what a pass changed
     "hybridlab/viz/views.py": 140,  # pass and source views, plan notes, wrapping, backward view
-    "hybridlab/viz/gantt.py": 125,  # + the list scheduler (bottom-level priority), work and span
+    "hybridlab/viz/gantt.py": 145,  # + list scheduler (bottom-level first, typed pools), work, span
     "hybridlab/viz/plots.py": 170,  # + a fair protocol; the floor as the benchmark writes it;
     # the speed-up widget as an Instrument (widget + PNG + summary)
-    "hybridlab/viz/palette.py": 45,  # op-kind and task-state colours (Okabe-Ito), defined once
+    "hybridlab/viz/palette.py": 50,  # op-kind and task-state colours (Okabe-Ito), defined once
     "hybridlab/viz/bundle.py": 70,  # widget view + PNG + text: every instrument's output
     "hybridlab/viz/stepper.py": 260,  # the queue stepper: model (state, actions) + its widget
-    "hybridlab/viz/schedule.py": 220,  # the schedule explorer: task graphs, model, figure, widget
+    "hybridlab/viz/schedule.py": 335,  # explorer: graphs, model, figure, widget, devices, op costs
     "hybridlab/viz/pass_explorer.py": 110,  # the pass explorer: stages, diffs, widget
     "hybridlab/viz/memory.py": 80,  # the memory timeline: placed results over the steps
     # Modules STYLE.md did not list (the issues asked for more than its sketch).

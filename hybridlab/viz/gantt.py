@@ -24,14 +24,15 @@ Invariants
 from __future__ import annotations
 
 import heapq
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from hybridlab.engine import TaskRecord
 from hybridlab.viz.palette import KIND_COLOURS, OTHER_COLOUR
 
 
 def simulate(names: Sequence[str], deps: Sequence[Sequence[int]],
-             durations: Sequence[float], workers: int) -> list[TaskRecord]:
+             durations: Sequence[float], workers: int | Mapping[str, int],
+             devices: Sequence[str] | None = None) -> list[TaskRecord]:
     """Greedy list scheduling of ops ``0..n-1`` on ``workers`` identical workers.
 
     Op ``i`` takes ``durations[i]`` and may start once the ops ``deps[i]`` are done. The
@@ -42,13 +43,27 @@ def simulate(names: Sequence[str], deps: Sequence[Sequence[int]],
     the schedule is deterministic, and within Brent's bounds (module docstring). Returns one
     TaskRecord per op, in op order (times in the durations' unit).
     O((ops + dependencies) log ops): 10 000 ops take a fraction of a second.
+
+    *Typed workers*: with ``workers={"cpu": 2, "gpu": 1, "copy": 1}`` and ``devices[i]``
+    naming the kind of worker op ``i`` needs, each kind is its own pool, numbered in the
+    mapping's order (cpu 0-1, gpu 2, copy 3). The rule is the same within each pool: a
+    worker never idles while an op of its kind is ready. (Brent's bounds are for identical
+    workers; a typed schedule still never runs two ops on one worker at once.)
     """
     n = len(names)
-    if workers < 1:
-        raise ValueError(f"simulate needs at least one worker, got {workers}")
-    if not len(deps) == len(durations) == n:
-        raise ValueError(f"simulate: {n} names, {len(deps)} dependency lists and "
-                         f"{len(durations)} durations: give one of each per op")
+    pools = dict(workers) if isinstance(workers, Mapping) else {"": workers}
+    if isinstance(workers, Mapping) and devices is None:
+        raise ValueError("simulate: typed workers need devices=[the kind of each op]")
+    if any(not isinstance(k, int) or k < 1 for k in pools.values()):
+        raise ValueError(f"simulate needs at least one worker of each kind, got {workers}")
+    kinds = [""] * n if not isinstance(workers, Mapping) else list(devices or ())
+    if not len(deps) == len(durations) == len(kinds) == n:
+        raise ValueError(f"simulate: {n} names, {len(deps)} dependency lists, "
+                         f"{len(durations)} durations and {len(kinds)} devices: give one of "
+                         f"each per op")
+    if set(kinds) - set(pools):
+        raise ValueError(f"simulate: ops need devices {sorted(set(kinds) - set(pools))} "
+                         f"that have no workers (workers={workers})")
     if any(d < 0 for d in durations):
         raise ValueError("simulate: durations must be >= 0")
     order, dependents = _topological_order(names, deps)
@@ -56,25 +71,34 @@ def simulate(names: Sequence[str], deps: Sequence[Sequence[int]],
     for i in reversed(order):
         bottom[i] = durations[i] + max((bottom[j] for j in dependents[i]), default=0.0)
     waiting = [len(set(d)) for d in deps]
-    ready = [(-bottom[i], i) for i in range(n) if waiting[i] == 0]
-    heapq.heapify(ready)
-    idle = list(range(workers))  # a heap of free worker numbers
+    ready: dict[str, list[tuple[float, int]]] = {kind: [] for kind in pools}
+    idle: dict[str, list[int]] = {}  # per kind, a heap of free worker numbers
+    for kind, count in pools.items():
+        first = sum(len(free) for free in idle.values())
+        idle[kind] = list(range(first, first + count))
+    for i in range(n):
+        if waiting[i] == 0:
+            ready[kinds[i]].append((-bottom[i], i))
+    for heap in ready.values():
+        heapq.heapify(heap)
     running: list[tuple[float, int, int]] = []  # (end, op, worker)
     start, worker_of = [0.0] * n, [0] * n
     now = 0.0
-    while ready or running:
-        while ready and idle:  # work-conserving: nothing ready waits beside a free worker
-            _, op = heapq.heappop(ready)
-            start[op], worker_of[op] = now, heapq.heappop(idle)
-            heapq.heappush(running, (now + durations[op], op, worker_of[op]))
+    while running or any(ready.values()):
+        for kind, queue in ready.items():  # work-conserving: nothing ready waits beside
+            free = idle[kind]              # a free worker of its kind
+            while queue and free:
+                _, op = heapq.heappop(queue)
+                start[op], worker_of[op] = now, heapq.heappop(free)
+                heapq.heappush(running, (now + durations[op], op, worker_of[op]))
         now = running[0][0]
         while running and running[0][0] == now:  # everything finishing now frees together
             _, op, worker = heapq.heappop(running)
-            heapq.heappush(idle, worker)
+            heapq.heappush(idle[kinds[op]], worker)
             for dependent in dependents[op]:
                 waiting[dependent] -= 1
                 if waiting[dependent] == 0:
-                    heapq.heappush(ready, (-bottom[dependent], dependent))
+                    heapq.heappush(ready[kinds[dependent]], (-bottom[dependent], dependent))
     return [TaskRecord(names[i], worker_of[i], start[i], start[i] + durations[i], (), ())
             for i in range(n)]
 
@@ -136,9 +160,11 @@ def op_kind(name: str) -> str:
         return "other"
 
 
-def gantt(records: Sequence[TaskRecord], title: str = "engine trace") -> Any:
+def gantt(records: Sequence[TaskRecord], title: str = "engine trace",
+          rows: Mapping[int, str] | None = None) -> Any:
     """A matplotlib figure: one row per worker, one bar per op (milliseconds), coloured
-    by the op's kind as in the graph drawings, with a legend naming the ops of each kind."""
+    by the op's kind as in the graph drawings, with a legend naming the ops of each kind.
+    ``rows`` names the workers (default ``worker 0``, ``worker 1``, ...)."""
     import matplotlib.pyplot as plt
 
     if not records:
@@ -153,7 +179,7 @@ def gantt(records: Sequence[TaskRecord], title: str = "engine trace") -> Any:
         axes.broken_barh([(left, width)], (row - 0.4, 0.8), edgecolor="#555555",
                          facecolor=KIND_COLOURS.get(op_kind(record.name), OTHER_COLOUR))
         bars.append((left, width, row, record.name))
-    axes.set_yticks(range(len(workers)), [f"worker {w}" for w in workers])
+    axes.set_yticks(range(len(workers)), [(rows or {}).get(w, f"worker {w}") for w in workers])
     axes.set(xlabel="time since the first op (ms)", title=f"{title}\n{describe(records)}")
     axes.invert_yaxis()
     handles = _legend(records)
