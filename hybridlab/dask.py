@@ -117,25 +117,26 @@ def stream_records(stream: Sequence[Mapping[str, Any]], ops: Mapping[str, str] |
     per computed task, one row per worker thread; and each row's name, for ``gantt(rows=)``.
     With ``ops`` (a :class:`DaskGraph`'s) only operator tasks are kept, named by their
     operator (inputs and constants are tasks to Dask too)."""
-    records, rows = [], {}
+    computed = []  # (worker address, thread, operator, start, stop)
     for entry in stream:
         key = str(entry.get("key"))
         if ops is not None and key not in ops:
             continue
         for part in entry.get("startstops", ()):
-            if part.get("action") != "compute":
-                continue  # transfers and disk reads are not the graph's tasks
-            place = (str(entry.get("worker", "?")), entry.get("thread", 0))
-            row = rows.setdefault(place, len(rows))
-            name = ops[key] if ops is not None else key.rsplit("-", 1)[0]
-            records.append(TaskRecord(name, row, float(part["start"]), float(part["stop"]),
-                                      (), ()))
-    workers = sorted({address for address, _ in rows})
-    threads = {w: sorted(t for a, t in rows if a == w) for w in workers}
-    names = {row: f"dask worker {workers.index(a)}" + (
-        f" thread {threads[a].index(t)}" if len(threads[a]) > 1 else "")
-        for (a, t), row in rows.items()}
-    return sorted(records, key=lambda r: r.start), names
+            if part.get("action") == "compute":  # (transfers are not the graph's tasks)
+                computed.append((str(entry.get("worker", "?")), entry.get("thread", 0),
+                                 ops[key] if ops is not None else key.rsplit("-", 1)[0],
+                                 float(part["start"]), float(part["stop"])))
+    places = sorted({(address, thread) for address, thread, *_ in computed})
+    workers = sorted({address for address, _ in places})
+    rows = {}
+    for row, (address, thread) in enumerate(places):  # "dask worker 0 thread 1"
+        threads = [t for a, t in places if a == address]
+        rows[row] = f"dask worker {workers.index(address)}" + (
+            f" thread {threads.index(thread)}" if len(threads) > 1 else "")
+    records = [TaskRecord(name, places.index((address, thread)), start, stop, (), ())
+               for address, thread, name, start, stop in computed]
+    return sorted(records, key=lambda r: r.start), rows
 
 
 def _graph_and_params(source: Any) -> tuple[ir.Graph, dict[str, np.ndarray]]:

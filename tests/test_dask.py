@@ -11,8 +11,8 @@ import hybridlab as mx
 from hybridlab import autograd, nd
 from hybridlab import dask as hdask
 from hybridlab.errors import DaskGraphError
-from hybridlab.graph import ir
 from hybridlab.gluon import nn
+from hybridlab.graph import ir
 
 UNARY = ("relu", "sigmoid", "tanh", "negative", "square")
 BINARY = ("broadcast_add", "broadcast_mul", "broadcast_sub", "broadcast_maximum")

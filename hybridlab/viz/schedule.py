@@ -357,7 +357,7 @@ class ScheduleExplorer(Instrument):
 
     def __init__(self, model: ScheduleModel) -> None:
         import ipywidgets as widgets
-        import matplotlib.pyplot as plt
+        from matplotlib.figure import Figure
 
         self.model = model
         self.workers = widgets.IntSlider(value=model.workers, min=1, max=16,
@@ -377,8 +377,9 @@ class ScheduleExplorer(Instrument):
         self.critical = widgets.Checkbox(value=model.critical, description="critical path")
         self.numbers = widgets.HTML()
         self.image = widgets.Image(format="png")
-        with plt.ioff():
-            self.figure = plt.figure(figsize=(9, 3.6))
+        # not through pyplot: a pyplot figure stays registered, and the inline backend
+        # would show it again under the next cell that draws a plot
+        self.figure = Figure(figsize=(9, 3.6))
         for control in (self.workers, self.cost, self.tree, self.streams, self.arrows,
                         self.critical):
             control.observe(self._changed, names="value")
