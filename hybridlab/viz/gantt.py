@@ -161,32 +161,43 @@ def op_kind(name: str) -> str:
 
 
 def gantt(records: Sequence[TaskRecord], title: str = "engine trace",
-          rows: Mapping[int, str] | None = None) -> Any:
+          rows: Mapping[int, str] | None = None,
+          beside: Sequence[tuple[Sequence[TaskRecord], str]] = ()) -> Any:
     """A matplotlib figure: one row per worker, one bar per op (milliseconds), coloured
     by the op's kind as in the graph drawings, with a legend naming the ops of each kind.
-    ``rows`` names the workers (default ``worker 0``, ``worker 1``, ...)."""
+    ``rows`` names the workers (default ``worker 0``, ``worker 1``, ...). ``beside``: more
+    ``(records, title)`` charts drawn below on the same time axis (e.g. a simulation of
+    the same tasks), each from its own first op."""
     import matplotlib.pyplot as plt
 
-    if not records:
-        raise ValueError(describe(records))
-    origin = min(r.start for r in records)
-    workers = sorted({r.worker for r in records})
-    figure, axes = plt.subplots(figsize=(8, 1.6 + 0.5 * len(workers)), layout="constrained")
+    charts = [(records, title), *beside]
+    for chart, _ in charts:
+        if not chart:
+            raise ValueError(describe(chart))
+    heights = [1.0 + 0.5 * len({r.worker for r in chart}) for chart, _ in charts]
+    figure, axes = plt.subplots(len(charts), 1, figsize=(8, 0.6 + sum(heights)),
+                                layout="constrained", sharex=True, squeeze=False,
+                                height_ratios=heights)
     bars = []
-    for record in records:
-        row, left = workers.index(record.worker), (record.start - origin) * 1e3
-        width = (record.end - record.start) * 1e3
-        axes.broken_barh([(left, width)], (row - 0.4, 0.8), edgecolor="#555555",
-                         facecolor=KIND_COLOURS.get(op_kind(record.name), OTHER_COLOUR))
-        bars.append((left, width, row, record.name))
-    axes.set_yticks(range(len(workers)), [(rows or {}).get(w, f"worker {w}") for w in workers])
-    axes.set(xlabel="time since the first op (ms)", title=f"{title}\n{describe(records)}")
-    axes.invert_yaxis()
-    handles = _legend(records)
+    for (chart, heading), ax in zip(charts, axes[:, 0]):
+        origin = min(r.start for r in chart)
+        workers = sorted({r.worker for r in chart})
+        for record in chart:
+            row, left = workers.index(record.worker), (record.start - origin) * 1e3
+            width = (record.end - record.start) * 1e3
+            ax.broken_barh([(left, width)], (row - 0.4, 0.8), edgecolor="#555555",
+                           facecolor=KIND_COLOURS.get(op_kind(record.name), OTHER_COLOUR))
+            bars.append((ax, left, width, row, record.name))
+        names = rows if rows and chart is records else {}  # ``rows`` name the first chart's
+        ax.set_yticks(range(len(workers)), [names.get(w, f"worker {w}") for w in workers])
+        ax.set_title(f"{heading}\n{describe(chart)}")
+        ax.invert_yaxis()
+    axes[-1, 0].set_xlabel("time since the first op (ms)")
+    handles = _legend([r for chart, _ in charts for r in chart])
     figure.legend(handles=handles, loc="outside lower center", ncols=len(handles),
                   fontsize=8, frameon=False)
     figure.draw_without_rendering()  # settles the layout, so labels fit the final bars
-    _label_bars(figure, axes, bars)
+    _label_bars(figure, bars)
     return figure
 
 
@@ -201,10 +212,10 @@ def _legend(records: Sequence[TaskRecord]) -> list[Any]:
                   label=f"{kind}: {', '.join(ops)}") for kind, ops in sorted(names.items())]
 
 
-def _label_bars(figure: Any, axes: Any, bars: list[tuple[float, float, int, str]]) -> None:
+def _label_bars(figure: Any, bars: list[tuple[Any, float, float, int, str]]) -> None:
     """Write each op's name on its bar, only where the text really fits (measured)."""
     renderer = figure.canvas.get_renderer()
-    for left, width, row, name in bars:
+    for axes, left, width, row, name in bars:
         text = axes.text(left + width / 2, row, name, ha="center", va="center", fontsize=8,
                          clip_on=True)
         x0, x1 = axes.transData.transform([(left, row), (left + width, row)])[:, 0]

@@ -410,8 +410,8 @@ class ScheduleExplorer(Instrument):
 
 def real_vs_simulated(records: Sequence[TaskRecord]) -> tuple[str, Any]:
     """A traced run beside the list schedule of the same tasks with the measured
-    durations on as many workers: a line with both makespans and their ratio, and the
-    simulated schedule's Gantt chart (draw the real one with ``gantt.gantt(records)``).
+    durations on as many workers: a line with both makespans and their ratio, and one
+    figure with both Gantt charts on the same time axis (real above, simulated below).
 
     A ratio above 1 is time the real engine lost to what the simulation leaves out:
     pushing from Python, handing tasks to threads, waiting for the GIL.
@@ -427,7 +427,8 @@ def real_vs_simulated(records: Sequence[TaskRecord]) -> tuple[str, Any]:
             f"{workers} worker(s): real / simulated = {real / ideal:.2f}")
     moved = [TaskRecord(r.name, r.worker, r.start, r.end, r.reads, r.writes, r.seq, r.deps)
              for r in simulated]
-    return line, gantt(moved, f"simulated: the same {len(records)} tasks, measured durations")
+    return line, gantt(records, "real: the engine's trace", beside=[
+        (moved, f"simulated: the same {len(records)} tasks, measured durations")])
 
 
 def schedule_explorer(source: Any, workers: int = 2, cost: str = "uniform", *,
