@@ -57,7 +57,19 @@ def test_dot_has_every_node_with_its_type_and_every_edge():
         assert text in source
     edges = [line.strip() for line in source.splitlines() if "->" in line]
     assert edges == ["n0 -> n2", "n1 -> n2", "n2 -> n3", "n3 -> n4", "n4 -> n6", "n5 -> n6",
-                     "n6 -> out0"]
+                     "n6 -> out0", "out0 -> legend [style=invis]"]
+
+
+def test_the_legend_names_exactly_the_kinds_drawn():
+    source = vg.to_dot(small_graph(), params=["w"]).source
+    legend = next(line for line in source.splitlines() if line.strip().startswith("legend"))
+    drawn = {node.opdef.kind.value for node in small_graph().nodes if node.kind == "call"}
+    for kind, words in vg.KIND_NAMES.items():
+        assert (f">{words}</TD>" in legend) == (kind in drawn), kind
+    assert vg.KIND_COLOURS[sorted(drawn)[0]] in legend
+    data = ir.var("data", Aval((4, 8), F32))
+    identity = ir.Graph((data,), (data,), (data.out(),))
+    assert "legend" not in vg.to_dot(identity).source  # no operator: nothing to explain
 
 
 def test_inputs_params_consts_and_kinds_are_drawn_distinctly():
@@ -113,7 +125,7 @@ def test_fused_groups_are_drawn_as_clusters_wired_to_the_outer_graph():
     fused, _ = run_pipeline(small_graph())
     source = vg.to_dot(fused, params=["w"]).source
     assert "subgraph cluster_" in source and "fused:" in source
-    assert source.count("->") == 7  # the same data flow as before fusion
+    assert source.count("->") - source.count("-> legend") == 7  # the same flow as unfused
     inside = source.split("subgraph cluster_", 1)[1].split("}", 1)[0]
     assert "relu" in inside and "label=\"data" not in inside  # inputs stay outside the box
 
@@ -388,7 +400,7 @@ def test_every_node_and_every_input_edge_is_drawn_before_and_after_fusion(graph)
 
     source = vg.to_dot(graph).source
     calls = [n for n in graph.nodes if n.kind == "call"]
-    assert source.count("->") == sum(len(n.inputs) for n in calls) + 1
+    assert source.count("->") - source.count("-> legend") == sum(len(n.inputs) for n in calls) + 1
     assert source == vg.to_dot(graph).source  # deterministic
     fused, _ = run_pipeline(graph, disabled=["fold_constants"])
     inner = [m for n in fused.nodes for _, g in n.attrs if isinstance(g, ir.Graph)

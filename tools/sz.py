@@ -97,7 +97,7 @@ BUDGETS: dict[str, int] = {
     "hybridlab/gluon/data.py": 75,  # + batch_size check
     "hybridlab/profiler.py": 60,
     "hybridlab/viz/__init__.py": 20,  # re-exports only
-    "hybridlab/viz/graph.py": 250,  # DOT + adapters + plot_network; unused nodes, display
+    "hybridlab/viz/graph.py": 270,  # DOT + adapters + plot_network; unused nodes, display, key
     # hooks; + highlighting what a pass changed
     "hybridlab/viz/views.py": 140,  # pass and source views, plan notes, wrapping, backward view
     "hybridlab/viz/gantt.py": 155,  # + list scheduler (bottom-level first, typed pools), work, span
@@ -108,7 +108,7 @@ BUDGETS: dict[str, int] = {
     "hybridlab/viz/stepper.py": 260,  # the queue stepper: model (state, actions) + its widget
     "hybridlab/viz/schedule.py": 335,  # explorer: graphs, model, figure, widget, devices, op costs
     "hybridlab/viz/pass_explorer.py": 110,  # the pass explorer: stages, diffs, widget
-    "hybridlab/viz/memory.py": 80,  # the memory timeline: placed results over the steps
+    "hybridlab/viz/memory.py": 165,  # the timeline (forward, joint with backward) + its widget
     # Modules STYLE.md did not list (the issues asked for more than its sketch).
     "hybridlab/ops/_infer.py": 40,  # shared shape-rule helpers (axis normalisation, broadcast)
     "hybridlab/ops/broadcast.py": 60,  # broadcast_to/axis/like and sum_like, their inverse

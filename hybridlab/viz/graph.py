@@ -42,6 +42,8 @@ LEAF_STYLES = {  # how the non-call nodes look
     "const": {"shape": "note", "style": "filled", "fillcolor": "#f2f2f2"},
     "output": {"shape": "plaintext"},
 }
+KIND_NAMES = {"elementwise": "elementwise", "broadcast": "broadcasting", "reduce": "reduction",
+              "opaque": "other (e.g. matrix product)"}  # the legend's words for OpDef.kind
 UNUSED_STYLE = {"style": "dotted", "color": "#888888", "fontcolor": "#666666"}
 LEARNABLE_ATTRS = ("__init__", "__lr_mult__", "__wd_mult__")  # only trainable vars have them
 INSTALL_HINT = ("the graphviz 'dot' program is not installed; install it with "
@@ -124,7 +126,24 @@ def to_dot(graph: Any, title: str = "plot", params: Any = (), node_attrs: dict |
         canvas.edges.append((names[id(value.node)], f"out{index}"))
     for tail, head in canvas.edges:  # emitted last, at the top level: clusters keep their nodes
         dot.edge(tail, head)
+    kinds = sorted({node.opdef.kind.value for node in _calls(graph)})
+    if kinds and graph.outputs:  # the colours' key, under the outputs
+        cells = "".join(f'<TD BGCOLOR="{KIND_COLOURS.get(kind, "#e5e5e5")}" STYLE="rounded">'
+                        f"{KIND_NAMES.get(kind, kind)}</TD>" for kind in kinds)
+        dot.node("legend", f'<<TABLE BORDER="0" CELLSPACING="4" CELLPADDING="3"><TR>'
+                 f'<TD>operators:</TD>{cells}</TR></TABLE>>', shape="plaintext",
+                 fontsize="9")
+        dot.edge(f"out{len(graph.outputs) - 1}", "legend", style="invis")
     return dot
+
+
+def _calls(graph: Any) -> list[Any]:
+    """Every operator node, those inside fused groups included (what the drawing shows)."""
+    found = []
+    for node in graph.nodes:
+        body = _subgraph(node) if node.kind == "call" else None
+        found += _calls(body) if body is not None else [node] if node.kind == "call" else []
+    return found
 
 
 def unused_nodes(graph: Any) -> set[int]:
