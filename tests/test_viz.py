@@ -57,19 +57,35 @@ def test_dot_has_every_node_with_its_type_and_every_edge():
         assert text in source
     edges = [line.strip() for line in source.splitlines() if "->" in line]
     assert edges == ["n0 -> n2", "n1 -> n2", "n2 -> n3", "n3 -> n4", "n4 -> n6", "n5 -> n6",
-                     "n6 -> out0", "out0 -> legend [style=invis]"]
+                     "n6 -> out0"]
 
 
 def test_the_legend_names_exactly_the_kinds_drawn():
     source = vg.to_dot(small_graph(), params=["w"]).source
-    legend = next(line for line in source.splitlines() if line.strip().startswith("legend"))
+    legend = next(line for line in source.splitlines() if "operators:" in line)
+    assert "labelloc=b" in source  # the graph's own label, at the bottom
+    titled = vg.to_dot(small_graph(), "a title").source  # the label is taken: a key node
+    assert "out0 -> legend [style=invis]" in titled and 'label="a title"' in titled
     drawn = {node.opdef.kind.value for node in small_graph().nodes if node.kind == "call"}
     for kind, words in vg.KIND_NAMES.items():
         assert (f">{words}</TD>" in legend) == (kind in drawn), kind
     assert vg.KIND_COLOURS[sorted(drawn)[0]] in legend
     data = ir.var("data", Aval((4, 8), F32))
     identity = ir.Graph((data,), (data,), (data.out(),))
-    assert "legend" not in vg.to_dot(identity).source  # no operator: nothing to explain
+    assert "operators:" not in vg.to_dot(identity).source  # no operator: nothing to explain
+
+
+def test_the_gradient_drawing_boxes_forward_and_backward_and_names_the_gradients():
+    graph = small_graph()
+    drawing = vg.draw_gradient(graph)
+    source = drawing.source
+    assert "subgraph cluster_forward" in source and "subgraph cluster_backward" in source
+    forward = source.split("subgraph cluster_forward", 1)[1].split("}", 1)[0]
+    assert "relu" in forward and "_greater_scalar" not in forward  # relu's mask: backward
+    for name in ("data", "w"):
+        assert f"d loss / d {name}" in source
+    assert r"d loss / d output 0" in source and 'label="output 0"' in source
+    assert drawing.text.startswith("Graph(")
 
 
 def test_inputs_params_consts_and_kinds_are_drawn_distinctly():
