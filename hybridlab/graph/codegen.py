@@ -54,7 +54,7 @@ import numpy as np
 from hybridlab import random
 from hybridlab.errors import GraphError, ShapeError
 from hybridlab.graph.ir import Graph, Node, Value
-from hybridlab.graph.passes.fuse_elementwise import FUSED
+from hybridlab.ops.fused import FUSED
 from hybridlab.ops.registry import RunContext
 
 _RESERVED = {"rt", "forward", "backward"}

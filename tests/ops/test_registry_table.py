@@ -15,8 +15,16 @@ from typing import Any, Callable
 import numpy as np
 import pytest
 
+from hybridlab.graph import ir
 from hybridlab.ops import COMPOSITES, OPS, Aval, Kind, eager, get
 from hybridlab.ops.eager import Tensor
+
+
+def _tanh_of_product() -> ir.Graph:
+    """The sub-program of a fused group ``tanh(in0 * in1)``, as fuse_elementwise makes."""
+    a, b = ir.var("in0"), ir.var("in1")
+    product = ir.call("broadcast_mul", [a.out(), b.out()])
+    return ir.Graph.from_outputs([ir.call("tanh", [product.out()]).out()], [a, b])
 
 
 @dataclass
@@ -225,6 +233,8 @@ ROWS: list[Row] = [
     Row("FullyConnected", [(2, 3, 5), (4, 5)], lambda x, w: x @ w.T,
         {"num_hidden": 4, "no_bias": True, "flatten": False}),
     Row("add_n", [(2, 3)] * 3, lambda *xs: xs[0] + xs[1] + xs[2]),
+    Row("_fused", [(2, 3), (2, 3)], lambda a, b: np.tanh(a * b),
+        {"program": _tanh_of_product()}),
     # convolution and pooling
     Row("Convolution", [(2, 3, 5, 5), (4, 3, 3, 3), (4,)],
         lambda x, w, b: _conv_ref(x, w, b, stride=(2, 2), pad=(1, 1)),
