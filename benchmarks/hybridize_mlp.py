@@ -12,7 +12,10 @@ preallocated ``out=`` buffers: the *floor*, the same maths on the same weight la
 (``x @ W.T`` with ``W`` stored ``(out, in)``, as MXNet and hybridlab store it) with no
 framework at all. One more row stores each weight transposed once (``x @ Wt``): that
 layout alone is faster in OpenBLAS at batch 64, and shows what a framework that kept
-its weights that way would gain; ratios are to the same-layout floor. PyTorch eager
+its weights that way would gain; ratios are to the same-layout floor. The row
+``pre-transposed / NaiveEngine`` is hybridlab doing that: ``hybridize(passes=
+[pretranspose_weights])``, the layout pass (weights transposed once, kept by CachedOp).
+PyTorch eager
 and TorchScript rows appear when torch is installed. Then one training step (forward,
 loss, backward, SGD) imperative vs hybridized vs static at batch 1 and 64.
 
@@ -61,6 +64,7 @@ import hybridlab as mx  # noqa: E402
 from hybridlab import autograd, engine, gluon, nd  # noqa: E402
 from hybridlab.gluon import nn  # noqa: E402
 from hybridlab.gluon.parameter import aligned  # noqa: E402  (NOTE [Aligned weights])
+from hybridlab.graph.passes.pretranspose_weights import pretranspose_weights  # noqa: E402
 from hybridlab.ops.linalg import dot_c  # noqa: E402
 
 ENGINES = ("NaiveEngine", "ThreadedEngine")
@@ -80,6 +84,8 @@ def get_net(mode: str, shared: list[np.ndarray] | None = None) -> nn.HybridSeque
     nd.waitall()
     if mode == "hybridized":
         net.hybridize()
+    elif mode == "pre-transposed":  # the layout pass: weights read as (in, out)
+        net.hybridize(passes=[pretranspose_weights])
     elif mode == "static":
         net.hybridize(static_alloc=True, static_shape=True)
     return net
@@ -188,6 +194,8 @@ def forward_table(calls: int, repeats: int, blas: int) -> list[Row]:
         params = weights(get_net("imperative"))  # read by every row below
         cases = {f"{mode} / {name}": (name, get_net(mode, params)) for name in ENGINES
                  for mode in ("imperative", "hybridized", "static")}
+        cases["pre-transposed / NaiveEngine"] = ("NaiveEngine", get_net("pre-transposed",
+                                                                        params))
         plain = {"numpy": numpy_forward(params),
                  FLOOR: numpy_out_forward(params, batch, pretransposed=False),
                  "numpy out=, W pre-transposed": numpy_out_forward(params, batch, True)}

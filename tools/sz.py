@@ -44,8 +44,10 @@ PACKAGE = ROOT / "hybridlab"
 # on Dask, MXNet's linalg operators and the checks of the new lessons' exercises: 9.0k.
 # Then +0.5k once the devices and Dask were really built (typed workers, per-operator costs,
 # the Dask bridge, ~0.3k) and for the reliability work (atomic writes, bounded loaders): 9.5k.
+# Then +0.2k: _fused as an operator, the layout pass and its runtime copies, the memory and
+# speed-up instruments grown into widgets, the gradient drawing: 9.7k.
 # The per-module budgets bind; this cap only stops silent growth.
-TOTAL_BUDGET = 9500
+TOTAL_BUDGET = 9700
 DEFAULT_BUDGET = 150
 
 # Code-line budgets from STYLE.md section 2, keyed by path relative to the repository root.
@@ -60,7 +62,7 @@ BUDGETS: dict[str, int] = {
     "hybridlab/ops/elementwise.py": 220,  # + kernel_out forms and the dtype contract
     "hybridlab/ops/reduce.py": 120,
     "hybridlab/ops/shape.py": 140,
-    "hybridlab/ops/linalg.py": 150,  # + infer_params; kernel_out for dot/FC; dtypes; FC_2d
+    "hybridlab/ops/linalg.py": 160,  # + infer_params; kernel_out for dot/FC; dtypes; FC_2d, dot_c
     "hybridlab/ops/random.py": 40,
     "hybridlab/engine.py": 610,  # + hook-error reports, convoy-free finishing, BLAS, origin cache;
     # + the push/fail/skip/clear events and typed dependencies (Dep) every instrument reads
@@ -85,10 +87,12 @@ BUDGETS: dict[str, int] = {
     "hybridlab/graph/passes/fuse_elementwise.py": 100,  # the pass only (the op: ops/fused.py)
     "hybridlab/graph/passes/plan_memory.py": 160,  # + kernel workspace, choosing the arena
     "hybridlab/graph/codegen.py": 265,  # + fused bodies, arena, source check, 0-d, specialise
-    "hybridlab/graph/cached_op.py": 152,  # + stats, read grads, inline cache, plain call, 2nd order
+    "hybridlab/graph/cached_op.py": 192,  # + stats, read grads, inline cache, plain call, 2nd
+    # order; the transposed weights a layout pass asks for (_Layouts)
+    "hybridlab/graph/passes/pretranspose_weights.py": 45,  # the layout pass
     "hybridlab/gluon/__init__.py": 20,  # re-exports only
     "hybridlab/gluon/parameter.py": 190,  # + save/load, regex, grad_req, one NDArray, aligned
-    "hybridlab/gluon/block.py": 300,  # + input/flag/trace checks, Symbol calls, last program
+    "hybridlab/gluon/block.py": 310,  # + input/flag/trace checks, Symbol calls, last program
     "hybridlab/gluon/nn/__init__.py": 20,  # re-exports only (nn.py split as MXNet's gluon/nn/)
     "hybridlab/gluon/nn/activations.py": 25,
     "hybridlab/gluon/nn/basic_layers.py": 160,  # + BatchNorm on any axis, slices, MXNet reprs

@@ -187,16 +187,26 @@ class Block:
         raise NotImplementedError(f"{type(self).__name__} must define forward(self, x)")
 
 
+_FLAGS = ("static_alloc", "static_shape", "passes", "disabled_passes")
+
+
 def _check_flags(active: Any, flags: dict[str, Any]) -> None:
     for key in flags:
-        if key not in ("static_alloc", "static_shape"):
-            close = difflib.get_close_matches(key, ["static_alloc", "static_shape"], n=1)
+        if key not in _FLAGS:
+            close = difflib.get_close_matches(key, _FLAGS, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise TypeError(f"hybridize() got an unknown keyword {key!r}{hint} "
-                            f"(it takes active, static_alloc and static_shape)")
-    for key, value in [("active", active), *flags.items()]:
+                            f"(it takes active, {', '.join(_FLAGS)})")
+    switches = {k: v for k, v in flags.items() if k in ("static_alloc", "static_shape")}
+    for key, value in [("active", active), *switches.items()]:
         if not isinstance(value, bool):  # the strings "no" and "False" are true in Python
             raise TypeError(f"hybridize(): {key} must be True or False, got {value!r}")
+    for key, want in (("passes", callable), ("disabled_passes", lambda v: isinstance(v, str))):
+        value = flags.get(key, ())
+        if isinstance(value, (str, bytes)) or not all(want(v) for v in value):
+            raise TypeError(f"hybridize(): {key} must be a list of "
+                            f"{'pass functions' if key == 'passes' else 'pass names'}, "
+                            f"got {value!r}")
 
 
 def _only_ndarrays(args: tuple) -> bool:
@@ -250,11 +260,15 @@ class HybridBlock(Block):
 
         Flags: ``static_alloc=True`` keeps the output buffers between calls;
         ``static_shape=True`` also compiles one program per input shape, so traced
-        Symbols know their shapes.
+        Symbols know their shapes; ``passes=[...]`` adds compiler passes (pure
+        ``Graph -> (Graph, changes)`` functions, run before fusion and the memory plan)
+        and ``disabled_passes=[...]`` names pipeline passes not to run.
         """
         _check_flags(active, flags)
         self._active = bool(active)
         self._flags = {"static_alloc": False, "static_shape": False, **flags}
+        for key in ("passes", "disabled_passes"):
+            self._flags[key] = tuple(self._flags.get(key, ()))
         self._programs, self._last_program = {}, None
         super().hybridize(active, **flags)
 

@@ -355,7 +355,10 @@ class _Writer:
         if special is not None:  # NOTE [Specialised kernels]: arrays only, no attributes
             # named like the op: the kernel ``_fc`` specialised as ``_fc_2d`` is called
             # ``FullyConnected_2d`` here
-            suffix = special.__name__.removeprefix(opdef.kernel.__name__)
+            # (a C function such as ``np.dot``'s is named otherwise: ``dot_c``)
+            kernel_name = opdef.kernel.__name__
+            suffix = (special.__name__.removeprefix(kernel_name)
+                      if special.__name__.startswith(kernel_name) else "_c")
             out = [] if target is None else [f"out={target}"]
             return f"{self._bind(special, opdef.name + suffix)}({', '.join(args + out)})"
         if target is None:
