@@ -33,6 +33,7 @@ from typing import Any, Sequence
 
 from hybridlab import display
 from hybridlab.errors import GraphvizNotFoundError
+from hybridlab.graph.passes.pretranspose_weights import LAYOUT_OF
 from hybridlab.viz.bundle import rich_bundle
 from hybridlab.viz.palette import BACKGROUND, KIND_COLOURS, OKABE_ITO
 
@@ -121,7 +122,8 @@ def to_dot(graph: Any, title: str = "plot", params: Any = (), node_attrs: dict |
         node_attr={"fontname": "Helvetica", "fontsize": "10", "height": "0.3",
                    **(node_attrs or {})},
         edge_attr={"arrowsize": "0.6", "color": "#555555"})
-    roles = {id(n): ("param" if n.name in set(params) else "input") for n in graph.inputs}
+    roles = {id(n): ("param" if n.name in set(params) or LAYOUT_OF in dict(n.attrs) else
+                     "input") for n in graph.inputs}  # a weight's transposed copy: a weight
     hidden = {id(n) for n in graph.inputs if roles[id(n)] == "param"} if hide_weights else set()
     canvas = _Canvas(roles, hidden, unused_nodes(graph), dict(notes or {}), set(highlight or ()))
     boxes = {name: graphviz_class()(name=f"cluster_{name}", graph_attr={
@@ -218,8 +220,9 @@ def _subgraph(node: Any) -> Any:
 def _label(node: Any, canvas: _Canvas) -> str:
     from hybridlab.graph.ir import format_type
 
-    if node.kind == "var":
-        lines = [node.name]
+    if node.kind == "var":  # a layout pass's copy says whose: "= fc_weight transposed"
+        source = dict(node.attrs).get(LAYOUT_OF)
+        lines = [node.name] + ([f"= {source} transposed"] if source else [])
     elif node.kind == "const":
         lines = [f"const {node.value.item():g}" if node.value.size == 1 else "const"]
     else:
