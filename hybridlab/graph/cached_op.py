@@ -119,6 +119,17 @@ class CachedOp:
         return {"hits": self._calls - self._misses, "misses": self._misses}
 
     @property
+    def last_program(self) -> Program | None:
+        """The forward program the last call ran (None before the first call)."""
+        return None if self._last is None else self._last.forward
+
+    def arguments(self, arrays: Sequence[Any]) -> list[Any]:
+        """The generated function's arguments for the inputs' ``arrays``: the arrays, and
+        the copies a layout pass asks for (NOTE [Weights in the kernel's layout])."""
+        layouts = None if self._last is None else self._last.layouts
+        return list(arrays) if layouts is None else layouts.extend(list(arrays))
+
+    @property
     def code(self) -> str:
         """The source of the program compiled last (forward, then backward if any)."""
         if self._last is None:
