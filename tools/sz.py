@@ -46,9 +46,10 @@ PACKAGE = ROOT / "hybridlab"
 # the Dask bridge, ~0.3k) and for the reliability work (atomic writes, bounded loaders): 9.5k.
 # Then +0.2k: _fused as an operator, the layout pass and its runtime copies, the memory and
 # speed-up instruments grown into widgets, the gradient drawing, where the time goes
-# (the peeled call, ~0.15k): 9.7k.
+# (the peeled call, ~0.15k): 9.7k. Then +0.2k: lesson 08's exercise checks (~0.1k) and
+# what the remaining issues add: 9.9k.
 # The per-module budgets bind; this cap only stops silent growth.
-TOTAL_BUDGET = 9700
+TOTAL_BUDGET = 9900
 DEFAULT_BUDGET = 150
 
 # Code-line budgets from STYLE.md section 2, keyed by path relative to the repository root.
