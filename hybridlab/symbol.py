@@ -27,8 +27,10 @@ Differences from MXNet, on purpose
 * ``a + b`` on Symbols **broadcasts** (it is ``broadcast_add``), exactly like NDArrays.
   MXNet's Symbol ``+`` did not, so code that was correct imperatively failed after
   ``hybridize()``; MXNet users had to write ``F.broadcast_add`` by hand.
-* ``x[0]`` on a one-output Symbol raises :class:`~hybridlab.errors.SymbolIndexError`
-  instead of silently meaning "output 0"; indexing a *grouped* symbol still works.
+* Inside a traced ``hybrid_forward``, ``x[0]`` on a one-output Symbol raises
+  :class:`~hybridlab.errors.SymbolIndexError` instead of silently meaning "output 0" (an
+  array was meant); outside a trace it means output 0, as in MXNet, and ``len(x)``
+  counts outputs. Indexing a *grouped* symbol works everywhere.
 * Every node remembers the user line that created it, and shape errors quote it.
 
 Invariants
@@ -173,7 +175,8 @@ class Symbol:
             if index not in names:
                 raise ValueError(f"{self!r} has no output {index!r}; outputs are {names}")
             return Symbol([self._outputs[names.index(index)]])
-        if len(self._outputs) == 1 or not isinstance(index, (int, np.integer)):
+        if not isinstance(index, (int, np.integer)) or (len(self._outputs) == 1
+                                                         and _tracing()):
             raise errors.SymbolIndexError(_index_message(self, index))
         count = len(self._outputs)
         if not -count <= index < count:
@@ -183,7 +186,7 @@ class Symbol:
         return Symbol([self._outputs[index]])
 
     def __len__(self) -> int:
-        if len(self._outputs) == 1:
+        if len(self._outputs) == 1 and _tracing():
             raise errors.SymbolIndexError(_index_message(self, "len"))
         return len(self._outputs)
 
@@ -358,6 +361,23 @@ for _dunder, _spelling in (("__iadd__", "+="), ("__isub__", "-="), ("__imul__", 
     setattr(Symbol, _dunder, _inplace_method(_spelling))
 for _what in ("dtype", "context", "size", "ndim"):
     setattr(Symbol, _what, _valueless_property(_what))
+
+
+@contextlib.contextmanager
+def traced() -> Iterator[None]:
+    """Mark this thread as tracing a block (Gluon enters it): there, ``x[0]`` and ``len(x)``
+    on a one-output Symbol are the classic mistake (an array was meant) and raise
+    :class:`~hybridlab.errors.SymbolIndexError`; outside a trace they mean what MXNet
+    says -- output 0, and the number of outputs."""
+    _STATE.tracing = getattr(_STATE, "tracing", 0) + 1
+    try:
+        yield
+    finally:
+        _STATE.tracing -= 1
+
+
+def _tracing() -> bool:
+    return getattr(_STATE, "tracing", 0) > 0
 
 
 @contextlib.contextmanager

@@ -73,7 +73,7 @@ BUDGETS: dict[str, int] = {
     "hybridlab/onnx.py": 240,  # ONNX export: the graph walk and one table mapping ~35 operators
     "hybridlab/context.py": 50,  # mx.cpu/gpu/Context: devices exist only for MXNet compatibility
     "hybridlab/random.py": 40,  # ARCHITECTURE.md: mx.random.seed and the seed stream
-    "hybridlab/symbol.py": 690,  # + JSON load, Executor, teaching errors (keys as written)
+    "hybridlab/symbol.py": 700,  # + JSON load, Executor, teaching errors (keys as written)
     "hybridlab/name.py": 50,  # mx.name: NameManager, Prefix
     "hybridlab/autograd.py": 170,  # + teaching errors: freed graph, bad VJP, 2nd order, head shape
     "hybridlab/walk.py": 25,  # the one depth-first postorder, shared by autograd and graph.ir
