@@ -254,6 +254,9 @@ class HybridBlock(Block):
                 f"traced (at {_trace.user_line()}). Fix: make {type(block).__name__} a "
                 f"HybridBlock (hybrid_forward), or make {type(self).__name__} a plain Block")
         super().register_child(block, name)
+        # a new child changes the network: the compiled programs describe the old one
+        # (MXNet clears its cached op here too); the next call traces again
+        self._programs, self._last_program = {}, None
 
     def hybridize(self, active: bool = True, **flags: Any) -> None:
         """Compile on the next call (``active=False`` returns to imperative execution).
