@@ -202,6 +202,10 @@ ROWS: list[Row] = [
     Row("_random_randint", [], lambda: np.random.default_rng(0).integers(2, 9, (5,)),
         {"low": 2, "high": 9, "shape": (5,)}, grad=False),
     Row("_dropout_mask", [(2, 3)], np.ones_like, {"p": 0.5}, grad=False),
+    Row("BatchNorm", [(2, 3, 4, 4), (3,), (3,), (3,), (3,)],  # predicting: moving statistics
+        lambda x, g, b, m, v: (x - m[:, None, None]) / np.sqrt(v[:, None, None] + 1e-5)
+        * g[:, None, None] + b[:, None, None], {"eps": 1e-5, "fix_gamma": False}, grad=False,
+        make=lambda arrays: [*arrays[:4], np.abs(arrays[4]) + 0.5]),
     # linear algebra
     Row("dot", [(2, 3), (3, 4)], lambda a, b: a @ b),
     Row("dot", [(2, 3), (4, 3)], lambda a, b: a @ b.T, {"transpose_b": True}),
