@@ -70,10 +70,10 @@ BUDGETS: dict[str, int] = {
     # + the push/fail/skip/clear events and typed dependencies (Dep) every instrument reads
     "hybridlab/ndarray.py": 380,  # + never-computed-array errors, nd.<typo> hints, head_grad
     "hybridlab/ndarray_io.py": 175,  # MXNet's file format: bounded reads, aligned, atomic writes
-    "hybridlab/onnx.py": 240,  # ONNX export: the graph walk and one table mapping ~35 operators
+    "hybridlab/onnx.py": 250,  # ONNX export: the graph walk and one table mapping ~35 operators
     "hybridlab/context.py": 50,  # mx.cpu/gpu/Context: devices exist only for MXNet compatibility
     "hybridlab/random.py": 40,  # ARCHITECTURE.md: mx.random.seed and the seed stream
-    "hybridlab/symbol.py": 700,  # + JSON load, Executor, teaching errors (keys as written)
+    "hybridlab/symbol.py": 710,  # + JSON load, Executor, teaching errors (keys as written)
     "hybridlab/name.py": 50,  # mx.name: NameManager, Prefix
     "hybridlab/autograd.py": 170,  # + teaching errors: freed graph, bad VJP, 2nd order, head shape
     "hybridlab/walk.py": 25,  # the one depth-first postorder, shared by autograd and graph.ir
@@ -126,7 +126,7 @@ BUDGETS: dict[str, int] = {
     "hybridlab/ops/indexing.py": 135,  # slice, pick, take, one_hot + scatters and their grads
     "hybridlab/ops/join.py": 75,  # concat, stack, split; _concat_part's own (2nd-order) gradient
     "hybridlab/ops/la_op.py": 80,  # MXNet's linalg.gemm2 and potrf (+ its backward)
-    "hybridlab/ops/nn.py": 70,  # sigmoid, LeakyReLU, Activation, Dropout
+    "hybridlab/ops/nn.py": 90,  # sigmoid, LeakyReLU, Activation, Dropout, BatchNorm (MXNet's op)
     "hybridlab/ops/pool.py": 105,  # Pooling, its chunked gradient; out= kernels, workspace
     "hybridlab/graph/autodiff.py": 105,  # backward graph; recomputing cheap residuals
     "hybridlab/gluon/_trace.py": 115,  # tracing hybrid_forward (report: _report), user lines
