@@ -288,9 +288,11 @@ class Symbol:
         return f'{{\n  "nodes": [\n    {listed}\n  ],\n{body}\n}}\n'
 
     def save(self, fname: str) -> None:
-        """Write ``tojson()`` to ``fname`` (``sym.load(fname)`` reads it back)."""
-        with open(fname, "w", encoding="utf-8") as file:
-            file.write(self.tojson())
+        """Write ``tojson()`` to ``fname`` (``sym.load(fname)`` reads it back): the JSON is
+        made first, then written atomically (a failure leaves an existing file as it was)."""
+        from hybridlab.ndarray_io import atomic_write
+
+        atomic_write(fname, self.tojson())
 
     # -- running ------------------------------------------------------------------------
 
