@@ -55,7 +55,7 @@ DEFAULT_BUDGET = 150
 # Code-line budgets from STYLE.md section 2, keyed by path relative to the repository root.
 BUDGETS: dict[str, int] = {
     "hybridlab/__init__.py": 40,
-    "hybridlab/config.py": 40,
+    "hybridlab/config.py": 50,
     "hybridlab/errors.py": 60,
     "hybridlab/base.py": 10,  # mx.base re-exports MXNetError; nothing else belongs here
     "hybridlab/ops/__init__.py": 30,  # imports 12 op modules so they register, OPS/COMPOSITES views
@@ -68,7 +68,7 @@ BUDGETS: dict[str, int] = {
     "hybridlab/ops/random.py": 40,
     "hybridlab/engine.py": 610,  # + hook-error reports, convoy-free finishing, BLAS, origin cache;
     # + the push/fail/skip/clear events and typed dependencies (Dep) every instrument reads
-    "hybridlab/ndarray.py": 380,  # + never-computed-array errors, nd.<typo> hints, head_grad
+    "hybridlab/ndarray.py": 390,  # + never-computed-array errors, nd.<typo> hints, head_grad
     "hybridlab/ndarray_io.py": 175,  # MXNet's file format: bounded reads, aligned, atomic writes
     "hybridlab/onnx.py": 250,  # ONNX export: the graph walk and one table mapping ~35 operators
     "hybridlab/context.py": 50,  # mx.cpu/gpu/Context: devices exist only for MXNet compatibility

@@ -238,7 +238,7 @@ class CachedOp:
         optimised, _ = run_pipeline(graph, disabled=self.disabled, passes=self.passes)
         program = compile_graph(optimised, static_alloc=self.static_alloc,
                                 static_shape=self.static_shape, name=name)
-        if config.FLAGS["DEBUG"]:  # HYBRIDLAB_DEBUG=1: show every program as it is compiled
+        if config.flag("DEBUG"):  # HYBRIDLAB_DEBUG=1: show every program as it is compiled
             print(f"# {program.filename}\n{program.source}")
         return program
 
