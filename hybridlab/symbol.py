@@ -914,11 +914,10 @@ def _check_index_lists(document: dict, built: list[Node], source: str) -> None:
         return
     ok = isinstance(row_ptr, list) and len(row_ptr) == len(built) + 1 and row_ptr[:1] == [0]
     ok = ok and all(isinstance(r, int) and not isinstance(r, bool) for r in row_ptr)
-    for node, entry, low, high in zip(built, document["nodes"], row_ptr, row_ptr[1:]):
-        if not ok:
-            break
+    for node, entry, low, high in (zip(built, document["nodes"], row_ptr, row_ptr[1:])
+                                   if ok else ()):
         visible = _output_count(node)  # MXNet also counts outputs it never shows
-        ok = high - low in (visible, visible + _hidden_outputs(entry))
+        ok = ok and high - low in (visible, visible + _hidden_outputs(entry))
     _require(ok, source, f"'node_row_ptr' {str(row_ptr)[:80]} does not match the nodes' "
                          f"output counts")
 

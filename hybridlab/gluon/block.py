@@ -45,13 +45,11 @@ from hybridlab.gluon.parameter import Parameter, ParameterDict
 class _BlockScope:
     """The ``with block.name_scope():`` context: children get ``parent_prefix + hint<n>_``."""
 
-    _current = threading.local()
+    _current = threading.local()  # per thread: the innermost scope, and what to restore
 
     def __init__(self, block: Block) -> None:
         self._block = block
         self._counter: dict[str, int] = {}
-        self._old: Any = None
-        self._prefix_scope: Any = None
 
     @staticmethod
     def create(prefix: str | None, params: ParameterDict | None, hint: str) -> tuple:
@@ -73,15 +71,20 @@ class _BlockScope:
         return full, ParameterDict(full, owner._shared if owner is not None else None)
 
     def __enter__(self) -> _BlockScope:
-        self._old = getattr(_BlockScope._current, "value", None)
-        _BlockScope._current.value = self
-        self._prefix_scope = _name.Prefix(self._block.prefix)
-        self._prefix_scope.__enter__()
+        # what to restore is kept per thread, never on the scope: two threads may trace
+        # the same block at once (each its first call)
+        local = _BlockScope._current
+        saved = local.__dict__.setdefault("saved", [])
+        prefix_scope = _name.Prefix(self._block.prefix)
+        saved.append((getattr(local, "value", None), prefix_scope))
+        local.value = self
+        prefix_scope.__enter__()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self._prefix_scope.__exit__(*exc)
-        _BlockScope._current.value = self._old
+        old, prefix_scope = _BlockScope._current.saved.pop()
+        prefix_scope.__exit__(*exc)
+        _BlockScope._current.value = old
 
 
 class Block:
@@ -188,6 +191,10 @@ class Block:
 
 
 _FLAGS = ("static_alloc", "static_shape", "passes", "disabled_passes")
+# One trace at a time, in any thread (a trace of a parent traces its children, hence
+# re-entrant): a trace is a one-off of milliseconds, and two threads making a block's
+# first call at once then compile it once, not twice.
+_TRACE_LOCK = threading.RLock()
 
 
 def _check_flags(active: Any, flags: dict[str, Any]) -> None:
@@ -380,8 +387,13 @@ class HybridBlock(Block):
             key += tuple([(a.shape, a.dtype) for a in args])  # dtype objects: str() is slow
         program = self._programs.get(key)
         if program is None:  # (SymbolBlock traces differently: both end up here)
-            program = self._programs[key] = self._trace(args)
-            program.training, program.in_avals = key[0], [(a.shape, a.dtype) for a in args]
+            with _TRACE_LOCK:  # threads making the first call at once: one traces
+                program = self._programs.get(key)
+                if program is None:
+                    program = self._trace(args)
+                    program.training = key[0]
+                    program.in_avals = [(a.shape, a.dtype) for a in args]
+                    self._programs[key] = program
         if not self._flags["static_shape"]:
             self._last_program = program  # NOTE [The last program first]
         return program
