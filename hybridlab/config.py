@@ -7,6 +7,10 @@
 | HYBRIDLAB_ENGINE_WORKERS| number of ThreadedEngine workers, 1..64       | 2                |
 | HYBRIDLAB_DEBUG         | 0 quiet, 1 print compiled programs            | 0                |
 | HYBRIDLAB_VERIFY        | 1: verify the graph after every compiler pass | 0                |
+| HYBRIDLAB_MAX_LOAD_BYTES| largest .params / nd.save file read (bytes)   | 0 (no limit)     |
+
+Whatever the limit, a file's arrays are never allocated beyond the bytes the file holds
+(each declared size is checked against what is left to read).
 
 Read the values with :func:`flag` (it reports a bad environment value when the flag is
 first used); change them for a block of code with
@@ -56,6 +60,8 @@ FLAGS: dict[str, Any] = {
                                     "ThreadedEngine worker threads"),
     "DEBUG": _int_from_env("HYBRIDLAB_DEBUG", 0, 0, 1, "1 prints compiled programs"),
     "VERIFY": _int_from_env("HYBRIDLAB_VERIFY", 0, 0, 1, "1 verifies every pass"),
+    "MAX_LOAD_BYTES": _int_from_env("HYBRIDLAB_MAX_LOAD_BYTES", 0, 0, 2**62,
+                                    "the largest array file to read; 0: no limit"),
 }
 
 

@@ -35,6 +35,7 @@ from typing import Any, BinaryIO, Callable
 
 import numpy as np
 
+from hybridlab import config
 from hybridlab.errors import ArrayFileError
 
 LIST_MAGIC = 0x112
@@ -102,6 +103,11 @@ def read_arrays(fname: str) -> list[np.ndarray] | dict[str, np.ndarray]:
     """The arrays of an MXNet NDArray file: a list, or a dict when the file names them."""
     with open(fname, "rb") as file:
         reader = _Reader(file, fname)
+        cap = config.flag("MAX_LOAD_BYTES")
+        if cap and reader.left > cap:
+            raise reader.fail(f"the file holds {reader.left} bytes, more than "
+                              f"HYBRIDLAB_MAX_LOAD_BYTES={cap} allows (raise the variable, "
+                              f"or 0 for no limit, to read it)")
         if file.read(4) == b"PK\x03\x04":
             raise reader.fail("this is a numpy .npz archive (hybridlab's format before it "
                               "wrote MXNet's); convert it with nd.save(new, {k: nd.array(v) "

@@ -15,6 +15,10 @@ asked of the registry (``OpDef.pure``).
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
 from hybridlab.graph.ir import Graph, Node, Value, const, rebuild, run_kernel, with_inputs
 from hybridlab.ops.registry import RunContext
 
@@ -36,10 +40,22 @@ def fold_constants(graph: Graph) -> tuple[Graph, list[str]]:
     return rebuild(graph, visit), changes
 
 
+# A constant is stored in the program and lives as long as it: folding a node whose
+# results exceed this would materialise them at compile time (a model file's ``_zeros``
+# of shape (100000, 100000, 100000) would be allocated by the compiler). Larger nodes
+# stay operators, computed when the program runs, as any other.
+FOLD_MAX_BYTES = 16 * 2**20
+
+
 def _foldable(node: Node) -> bool:
     # a pure op without inputs (``sym.full(shape=(1,), val=2)``) is a constant too
     if node.kind != "call":
         return False
     opdef = node.opdef
-    return (opdef.pure and not opdef.needs_context
-            and all(v.node.kind == "const" for v in node.inputs))
+    if not (opdef.pure and not opdef.needs_context
+            and all(v.node.kind == "const" for v in node.inputs)):
+        return False
+    if node.aval is None:  # size unknown: the shapes were not inferred
+        return False
+    return sum(math.prod(a.shape) * np.dtype(a.dtype).itemsize for a in node.aval) \
+        <= FOLD_MAX_BYTES
