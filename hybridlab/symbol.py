@@ -734,8 +734,14 @@ def load(fname: str) -> Symbol:
     if size > MAX_JSON_BYTES:
         raise errors.ModelFileError(f"{fname}: {size} bytes is larger than the "
                                     f"{MAX_JSON_BYTES} bytes a symbol file may have")
-    with open(fname, encoding="utf-8") as file:
-        return load_json(file.read(), source=fname)
+    with open(fname, "rb") as file:
+        raw = file.read()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise errors.ModelFileError(f"{fname}: not UTF-8 text at byte {err.start} (a symbol "
+                                    f"file is JSON); is it the .params file?") from None
+    return load_json(text, source=fname)
 
 
 def load_json(text: str, source: str = "<json>") -> Symbol:
