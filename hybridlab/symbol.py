@@ -587,6 +587,15 @@ def _infer_call(node: Node, inputs: list[Aval | None]) -> list[Aval | None]:
 # Building symbols: var, Group, and the one ``apply`` the registry calls
 # ---------------------------------------------------------------------------------------
 
+def traced_input(name: str, shape: tuple[int, ...], dtype: Any) -> Symbol:
+    """An input of a traced block: its shape is the real array's, so a 0 is a size (an
+    empty batch), not MXNet's "unknown" as in ``sym.var(shape=...)``."""
+    symbol = var(name, shape=shape, dtype=dtype)
+    node = symbol._outputs[0].node
+    return Symbol([dataclasses.replace(node, aval=(Aval(tuple(shape), np.dtype(dtype)),))
+                   .out()])
+
+
 def var(name: str, shape: Any = None, dtype: Any = None, init: Any = None,
         attr: dict[str, str] | None = None, lr_mult: float | None = None,
         wd_mult: float | None = None, **kwargs: Any) -> Symbol:

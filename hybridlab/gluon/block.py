@@ -25,6 +25,8 @@ Invariants: a compiled program is keyed by (training mode, and the input shapes 
 from __future__ import annotations
 
 import difflib
+import functools
+import inspect
 import threading
 import warnings
 from collections import OrderedDict
@@ -216,6 +218,33 @@ def _check_flags(active: Any, flags: dict[str, Any]) -> None:
                             f"got {value!r}")
 
 
+@functools.cache  # keyed by the class's function (not a bound method: no block kept)
+def _input_slots(function: Any, params: frozenset[str]) -> tuple[list[str], int, bool]:
+    """(names of the data inputs, how many are required, whether more are accepted) of a
+    ``hybrid_forward`` (its F and its parameters left out)."""
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    listed = list(inspect.signature(function).parameters.values())[2:]  # self, F
+    data = [p for p in listed if p.kind in kinds and p.name not in params]
+    required = sum(p.default is inspect.Parameter.empty for p in data)
+    return ([p.name for p in data], required,
+            any(p.kind == inspect.Parameter.VAR_POSITIONAL for p in listed))
+
+
+def _check_input_count(block: HybridBlock, count: int) -> None:
+    """A clear error, in the block's own terms, for a call with the wrong number of inputs
+    (it was a TypeError about ``weight`` imperatively, and CachedOp internals hybridized)."""
+    if type(block).forward is not HybridBlock.forward:  # the F-less style: Python checks
+        return
+    names, required, more = _input_slots(type(block).hybrid_forward,
+                                         frozenset(block._reg_params))
+    if required <= count and (more or count <= len(names)):
+        return
+    expected = f"{len(names)}" if required == len(names) and not more else (
+        f"{required} or more" if more else f"{required} to {len(names)}")
+    raise BlockInputError(f"{type(block).__name__} {block.name!r} takes {expected} input(s) "
+                          f"({', '.join(names) or 'none'}), got {count}")
+
+
 def _only_ndarrays(args: tuple) -> bool:
     """True when every input is an NDArray (and there is one): the hybridized call."""
     for arg in args:
@@ -310,6 +339,7 @@ class HybridBlock(Block):
 
     def forward(self, x: Any, *args: Any) -> Any:
         """Imperative execution: ``F`` is ``hybridlab.ndarray``, parameters are NDArrays."""
+        _check_input_count(self, 1 + len(args))
         params = {key: p.data() for key, p in self._reg_params.items()}
         return self.hybrid_forward(ndarray, x, *args, **params)
 
@@ -350,8 +380,9 @@ class HybridBlock(Block):
 
     def _trace(self, args: tuple) -> _CompiledTrace:
         """Trace ``hybrid_forward`` once with Symbol inputs and compile the result."""
+        _check_input_count(self, len(args))
         names = ["data"] if len(args) == 1 else [f"data{i}" for i in range(len(args))]
-        inputs = [symbol.var(n, shape=a.shape, dtype=a.dtype) for n, a in zip(names, args)]
+        inputs = [symbol.traced_input(n, a.shape, a.dtype) for n, a in zip(names, args)]
         frame = _trace.TraceFrame(self, _report.HybridizationReport(self.name),
                                   static_shape=self._flags["static_shape"])
         with _trace.tracing(frame):
@@ -377,12 +408,14 @@ class HybridBlock(Block):
         graph = everything[0] if len(everything) == 1 else symbol.Group(everything)
         params = self.collect_params()
         feed = [params[n] for n in graph.list_inputs() if n not in names]
-        return _CompiledTrace(graph, CachedOp(graph, **self._flags), names, feed, outputs,
-                        [param for param, _ in aux_updates], as_tuple)
+        compiled = _CompiledTrace(graph, CachedOp(graph, **self._flags), names, feed, outputs,
+                                  [param for param, _ in aux_updates], as_tuple)
+        compiled.block = self
+        return compiled
 
     def _program_for(self, args: tuple) -> _CompiledTrace:
         """The program for this mode (and shapes, under static_shape), traced on a miss."""
-        key: tuple = (autograd._MODE.training,)  # (is_training(), without the call)
+        key: tuple = (autograd._MODE.training, len(args))  # (is_training(), no call)
         if self._flags["static_shape"]:
             key += tuple([(a.shape, a.dtype) for a in args])  # dtype objects: str() is slow
         program = self._programs.get(key)
@@ -438,8 +471,11 @@ class _CompiledTrace:
         self.in_avals, self.training = [], False
         self.aux_targets, self.as_tuple = aux_targets, as_tuple
         self._params: list | None = None  # the feed's NDArrays, gathered on the first call
+        self.block: Any = None  # the block that traced it (another number of inputs: asks)
 
     def run(self, args: tuple) -> Any:
+        if len(args) != len(self.input_names) and self.block is not None:  # traced for
+            return self.block._program_for(args).run(args)  # another count: that program
         # NOTE: [Parameters gathered once] a Parameter keeps one NDArray for life (NOTE
         # [One NDArray per Parameter] in parameter.py), so the list of the NDArrays to
         # feed is made on the first call and reused: a call does not ask each parameter

@@ -19,6 +19,7 @@ import math
 
 import numpy as np
 
+from hybridlab.errors import MXNetError
 from hybridlab.graph.ir import Graph, Node, Value, const, rebuild, run_kernel, with_inputs
 from hybridlab.ops.registry import RunContext
 
@@ -31,7 +32,12 @@ def fold_constants(graph: Graph) -> tuple[Graph, list[str]]:
         node = with_inputs(node, inputs)
         if not _foldable(node):
             return node
-        results = run_kernel(node, [v.node.value for v in inputs], RunContext())
+        try:
+            results = run_kernel(node, [v.node.value for v in inputs], RunContext())
+        except Exception as err:  # as the op would fail when run: same class, same line
+            raise MXNetError(f"operator '{node.op}' failed with {type(err).__name__}: {err}"
+                             f"\n  created at {node.origin or '<unknown line>'} (computed "
+                             f"while compiling: its inputs are constants)") from err
         changes.append(f"folded {node.name} ({node.op}) into a constant")
         avals = node.aval or [None] * len(results)  # keep the inferred dtype when known
         return [const(r if a is None else r.astype(a.dtype, copy=False), name=node.name).out()
