@@ -12,7 +12,7 @@ LINT_PATHS := $(wildcard hybridlab tests tools benchmarks)
 
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help venv graphviz chromium test test-notebooks lab workspace-refresh site notebooks \
+.PHONY: help venv graphviz chromium test test-notebooks fuzz lab workspace-refresh site notebooks \
         bench clean distclean
 
 help:
@@ -22,6 +22,7 @@ help:
 	@echo "make site            the course as a static website in site/ (open site/index.html)"
 	@echo "make test            line budgets (tools/sz.py), ruff, import layers, mypy, pytest, notebooks"
 	@echo "make test-notebooks  only the notebook tests (nbval)"
+	@echo "make fuzz            the loaders fuzzed with 10 000 examples each (FUZZ_EXAMPLES=...)"
 	@echo "make notebooks       regenerate notebooks/ from lessons/ (tools/sync_notebooks.py)"
 	@echo "make bench           run every benchmarks/*.py"
 	@echo "make clean           remove caches and build files; make distclean also removes .venv"
@@ -110,6 +111,12 @@ notebooks: venv
 	@test -f tools/sync_notebooks.py || \
 		{ echo "notebooks: tools/sync_notebooks.py does not exist yet (course engineer)"; exit 1; }
 	$(PY) tools/sync_notebooks.py
+
+# The loaders' fuzz tests with 10 000 examples each (make test runs 200): every mutated
+# or random file must give ModelFileError / ArrayFileError or load correctly.
+fuzz: venv
+	HYBRIDLAB_FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-10000} $(PY) -m pytest -q -m fuzz \
+		-p no:cacheprovider tests/test_fuzz_loaders.py
 
 bench: venv
 	@set -e; found=0; \

@@ -4,11 +4,16 @@
 |-------------------------|-----------------------------------------------|------------------|
 | HYBRIDLAB_ENGINE_TYPE   | NaiveEngine, ThreadedEngine, StepEngine       | ThreadedEngine   |
 | MXNET_ENGINE_TYPE       | the same; read when the one above is unset    |                  |
-| HYBRIDLAB_ENGINE_WORKERS| number of ThreadedEngine workers              | 2                |
+| HYBRIDLAB_ENGINE_WORKERS| number of ThreadedEngine workers, 1..64       | 2                |
 | HYBRIDLAB_DEBUG         | 0 quiet, 1 print compiled programs            | 0                |
 | HYBRIDLAB_VERIFY        | 1: verify the graph after every compiler pass | 0                |
+| HYBRIDLAB_MAX_LOAD_BYTES| largest .params / nd.save file read (bytes)   | 0 (no limit)     |
 
-Read the values through :data:`FLAGS`; change them for a block of code with
+Whatever the limit, a file's arrays are never allocated beyond the bytes the file holds
+(each declared size is checked against what is left to read).
+
+Read the values with :func:`flag` (it reports a bad environment value when the flag is
+first used); change them for a block of code with
 ``with Context(VERIFY=1): ...`` (tests do this), which restores them afterwards.
 """
 
@@ -24,12 +29,49 @@ def _engine_type_from_env() -> str:
             or "ThreadedEngine")
 
 
+MAX_WORKERS = 64  # more engine threads than this only take turns on the cores
+
+
+class Invalid(str):
+    """A flag whose environment variable could not be used: the message saying why. It is
+    kept until the flag is first used (:func:`flag` raises it then), so that a bad value
+    in the environment does not break ``import hybridlab`` for code that never uses it."""
+
+
+def _int_from_env(variable: str, default: int, low: int, high: int, meaning: str
+                  ) -> int | Invalid:
+    """An integer environment variable, checked; an :class:`Invalid` message naming the
+    variable and its valid values when it is not one."""
+    text = os.environ.get(variable, "").strip() or str(default)
+    try:
+        value = int(text)
+    except ValueError:
+        return Invalid(f"{variable}={text!r} is not a whole number; set it to {low}..{high} "
+                       f"({meaning}) or unset it (default {default})")
+    if not low <= value <= high:
+        return Invalid(f"{variable}={value} is out of range; set it to {low}..{high} "
+                       f"({meaning}) or unset it (default {default})")
+    return value
+
+
 FLAGS: dict[str, Any] = {
     "ENGINE_TYPE": _engine_type_from_env(),
-    "ENGINE_WORKERS": int(os.environ.get("HYBRIDLAB_ENGINE_WORKERS", "2")),
-    "DEBUG": int(os.environ.get("HYBRIDLAB_DEBUG", "0")),
-    "VERIFY": int(os.environ.get("HYBRIDLAB_VERIFY", "0")),
+    "ENGINE_WORKERS": _int_from_env("HYBRIDLAB_ENGINE_WORKERS", 2, 1, MAX_WORKERS,
+                                    "ThreadedEngine worker threads"),
+    "DEBUG": _int_from_env("HYBRIDLAB_DEBUG", 0, 0, 1, "1 prints compiled programs"),
+    "VERIFY": _int_from_env("HYBRIDLAB_VERIFY", 0, 0, 1, "1 verifies every pass"),
+    "MAX_LOAD_BYTES": _int_from_env("HYBRIDLAB_MAX_LOAD_BYTES", 0, 0, 2**62,
+                                    "the largest array file to read; 0: no limit"),
 }
+
+
+def flag(name: str) -> Any:
+    """The value of flag ``name``; raises the message of a bad environment value here, at
+    the flag's first use."""
+    value = FLAGS[name]
+    if isinstance(value, Invalid):
+        raise ValueError(str(value))
+    return value
 
 
 @contextlib.contextmanager

@@ -76,6 +76,7 @@ import contextlib
 import itertools
 import sys
 import threading
+import traceback
 from dataclasses import dataclass
 from queue import SimpleQueue
 from time import perf_counter
@@ -199,6 +200,21 @@ def _user_line() -> tuple[str, int]:
     """(filename, line) of the innermost caller in user code (:mod:`hybridlab.userline`)."""
     frame = user_frame(2)
     return (frame.f_code.co_filename, frame.f_lineno) if frame else ("<unknown>", 0)
+
+
+def _detached(exc: BaseException) -> BaseException:
+    """``exc`` without its live traceback: the frames of a failed kernel hold its inputs
+    (arrays of any size) for as long as the error is kept -- until someone waits for the
+    op, which may be never. The traceback is kept as text instead, as a note that shows
+    when the error is raised at the sync point."""
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    exc.__traceback__ = None
+    for linked in (exc.__cause__, exc.__context__):  # their frames hold the same arrays
+        if linked is not None:
+            linked.__traceback__ = None
+    exc.add_note("the operator's traceback (kept as text, so a failure that nobody waits "
+                 "for holds no arrays):\n" + text.rstrip())
+    return exc
 
 
 def _op_error(failed: Task, waited: Task, more: int = 0) -> MXNetError:
@@ -407,7 +423,7 @@ class Engine:
         try:
             task.fn()
         except Exception as exc:  # stored, raised later at a sync point
-            task.error, task.failure = exc, task
+            task.error, task.failure = _detached(exc), task
         except BaseException as exc:  # Ctrl-C while this thread ran it: stop (once finished)
             task.error, task.failure, task.reported_at = exc, task, next(_task_numbers)
             raise
@@ -595,7 +611,7 @@ class NaiveEngine(Engine):
                 return fn()
             except Exception as exc:
                 task = Task(fn, name, (), (), _user_line())
-                task.error = exc
+                task.error = _detached(exc)
         if task.error is not None:
             task.reported_at = next(_task_numbers)
             raise _op_error(task, task) from task.error
@@ -678,12 +694,12 @@ class ThreadedEngine(Engine):
 
     def __init__(self, workers: int | None = None) -> None:
         super().__init__()
-        self.workers = int(config.FLAGS["ENGINE_WORKERS"] if workers is None else workers)
-        if self.workers < 1:
+        self.workers = int(config.flag("ENGINE_WORKERS") if workers is None else workers)
+        if not 1 <= self.workers <= config.MAX_WORKERS:
             source = "HYBRIDLAB_ENGINE_WORKERS" if workers is None else "workers"
-            raise ValueError(f"ThreadedEngine needs at least 1 worker, got {source}="
-                             f"{self.workers}; use NaiveEngine to run every op in the caller's "
-                             f"thread")
+            raise ValueError(f"ThreadedEngine needs 1..{config.MAX_WORKERS} workers, got "
+                             f"{source}={self.workers}; use NaiveEngine to run every op in "
+                             f"the caller's thread (more threads than cores only take turns)")
         self._queue: SimpleQueue[Task | None] = SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._limits_blas = False  # see NOTE [BLAS threads]
@@ -859,7 +875,7 @@ def current() -> Engine:
     """The engine ops are pushed to (made from ``FLAGS['ENGINE_TYPE']`` on first use)."""
     global _current
     if _current is None:
-        _current = _make(config.FLAGS["ENGINE_TYPE"])
+        _current = _make(config.flag("ENGINE_TYPE"))
     return _current
 
 

@@ -49,7 +49,6 @@ class NameManager(metaclass=_CurrentManager):
 
     def __init__(self) -> None:
         self._counter: dict[str, int] = {}
-        self._previous: list[NameManager] = []
 
     def get(self, name: str | None, hint: str) -> str:
         """The user's ``name`` if given, otherwise ``hint`` followed by its next number."""
@@ -64,12 +63,13 @@ class NameManager(metaclass=_CurrentManager):
         return self
 
     def __enter__(self) -> NameManager:
-        self._previous.append(NameManager.current)
+        # the manager to restore is kept per thread: two threads may enter one manager
+        _previous().append(NameManager.current)
         _LOCAL.manager = self
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
-        _LOCAL.manager = self._previous.pop()
+        _LOCAL.manager = _previous().pop()
 
 
 class Prefix(NameManager):
@@ -81,6 +81,14 @@ class Prefix(NameManager):
 
     def get(self, name: str | None, hint: str) -> str:
         return self._prefix + super().get(name, hint)
+
+
+def _previous() -> list[NameManager]:
+    """This thread's stack of managers to restore (one per ``with`` entered)."""
+    stack = getattr(_LOCAL, "previous", None)
+    if stack is None:
+        stack = _LOCAL.previous = []
+    return stack
 
 
 def current() -> NameManager:

@@ -489,14 +489,32 @@ registry.install_methods(NDArray, _this_module)
 
 
 # --- public functions that are not operators (defined after populate: they win) ----------
+# Called first by nd.array when set: gluon's tracing installs it (it refuses nd.array in
+# a traced hybrid_forward, in the tracing thread only). ndarray never imports gluon.
+_array_guard: Callable[[], None] | None = None
+
+
 def array(source_array: Any, ctx: Context | None = None, dtype: Any = None) -> NDArray:
     """A new array from a list, numpy array or NDArray (float32 unless ``dtype`` is given)."""
     check_context(ctx, "nd.array")
+    if _array_guard is not None:  # NOTE [Interception per thread] in gluon/_trace.py
+        _array_guard()
+    if source_array is None:  # numpy would make [nan] of it
+        raise TypeError("nd.array(None): there are no values to store; pass numbers, a "
+                        "list, a numpy array or an NDArray (nd.zeros(shape) for a blank one)")
     if isinstance(source_array, NDArray):
         dtype = dtype or source_array.dtype
         source_array = source_array.asnumpy()
     try:
-        values = np.array(source_array, dtype=dtype or np.float32)
+        wanted = np.dtype(dtype or np.float32)
+    except TypeError:
+        raise TypeError(f"nd.array: dtype={dtype!r} is not a dtype; use e.g. 'float32', "
+                        f"'int64' or np.float16") from None
+    if wanted.kind not in "biuf":  # objects and strings: no operator computes with them
+        raise TypeError(f"nd.array: dtype={wanted} is not numeric; NDArrays hold booleans, "
+                        f"integers or floats (e.g. 'float32', 'int64')")
+    try:
+        values = np.array(source_array, dtype=wanted)
     except (TypeError, ValueError) as err:
         raise TypeError(f"nd.array: cannot make a numeric array from "
                         f"{type(source_array).__name__} ({err})") from None

@@ -31,10 +31,11 @@ import math
 import os
 import struct
 import tempfile
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Callable
 
 import numpy as np
 
+from hybridlab import config
 from hybridlab.errors import ArrayFileError
 
 LIST_MAGIC = 0x112
@@ -102,6 +103,11 @@ def read_arrays(fname: str) -> list[np.ndarray] | dict[str, np.ndarray]:
     """The arrays of an MXNet NDArray file: a list, or a dict when the file names them."""
     with open(fname, "rb") as file:
         reader = _Reader(file, fname)
+        cap = config.flag("MAX_LOAD_BYTES")
+        if cap and reader.left > cap:
+            raise reader.fail(f"the file holds {reader.left} bytes, more than "
+                              f"HYBRIDLAB_MAX_LOAD_BYTES={cap} allows (raise the variable, "
+                              f"or 0 for no limit, to read it)")
         if file.read(4) == b"PK\x03\x04":
             raise reader.fail("this is a numpy .npz archive (hybridlab's format before it "
                               "wrote MXNet's); convert it with nd.save(new, {k: nd.array(v) "
@@ -190,17 +196,34 @@ def write_arrays(fname: str, arrays: list[np.ndarray] | dict[str, np.ndarray]) -
         if array.ndim == 0:  # MXNet 1.x reads a 0-d array as "None"
             raise ValueError(f"nd.save: entry {where} is 0-d; MXNet 1.x files cannot hold "
                              f"a 0-d array, reshape it to (1,)")
+
+    def write(file: BinaryIO) -> None:
+        file.write(struct.pack("<QQQ", LIST_MAGIC, 0, len(values)))
+        for array in values:
+            _write_array(file, array)
+        file.write(struct.pack("<Q", len(names)))
+        for name in names:
+            encoded = name.encode("utf-8")
+            file.write(struct.pack("<Q", len(encoded)) + encoded)
+
+    atomic_write(fname, write)
+
+
+def atomic_write(fname: str, write: Callable[[BinaryIO], None] | bytes | str) -> None:
+    """Write a file so that it is either the old file or the whole new one, never half:
+    into a temporary file in the same folder, flushed and synced to disk, then renamed
+    over ``fname`` (``os.replace`` is atomic). A failure -- or a kill -- before the rename
+    leaves the previous file as it was. ``write`` is the content (str: UTF-8), or a
+    function that writes it to the open binary file. Every file hybridlab writes goes
+    through here (parameters, symbols, exports, profiler traces)."""
+    if not callable(write):
+        content = write.encode("utf-8") if isinstance(write, str) else write
+        write = lambda file: file.write(content)  # noqa: E731
     folder = os.path.dirname(os.path.abspath(fname))
     handle, temporary = tempfile.mkstemp(prefix=".tmp-", dir=folder)
     try:
         with os.fdopen(handle, "wb") as file:
-            file.write(struct.pack("<QQQ", LIST_MAGIC, 0, len(values)))
-            for array in values:
-                _write_array(file, array)
-            file.write(struct.pack("<Q", len(names)))
-            for name in names:
-                encoded = name.encode("utf-8")
-                file.write(struct.pack("<Q", len(encoded)) + encoded)
+            write(file)
             file.flush()
             os.fsync(file.fileno())
         os.chmod(temporary, 0o666 & ~_umask())

@@ -71,5 +71,8 @@ def dumps(reset: bool = False) -> str:
 
 def dump(finished: bool = True) -> None:
     """Write :func:`dumps` to the configured file (``finished=True`` also forgets them)."""
-    with open(_config["filename"], "w", encoding="utf-8") as file:
-        file.write(dumps(reset=finished))
+    from hybridlab.ndarray_io import atomic_write
+
+    atomic_write(_config["filename"], dumps(reset=False))  # whole, or the old file
+    if finished:  # forgotten only once they are safely written
+        _records.clear()

@@ -71,42 +71,32 @@ def current() -> TraceFrame | None:
 
 @contextlib.contextmanager
 def tracing(frame: TraceFrame) -> Iterator[TraceFrame]:
-    """Trace with ``frame`` current; watch prints and the user's lines meanwhile."""
+    """Trace with ``frame`` current; watch prints and the user's lines meanwhile.
+
+    NOTE: [Interception per thread] a trace reports ``print`` and refuses ``nd.array`` in
+    the user's code -- in *this thread* only. Nothing is swapped for the trace's duration
+    (that would be visible to every other thread, and two threads restoring in the wrong
+    order would leave the swap in place): :func:`_intercept` installs once, for good, a
+    ``print`` that reports only when the calling thread is tracing, and ndarray's guard
+    hook, which does the same. Outside a trace both cost one thread-local read.
+    """
+    from hybridlab import symbol
+
+    _intercept()
     stack = _STATE.stack
     stack.append(frame)
-    real_print, old_tracer = builtins.print, sys.gettrace()
-
-    def traced_print(*args: Any, **kwargs: Any) -> None:
-        frame.report.add("print", user_line(), "prints only while tracing; later calls "
-                         "run the compiled program and print nothing")
-        real_print(*args, **kwargs)
-
-    from hybridlab import ndarray, symbol
-    real_array = ndarray.array
-
-    def refused_array(*args: Any, **kwargs: Any) -> Any:
-        if is_outside_package(sys._getframe(1).f_code.co_filename):
-            raise ArrayInTraceError(
-                "nd.array(...) inside a traced hybrid_forward: the compiled program can only "
-                "hold F.* operators, and an NDArray made here would be frozen or rejected. "
-                "Fix: F.ones / F.zeros / F.full for constants, or a parameter "
-                "(self.params.get(..., grad_req='null')) for a fixed array")
-        return real_array(*args, **kwargs)
-
-    # NOTE: print and nd.array are swapped module-wide for the few milliseconds of a trace,
-    # so another *thread* calling them meanwhile is affected too; traces are short and
-    # hybridlab's engine workers never call either.
-    builtins.print, ndarray.array = traced_print, refused_array
+    old_tracer = sys.gettrace()
     sys.settrace(_make_tracer(frame.report))
     shapes = symbol.static_shapes() if frame.static_shape else contextlib.nullcontext()
     try:
-        with shapes:
+        with shapes, symbol.traced():
             yield frame
     except HybridizeError as err:
         raise locate(err, frame.block) from None
     except AttributeError as err:
         # an NDArray-only attribute (x.grad, x.T) read from a Symbol teaches; a typo
         # (x.resahpe) stays Python's AttributeError, with its "did you mean" hint
+        from hybridlab import ndarray
         owner, name = getattr(err, "obj", None), getattr(err, "name", None)
         if not isinstance(owner, symbol.Symbol) or not hasattr(ndarray.NDArray, name or ""):
             raise
@@ -114,8 +104,40 @@ def tracing(frame: TraceFrame) -> Iterator[TraceFrame]:
                      .with_traceback(err.__traceback__), frame.block) from None
     finally:
         sys.settrace(old_tracer)
-        builtins.print, ndarray.array = real_print, real_array
         stack.pop()
+
+
+_INSTALLED = threading.Lock()
+
+
+def _intercept() -> None:
+    """Install, once per process, the thread-aware ``print`` and ``nd.array`` guard."""
+    from hybridlab import ndarray
+
+    with _INSTALLED:
+        if ndarray._array_guard is not None:
+            return
+        real_print = builtins.print
+
+        def traced_print(*args: Any, **kwargs: Any) -> None:
+            frame = current()
+            if frame is not None:  # only a tracing thread reports
+                frame.report.add("print", user_line(), "prints only while tracing; later "
+                                 "calls run the compiled program and print nothing")
+            real_print(*args, **kwargs)
+
+        builtins.print = traced_print
+        ndarray._array_guard = _refuse_array_in_trace
+
+
+def _refuse_array_in_trace() -> None:
+    """ndarray's guard: ``nd.array`` written in the user's code while this thread traces."""
+    if _STATE.stack and is_outside_package(sys._getframe(2).f_code.co_filename):
+        raise ArrayInTraceError(
+            "nd.array(...) inside a traced hybrid_forward: the compiled program can only "
+            "hold F.* operators, and an NDArray made here would be frozen or rejected. "
+            "Fix: F.ones / F.zeros / F.full for constants, or a parameter "
+            "(self.params.get(..., grad_req='null')) for a fixed array")
 
 
 def locate(err: HybridizeError, block: Any) -> HybridizeError:

@@ -25,10 +25,14 @@ Invariants: a compiled program is keyed by (training mode, and the input shapes 
 from __future__ import annotations
 
 import difflib
+import functools
+import inspect
 import threading
 import warnings
 from collections import OrderedDict
 from typing import Any
+
+import numpy as np
 
 from hybridlab import autograd, display, ndarray, symbol
 from hybridlab import name as _name
@@ -45,13 +49,11 @@ from hybridlab.gluon.parameter import Parameter, ParameterDict
 class _BlockScope:
     """The ``with block.name_scope():`` context: children get ``parent_prefix + hint<n>_``."""
 
-    _current = threading.local()
+    _current = threading.local()  # per thread: the innermost scope, and what to restore
 
     def __init__(self, block: Block) -> None:
         self._block = block
         self._counter: dict[str, int] = {}
-        self._old: Any = None
-        self._prefix_scope: Any = None
 
     @staticmethod
     def create(prefix: str | None, params: ParameterDict | None, hint: str) -> tuple:
@@ -73,15 +75,20 @@ class _BlockScope:
         return full, ParameterDict(full, owner._shared if owner is not None else None)
 
     def __enter__(self) -> _BlockScope:
-        self._old = getattr(_BlockScope._current, "value", None)
-        _BlockScope._current.value = self
-        self._prefix_scope = _name.Prefix(self._block.prefix)
-        self._prefix_scope.__enter__()
+        # what to restore is kept per thread, never on the scope: two threads may trace
+        # the same block at once (each its first call)
+        local = _BlockScope._current
+        saved = local.__dict__.setdefault("saved", [])
+        prefix_scope = _name.Prefix(self._block.prefix)
+        saved.append((getattr(local, "value", None), prefix_scope))
+        local.value = self
+        prefix_scope.__enter__()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self._prefix_scope.__exit__(*exc)
-        _BlockScope._current.value = self._old
+        old, prefix_scope = _BlockScope._current.saved.pop()
+        prefix_scope.__exit__(*exc)
+        _BlockScope._current.value = old
 
 
 class Block:
@@ -156,8 +163,13 @@ class Block:
         ndarray.save(filename, arrays)
 
     def load_parameters(self, filename: str, ctx: Any = None, allow_missing: bool = False,
-                        ignore_extra: bool = False) -> None:
-        """Load values saved by ``save_parameters`` (shapes must match)."""
+                        ignore_extra: bool = False, cast_dtype: bool = False,
+                        dtype_source: str = "current") -> None:
+        """Load values saved by ``save_parameters`` (shapes must match). A value stored in
+        another dtype is refused unless ``cast_dtype=True`` (as MXNet): float64 1e300
+        would silently become inf, an int8 file silently floats. With ``cast_dtype``,
+        ``dtype_source='current'`` casts to the parameter's dtype, ``'saved'`` keeps the
+        file's."""
         loaded, params = ndarray.load(filename), self._params_by_path()
         missing = sorted(set(params) - set(loaded))
         extra = sorted(set(loaded) - set(params))
@@ -166,8 +178,22 @@ class Block:
         if extra and not ignore_extra:
             raise ValueError(f"{filename}: values for unknown parameters {extra} "
                              f"(ignore_extra=True skips them)")
-        for key in params.keys() & loaded.keys():
-            params[key].set_data(loaded[key])
+        if dtype_source not in ("current", "saved"):
+            raise ValueError(f"load_parameters: dtype_source={dtype_source!r}; use 'current' "
+                             f"(cast to the parameter's dtype) or 'saved' (keep the file's)")
+        for key in sorted(params.keys() & loaded.keys()):
+            param, value = params[key], loaded[key]
+            if np.dtype(value.dtype) != np.dtype(param.dtype):
+                if not cast_dtype:
+                    raise ValueError(f"{filename}: {key!r} is stored as {value.dtype} but the "
+                                     f"parameter is {param.dtype}; load_parameters(..., "
+                                     f"cast_dtype=True) converts it")
+                if dtype_source == "saved":
+                    param.dtype = np.dtype(value.dtype).name
+            if param.shape is not None and 0 not in param.shape and value.shape != param.shape:
+                raise ValueError(f"{filename}: {key!r} has shape {value.shape} but the "
+                                 f"parameter has {param.shape}: saved from another network?")
+            param.set_data(value)
 
     def initialize(self, init: Any = None, ctx: Any = None, verbose: bool = False,
                    force_reinit: bool = False) -> None:
@@ -187,16 +213,57 @@ class Block:
         raise NotImplementedError(f"{type(self).__name__} must define forward(self, x)")
 
 
+_FLAGS = ("static_alloc", "static_shape", "passes", "disabled_passes")
+# One trace at a time, in any thread (a trace of a parent traces its children, hence
+# re-entrant): a trace is a one-off of milliseconds, and two threads making a block's
+# first call at once then compile it once, not twice.
+_TRACE_LOCK = threading.RLock()
+
+
 def _check_flags(active: Any, flags: dict[str, Any]) -> None:
     for key in flags:
-        if key not in ("static_alloc", "static_shape"):
-            close = difflib.get_close_matches(key, ["static_alloc", "static_shape"], n=1)
+        if key not in _FLAGS:
+            close = difflib.get_close_matches(key, _FLAGS, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise TypeError(f"hybridize() got an unknown keyword {key!r}{hint} "
-                            f"(it takes active, static_alloc and static_shape)")
-    for key, value in [("active", active), *flags.items()]:
+                            f"(it takes active, {', '.join(_FLAGS)})")
+    switches = {k: v for k, v in flags.items() if k in ("static_alloc", "static_shape")}
+    for key, value in [("active", active), *switches.items()]:
         if not isinstance(value, bool):  # the strings "no" and "False" are true in Python
             raise TypeError(f"hybridize(): {key} must be True or False, got {value!r}")
+    for key, want in (("passes", callable), ("disabled_passes", lambda v: isinstance(v, str))):
+        value = flags.get(key, ())
+        if isinstance(value, (str, bytes)) or not all(want(v) for v in value):
+            raise TypeError(f"hybridize(): {key} must be a list of "
+                            f"{'pass functions' if key == 'passes' else 'pass names'}, "
+                            f"got {value!r}")
+
+
+@functools.cache  # keyed by the class's function (not a bound method: no block kept)
+def _input_slots(function: Any, params: frozenset[str]) -> tuple[list[str], int, bool]:
+    """(names of the data inputs, how many are required, whether more are accepted) of a
+    ``hybrid_forward`` (its F and its parameters left out)."""
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    listed = list(inspect.signature(function).parameters.values())[2:]  # self, F
+    data = [p for p in listed if p.kind in kinds and p.name not in params]
+    required = sum(p.default is inspect.Parameter.empty for p in data)
+    return ([p.name for p in data], required,
+            any(p.kind == inspect.Parameter.VAR_POSITIONAL for p in listed))
+
+
+def _check_input_count(block: HybridBlock, count: int) -> None:
+    """A clear error, in the block's own terms, for a call with the wrong number of inputs
+    (it was a TypeError about ``weight`` imperatively, and CachedOp internals hybridized)."""
+    if type(block).forward is not HybridBlock.forward:  # the F-less style: Python checks
+        return
+    names, required, more = _input_slots(type(block).hybrid_forward,
+                                         frozenset(block._reg_params))
+    if required <= count and (more or count <= len(names)):
+        return
+    expected = f"{len(names)}" if required == len(names) and not more else (
+        f"{required} or more" if more else f"{required} to {len(names)}")
+    raise BlockInputError(f"{type(block).__name__} {block.name!r} takes {expected} input(s) "
+                          f"({', '.join(names) or 'none'}), got {count}")
 
 
 def _only_ndarrays(args: tuple) -> bool:
@@ -244,17 +311,24 @@ class HybridBlock(Block):
                 f"traced (at {_trace.user_line()}). Fix: make {type(block).__name__} a "
                 f"HybridBlock (hybrid_forward), or make {type(self).__name__} a plain Block")
         super().register_child(block, name)
+        # a new child changes the network: the compiled programs describe the old one
+        # (MXNet clears its cached op here too); the next call traces again
+        self._programs, self._last_program = {}, None
 
     def hybridize(self, active: bool = True, **flags: Any) -> None:
         """Compile on the next call (``active=False`` returns to imperative execution).
 
         Flags: ``static_alloc=True`` keeps the output buffers between calls;
         ``static_shape=True`` also compiles one program per input shape, so traced
-        Symbols know their shapes.
+        Symbols know their shapes; ``passes=[...]`` adds compiler passes (pure
+        ``Graph -> (Graph, changes)`` functions, run before fusion and the memory plan)
+        and ``disabled_passes=[...]`` names pipeline passes not to run.
         """
         _check_flags(active, flags)
         self._active = bool(active)
         self._flags = {"static_alloc": False, "static_shape": False, **flags}
+        for key in ("passes", "disabled_passes"):
+            self._flags[key] = tuple(self._flags.get(key, ()))
         self._programs, self._last_program = {}, None
         super().hybridize(active, **flags)
 
@@ -286,6 +360,7 @@ class HybridBlock(Block):
 
     def forward(self, x: Any, *args: Any) -> Any:
         """Imperative execution: ``F`` is ``hybridlab.ndarray``, parameters are NDArrays."""
+        _check_input_count(self, 1 + len(args))
         params = {key: p.data() for key, p in self._reg_params.items()}
         return self.hybrid_forward(ndarray, x, *args, **params)
 
@@ -326,8 +401,9 @@ class HybridBlock(Block):
 
     def _trace(self, args: tuple) -> _CompiledTrace:
         """Trace ``hybrid_forward`` once with Symbol inputs and compile the result."""
+        _check_input_count(self, len(args))
         names = ["data"] if len(args) == 1 else [f"data{i}" for i in range(len(args))]
-        inputs = [symbol.var(n, shape=a.shape, dtype=a.dtype) for n, a in zip(names, args)]
+        inputs = [symbol.traced_input(n, a.shape, a.dtype) for n, a in zip(names, args)]
         frame = _trace.TraceFrame(self, _report.HybridizationReport(self.name),
                                   static_shape=self._flags["static_shape"])
         with _trace.tracing(frame):
@@ -353,18 +429,25 @@ class HybridBlock(Block):
         graph = everything[0] if len(everything) == 1 else symbol.Group(everything)
         params = self.collect_params()
         feed = [params[n] for n in graph.list_inputs() if n not in names]
-        return _CompiledTrace(graph, CachedOp(graph, **self._flags), names, feed, outputs,
-                        [param for param, _ in aux_updates], as_tuple)
+        compiled = _CompiledTrace(graph, CachedOp(graph, **self._flags), names, feed, outputs,
+                                  [param for param, _ in aux_updates], as_tuple)
+        compiled.block = self
+        return compiled
 
     def _program_for(self, args: tuple) -> _CompiledTrace:
         """The program for this mode (and shapes, under static_shape), traced on a miss."""
-        key: tuple = (autograd._MODE.training,)  # (is_training(), without the call)
+        key: tuple = (autograd._MODE.training, len(args))  # (is_training(), no call)
         if self._flags["static_shape"]:
             key += tuple([(a.shape, a.dtype) for a in args])  # dtype objects: str() is slow
         program = self._programs.get(key)
         if program is None:  # (SymbolBlock traces differently: both end up here)
-            program = self._programs[key] = self._trace(args)
-            program.training, program.in_avals = key[0], [(a.shape, a.dtype) for a in args]
+            with _TRACE_LOCK:  # threads making the first call at once: one traces
+                program = self._programs.get(key)
+                if program is None:
+                    program = self._trace(args)
+                    program.training = key[0]
+                    program.in_avals = [(a.shape, a.dtype) for a in args]
+                    self._programs[key] = program
         if not self._flags["static_shape"]:
             self._last_program = program  # NOTE [The last program first]
         return program
@@ -409,8 +492,11 @@ class _CompiledTrace:
         self.in_avals, self.training = [], False
         self.aux_targets, self.as_tuple = aux_targets, as_tuple
         self._params: list | None = None  # the feed's NDArrays, gathered on the first call
+        self.block: Any = None  # the block that traced it (another number of inputs: asks)
 
     def run(self, args: tuple) -> Any:
+        if len(args) != len(self.input_names) and self.block is not None:  # traced for
+            return self.block._program_for(args).run(args)  # another count: that program
         # NOTE: [Parameters gathered once] a Parameter keeps one NDArray for life (NOTE
         # [One NDArray per Parameter] in parameter.py), so the list of the NDArrays to
         # feed is made on the first call and reused: a call does not ask each parameter

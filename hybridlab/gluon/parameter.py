@@ -40,6 +40,8 @@ and the Trainer writes updates into :func:`aligned_empty` buffers. (Both helpers
 
 from __future__ import annotations
 
+import math
+import os
 import re
 import warnings
 from collections import OrderedDict
@@ -48,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from hybridlab import initializer as _init
-from hybridlab.errors import DeferredInitializationError
+from hybridlab.errors import DeferredInitializationError, MXNetError
 from hybridlab.gluon import _trace
 from hybridlab.ndarray_io import aligned, aligned_empty  # noqa: F401 (defined below nd)
 from hybridlab.ops.registry import Aval
@@ -131,6 +133,7 @@ class Parameter:
             raise DeferredInitializationError(
                 f"Parameter {self.name!r}: shape {self.shape} is still unknown after "
                 f"shape inference; pass the input size (e.g. in_units=/in_channels=)")
+        _check_fits_in_memory(self.name, self._shape, self.dtype)
         values, self._deferred = self._deferred(self._shape, self.dtype), None
         self._store(values)  # (force_reinit: into the same NDArray)
 
@@ -275,3 +278,18 @@ class ParameterDict(OrderedDict):
         """Set an attribute on every parameter, e.g. ``setattr('grad_req', 'null')``."""
         for param in self.values():
             setattr(param, name, value)
+
+
+def _check_fits_in_memory(name: str, shape: tuple[int, ...], dtype: Any) -> None:
+    """A parameter larger than the machine's memory is refused before anything is
+    allocated, with the same error on every engine (it was MemoryError on one and the
+    failed initialiser's MXNetError on the other)."""
+    nbytes = math.prod(shape) * np.dtype(dtype).itemsize
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # not a POSIX system: let numpy decide
+        return
+    if nbytes > memory:
+        raise MXNetError(f"Parameter {name!r} of shape {shape} ({np.dtype(dtype).name}) needs "
+                         f"{nbytes / 2**30:.1f} GiB, more than this machine's "
+                         f"{memory / 2**30:.1f} GiB of memory; check the layer's sizes")

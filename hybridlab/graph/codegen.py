@@ -46,6 +46,7 @@ import keyword
 import linecache
 import math
 import re
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -82,7 +83,18 @@ class Namespace:
         return name
 
 
-def check_source(source: str, identifiers: set[str]) -> None:
+_PARSE_LOCK = threading.Lock()
+
+
+def parse_source(source: str) -> ast.Module:
+    """``ast.parse``, one thread at a time: CPython 3.11's parser can fail with "AST
+    constructor recursion depth mismatch" when threads parse at once (measured: 1 trial
+    in 100 with four threads tracing together)."""
+    with _PARSE_LOCK:
+        return ast.parse(source)
+
+
+def check_source(source: str, identifiers: set[str]) -> ast.Module:
     """Refuse generated source that is not made of our own pieces (defence in depth).
 
     The writer only ever emits identifiers from its :class:`Namespace`, numbers and
@@ -91,7 +103,7 @@ def check_source(source: str, identifiers: set[str]) -> None:
     no name we did not create. A graph string that slipped into a line would break one
     of these rules and is caught here, before ``exec``.
     """
-    tree = ast.parse(source)
+    tree = parse_source(source)
     problems = [] if len(tree.body) == 1 and isinstance(tree.body[0], ast.FunctionDef) \
         else ["the module must hold exactly one function"]
     for item in ast.walk(tree):
@@ -105,6 +117,7 @@ def check_source(source: str, identifiers: set[str]) -> None:
     if problems:
         raise GraphError("codegen produced source it does not allow (a bug in codegen): "
                          + "; ".join(problems[:5]))
+    return tree  # compiled as it is: the source is parsed once
 
 
 def _literal(value: Any) -> str | None:
@@ -242,10 +255,10 @@ def compile_graph(graph: Graph, static_alloc: bool = False, static_shape: bool =
         raise ValueError(f"compile_graph: name must be a Python identifier, got {name!r}")
     writer = _Writer(graph, static_alloc, name)
     source = writer.write()
-    check_source(source, writer.names.created | set(writer.table) | {"rt"})
+    tree = check_source(source, writer.names.created | set(writer.table) | {"rt"})
     filename = f"<hybridlab-{name}-{next(_counter)}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    code = compile(source, filename, "exec")
+    code = compile(tree, filename, "exec")
     scope = dict(writer.table)
     if not writer.views:
         exec(code, scope)  # noqa: S102 -- our own generated source
@@ -355,7 +368,10 @@ class _Writer:
         if special is not None:  # NOTE [Specialised kernels]: arrays only, no attributes
             # named like the op: the kernel ``_fc`` specialised as ``_fc_2d`` is called
             # ``FullyConnected_2d`` here
-            suffix = special.__name__.removeprefix(opdef.kernel.__name__)
+            # (a C function such as ``np.dot``'s is named otherwise: ``dot_c``)
+            kernel_name = opdef.kernel.__name__
+            suffix = (special.__name__.removeprefix(kernel_name)
+                      if special.__name__.startswith(kernel_name) else "_c")
             out = [] if target is None else [f"out={target}"]
             return f"{self._bind(special, opdef.name + suffix)}({', '.join(args + out)})"
         if target is None:

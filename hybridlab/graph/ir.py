@@ -224,15 +224,22 @@ def rebuild(graph: Graph, visit: Visit) -> Graph:
     mapping: dict[int, tuple[Value, ...]] = {}
     new_nodes: list[Node] = []
     emitted: set[int] = set()
+
+    def unemitted_inputs(node: Node) -> list[Node]:
+        return [v.node for v in node.inputs if id(v.node) not in emitted]
+
     for node in graph.nodes:
         new_inputs = tuple(mapping[id(v.node)][v.index] for v in node.inputs)
         result = visit(node, new_inputs)
         values = (tuple(result.out(i) for i in range(result.num_outputs))
                   if isinstance(result, Node) else tuple(result))
-        for fresh in toposort(v.node for v in values):  # new nodes a visit made
-            if id(fresh) not in emitted:
-                emitted.add(id(fresh))
-                new_nodes.append(fresh)
+        # the new nodes a visit made, inputs first; the walk stops at nodes already
+        # emitted, so a whole rebuild is O(nodes + edges), not a walk of all the graph
+        # above every node (quadratic on a chain)
+        for fresh in postorder((v.node for v in values if id(v.node) not in emitted),
+                               unemitted_inputs):
+            emitted.add(id(fresh))
+            new_nodes.append(fresh)
         mapping[id(node)] = values
     outputs = tuple(mapping[id(v.node)][v.index] for v in graph.outputs)
     inputs = tuple(mapping[id(n)][0].node for n in graph.inputs)

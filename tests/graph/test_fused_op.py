@@ -34,5 +34,3 @@ def test_nd_fused_runs_a_program_the_pass_built():
     b = np.linspace(-1, 1, 8, dtype=np.float32)
     got = nd._fused(nd.array(x), nd.array(b), program=program)
     np.testing.assert_allclose(got.asnumpy(), np.maximum(x + b, 0) * 2, rtol=1e-6)
-    assert program.infer_output([registry.Aval((4, 8), "float32"),
-                                 registry.Aval((8,), "float32")]).shape == (4, 8)

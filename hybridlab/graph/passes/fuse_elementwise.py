@@ -24,31 +24,19 @@ Which nodes join a group (facts from the registry, never a list of op names):
 These rules give each group a single exit, its root, so no value leaves the group and
 comes back (the group is *convex*) and topological order is kept.
 
-The fused node calls the ``_fused`` op (registered with the operators, in
-``hybridlab.ops.fused``); its ``program`` attribute is the sub-graph as a ``FusedProgram``,
-a Graph that also gives the op its shape rule. This pass only rewrites the graph; codegen
-prints a group's steps inline, each writing ``out=`` the group's buffer.
+The fused node calls the ``_fused`` operator (``ops/fused.py``, registered with the
+other operators) whose ``program`` attribute is the sub-graph; codegen prints its steps
+inline, each writing ``out=`` the group's buffer. This pass only rewrites graphs.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from typing import Sequence
 
-from hybridlab.graph.ir import Graph, Node, Value, call, infer_shapes, var, with_inputs
+from hybridlab.graph.ir import Graph, Node, Value, call, var, with_inputs
 from hybridlab.ops.fused import FUSED
-from hybridlab.ops.registry import Aval, Kind
-
-
-class FusedProgram(Graph):
-    """A fused group's sub-graph, as the ``_fused`` op's ``program`` attribute: a Graph
-    (codegen and the drawings read its nodes) that also infers its result's aval."""
-
-    def infer_output(self, avals: Sequence[Aval]) -> Aval:
-        result = infer_shapes(self, list(avals)).outputs[0].aval
-        assert result is not None
-        return result
+from hybridlab.ops.registry import Kind
 
 
 def fuse_elementwise(graph: Graph) -> tuple[Graph, list[str]]:
@@ -121,7 +109,7 @@ def _external_inputs(members: list[Node]) -> list[Value]:
     return external
 
 
-def _subprogram(members: list[Node], external: list[Value]) -> FusedProgram:
+def _subprogram(members: list[Node], external: list[Value]) -> Graph:
     """The group as a graph whose vars are the external inputs, in order."""
     params = [var(f"in{i}", v.aval) for i, v in enumerate(external)]
     mapping = {(id(v.node), v.index): p.out() for v, p in zip(external, params)}
@@ -129,5 +117,4 @@ def _subprogram(members: list[Node], external: list[Value]) -> FusedProgram:
         inputs = [mapping[(id(v.node), v.index)] for v in member.inputs]
         new = dataclasses.replace(member, inputs=tuple(inputs))
         mapping[(id(member), 0)] = new.out()
-    graph = Graph.from_outputs([mapping[(id(members[-1]), 0)]], params)
-    return FusedProgram(graph.nodes, graph.inputs, graph.outputs)
+    return Graph.from_outputs([mapping[(id(members[-1]), 0)]], params)
