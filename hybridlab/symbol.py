@@ -577,10 +577,7 @@ def _infer_call(node: Node, inputs: list[Aval | None]) -> list[Aval | None]:
     try:
         return list(node.opdef.infer(*inputs, **node.attr_dict))
     except (ValueError, IndexError, TypeError, ArithmeticError) as err:
-        shapes = ", ".join(str(a) for a in inputs)
-        where = f"\n  created at {node.origin}" if node.origin else ""
-        raise errors.ShapeError(f"infer_shape failed in node {node.name!r} ({node.op} of "
-                                f"{shapes}): {err}{where}") from None
+        raise ir.infer_failure(node, inputs, err, prefix="infer_shape failed ") from None
 
 
 # ---------------------------------------------------------------------------------------

@@ -164,9 +164,16 @@ def infer_node(node: Node) -> tuple[Aval, ...]:
     try:
         return tuple(node.opdef.infer(*avals, **node.attr_dict))
     except ShapeError as err:
-        shapes = ", ".join(str(a) for a in avals)
-        where = f"\n  created at {node.origin}" if node.origin else ""
-        raise ShapeError(f"in node {node.name!r} ({node.op} of {shapes}): {err}{where}") from None
+        raise infer_failure(node, avals, err) from None
+
+
+def infer_failure(node: Node, avals: Sequence[Any], err: Exception, prefix: str = ""
+                  ) -> ShapeError:
+    """The one wording of a failed shape rule (graph IR and Symbol.infer_shape): the
+    node, its op and input avals, the rule's message and the line that created the node."""
+    shapes = ", ".join(str(a) for a in avals)
+    where = f"\n  created at {node.origin}" if node.origin else ""
+    return ShapeError(f"{prefix}in node {node.name!r} ({node.op} of {shapes}): {err}{where}")
 
 
 # ---------------------------------------------------------------------------------------
