@@ -16,6 +16,7 @@ asked of the registry (``OpDef.pure``).
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import numpy as np
 
@@ -33,7 +34,8 @@ def fold_constants(graph: Graph) -> tuple[Graph, list[str]]:
         if not _foldable(node):
             return node
         try:
-            results = run_kernel(node, [v.node.value for v in inputs], RunContext())
+            arrays = [v.node.value for v in inputs]  # every input is a const (_foldable)
+            results = run_kernel(node, cast("list[np.ndarray]", arrays), RunContext())
         except Exception as err:  # as the op would fail when run: same class, same line
             raise MXNetError(f"operator '{node.op}' failed with {type(err).__name__}: {err}"
                              f"\n  created at {node.origin or '<unknown line>'} (computed "

@@ -178,6 +178,7 @@ class _Values:
         if node.opdef.workspace is not None:
             nbytes = node.opdef.workspace(*(v.aval for v in node.inputs), **node.attr_dict)
             self.scratch.append((step, step, nbytes))
+        assert node.aval is not None, "plan_memory runs on a graph with inferred avals"
         for index in range(node.num_outputs):
             key = (id(node), index)
             aval = node.aval[index]
@@ -196,6 +197,7 @@ class _Values:
         key = (id(node), 0)
         return (node.kind == "call" and node.num_outputs == 1 and key not in self.root
                 and node.opdef.kernel_out is not None
+                and node.aval is not None
                 and node.aval[0].shape != ())  # numpy makes 0-d results scalars
 
     def span(self, chain: list[Key]) -> Span:
@@ -225,7 +227,8 @@ def _inplace_chains(graph: Graph, values: _Values, plan: MemoryPlan) -> list[lis
             continue
         key, first = (id(node), 0), node.inputs[0] if node.inputs else None
         host = None if first is None else (id(first.node), first.index)
-        if (host in chain_of and host not in values.pinned and values.end[host] == step
+        if (first is not None and node.aval is not None
+                and host in chain_of and host not in values.pinned and values.end[host] == step
                 and first.aval == node.aval[0] and node.opdef.can_overwrite(node.attr_dict)
                 and not _reads_host_again(node, host, values)):
             plan.inplace_of[key] = host
