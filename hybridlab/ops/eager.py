@@ -59,7 +59,8 @@ def _unwrap(value: Any, op: OpDef) -> np.ndarray:
     raise TypeError(f"{op.name}: inputs must be numpy arrays or Tensors, got {type(value)}")
 
 
-def apply_eagerly(op: OpDef, inputs: list, attrs: dict, name: Any = None, hint: str = "") -> Any:
+def apply_eagerly(op: OpDef, inputs: list[Any], attrs: dict[str, Any], name: Any = None,
+                  hint: str = "") -> Any:
     """Run ``op`` now: parse attributes, check shapes with ``infer``, call the kernel."""
     parsed = op.parse_attrs(attrs)
     arrays = [_unwrap(v, op) for v in inputs if v is not None]

@@ -47,6 +47,7 @@ def pretranspose_weights(graph: Graph) -> tuple[Graph, list[str]]:
             return node
         data, weight = node.inputs[0], node.inputs[1].node
         if id(weight) not in made:
+            assert weight.aval is not None, "_applies checked the weight's aval"
             out_units, in_units = weight.aval[0].shape
             made[id(weight)] = Node("var", attrs=((LAYOUT_OF, weight.name),),
                                     name=f"{weight.name}__T",
