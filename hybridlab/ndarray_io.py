@@ -30,11 +30,11 @@ from __future__ import annotations
 import math
 import os
 import struct
-import tempfile
 from typing import Any, BinaryIO
 
 import numpy as np
 
+from hybridlab import fileio
 from hybridlab.errors import ArrayFileError
 
 LIST_MAGIC = 0x112
@@ -74,6 +74,7 @@ class _Reader:
         self.file, self.fname = file, fname
         self.left = os.fstat(file.fileno()).st_size
         self.entry = "the header"  # what is being read, for error messages
+        self.cap = fileio.max_load_bytes()
 
     def fail(self, problem: str) -> ArrayFileError:
         return ArrayFileError(f"{self.fname}: {self.entry}: {problem}. Fix: check the path, "
@@ -152,7 +153,12 @@ def _read_array(reader: _Reader) -> np.ndarray:
         raise reader.fail(f"dtype flag {flag}, which hybridlab cannot store (it reads "
                           f"{sorted(DTYPE_FLAGS)}, the dtypes MXNet 1.x saves)")
     dtype = np.dtype(DTYPE_FLAGS[flag]).newbyteorder("<")
-    reader.need(math.prod(shape) * dtype.itemsize, f"shape {shape} of {dtype.name}")
+    nbytes = math.prod(shape) * dtype.itemsize
+    reader.need(nbytes, f"shape {shape} of {dtype.name}")
+    if nbytes > reader.cap:
+        raise reader.fail(f"shape {shape} of {dtype.name} is {nbytes} bytes, above the "
+                          f"{reader.cap}-byte load limit (raise HYBRIDLAB_MAX_LOAD_BYTES "
+                          f"to load it)")
     values = aligned_empty(shape, dtype)
     reader.read_into(values, "the data")
     return values if dtype.isnative else values.astype(dtype.newbyteorder("="))
@@ -190,24 +196,17 @@ def write_arrays(fname: str, arrays: list[np.ndarray] | dict[str, np.ndarray]) -
         if array.ndim == 0:  # MXNet 1.x reads a 0-d array as "None"
             raise ValueError(f"nd.save: entry {where} is 0-d; MXNet 1.x files cannot hold "
                              f"a 0-d array, reshape it to (1,)")
-    folder = os.path.dirname(os.path.abspath(fname))
-    handle, temporary = tempfile.mkstemp(prefix=".tmp-", dir=folder)
-    try:
-        with os.fdopen(handle, "wb") as file:
-            file.write(struct.pack("<QQQ", LIST_MAGIC, 0, len(values)))
-            for array in values:
-                _write_array(file, array)
-            file.write(struct.pack("<Q", len(names)))
-            for name in names:
-                encoded = name.encode("utf-8")
-                file.write(struct.pack("<Q", len(encoded)) + encoded)
-            file.flush()
-            os.fsync(file.fileno())
-        os.chmod(temporary, 0o666 & ~_umask())
-        os.replace(temporary, fname)
-    except BaseException:
-        os.unlink(temporary)
-        raise
+
+    def write(file: BinaryIO) -> None:
+        file.write(struct.pack("<QQQ", LIST_MAGIC, 0, len(values)))
+        for array in values:
+            _write_array(file, array)
+        file.write(struct.pack("<Q", len(names)))
+        for name in names:
+            encoded = name.encode("utf-8")
+            file.write(struct.pack("<Q", len(encoded)) + encoded)
+
+    fileio.atomic_write(fname, write)
 
 
 def _write_array(file: BinaryIO, array: np.ndarray) -> None:
@@ -216,10 +215,3 @@ def _write_array(file: BinaryIO, array: np.ndarray) -> None:
     file.write(header)
     data = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<"))
     file.write(memoryview(data.reshape(-1).view(np.uint8)))  # type: ignore[arg-type]
-
-
-def _umask() -> int:
-    """The process's umask (a temp file is 0600; the saved file gets the usual mode)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from hybridlab import engine
+from hybridlab import engine, fileio
 
 _config: dict[str, Any] = {"filename": "profile.json"}
 _records: list[engine.TaskRecord] = []
@@ -71,5 +71,4 @@ def dumps(reset: bool = False) -> str:
 
 def dump(finished: bool = True) -> None:
     """Write :func:`dumps` to the configured file (``finished=True`` also forgets them)."""
-    with open(_config["filename"], "w", encoding="utf-8") as file:
-        file.write(dumps(reset=finished))
+    fileio.write_text(_config["filename"], dumps(reset=finished))  # atomic: old file kept

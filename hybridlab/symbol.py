@@ -53,7 +53,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from hybridlab import display, errors
+from hybridlab import display, errors, fileio
 from hybridlab import name as _name
 from hybridlab.graph import frontend, ir
 from hybridlab.graph.ir import Graph, Node, Value
@@ -285,9 +285,9 @@ class Symbol:
         return f'{{\n  "nodes": [\n    {listed}\n  ],\n{body}\n}}\n'
 
     def save(self, fname: str) -> None:
-        """Write ``tojson()`` to ``fname`` (``sym.load(fname)`` reads it back)."""
-        with open(fname, "w", encoding="utf-8") as file:
-            file.write(self.tojson())
+        """Write ``tojson()`` to ``fname`` atomically (``sym.load(fname)`` reads it back):
+        the text is made first, so a graph that cannot be saved leaves the old file."""
+        fileio.write_text(fname, self.tojson())
 
     # -- running ------------------------------------------------------------------------
 
@@ -712,8 +712,14 @@ def load(fname: str) -> Symbol:
     if size > MAX_JSON_BYTES:
         raise errors.ModelFileError(f"{fname}: {size} bytes is larger than the "
                                     f"{MAX_JSON_BYTES} bytes a symbol file may have")
-    with open(fname, encoding="utf-8") as file:
-        return load_json(file.read(), source=fname)
+    with open(fname, "rb") as file:
+        raw = file.read()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise errors.ModelFileError(f"{fname}: byte {err.start} is not UTF-8 text (a symbol "
+                                    f"file is JSON; is this the .params file?)") from None
+    return load_json(text, source=fname)
 
 
 def load_json(text: str, source: str = "<json>") -> Symbol:

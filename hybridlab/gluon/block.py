@@ -30,7 +30,7 @@ import warnings
 from collections import OrderedDict
 from typing import Any
 
-from hybridlab import autograd, display, ndarray, symbol
+from hybridlab import autograd, display, fileio, ndarray, symbol
 from hybridlab import name as _name
 from hybridlab.errors import (
     BlockInputError,
@@ -156,9 +156,13 @@ class Block:
         ndarray.save(filename, arrays)
 
     def load_parameters(self, filename: str, ctx: Any = None, allow_missing: bool = False,
-                        ignore_extra: bool = False) -> None:
-        """Load values saved by ``save_parameters`` (shapes must match)."""
+                        ignore_extra: bool = False, cast_dtype: bool = False) -> None:
+        """Load values saved by ``save_parameters`` (shapes and dtypes must match; a dtype
+        is converted only with ``cast_dtype=True``, as in MXNet)."""
         loaded, params = ndarray.load(filename), self._params_by_path()
+        if isinstance(loaded, list):
+            raise ValueError(f"{filename} holds an unnamed list of arrays, not parameters "
+                             f"(save_parameters writes names); load it with nd.load")
         missing = sorted(set(params) - set(loaded))
         extra = sorted(set(loaded) - set(params))
         if missing and not allow_missing:
@@ -166,8 +170,8 @@ class Block:
         if extra and not ignore_extra:
             raise ValueError(f"{filename}: values for unknown parameters {extra} "
                              f"(ignore_extra=True skips them)")
-        for key in params.keys() & loaded.keys():
-            params[key].set_data(loaded[key])
+        for key in sorted(params.keys() & loaded.keys()):
+            params[key]._load_value(loaded[key], filename, key, cast_dtype)
 
     def initialize(self, init: Any = None, ctx: Any = None, verbose: bool = False,
                    force_reinit: bool = False) -> None:
@@ -382,13 +386,15 @@ class HybridBlock(Block):
             with autograd.predict_mode():
                 program = self._trace(tuple(ndarray.zeros(s, dtype=d) for s, d in avals))
         graph = program.exported_symbol()
-        graph.save(f"{path}-symbol.json")
-        params, arrays = self.collect_params(), {}
+        text, params, arrays = graph.tojson(), self.collect_params(), {}
         for name in graph.list_arguments():
             if name in params:
                 arrays[f"arg:{name}"] = params[name].data()
         for name in graph.list_auxiliary_states():
             arrays[f"aux:{name}"] = params[name].data()
+        for array in arrays.values():  # every value computed before either file is touched
+            array.wait_to_read()
+        fileio.write_text(f"{path}-symbol.json", text)  # atomic, like nd.save below
         ndarray.save(f"{path}-{epoch:04d}.params", arrays)
 
 

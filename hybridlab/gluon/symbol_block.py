@@ -65,6 +65,14 @@ class SymbolBlock(HybridBlock):
         return block
 
     def _load_exported(self, param_file: str, saved: dict) -> None:
+        shapes = {key.partition(":")[2]: value.shape for key, value in saved.items()}
+        try:  # the saved shapes must fit together in the graph (a wrong running_var...)
+            self._graph.infer_shape_partial(**{k: v for k, v in shapes.items()
+                                               if k in self.params})
+        except (ValueError, TypeError) as err:
+            raise ValueError(f"{param_file}: the saved parameter shapes do not fit the "
+                             f"graph: {str(err).splitlines()[0]}. Fix: load the .params file "
+                             f"written by the same export()") from None
         for key, value in saved.items():
             kind, _, name = key.partition(":")
             if kind not in ("arg", "aux") or name not in self.params:

@@ -1,0 +1,206 @@
+"""Every file hybridlab writes survives a failed or killed save; loaders check what they load."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from hybridlab import fileio, nd, ndarray_io, profiler, symbol
+from hybridlab import symbol as sym
+from hybridlab.errors import ArrayFileError, ModelFileError
+from hybridlab.gluon import SymbolBlock, nn
+
+
+def _net():
+    net = nn.HybridSequential()
+    net.add(nn.Dense(4), nn.BatchNorm())
+    net.initialize()
+    net.hybridize()
+    net(nd.ones((2, 3)))
+    return net
+
+
+def _only(folder, *names):
+    """The folder holds exactly these files: no temporary left behind."""
+    assert sorted(os.listdir(folder)) == sorted(names)
+
+
+def test_atomic_write_keeps_the_old_file_when_the_writer_fails(tmp_path):
+    fname = str(tmp_path / "f.txt")
+    fileio.write_text(fname, "old")
+
+    def half(file):
+        file.write(b"new but not fin")
+        raise RuntimeError("interrupted")
+
+    with pytest.raises(RuntimeError, match="interrupted"):
+        fileio.atomic_write(fname, half)
+    assert open(fname).read() == "old"
+    _only(tmp_path, "f.txt")
+
+
+def test_symbol_save_computes_the_json_before_touching_the_file(tmp_path, monkeypatch):
+    fname = str(tmp_path / "net-symbol.json")
+    x = sym.var("x")
+    sym.relu(x).save(fname)
+    before = open(fname).read()
+
+    def broken(self):
+        raise RuntimeError("cannot serialise")
+
+    monkeypatch.setattr(symbol.Symbol, "tojson", broken)
+    with pytest.raises(RuntimeError, match="cannot serialise"):
+        sym.sigmoid(x).save(fname)
+    assert open(fname).read() == before
+    monkeypatch.undo()
+    assert sym.load(fname).tojson() == before
+    _only(tmp_path, "net-symbol.json")
+
+
+def test_save_parameters_and_export_keep_old_files_when_writing_fails(tmp_path, monkeypatch):
+    net = _net()
+    params, prefix = str(tmp_path / "net.params"), str(tmp_path / "m")
+    net.save_parameters(params)
+    net.export(prefix)
+    saved = {p: open(p, "rb").read() for p in [params, prefix + "-symbol.json",
+                                                prefix + "-0000.params"]}
+
+    def broken(file, array):
+        file.write(b"partial")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(ndarray_io, "_write_array", broken)
+    with pytest.raises(OSError, match="disk full"):
+        net.save_parameters(params)
+    with pytest.raises(OSError, match="disk full"):
+        net.export(prefix)
+    for path, content in saved.items():
+        assert open(path, "rb").read() == content
+    monkeypatch.undo()
+    net.load_parameters(params)
+    SymbolBlock.imports(prefix + "-symbol.json", ["data"], prefix + "-0000.params")
+    _only(tmp_path, "net.params", "m-symbol.json", "m-0000.params")
+
+
+def test_export_writes_neither_file_when_a_value_fails(tmp_path, monkeypatch):
+    net = _net()
+    prefix = str(tmp_path / "m")
+    net.export(prefix)
+    before = open(prefix + "-symbol.json").read()
+    param = next(iter(net.collect_params().values()))
+
+    def failing_data(*args):
+        raise RuntimeError("the value's op failed")
+
+    monkeypatch.setattr(type(param), "data", failing_data)
+    with pytest.raises(RuntimeError, match="op failed"):
+        net.export(prefix)
+    assert open(prefix + "-symbol.json").read() == before
+
+
+def test_profiler_dump_is_atomic(tmp_path, monkeypatch):
+    fname = str(tmp_path / "profile.json")
+    profiler.set_config(filename=fname)
+    try:
+        profiler.dump()
+        before = open(fname).read()
+        monkeypatch.setattr(profiler, "dumps", lambda reset=True: 1 / 0)
+        with pytest.raises(ZeroDivisionError):
+            profiler.dump()
+        assert open(fname).read() == before
+    finally:
+        profiler.set_config(filename="profile.json")
+
+
+_KILLED_SAVE = textwrap.dedent("""
+    import sys, time
+    import numpy as np
+    from hybridlab import nd, ndarray_io
+    real = ndarray_io._write_array
+    def slow(file, array):  # the real writer, then a pause mid-file for the kill
+        real(file, array)
+        file.flush()
+        print("half written", flush=True)
+        time.sleep(60)
+    ndarray_io._write_array = slow
+    nd.save(sys.argv[1], [nd.array(np.ones(1 << 20, np.float32)), nd.ones((3,))])
+""")
+
+
+def test_a_save_killed_midway_leaves_the_old_file_loadable(tmp_path):
+    fname = str(tmp_path / "w.params")
+    nd.save(fname, {"w": nd.array([1.0, 2.0])})
+    child = subprocess.Popen([sys.executable, "-c", _KILLED_SAVE, fname],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "half written"
+        temporaries = [n for n in os.listdir(tmp_path) if n != "w.params"]
+        assert temporaries and os.path.getsize(tmp_path / temporaries[0]) > 1 << 22
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    loaded = nd.load(fname)
+    assert list(loaded) == ["w"] and loaded["w"].asnumpy().tolist() == [1.0, 2.0]
+
+
+# --- bounded, checked loading ------------------------------------------------------------
+def test_declared_bytes_above_the_cap_are_refused_before_allocating(tmp_path, monkeypatch):
+    fname = str(tmp_path / "big.params")
+    nd.save(fname, [nd.ones((1000,))])
+    monkeypatch.setenv("HYBRIDLAB_MAX_LOAD_BYTES", "1000")
+    with pytest.raises(ArrayFileError, match=r"big.params: array 0: .*4000 bytes.*"
+                                             r"HYBRIDLAB_MAX_LOAD_BYTES"):
+        nd.load(fname)
+    monkeypatch.setenv("HYBRIDLAB_MAX_LOAD_BYTES", "4000")
+    assert nd.load(fname)[0].shape == (1000,)
+    monkeypatch.setenv("HYBRIDLAB_MAX_LOAD_BYTES", "lots")
+    with pytest.raises(ValueError, match="HYBRIDLAB_MAX_LOAD_BYTES='lots'.*positive whole"):
+        nd.load(fname)
+
+
+def test_a_symbol_file_that_is_not_utf8_is_a_model_file_error(tmp_path):
+    fname = str(tmp_path / "m-symbol.json")
+    nd.save(fname, [nd.ones((2,))])  # the .params bytes under the JSON name
+    with pytest.raises(ModelFileError, match="m-symbol.json: byte .* not UTF-8"):
+        sym.load(fname)
+
+
+def test_load_parameters_refuses_a_dtype_change_unless_cast_dtype(tmp_path):
+    net = nn.Dense(2, in_units=3)
+    net.initialize()
+    fname = str(tmp_path / "p.params")
+    nd.save(fname, {"weight": nd.array(np.full((2, 3), 1e300), dtype="float64"),
+                    "bias": nd.zeros((2,))})
+    with pytest.raises(ValueError, match="'weight' is float64 but parameter .* float32.*"
+                                         "cast_dtype=True"):
+        net.load_parameters(fname)
+    nd.save(fname, {"weight": nd.array(np.ones((2, 3)), dtype="int8"),
+                    "bias": nd.zeros((2,))})
+    net.load_parameters(fname, cast_dtype=True)
+    assert net.weight.data().dtype == np.float32
+    assert net.weight.data().asnumpy().tolist() == [[1.0] * 3] * 2
+
+
+def test_load_parameters_refuses_a_wrong_shape_naming_the_entry(tmp_path):
+    net = nn.Dense(2, in_units=3)
+    net.initialize()
+    fname = str(tmp_path / "p.params")
+    nd.save(fname, {"weight": nd.ones((3, 2)), "bias": nd.zeros((2,))})
+    with pytest.raises(ValueError, match=r"p.params: entry 'weight' has shape \(3, 2\)"):
+        net.load_parameters(fname)
+
+
+def test_imports_checks_saved_shapes_against_the_graph(tmp_path):
+    net, prefix = _net(), str(tmp_path / "m")
+    net.export(prefix)
+    saved = nd.load(prefix + "-0000.params")
+    key = next(k for k in saved if k.endswith("running_var"))
+    saved[key] = nd.ones((5,))
+    nd.save(prefix + "-0000.params", saved)
+    with pytest.raises(ValueError, match="m-0000.params: the saved parameter shapes do not "
+                                         "fit the graph.*running_var"):
+        SymbolBlock.imports(prefix + "-symbol.json", ["data"], prefix + "-0000.params")
