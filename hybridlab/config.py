@@ -7,6 +7,11 @@
 | HYBRIDLAB_ENGINE_WORKERS| number of ThreadedEngine workers              | 2                |
 | HYBRIDLAB_DEBUG         | 0 quiet, 1 print compiled programs            | 0                |
 | HYBRIDLAB_VERIFY        | 1: verify the graph after every compiler pass | 0                |
+| HYBRIDLAB_MAX_LOAD_BYTES| most bytes one loaded array may declare       | 4294967296 (4 GiB)|
+
+``HYBRIDLAB_MAX_LOAD_BYTES`` is read by the loaders each time (``fileio.max_load_bytes``):
+a ``.params`` entry declaring more is refused with an ArrayFileError before anything is
+allocated (and every entry must also fit in the bytes the file really has).
 
 Read the values through :data:`FLAGS`; change them for a block of code with
 ``with Context(VERIFY=1): ...`` (tests do this), which restores them afterwards.

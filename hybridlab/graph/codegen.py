@@ -82,7 +82,7 @@ class Namespace:
         return name
 
 
-def check_source(source: str, identifiers: set[str]) -> None:
+def check_source(source: str, identifiers: set[str]) -> ast.Module:
     """Refuse generated source that is not made of our own pieces (defence in depth).
 
     The writer only ever emits identifiers from its :class:`Namespace`, numbers and
@@ -105,6 +105,7 @@ def check_source(source: str, identifiers: set[str]) -> None:
     if problems:
         raise GraphError("codegen produced source it does not allow (a bug in codegen): "
                          + "; ".join(problems[:5]))
+    return tree  # compiled as it is: the source is parsed once
 
 
 def _literal(value: Any) -> str | None:
@@ -242,10 +243,10 @@ def compile_graph(graph: Graph, static_alloc: bool = False, static_shape: bool =
         raise ValueError(f"compile_graph: name must be a Python identifier, got {name!r}")
     writer = _Writer(graph, static_alloc, name)
     source = writer.write()
-    check_source(source, writer.names.created | set(writer.table) | {"rt"})
+    tree = check_source(source, writer.names.created | set(writer.table) | {"rt"})
     filename = f"<hybridlab-{name}-{next(_counter)}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    code = compile(source, filename, "exec")
+    code = compile(tree, filename, "exec")
     scope = dict(writer.table)
     if not writer.views:
         exec(code, scope)  # noqa: S102 -- our own generated source

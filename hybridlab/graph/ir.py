@@ -229,10 +229,17 @@ def rebuild(graph: Graph, visit: Visit) -> Graph:
         result = visit(node, new_inputs)
         values = (tuple(result.out(i) for i in range(result.num_outputs))
                   if isinstance(result, Node) else tuple(result))
-        for fresh in toposort(v.node for v in values):  # new nodes a visit made
-            if id(fresh) not in emitted:
-                emitted.add(id(fresh))
-                new_nodes.append(fresh)
+        # new nodes a visit made: the walk stops at nodes already emitted, so each node is
+        # walked once and the whole rebuild is O(nodes + edges), not a walk per node
+        fresh = [v.node for v in values if id(v.node) not in emitted]
+        if len(fresh) == 1 and all(id(v.node) in emitted for v in fresh[0].inputs):
+            made_now = fresh  # the common case: one node over nodes already emitted
+        else:
+            made_now = postorder(fresh, lambda n: [v.node for v in n.inputs
+                                                   if id(v.node) not in emitted])
+        for made in made_now:
+            emitted.add(id(made))
+            new_nodes.append(made)
         mapping[id(node)] = values
     outputs = tuple(mapping[id(v.node)][v.index] for v in graph.outputs)
     inputs = tuple(mapping[id(n)][0].node for n in graph.inputs)

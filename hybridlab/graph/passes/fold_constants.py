@@ -11,12 +11,21 @@ is fixed by its attributes. The folded inputs stay in the graph (dead) until
 ``eliminate_dead_code`` removes them: each pass does one thing. Ops that need a
 RunContext (random, dropout) or are impure are never folded; which ops those are is
 asked of the registry (``OpDef.pure``).
+
+A folded constant lives in the compiled program for as long as the block does, so a
+node whose results would exceed :data:`MAX_FOLD_BYTES` is left as a runtime op: a model
+file declaring ``_zeros`` of shape (100000, 100000, 100000) compiles and fails (or not)
+when it runs, instead of allocating at compile time.
 """
 
 from __future__ import annotations
 
+import math
+
 from hybridlab.graph.ir import Graph, Node, Value, const, rebuild, run_kernel, with_inputs
 from hybridlab.ops.registry import RunContext
+
+MAX_FOLD_BYTES = 16 * 2**20  # larger constants stay runtime ops (see above)
 
 
 def fold_constants(graph: Graph) -> tuple[Graph, list[str]]:
@@ -42,4 +51,11 @@ def _foldable(node: Node) -> bool:
         return False
     opdef = node.opdef
     return (opdef.pure and not opdef.needs_context
-            and all(v.node.kind == "const" for v in node.inputs))
+            and all(v.node.kind == "const" for v in node.inputs) and _small(node))
+
+
+def _small(node: Node) -> bool:
+    """The results' declared bytes are within MAX_FOLD_BYTES (unknown avals: not folded)."""
+    if not node.aval:
+        return False
+    return sum(math.prod(a.shape) * a.dtype.itemsize for a in node.aval) <= MAX_FOLD_BYTES
