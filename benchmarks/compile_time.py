@@ -30,8 +30,8 @@ from typing import Iterator
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from hybridlab import nd  # noqa: E402
-from hybridlab.graph import ir  # noqa: E402
 from hybridlab.gluon import nn  # noqa: E402
+from hybridlab.graph import ir  # noqa: E402
 
 SIZES = (500, 1000, 2000, 5000, 10_000, 20_000, 50_000, 100_000)
 QUICK_SIZES = (500, 1000, 2000, 5000, 10_000)
