@@ -4,10 +4,13 @@
 |-------------------------|-----------------------------------------------|------------------|
 | HYBRIDLAB_ENGINE_TYPE   | NaiveEngine, ThreadedEngine, StepEngine       | ThreadedEngine   |
 | MXNET_ENGINE_TYPE       | the same; read when the one above is unset    |                  |
-| HYBRIDLAB_ENGINE_WORKERS| number of ThreadedEngine workers              | 2                |
+| HYBRIDLAB_ENGINE_WORKERS| ThreadedEngine workers, 1 to MAX_WORKERS (*)  | 2                |
 | HYBRIDLAB_DEBUG         | 0 quiet, 1 print compiled programs            | 0                |
 | HYBRIDLAB_VERIFY        | 1: verify the graph after every compiler pass | 0                |
-| HYBRIDLAB_MAX_LOAD_BYTES| most bytes one loaded array may declare       | 4294967296 (4 GiB)|
+| HYBRIDLAB_MAX_LOAD_BYTES| most bytes one loaded array may declare       | 4 GiB            |
+
+(*) checked when the first ThreadedEngine starts; more than MAX_WORKERS (4 per core, at
+least 8) is capped with a warning.
 
 ``HYBRIDLAB_MAX_LOAD_BYTES`` is read by the loaders each time (``fileio.max_load_bytes``):
 a ``.params`` entry declaring more is refused with an ArrayFileError before anything is
@@ -31,10 +34,31 @@ def _engine_type_from_env() -> str:
 
 FLAGS: dict[str, Any] = {
     "ENGINE_TYPE": _engine_type_from_env(),
-    "ENGINE_WORKERS": int(os.environ.get("HYBRIDLAB_ENGINE_WORKERS", "2")),
+    "ENGINE_WORKERS": os.environ.get("HYBRIDLAB_ENGINE_WORKERS", "2"),  # checked at use
     "DEBUG": int(os.environ.get("HYBRIDLAB_DEBUG", "0")),
     "VERIFY": int(os.environ.get("HYBRIDLAB_VERIFY", "0")),
 }
+
+
+MAX_WORKERS = max(8, 4 * (os.cpu_count() or 1))  # more threads only contend for the GIL
+
+
+def worker_count(value: Any, source: str) -> int:
+    """A ThreadedEngine's worker count from ``value`` (an int or the variable's text):
+    a whole number >= 1; above :data:`MAX_WORKERS` it is capped with a warning."""
+    try:
+        count = int(str(value).strip())
+    except ValueError:
+        raise ValueError(f"{source}={value!r}: expected a whole number of worker threads, "
+                         f"1 to {MAX_WORKERS} (default 2)") from None
+    if count < 1:
+        raise ValueError(f"ThreadedEngine needs at least 1 worker, got {source}={count}; use "
+                         f"NaiveEngine to run every op in the caller's thread")
+    if count > MAX_WORKERS:
+        import warnings
+        warnings.warn(f"{source}={count}: capped at {MAX_WORKERS} worker threads (4 per "
+                      f"core, at least 8); more only contend for the GIL", stacklevel=3)
+    return min(count, MAX_WORKERS)
 
 
 @contextlib.contextmanager

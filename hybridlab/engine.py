@@ -201,6 +201,23 @@ def _user_line() -> tuple[str, int]:
     return (frame.f_code.co_filename, frame.f_lineno) if frame else ("<unknown>", 0)
 
 
+def _detached(error: Exception) -> Exception:
+    """``error`` without its live frames, which would keep every local of the failed
+    kernel (its input buffers) alive until someone waits: the formatted traceback is kept
+    as text instead, a note printed under the error when the sync point re-raises it."""
+    import traceback
+    text = "".join(traceback.format_exception(error))
+    seen: set[int] = set()
+    link: BaseException | None = error
+    while link is not None and id(link) not in seen:  # the chain holds frames too
+        seen.add(id(link))
+        link.__traceback__ = None
+        link = link.__cause__ or link.__context__
+    notes = getattr(error, "__notes__", None)
+    error.__notes__ = [*(notes or []), "original traceback (frames released):\n" + text]
+    return error
+
+
 def _op_error(failed: Task, waited: Task, more: int = 0) -> MXNetError:
     filename, line = failed.origin
     message = (f"operator '{failed.name}' failed with {type(failed.error).__name__}: "
@@ -407,7 +424,7 @@ class Engine:
         try:
             task.fn()
         except Exception as exc:  # stored, raised later at a sync point
-            task.error, task.failure = exc, task
+            task.error, task.failure = _detached(exc), task
         except BaseException as exc:  # Ctrl-C while this thread ran it: stop (once finished)
             task.error, task.failure, task.reported_at = exc, task, next(_task_numbers)
             raise
@@ -678,12 +695,9 @@ class ThreadedEngine(Engine):
 
     def __init__(self, workers: int | None = None) -> None:
         super().__init__()
-        self.workers = int(config.FLAGS["ENGINE_WORKERS"] if workers is None else workers)
-        if self.workers < 1:
-            source = "HYBRIDLAB_ENGINE_WORKERS" if workers is None else "workers"
-            raise ValueError(f"ThreadedEngine needs at least 1 worker, got {source}="
-                             f"{self.workers}; use NaiveEngine to run every op in the caller's "
-                             f"thread")
+        self.workers = config.worker_count(  # checked (and capped) here, at first use
+            config.FLAGS["ENGINE_WORKERS"] if workers is None else workers,
+            "HYBRIDLAB_ENGINE_WORKERS" if workers is None else "workers")
         self._queue: SimpleQueue[Task | None] = SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._limits_blas = False  # see NOTE [BLAS threads]

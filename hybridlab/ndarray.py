@@ -492,6 +492,12 @@ registry.install_methods(NDArray, _this_module)
 def array(source_array: Any, ctx: Context | None = None, dtype: Any = None) -> NDArray:
     """A new array from a list, numpy array or NDArray (float32 unless ``dtype`` is given)."""
     check_context(ctx, "nd.array")
+    if source_array is None:
+        raise TypeError("nd.array(None): there are no values to hold; pass a number, a list "
+                        "or a numpy array (nd.zeros(shape) for an array of zeros)")
+    if dtype is not None and _kind(dtype) not in "biuf":
+        raise TypeError(f"nd.array: dtype={dtype!r} is not a numeric dtype; NDArrays hold "
+                        f"bool, integers or floats (e.g. 'float32', 'int64')")
     if isinstance(source_array, NDArray):
         dtype = dtype or source_array.dtype
         source_array = source_array.asnumpy()
@@ -501,6 +507,13 @@ def array(source_array: Any, ctx: Context | None = None, dtype: Any = None) -> N
         raise TypeError(f"nd.array: cannot make a numeric array from "
                         f"{type(source_array).__name__} ({err})") from None
     return from_numpy(values.reshape(1) if values.ndim == 0 else values)
+
+
+def _kind(dtype: Any) -> str:
+    try:
+        return np.dtype(dtype).kind
+    except TypeError:
+        return "?"
 
 
 def empty(shape: Any, ctx: Context | None = None, dtype: Any = "float32") -> NDArray:
