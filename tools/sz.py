@@ -62,7 +62,7 @@ BUDGETS: dict[str, int] = {
     "hybridlab/ops/random.py": 40,
     "hybridlab/engine.py": 610,  # + hook-error reports, convoy-free finishing, BLAS, origin cache;
     # + the push/fail/skip/clear events and typed dependencies (Dep) every instrument reads
-    "hybridlab/ndarray.py": 385,  # + never-computed-array errors, nd.<typo> hints, head_grad, +dtype
+    "hybridlab/ndarray.py": 385,  # + never-computed errors, nd.<typo> hints, head_grad, dtype
     "hybridlab/ndarray_io.py": 175,  # MXNet's file format: bounded reads, aligned, atomic writes
     "hybridlab/onnx.py": 240,  # ONNX export: the graph walk and one table mapping ~35 operators
     "hybridlab/context.py": 50,  # mx.cpu/gpu/Context: devices exist only for MXNet compatibility
