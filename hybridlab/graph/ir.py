@@ -54,7 +54,6 @@ a visible pass). Nodes are frozen, so a pass builds new nodes with :func:`rebuil
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
 
@@ -154,7 +153,7 @@ def call(op: str, inputs: Sequence[Value], attrs: Mapping[str, Any] | None = Non
                 tuple(sorted((k, freeze(v)) for k, v in full.items())), name or opdef.name,
                 origin=origin)
     if all(v.aval is not None for v in node.inputs):
-        node = dataclasses.replace(node, aval=infer_node(node))
+        object.__setattr__(node, "aval", infer_node(node))  # still ours alone: set once
     return node
 
 
@@ -250,7 +249,16 @@ def with_inputs(node: Node, inputs: tuple[Value, ...]) -> Node:
     """``node`` with new inputs (the same node object when nothing changed)."""
     if all(a.node is b.node and a.index == b.index for a, b in zip(inputs, node.inputs)):
         return node
-    return dataclasses.replace(node, inputs=inputs)
+    return evolve(node, inputs=inputs)
+
+
+def evolve(node: Node, **changes: Any) -> Node:
+    """``dataclasses.replace(node, **changes)`` without re-running ``__init__``: a copy of
+    the node's fields with some changed (compile time calls this once or twice per node,
+    and ``replace`` was a tenth of the first call of a long chain)."""
+    fresh = object.__new__(Node)
+    fresh.__dict__.update(node.__dict__, **changes)
+    return fresh
 
 
 # ---------------------------------------------------------------------------------------
@@ -322,11 +330,12 @@ def infer_shapes(graph: Graph, input_avals: Sequence[Aval] | Mapping[str, Aval])
     def visit(node: Node, inputs: tuple[Value, ...]) -> Node:
         if node.kind == "var":
             aval = by_id.get(id(node)) or (node.aval[0] if node.aval else None)
-            return dataclasses.replace(node, aval=None if aval is None else (aval,))
+            return evolve(node, aval=None if aval is None else (aval,))
         if node.kind == "const":
             return node
-        fresh = dataclasses.replace(node, inputs=inputs)
-        return dataclasses.replace(fresh, aval=infer_node(fresh))
+        fresh = evolve(node, inputs=inputs)
+        object.__setattr__(fresh, "aval", infer_node(fresh))  # a new node nobody saw yet
+        return fresh
 
     return rebuild(graph, visit)
 
