@@ -44,12 +44,19 @@ class _CurrentManager(type):
 _LOCAL = threading.local()
 
 
+def _previous() -> list:
+    """This thread's stack of the managers that ``with`` blocks replaced."""
+    stack = getattr(_LOCAL, "previous", None)
+    if stack is None:
+        stack = _LOCAL.previous = []
+    return stack
+
+
 class NameManager(metaclass=_CurrentManager):
     """Names nodes ``<hint><n>`` with one counter per hint; ``with`` it for fresh counters."""
 
     def __init__(self) -> None:
         self._counter: dict[str, int] = {}
-        self._previous: list[NameManager] = []
 
     def get(self, name: str | None, hint: str) -> str:
         """The user's ``name`` if given, otherwise ``hint`` followed by its next number."""
@@ -64,12 +71,14 @@ class NameManager(metaclass=_CurrentManager):
         return self
 
     def __enter__(self) -> NameManager:
-        self._previous.append(NameManager.current)
+        # the managers to go back to are kept per *thread*, not per manager: two threads
+        # may enter the same manager (a block's name scope) at once, in any order
+        _previous().append(NameManager.current)
         _LOCAL.manager = self
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
-        _LOCAL.manager = self._previous.pop()
+        _LOCAL.manager = _previous().pop()
 
 
 class Prefix(NameManager):

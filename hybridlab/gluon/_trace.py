@@ -74,29 +74,9 @@ def tracing(frame: TraceFrame) -> Iterator[TraceFrame]:
     """Trace with ``frame`` current; watch prints and the user's lines meanwhile."""
     stack = _STATE.stack
     stack.append(frame)
-    real_print, old_tracer = builtins.print, sys.gettrace()
-
-    def traced_print(*args: Any, **kwargs: Any) -> None:
-        frame.report.add("print", user_line(), "prints only while tracing; later calls "
-                         "run the compiled program and print nothing")
-        real_print(*args, **kwargs)
-
+    _intercept(+1)
+    old_tracer = sys.gettrace()
     from hybridlab import ndarray, symbol
-    real_array = ndarray.array
-
-    def refused_array(*args: Any, **kwargs: Any) -> Any:
-        if is_outside_package(sys._getframe(1).f_code.co_filename):
-            raise ArrayInTraceError(
-                "nd.array(...) inside a traced hybrid_forward: the compiled program can only "
-                "hold F.* operators, and an NDArray made here would be frozen or rejected. "
-                "Fix: F.ones / F.zeros / F.full for constants, or a parameter "
-                "(self.params.get(..., grad_req='null')) for a fixed array")
-        return real_array(*args, **kwargs)
-
-    # NOTE: print and nd.array are swapped module-wide for the few milliseconds of a trace,
-    # so another *thread* calling them meanwhile is affected too; traces are short and
-    # hybridlab's engine workers never call either.
-    builtins.print, ndarray.array = traced_print, refused_array
     sys.settrace(_make_tracer(frame.report))
     shapes = symbol.static_shapes() if frame.static_shape else contextlib.nullcontext()
     try:
@@ -114,8 +94,49 @@ def tracing(frame: TraceFrame) -> Iterator[TraceFrame]:
                      .with_traceback(err.__traceback__), frame.block) from None
     finally:
         sys.settrace(old_tracer)
-        builtins.print, ndarray.array = real_print, real_array
         stack.pop()
+        _intercept(-1)
+
+
+# NOTE [Thread-safe interception]: while a thread traces, print and nd.array must behave
+# differently *in that thread* (a print is reported, an nd.array refused), and nowhere
+# else. Python looks both up in a module (builtins, hybridlab.ndarray), which every
+# thread shares, so the first trace to start installs two dispatchers that ask the
+# *calling thread's* trace stack what to do, and the last trace to end puts the real
+# functions back. A counter under a lock decides first and last, so two threads ending
+# their traces in either order restore the right functions, and a thread that is not
+# tracing always gets the real behaviour, even while the dispatchers are installed.
+_INTERCEPT_LOCK = threading.Lock()
+_REAL: dict[str, Any] = {"tracing": 0}
+
+
+def _intercept(change: int) -> None:
+    from hybridlab import ndarray
+    with _INTERCEPT_LOCK:
+        if change > 0 and _REAL["tracing"] == 0:
+            _REAL.update(print=builtins.print, array=ndarray.array)
+            builtins.print, ndarray.array = _print, _array
+        _REAL["tracing"] += change
+        if change < 0 and _REAL["tracing"] == 0:
+            builtins.print, ndarray.array = _REAL["print"], _REAL["array"]
+
+
+def _print(*args: Any, **kwargs: Any) -> None:
+    frame = current()
+    if frame is not None:
+        frame.report.add("print", user_line(), "prints only while tracing; later calls "
+                         "run the compiled program and print nothing")
+    _REAL["print"](*args, **kwargs)
+
+
+def _array(*args: Any, **kwargs: Any) -> Any:
+    if current() is not None and is_outside_package(sys._getframe(1).f_code.co_filename):
+        raise ArrayInTraceError(
+            "nd.array(...) inside a traced hybrid_forward: the compiled program can only "
+            "hold F.* operators, and an NDArray made here would be frozen or rejected. "
+            "Fix: F.ones / F.zeros / F.full for constants, or a parameter "
+            "(self.params.get(..., grad_req='null')) for a fixed array")
+    return _REAL["array"](*args, **kwargs)
 
 
 def locate(err: HybridizeError, block: Any) -> HybridizeError:
