@@ -1,5 +1,6 @@
 """Every file hybridlab writes survives a failed or killed save; loaders check what they load."""
 
+import json
 import os
 import signal
 import subprocess
@@ -204,3 +205,11 @@ def test_imports_checks_saved_shapes_against_the_graph(tmp_path):
     with pytest.raises(ValueError, match="m-0000.params: the saved parameter shapes do not "
                                          "fit the graph.*running_var"):
         SymbolBlock.imports(prefix + "-symbol.json", ["data"], prefix + "-0000.params")
+
+
+@pytest.mark.parametrize("dtype", ["(1,2", "(None,)", "9" * 5000])
+def test_a_dtype_string_numpy_cannot_parse_is_a_model_file_error(dtype):
+    document = json.loads(sym.relu(sym.var("data")).tojson())
+    document["nodes"][0]["attrs"] = {"__dtype__": dtype}
+    with pytest.raises(ModelFileError, match="bad __shape__ or __dtype__"):
+        sym.load_json(json.dumps(document))
