@@ -12,7 +12,10 @@ preallocated ``out=`` buffers: the *floor*, the same maths on the same weight la
 (``x @ W.T`` with ``W`` stored ``(out, in)``, as MXNet and hybridlab store it) with no
 framework at all. One more row stores each weight transposed once (``x @ Wt``): that
 layout alone is faster in OpenBLAS at batch 64, and shows what a framework that kept
-its weights that way would gain; ratios are to the same-layout floor. PyTorch eager
+its weights that way would gain; ratios are to the same-layout floor. The row
+``pre-transposed / NaiveEngine`` is hybridlab doing that: ``hybridize(passes=
+[pretranspose_weights])``, the layout pass (weights transposed once, kept by CachedOp).
+PyTorch eager
 and TorchScript rows appear when torch is installed. Then one training step (forward,
 loss, backward, SGD) imperative vs hybridized vs static at batch 1 and 64.
 
@@ -39,7 +42,8 @@ single-threaded floor at batch 64 and 1024 with BLAS on one thread in every row.
                                         [--profile]
 
 ``--profile`` prints where a hybridized batch-1 call spends its time: cProfile, then the
-call peeled layer by layer (floor, generated function, CachedOp, block).
+call peeled layer by layer at batch 1 and 64 (each kernel, the generated function, the
+CachedOp call, the block; the imperative call beside it): ``viz.breakdown``.
 """
 
 from __future__ import annotations
@@ -61,6 +65,7 @@ import hybridlab as mx  # noqa: E402
 from hybridlab import autograd, engine, gluon, nd  # noqa: E402
 from hybridlab.gluon import nn  # noqa: E402
 from hybridlab.gluon.parameter import aligned  # noqa: E402  (NOTE [Aligned weights])
+from hybridlab.graph.passes.pretranspose_weights import pretranspose_weights  # noqa: E402
 from hybridlab.ops.linalg import dot_c  # noqa: E402
 
 ENGINES = ("NaiveEngine", "ThreadedEngine")
@@ -80,6 +85,8 @@ def get_net(mode: str, shared: list[np.ndarray] | None = None) -> nn.HybridSeque
     nd.waitall()
     if mode == "hybridized":
         net.hybridize()
+    elif mode == "pre-transposed":  # the layout pass: weights read as (in, out)
+        net.hybridize(passes=[pretranspose_weights])
     elif mode == "static":
         net.hybridize(static_alloc=True, static_shape=True)
     return net
@@ -188,6 +195,8 @@ def forward_table(calls: int, repeats: int, blas: int) -> list[Row]:
         params = weights(get_net("imperative"))  # read by every row below
         cases = {f"{mode} / {name}": (name, get_net(mode, params)) for name in ENGINES
                  for mode in ("imperative", "hybridized", "static")}
+        cases["pre-transposed / NaiveEngine"] = ("NaiveEngine", get_net("pre-transposed",
+                                                                        params))
         plain = {"numpy": numpy_forward(params),
                  FLOOR: numpy_out_forward(params, batch, pretransposed=False),
                  "numpy out=, W pre-transposed": numpy_out_forward(params, batch, True)}
@@ -271,32 +280,23 @@ def profile_hybridized(calls: int, repeats: int, blas: int) -> None:
         nd.waitall()
         profiler.disable()
         pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
-        call_layers(net, x, shared, calls, repeats, blas)
+        call_layers(net, calls, repeats)
 
 
-def call_layers(net: Any, x: Any, shared: list[np.ndarray], calls: int, repeats: int,
-                blas: int) -> None:
-    """Peel the call like an onion (interleaved medians): the numpy floor, the generated
-    function alone, the CachedOp (signature, result NDArrays, one engine push) and the
-    block (input checks, parameter list). Each line adds its layer's cost."""
-    program = next(iter(net._programs.values()))  # internals, read here only to time them
-    inputs = [x, *program._params]
-    arrays = [a._data for a in inputs]  # the net's own buffers: ``shared``, the floor's too
-    function = program.op._last.forward.function
-    layers = {FLOOR: (numpy_out_forward(shared, 1, False), arrays[0]),
-              "generated function": (lambda a: function(*a, rt=()), arrays),
-              "CachedOp call": (lambda a: program.op(*a), inputs), "block call net(x)": (net, x)}
-    samples: dict[str, list[float]] = {label: [] for label in layers}
-    for _ in range(repeats):
-        for label, (run, argument) in layers.items():
-            samples[label].append(time_calls(run, argument, calls, nd.waitall, blas)[0])
-    print(f"\na hybridized batch-1 call, layer by layer (NaiveEngine, median of {repeats})")
-    previous = None
-    for label, times in samples.items():
-        median = statistics.median(times)
-        added = f"{(median - previous) * 1e6:+5.1f}" if previous is not None else ""
-        print(f"{label:22s} {median * 1e6:8.1f} us {added}")
-        previous = median
+def call_layers(net: Any, calls: int, repeats: int) -> None:
+    """Peel the call like an onion: ``hybridlab.viz.breakdown.where_time_goes`` (the one
+    implementation the lessons draw too) -- each kernel alone, then what the generated
+    function, the CachedOp call and the block add, and the imperative call beside it."""
+    from hybridlab.viz.breakdown import where_time_goes
+
+    for batch in (1, 64):
+        data = nd.ones((batch, 512))
+        print(f"\nbatch {batch}, layer by layer (NaiveEngine, one BLAS thread, median of "
+              f"{repeats} interleaved rounds of {calls} calls)")
+        for breakdown in where_time_goes(net, data, calls, repeats):
+            print(f"  {breakdown}")
+            for name, op, seconds in breakdown.kernels if breakdown.label == "hybridized" else ():
+                print(f"    kernel {name:24s} {op:16s} {seconds * 1e6:8.1f} us")
 
 
 def main() -> None:

@@ -4,19 +4,17 @@
 |-------------------------|-----------------------------------------------|------------------|
 | HYBRIDLAB_ENGINE_TYPE   | NaiveEngine, ThreadedEngine, StepEngine       | ThreadedEngine   |
 | MXNET_ENGINE_TYPE       | the same; read when the one above is unset    |                  |
-| HYBRIDLAB_ENGINE_WORKERS| ThreadedEngine workers, 1 to MAX_WORKERS (*)  | 2                |
+| HYBRIDLAB_ENGINE_WORKERS| number of ThreadedEngine workers, 1..64       | 2                |
 | HYBRIDLAB_DEBUG         | 0 quiet, 1 print compiled programs            | 0                |
 | HYBRIDLAB_VERIFY        | 1: verify the graph after every compiler pass | 0                |
-| HYBRIDLAB_MAX_LOAD_BYTES| most bytes one loaded array may declare       | 4 GiB            |
+| HYBRIDLAB_MAX_LOAD_BYTES| most bytes one array in a loaded file may hold| 4 GiB            |
 
-(*) checked when the first ThreadedEngine starts; more than MAX_WORKERS (4 per core, at
-least 8) is capped with a warning.
+``HYBRIDLAB_MAX_LOAD_BYTES`` is read at each load (``ndarray_io.max_load_bytes``): a file
+entry declaring more is refused with an ArrayFileError before anything is allocated (every
+entry must also fit in the bytes the file really has).
 
-``HYBRIDLAB_MAX_LOAD_BYTES`` is read by the loaders each time (``fileio.max_load_bytes``):
-a ``.params`` entry declaring more is refused with an ArrayFileError before anything is
-allocated (and every entry must also fit in the bytes the file really has).
-
-Read the values through :data:`FLAGS`; change them for a block of code with
+Read the values with :func:`flag` (it reports a bad environment value when the flag is
+first used); change them for a block of code with
 ``with Context(VERIFY=1): ...`` (tests do this), which restores them afterwards.
 """
 
@@ -32,33 +30,47 @@ def _engine_type_from_env() -> str:
             or "ThreadedEngine")
 
 
+MAX_WORKERS = 64  # more engine threads than this only take turns on the cores
+
+
+class Invalid(str):
+    """A flag whose environment variable could not be used: the message saying why. It is
+    kept until the flag is first used (:func:`flag` raises it then), so that a bad value
+    in the environment does not break ``import hybridlab`` for code that never uses it."""
+
+
+def _int_from_env(variable: str, default: int, low: int, high: int, meaning: str
+                  ) -> int | Invalid:
+    """An integer environment variable, checked; an :class:`Invalid` message naming the
+    variable and its valid values when it is not one."""
+    text = os.environ.get(variable, "").strip() or str(default)
+    try:
+        value = int(text)
+    except ValueError:
+        return Invalid(f"{variable}={text!r} is not a whole number; set it to {low}..{high} "
+                       f"({meaning}) or unset it (default {default})")
+    if not low <= value <= high:
+        return Invalid(f"{variable}={value} is out of range; set it to {low}..{high} "
+                       f"({meaning}) or unset it (default {default})")
+    return value
+
+
 FLAGS: dict[str, Any] = {
     "ENGINE_TYPE": _engine_type_from_env(),
-    "ENGINE_WORKERS": os.environ.get("HYBRIDLAB_ENGINE_WORKERS", "2"),  # checked at use
-    "DEBUG": int(os.environ.get("HYBRIDLAB_DEBUG", "0")),
-    "VERIFY": int(os.environ.get("HYBRIDLAB_VERIFY", "0")),
+    "ENGINE_WORKERS": _int_from_env("HYBRIDLAB_ENGINE_WORKERS", 2, 1, MAX_WORKERS,
+                                    "ThreadedEngine worker threads"),
+    "DEBUG": _int_from_env("HYBRIDLAB_DEBUG", 0, 0, 1, "1 prints compiled programs"),
+    "VERIFY": _int_from_env("HYBRIDLAB_VERIFY", 0, 0, 1, "1 verifies every pass"),
 }
 
 
-MAX_WORKERS = max(8, 4 * (os.cpu_count() or 1))  # more threads only contend for the GIL
-
-
-def worker_count(value: Any, source: str) -> int:
-    """A ThreadedEngine's worker count from ``value`` (an int or the variable's text):
-    a whole number >= 1; above :data:`MAX_WORKERS` it is capped with a warning."""
-    try:
-        count = int(str(value).strip())
-    except ValueError:
-        raise ValueError(f"{source}={value!r}: expected a whole number of worker threads, "
-                         f"1 to {MAX_WORKERS} (default 2)") from None
-    if count < 1:
-        raise ValueError(f"ThreadedEngine needs at least 1 worker, got {source}={count}; use "
-                         f"NaiveEngine to run every op in the caller's thread")
-    if count > MAX_WORKERS:
-        import warnings
-        warnings.warn(f"{source}={count}: capped at {MAX_WORKERS} worker threads (4 per "
-                      f"core, at least 8); more only contend for the GIL", stacklevel=3)
-    return min(count, MAX_WORKERS)
+def flag(name: str) -> Any:
+    """The value of flag ``name``; raises the message of a bad environment value here, at
+    the flag's first use."""
+    value = FLAGS[name]
+    if isinstance(value, Invalid):
+        raise ValueError(str(value))
+    return value
 
 
 @contextlib.contextmanager

@@ -695,9 +695,12 @@ class ThreadedEngine(Engine):
 
     def __init__(self, workers: int | None = None) -> None:
         super().__init__()
-        self.workers = config.worker_count(  # checked (and capped) here, at first use
-            config.FLAGS["ENGINE_WORKERS"] if workers is None else workers,
-            "HYBRIDLAB_ENGINE_WORKERS" if workers is None else "workers")
+        self.workers = int(config.flag("ENGINE_WORKERS") if workers is None else workers)
+        if not 1 <= self.workers <= config.MAX_WORKERS:
+            source = "HYBRIDLAB_ENGINE_WORKERS" if workers is None else "workers"
+            raise ValueError(f"ThreadedEngine needs 1..{config.MAX_WORKERS} workers, got "
+                             f"{source}={self.workers}; use NaiveEngine to run every op in "
+                             f"the caller's thread (more threads than cores only take turns)")
         self._queue: SimpleQueue[Task | None] = SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._limits_blas = False  # see NOTE [BLAS threads]
@@ -873,7 +876,7 @@ def current() -> Engine:
     """The engine ops are pushed to (made from ``FLAGS['ENGINE_TYPE']`` on first use)."""
     global _current
     if _current is None:
-        _current = _make(config.FLAGS["ENGINE_TYPE"])
+        _current = _make(config.flag("ENGINE_TYPE"))
     return _current
 
 

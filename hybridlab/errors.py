@@ -350,3 +350,13 @@ class OnnxExportError(AttributeError):
     the operator and the node. Fix: express that step with operators the table lists, or
     add a row to the table (one function that emits the ONNX nodes).
     """
+
+
+class DaskGraphError(ValueError):
+    """A graph that cannot be handed to Dask as it is (``hybridlab.dask``).
+
+    Every graph input must be bound to an array, and every operator node needs a kernel
+    in the operator registry (a Dask task calls it by name on a worker). The message names
+    the node (``%N`` as in the printed IR). Fix: pass ``inputs={name: array}`` for the
+    inputs named, or replace the operator.
+    """

@@ -492,28 +492,26 @@ registry.install_methods(NDArray, _this_module)
 def array(source_array: Any, ctx: Context | None = None, dtype: Any = None) -> NDArray:
     """A new array from a list, numpy array or NDArray (float32 unless ``dtype`` is given)."""
     check_context(ctx, "nd.array")
-    if source_array is None:
-        raise TypeError("nd.array(None): there are no values to hold; pass a number, a list "
-                        "or a numpy array (nd.zeros(shape) for an array of zeros)")
-    if dtype is not None and _kind(dtype) not in "biuf":
-        raise TypeError(f"nd.array: dtype={dtype!r} is not a numeric dtype; NDArrays hold "
-                        f"bool, integers or floats (e.g. 'float32', 'int64')")
+    if source_array is None:  # numpy would make [nan] of it
+        raise TypeError("nd.array(None): there are no values to store; pass numbers, a "
+                        "list, a numpy array or an NDArray (nd.zeros(shape) for a blank one)")
     if isinstance(source_array, NDArray):
         dtype = dtype or source_array.dtype
         source_array = source_array.asnumpy()
     try:
-        values = np.array(source_array, dtype=dtype or np.float32)
+        wanted = np.dtype(dtype or np.float32)
+    except TypeError:
+        raise TypeError(f"nd.array: dtype={dtype!r} is not a dtype; use e.g. 'float32', "
+                        f"'int64' or np.float16") from None
+    if wanted.kind not in "biuf":  # objects and strings: no operator computes with them
+        raise TypeError(f"nd.array: dtype={wanted} is not numeric; NDArrays hold booleans, "
+                        f"integers or floats (e.g. 'float32', 'int64')")
+    try:
+        values = np.array(source_array, dtype=wanted)
     except (TypeError, ValueError) as err:
         raise TypeError(f"nd.array: cannot make a numeric array from "
                         f"{type(source_array).__name__} ({err})") from None
     return from_numpy(values.reshape(1) if values.ndim == 0 else values)
-
-
-def _kind(dtype: Any) -> str:
-    try:
-        return np.dtype(dtype).kind
-    except TypeError:
-        return "?"
 
 
 def empty(shape: Any, ctx: Context | None = None, dtype: Any = "float32") -> NDArray:

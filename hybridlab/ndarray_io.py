@@ -30,11 +30,11 @@ from __future__ import annotations
 import math
 import os
 import struct
-from typing import Any, BinaryIO
+import tempfile
+from typing import Any, BinaryIO, Callable
 
 import numpy as np
 
-from hybridlab import fileio
 from hybridlab.errors import ArrayFileError
 
 LIST_MAGIC = 0x112
@@ -74,7 +74,7 @@ class _Reader:
         self.file, self.fname = file, fname
         self.left = os.fstat(file.fileno()).st_size
         self.entry = "the header"  # what is being read, for error messages
-        self.cap = fileio.max_load_bytes()
+        self.cap = max_load_bytes()
 
     def fail(self, problem: str) -> ArrayFileError:
         return ArrayFileError(f"{self.fname}: {self.entry}: {problem}. Fix: check the path, "
@@ -182,6 +182,22 @@ def _read_names(reader: _Reader, count: int) -> list[str]:
     return names
 
 
+DEFAULT_MAX_LOAD_BYTES = 4 << 30  # 4 GiB: more than any model the course loads
+
+
+def max_load_bytes() -> int:
+    """The most bytes one array of a file may declare: ``HYBRIDLAB_MAX_LOAD_BYTES`` (read
+    at each load; default 4 GiB), on top of the rule that it must fit in the file."""
+    raw = os.environ.get("HYBRIDLAB_MAX_LOAD_BYTES", "")
+    if not raw:
+        return DEFAULT_MAX_LOAD_BYTES
+    if not raw.strip().isdigit() or int(raw) <= 0:
+        raise ValueError(f"HYBRIDLAB_MAX_LOAD_BYTES={raw!r}: expected a positive whole number "
+                         f"of bytes (e.g. 1073741824 for 1 GiB); unset it for the default "
+                         f"{DEFAULT_MAX_LOAD_BYTES}")
+    return int(raw)
+
+
 # --- writing ------------------------------------------------------------------------------
 def write_arrays(fname: str, arrays: list[np.ndarray] | dict[str, np.ndarray]) -> None:
     """Write a list or dict of arrays in MXNet's format, atomically (temp file + rename)."""
@@ -206,7 +222,31 @@ def write_arrays(fname: str, arrays: list[np.ndarray] | dict[str, np.ndarray]) -
             encoded = name.encode("utf-8")
             file.write(struct.pack("<Q", len(encoded)) + encoded)
 
-    fileio.atomic_write(fname, write)
+    atomic_write(fname, write)
+
+
+def atomic_write(fname: str, write: Callable[[BinaryIO], None] | bytes | str) -> None:
+    """Write a file so that it is either the old file or the whole new one, never half:
+    into a temporary file in the same folder, flushed and synced to disk, then renamed
+    over ``fname`` (``os.replace`` is atomic). A failure -- or a kill -- before the rename
+    leaves the previous file as it was. ``write`` is the content (str: UTF-8), or a
+    function that writes it to the open binary file. Every file hybridlab writes goes
+    through here (parameters, symbols, exports, profiler traces)."""
+    if not callable(write):
+        content = write.encode("utf-8") if isinstance(write, str) else write
+        write = lambda file: file.write(content)  # noqa: E731
+    folder = os.path.dirname(os.path.abspath(fname))
+    handle, temporary = tempfile.mkstemp(prefix=".tmp-", dir=folder)
+    try:
+        with os.fdopen(handle, "wb") as file:
+            write(file)
+            file.flush()
+            os.fsync(file.fileno())
+        os.chmod(temporary, 0o666 & ~_umask())
+        os.replace(temporary, fname)
+    except BaseException:
+        os.unlink(temporary)
+        raise
 
 
 def _write_array(file: BinaryIO, array: np.ndarray) -> None:
@@ -215,3 +255,10 @@ def _write_array(file: BinaryIO, array: np.ndarray) -> None:
     file.write(header)
     data = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<"))
     file.write(memoryview(data.reshape(-1).view(np.uint8)))  # type: ignore[arg-type]
+
+
+def _umask() -> int:
+    """The process's umask (a temp file is 0600; the saved file gets the usual mode)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -128,6 +128,20 @@ def _leaky_relu(b: _Builder, node: ir.Node, ins: list, out: str) -> None:
     b.add(op, ins, [out], alpha=float(attrs.get("slope", 0.25)))
 
 
+def _batch_norm(b: _Builder, node: ir.Node, ins: list, out: str) -> None:
+    """Inference only (ONNX's BatchNormalization reads the moving statistics)."""
+    attrs = node.attr_dict
+    if attrs.get("axis", 1) != 1:
+        raise OnnxExportError(f"BatchNorm {node.name!r}: axis={attrs['axis']}; ONNX "
+                              f"normalises along axis 1 only")
+    scale = ins[1]
+    if attrs.get("fix_gamma", True):  # gamma taken as 1, as MXNet does
+        channels = node.inputs[1].aval.shape
+        scale = b.const(np.ones(channels), node.aval[0].dtype, "gamma_fixed")
+    b.add("BatchNormalization", [ins[0], scale, *ins[2:5]], [out],
+          epsilon=float(attrs.get("eps", 1e-3)))
+
+
 def _reshape(b: _Builder, node: ir.Node, ins: list, out: str) -> None:
     shape = node.attr_dict["shape"]
     if node.attr_dict.get("reverse") or any(d < -1 for d in shape):
@@ -182,6 +196,7 @@ def _reduce(onnx_op: str) -> Rule:
 ONNX_OPS: dict[str, Rule] = {
     "FullyConnected": _fully_connected, "Convolution": _convolution, "Pooling": _pooling,
     "Flatten": _simple("Flatten", axis=1), "LeakyReLU": _leaky_relu, "Reshape": _reshape,
+    "BatchNorm": _batch_norm,
     "reshape_like": _reshape_like, "_dropout_mask": _dropout_mask, "dot": _dot,
     "transpose": _transpose, "Concat": lambda b, node, ins, out: b.add(
         "Concat", ins, [out], axis=node.attr_dict.get("dim", 1)),

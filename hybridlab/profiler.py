@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from hybridlab import engine, fileio
+from hybridlab import engine
 
 _config: dict[str, Any] = {"filename": "profile.json"}
 _records: list[engine.TaskRecord] = []
@@ -71,4 +71,8 @@ def dumps(reset: bool = False) -> str:
 
 def dump(finished: bool = True) -> None:
     """Write :func:`dumps` to the configured file (``finished=True`` also forgets them)."""
-    fileio.write_text(_config["filename"], dumps(reset=finished))  # atomic: old file kept
+    from hybridlab.ndarray_io import atomic_write
+
+    atomic_write(_config["filename"], dumps(reset=False))  # whole, or the old file
+    if finished:  # forgotten only once they are safely written
+        _records.clear()

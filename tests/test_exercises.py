@@ -266,3 +266,56 @@ def test_lesson07_train_step_that_recomputes_too_much_or_nothing_fails():
     assert not verdict and "ran 6 times" in verdict.message
     verdict = lesson07.check_train_step(first_segment_only)
     assert not verdict and "gradients differ" in verdict.message
+
+
+def test_lesson08_checks_fail_on_wrong_sizes_and_wrong_interpreters():
+    import json
+
+    from hybridlab.exercises import lesson08
+
+    assert not lesson08.check_params_size(208 - 8)  # forgot the number of names
+    assert not lesson08.check_params_size(0)
+
+    def raises(text, params, data):
+        raise NotImplementedError("FullyConnected")
+
+    def no_bias(text, params, data):  # forgets the bias and the activations
+        graph = json.loads(text)
+        x = data.reshape(len(data), -1)
+        for node in graph["nodes"]:
+            if node["op"] == "FullyConnected":
+                x = x @ params[graph["nodes"][node["inputs"][1][0]]["name"]].T
+        return x
+
+    failed = lesson08.check_json_interpreter(raises)
+    assert not failed and "NotImplementedError" in failed.message and "Activation" in failed.message
+    assert not lesson08.check_json_interpreter(no_bias)
+
+
+def test_lesson08_onnx_check_fails_on_a_fixed_batch_and_other_weights(tmp_path):
+    import numpy as np
+
+    import hybridlab as mx
+    from hybridlab import nd
+    from hybridlab.exercises import lesson08
+    from hybridlab.gluon import nn
+
+    def classifier():
+        net = nn.HybridSequential()
+        net.add(nn.Dense(3))
+        net.initialize()
+        net.hybridize()
+        net(nd.ones((2, 5)))
+        return net
+
+    net, other = classifier(), classifier()
+    fixed = mx.onnx.export_model(net, None, in_shapes=[(2, 5)], in_types=[np.float32],
+                                 onnx_file_path=str(tmp_path / "fixed.onnx"))
+    failed = lesson08.check_onnx_batch(fixed, net)
+    assert not failed and "batch dimension left free" in failed.message
+    free = mx.onnx.export_model(other, None, in_shapes=[(2, 5)], in_types=[np.float32],
+                                onnx_file_path=str(tmp_path / "free.onnx"), dynamic=True,
+                                dynamic_input_shapes=[(None, 5)])
+    assert lesson08.check_onnx_batch(free, other)
+    assert not lesson08.check_onnx_batch(free, net)  # another network's weights
+    assert not lesson08.check_onnx_batch(str(tmp_path / "missing.onnx"), net)

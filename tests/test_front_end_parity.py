@@ -38,3 +38,16 @@ def test_a_method_that_used_to_exist_only_when_traced_works_imperatively():
     np.testing.assert_array_equal(x.broadcast_add(x).asnumpy(), [[2.0, 4.0]])
     traced = sym.var("x").dot(sym.var("w"))
     assert traced.eval(x=x, w=w)[0].asnumpy().tolist() == [[11.0]]
+
+
+def test_the_fused_operator_is_registered_with_the_operators_not_by_the_pass():
+    """``_fused`` is an operator like the others (ops/fused.py, imported by hybridlab.ops),
+    so it exists in both namespaces whatever was imported; the pass only rewrites graphs."""
+    from hybridlab import nd, sym
+    from hybridlab.graph.passes import fuse_elementwise
+    from hybridlab.ops import OPS
+
+    opdef = OPS["_fused"]
+    assert opdef.kernel.__module__ == opdef.infer.__module__ == "hybridlab.ops.fused"
+    assert callable(nd._fused) and callable(sym._fused)
+    assert not any(isinstance(value, type(opdef)) for value in vars(fuse_elementwise).values())

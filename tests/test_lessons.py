@@ -112,3 +112,26 @@ def test_lesson07_solutions():
     assert lesson07.check_gradients(sol.gradients)
     assert lesson07.check_numeric_gradient(sol.numeric_gradient)
     assert lesson07.check_train_step(sol.train_step)
+
+
+def test_lesson08_solutions(tmp_path):
+    from hybridlab.exercises import lesson08
+
+    sol = solution("08_export_and_deployment")
+    assert lesson08.check_params_size(sol.PARAMS_SIZE)
+    assert lesson08.check_json_interpreter(sol.run_json)
+    net = lesson08_classifier()
+    path = sol.export_any_batch(net, str(tmp_path / "any.onnx"))
+    assert lesson08.check_onnx_batch(path, net)
+
+
+def lesson08_classifier():
+    from hybridlab import nd
+    from hybridlab.gluon import nn
+
+    net = nn.HybridSequential()
+    net.add(nn.Dense(8, activation="relu"), nn.Dense(3))
+    net.initialize()
+    net.hybridize()
+    net(nd.ones((2, 5)))
+    return net

@@ -6,7 +6,7 @@ import pytest
 
 from hybridlab import nd, sym
 from hybridlab.gluon import nn
-from hybridlab.viz.memory import memory_timeline, timeline
+from hybridlab.viz.memory import live_bytes, memory_explorer, memory_timeline, timeline
 
 
 def mlp(batch):
@@ -29,9 +29,10 @@ def lenet():
     return net
 
 
+@pytest.mark.parametrize("backward", [False, True])
 @pytest.mark.parametrize("make", [lambda: mlp(1), lambda: mlp(64), lenet])
-def test_boxes_never_overlap_and_stay_inside_the_planned_buffers(make):
-    boxes, plan = timeline(make())
+def test_boxes_never_overlap_and_stay_inside_the_planned_buffers(make, backward):
+    boxes, plan = timeline(make(), backward=backward)
     assert boxes
     for i, a in enumerate(boxes):
         assert 0 <= a.low < a.high <= sum(plan.buffer_bytes)
@@ -74,3 +75,48 @@ def test_the_figure_marks_the_arena_and_the_bound():
     assert any(label.startswith("end of the shared arena:") for label in labels)
     assert any(label.startswith("liveness bound:") for label in labels)
     assert text.startswith("memory plan:")
+
+
+@pytest.mark.parametrize("make", [lambda: mlp(64), lenet])
+def test_the_bytes_in_use_peak_at_the_planners_liveness_bound(make):
+    net = make()
+    for backward in (False, True):
+        boxes, plan = timeline(net, backward=backward)
+        peak = max(live_bytes(boxes, step) for step in range(max(b.last for b in boxes) + 1))
+        assert peak <= plan.bound  # the bound also counts kernel scratch (convolutions)
+        if plan.workspace == 0:
+            assert peak == plan.bound
+
+
+def test_the_backward_keeps_activations_alive_and_marks_its_own_results():
+    net = mlp(64)
+    forward, forward_plan = timeline(net)
+    joint, joint_plan = timeline(net, backward=True)
+    assert not any(box.backward for box in forward)
+    mine = [box for box in joint if box.backward]
+    assert mine and all(box.name.startswith("d_") for box in mine)
+    start = min(box.first for box in mine)
+    # an activation of the forward is still alive when the backward starts
+    assert any(not box.backward and box.last >= start for box in joint)
+    assert joint_plan.bound > forward_plan.bound
+    with pytest.raises(ValueError, match="give the input shapes"):
+        timeline(sym.relu(sym.var("x")), backward=True)
+
+
+@pytest.mark.viz
+def test_the_memory_explorer_follows_its_controls():
+    net = mlp(64)
+    explorer = memory_explorer(net)
+    boxes, _ = timeline(net)
+    assert explorer.step.max == max(box.last for box in boxes)
+    first = min(box.first for box in boxes)
+    explorer.step.value = first
+    made = [box.name for box in boxes if box.first == first]
+    assert f"step {first} computes {', '.join(made)}" in explorer.summary()
+    before = explorer.png
+    explorer.mode.value = "forward + backward"
+    assert explorer.summary().startswith("forward + backward: step")
+    assert explorer.step.max > max(box.last for box in boxes)
+    assert explorer.png != before and explorer.png.startswith(b"\x89PNG")
+    bundle = explorer._repr_mimebundle_()
+    assert "image/png" in bundle and bundle["text/plain"] == explorer.summary()

@@ -100,3 +100,20 @@ def test_wrong_input_shapes_say_what_the_graph_wants(tmp_path):
 def test_every_row_of_the_mapping_table_names_a_registry_operator():
     for name in mx.onnx.ONNX_OPS:
         assert registry.get(name).name == name
+
+
+@pytest.mark.parametrize("model", ["mlp", "lenet", "convnet"])
+def test_models_exported_by_mxnet_run_in_onnxruntime_as_mxnet_ran_them(model, tmp_path):
+    """MXNet's own files (BatchNorm with its moving statistics, max pooling with its hidden
+    output, LeakyReLU, a residual add) through export_model into onnxruntime."""
+    import onnxruntime
+
+    folder = os.path.join(os.path.dirname(__file__), "fixtures", "mxnet", model)
+    io = np.load(os.path.join(folder, "io.npz"))
+    path = mx.onnx.export_model(os.path.join(folder, "model-symbol.json"),
+                                os.path.join(folder, "model-0000.params"),
+                                in_shapes=[io["x"].shape], in_types=[np.float32],
+                                onnx_file_path=str(tmp_path / f"{model}.onnx"))
+    session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
+    (out,) = session.run(None, {session.get_inputs()[0].name: io["x"]})
+    np.testing.assert_allclose(out, io["y"], rtol=1e-4, atol=1e-5)

@@ -58,7 +58,7 @@ def test_a_threaded_trace_gives_measured_costs():
     finally:
         eng.close()
     model = schedule_explorer(records).model
-    assert model.costs() == ["uniform", "measured"]
+    assert model.costs() == ["uniform", "measured", "per operator"]
     model.cost = "measured"
     graph = model.current()
     assert graph.names.count("dot") == 2 and len(graph.measured) == len(records)
@@ -75,8 +75,8 @@ def test_from_dict_and_its_errors():
                                "upper": 9.5}
     with pytest.raises(ValueError, match="unknown tasks \\['nope'\\]"):
         TaskGraph.from_dict({"a": (1, ["nope"])})
-    with pytest.raises(ValueError, match="no measured durations"):
-        ScheduleModel(chain_sum(3), cost="measured").numbers()
+    with pytest.raises(ValueError, match=r"cost='measured': this graph offers \['uniform'\]"):
+        ScheduleModel(chain_sum(3), cost="measured")
 
 
 @pytest.mark.viz

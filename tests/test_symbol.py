@@ -86,14 +86,38 @@ def test_get_internals_and_indexing_a_group():
         internals["nope"]
 
 
-def test_indexing_a_single_symbol_is_refused_with_a_fix():
+def test_indexing_a_single_symbol_while_tracing_is_refused_with_a_fix():
     x = sym.var("data")
+    with sym.traced():  # what gluon enters while it traces hybrid_forward
+        with pytest.raises(errors.SymbolIndexError, match="slice_axis"):
+            x[0]
+        with pytest.raises(errors.SymbolIndexError, match="len"):
+            len(x)
+        with pytest.raises(errors.SymbolIndexError, match="number of outputs"):
+            list(x)
+
+
+def test_outside_a_trace_a_symbol_indexes_its_outputs_as_mxnet():
+    x = sym.relu(sym.var("data"))
+    assert x[0].name == x.name and len(x) == 1 and [s.name for s in x] == [x.name]
+    with pytest.raises(IndexError, match="1 outputs, so index 1 is out of range"):
+        x[1]
     with pytest.raises(errors.SymbolIndexError, match="slice_axis"):
-        x[0]
-    with pytest.raises(errors.SymbolIndexError, match="len"):
-        len(x)
-    with pytest.raises(errors.SymbolIndexError, match="number of outputs"):
-        list(x)
+        x[0:1]  # a slice is an array's indexing, never MXNet's output index
+
+
+def test_a_traced_hybrid_forward_still_meets_the_teaching_error():
+    from hybridlab import nd
+    from hybridlab.gluon import nn
+
+    class FirstRow(nn.HybridBlock):
+        def hybrid_forward(self, F, x):
+            return x[0]
+
+    block = FirstRow()
+    block.hybridize()
+    with pytest.raises(errors.SymbolIndexError, match="in block"):
+        block(nd.ones((2, 3)))
 
 
 @pytest.mark.parametrize("key, written, fix", [
@@ -168,7 +192,7 @@ def test_errors_name_a_notebook_cell_by_its_file_name_only(monkeypatch):
     scope = {"sym": sym}
     exec(compile(source, cell, "exec"), scope)
     with pytest.raises(errors.SymbolIndexError) as caught:
-        scope["x"][0]
+        scope["x"][:, 0]  # an array index: refused everywhere, with where x was made
     assert "(created at 1234567.py:1 `x = sym.var('x') + 1`)" in str(caught.value)
     assert "ipykernel" not in str(caught.value)
 

@@ -60,6 +60,34 @@ def test_dot_has_every_node_with_its_type_and_every_edge():
                      "n6 -> out0"]
 
 
+def test_the_legend_names_exactly_the_kinds_drawn():
+    source = vg.to_dot(small_graph(), params=["w"]).source
+    legend = next(line for line in source.splitlines() if "operators:" in line)
+    assert "labelloc=b" in source  # the graph's own label, at the bottom
+    titled = vg.to_dot(small_graph(), "a title").source  # the label is taken: a key node
+    assert "out0 -> legend [style=invis]" in titled and 'label="a title"' in titled
+    drawn = {node.opdef.kind.value for node in small_graph().nodes if node.kind == "call"}
+    for kind, words in vg.KIND_NAMES.items():
+        assert (f">{words}</TD>" in legend) == (kind in drawn), kind
+    assert vg.KIND_COLOURS[sorted(drawn)[0]] in legend
+    data = ir.var("data", Aval((4, 8), F32))
+    identity = ir.Graph((data,), (data,), (data.out(),))
+    assert "operators:" not in vg.to_dot(identity).source  # no operator: nothing to explain
+
+
+def test_the_gradient_drawing_boxes_forward_and_backward_and_names_the_gradients():
+    graph = small_graph()
+    drawing = vg.draw_gradient(graph)
+    source = drawing.source
+    assert "subgraph cluster_forward" in source and "subgraph cluster_backward" in source
+    forward = source.split("subgraph cluster_forward", 1)[1].split("}", 1)[0]
+    assert "relu" in forward and "_greater_scalar" not in forward  # relu's mask: backward
+    for name in ("data", "w"):
+        assert f"d loss / d {name}" in source
+    assert r"d loss / d output 0" in source and 'label="output 0"' in source
+    assert drawing.text.startswith("Graph(")
+
+
 def test_inputs_params_consts_and_kinds_are_drawn_distinctly():
     source = vg.to_dot(small_graph(), params=["w"]).source
     line = {n: next(s for s in source.splitlines() if s.strip().startswith(n + " "))
@@ -113,7 +141,7 @@ def test_fused_groups_are_drawn_as_clusters_wired_to_the_outer_graph():
     fused, _ = run_pipeline(small_graph())
     source = vg.to_dot(fused, params=["w"]).source
     assert "subgraph cluster_" in source and "fused:" in source
-    assert source.count("->") == 7  # the same data flow as before fusion
+    assert source.count("->") - source.count("-> legend") == 7  # the same flow as unfused
     inside = source.split("subgraph cluster_", 1)[1].split("}", 1)[0]
     assert "relu" in inside and "label=\"data" not in inside  # inputs stay outside the box
 
@@ -177,22 +205,52 @@ def test_unknown_objects_get_a_clear_type_error():
 # ---------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("batch_size,width,depth", [
-    (1, 16, 1), (256, 16, 1), (1, 512, 8), (256, 512, 8), (16, 64, 4)])
-def test_speedup_callback_across_the_slider_range(batch_size, width, depth):
+    (1, 16, 1), (1024, 16, 1), (1, 512, 8), (256, 512, 8), (16, 64, 4)])
+def test_the_speedup_model_measures_each_setting_once_across_the_slider_range(
+        batch_size, width, depth, monkeypatch):
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
     from hybridlab.viz import plots
 
-    figure, text = plots.speedup_callback(batch_size, width, depth, repeats=1)
+    model = plots.SpeedupModel(repeats=1)
+    measured = []
+    real = plots.network_point
+    monkeypatch.setattr(plots, "network_point", lambda *a: measured.append(a) or real(*a))
+    first = model.measure(plots.CUSTOM, batch_size, width, depth)
+    assert model.measure(plots.CUSTOM, batch_size, width, depth) is first  # cached
+    assert len(measured) == 1 and measured[0][:3] == (batch_size, width,
+                                                      (width,) * depth + (plots.OUTPUTS,))
+    assert 2 <= measured[0][3] <= model.repeats or model.repeats < 2
+    name = plots.network_name(width, depth)
+    figure = plots.draw_speedups(Figure(), model, name, batch_size)
     (axes,) = figure.axes
-    bars = [patch.get_width() for patch in axes.patches]
-    assert len(bars) == 3 and all(b > 0 for b in bars)
-    assert "µs" in axes.get_xlabel() and f"{depth} x Dense({width}) + Dense(10)" in axes.get_title()
-    assert text.startswith(f"batch={batch_size} width={width} depth={depth}: imperative")
-    plt.close(figure)
+    assert [len(line.get_xdata()) for line in axes.get_lines()[:3]] == [1, 1, 1]
+    assert "µs" in axes.get_ylabel() and name in axes.get_title()
+    low, high = axes.get_ylim()
+    assert low <= first.numpy_us and high >= first.imperative_us  # nothing clipped
+    assert f"x{first.speedup:.1f}" in axes.texts[0].get_text()
+
+
+def test_speedup_points_accumulate_and_the_seed_network_has_its_own_sizes():
+    from hybridlab.viz import plots
+
+    assert plots.network(plots.SEED) == (512, (256, 128, 2))
+    assert plots.network(plots.CUSTOM, 32, 2) == (32, (32, 32, plots.OUTPUTS))
+    with pytest.raises(ValueError, match="choose"):
+        plots.network("resnet")
+    model = plots.SpeedupModel(repeats=2)
+    for batch in (4, 1):
+        model.measure(plots.CUSTOM, batch, 16, 1)
+    model.measure(plots.SEED, 1)
+    assert [b for b, _ in model.series(plots.network_name(16, 1))] == [1, 4]
+    assert [b for b, _ in model.series(plots.SEED)] == [1]
+    # fewer calls per round for heavier settings, never fewer than 2
+    assert model.calls_per_round(1, 16, (16, 10)) == 2 == model.calls_per_round(
+        1024, 512, (512,) * 8)
+    assert plots.SpeedupModel(repeats=30).calls_per_round(1, 16, (16, 10)) == 30
 
 
 def test_the_numpy_floor_computes_what_the_network_computes():
@@ -215,7 +273,8 @@ def test_the_numpy_floor_computes_what_the_network_computes():
 def test_slider_ranges_cover_the_tested_corners():
     from hybridlab.viz import plots
 
-    assert plots.BATCH_RANGE == (1, 256) and plots.WIDTH_RANGE == (16, 512)
+    assert plots.BATCH_RANGE == (1, 1024) and plots.WIDTH_RANGE == (16, 512)
+    assert (min(plots.BATCHES), max(plots.BATCHES)) == plots.BATCH_RANGE
     assert plots.DEPTH_RANGE == (1, 8)
 
 
@@ -279,23 +338,27 @@ def test_speedup_widget_displays_widget_png_and_summary_and_redraws_on_change(mo
     from hybridlab.viz import plots
 
     calls = []
-    real = plots.speedup_callback
+    real = plots.network_point
 
-    def recording(batch_size, width, depth, repeats=1):
-        calls.append((batch_size, width, depth))
-        return real(batch_size, width, depth, repeats=1)
+    def recording(batch_size, features, units, repeats=1):
+        calls.append((batch_size, features, units))
+        return real(batch_size, features, units, 1)
 
-    monkeypatch.setattr(plots, "speedup_callback", recording)
-    view = plots.speedup_widget(batch_size=4, width=32, depth=2)
+    monkeypatch.setattr(plots, "network_point", recording)
+    view = plots.speedup_widget(batch_size=4, width=32, depth=2, network_kind=plots.CUSTOM)
     bundle = view._repr_mimebundle_()
-    assert bundle["text/plain"].startswith("batch=4 width=32 depth=2: imperative")
+    assert bundle["text/plain"].startswith("2 x Dense(32) + Dense(10), batch 4: imperative")
     assert bundle["image/png"].startswith("iVBOR")  # base64 of the PNG signature
     assert "application/vnd.jupyter.widget-view+json" in bundle
     first_png = bundle["image/png"]
-    view.widget.children[2].value = 3  # the depth slider
-    assert calls == [(4, 32, 2), (4, 32, 3)]
+    assert view.status.value.startswith("<code>2 x Dense(32)")  # the line above the sliders
+    view.sliders["depth"].value = 3
+    view.sliders["depth"].value = 2  # measured before: taken from the model, not re-timed
+    assert calls == [(4, 32, (32, 32, 10)), (4, 32, (32, 32, 32, 10))]
+    view.network.value = plots.SEED
+    assert view.sliders["width"].disabled and calls[-1] == (4, 512, (256, 128, 2))
     bundle = view._repr_mimebundle_()
-    assert bundle["text/plain"].startswith("batch=4 width=32 depth=3")
+    assert bundle["text/plain"].startswith("seed MLP 512-256-128-2, batch 4")
     assert bundle["image/png"] != first_png
 
 
@@ -388,7 +451,7 @@ def test_every_node_and_every_input_edge_is_drawn_before_and_after_fusion(graph)
 
     source = vg.to_dot(graph).source
     calls = [n for n in graph.nodes if n.kind == "call"]
-    assert source.count("->") == sum(len(n.inputs) for n in calls) + 1
+    assert source.count("->") - source.count("-> legend") == sum(len(n.inputs) for n in calls) + 1
     assert source == vg.to_dot(graph).source  # deterministic
     fused, _ = run_pipeline(graph, disabled=["fold_constants"])
     inner = [m for n in fused.nodes for _, g in n.attrs if isinstance(g, ir.Graph)
@@ -700,35 +763,15 @@ def test_nice_limits_put_a_labelled_tick_at_both_ends(values, limits):
     assert low == pytest.approx(limits[0]) and high == pytest.approx(limits[1])
 
 
-def test_static_figure_labels_both_ends_of_the_time_axis_and_names_the_whole_network():
-    import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from hybridlab.viz import plots
-
-    figure = plots.speedup_figure(batch_sizes=(1, 4), width=16, depth=2, repeats=1)
-    (axes,) = figure.axes
-    low, high = axes.get_ylim()
-    figure.draw_without_rendering()
-    labelled = [float(t.get_text()) for t in axes.get_yticklabels() if t.get_text()]
-    labelled = [v for v in labelled if low * 0.999 <= v <= high * 1.001]  # the visible ones
-    assert min(labelled) == pytest.approx(low) and max(labelled) == pytest.approx(high)
-    assert axes.get_title() == "MLP, 2 x Dense(16) + Dense(10)"
-    assert [t.get_text() for t in axes.get_legend().get_texts()] == [
-        "imperative", "hybridized", "numpy floor (kernels only)"]
-    plt.close(figure)
+def _dag(durations, raw):
+    """Random dependencies on earlier ops only (a DAG in push order, as engines make)."""
+    return [sorted({d % i for d in needs}) if i else [] for i, needs in enumerate(raw)]
 
 
 DAGS = st.integers(1, 14).flatmap(lambda n: st.tuples(
     st.lists(st.floats(0.1, 5.0), min_size=n, max_size=n),
     st.lists(st.lists(st.integers(0, 13), max_size=3), min_size=n, max_size=n)))
-
-
-def _dag(durations, raw):
-    """Random dependencies on earlier ops only (a DAG in push order, as engines make)."""
-    return [sorted({d % i for d in needs}) if i else [] for i, needs in enumerate(raw)]
 
 
 @settings(max_examples=200, deadline=None)

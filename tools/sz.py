@@ -42,32 +42,39 @@ PACKAGE = ROOT / "hybridlab"
 # Then +1.55k for the instrument wave: the queue stepper, schedule explorer, pass explorer
 # and memory timeline (each a model and a view), their shared bundle and palette, the graph
 # on Dask, MXNet's linalg operators and the checks of the new lessons' exercises: 9.0k.
+# Then +0.5k once the devices and Dask were really built (typed workers, per-operator costs,
+# the Dask bridge, ~0.3k) and for the reliability work (atomic writes, bounded loaders): 9.5k.
+# Then +0.2k: _fused as an operator, the layout pass and its runtime copies, the memory and
+# speed-up instruments grown into widgets, the gradient drawing, where the time goes
+# (the peeled call, ~0.15k): 9.7k. Then +0.2k: lesson 08's exercise checks (~0.1k) and
+# what the remaining issues add: 9.9k. Then +0.1k for issue 14's second half (load cap,
+# checked parameter loads, failures without frames, thread-safe tracing, fold cap): 10.0k.
 # The per-module budgets bind; this cap only stops silent growth.
-TOTAL_BUDGET = 9000
+TOTAL_BUDGET = 10000
 DEFAULT_BUDGET = 150
 
 # Code-line budgets from STYLE.md section 2, keyed by path relative to the repository root.
 BUDGETS: dict[str, int] = {
     "hybridlab/__init__.py": 40,
-    "hybridlab/config.py": 40,
+    "hybridlab/config.py": 50,
     "hybridlab/errors.py": 60,
     "hybridlab/base.py": 10,  # mx.base re-exports MXNetError; nothing else belongs here
-    "hybridlab/fileio.py": 60,  # atomic writes (temp, fsync, replace), the load cap
     "hybridlab/ops/__init__.py": 30,  # imports 12 op modules so they register, OPS/COMPOSITES views
+    "hybridlab/ops/fused.py": 70,  # _fused: a grouped chain's kernel, shape rule, gradient
     "hybridlab/ops/registry.py": 390,  # + kernel_out, Attr bounds, composite errors, methods rule
     "hybridlab/ops/elementwise.py": 220,  # + kernel_out forms and the dtype contract
     "hybridlab/ops/reduce.py": 120,
     "hybridlab/ops/shape.py": 140,
-    "hybridlab/ops/linalg.py": 150,  # + infer_params; kernel_out for dot/FC; dtypes; FC_2d
+    "hybridlab/ops/linalg.py": 160,  # + infer_params; kernel_out for dot/FC; dtypes; FC_2d, dot_c
     "hybridlab/ops/random.py": 40,
-    "hybridlab/engine.py": 610,  # + hook-error reports, convoy-free finishing, BLAS, origin cache;
+    "hybridlab/engine.py": 625,  # + hook-error reports, convoy-free finishing, BLAS, origin cache;
     # + the push/fail/skip/clear events and typed dependencies (Dep) every instrument reads
-    "hybridlab/ndarray.py": 385,  # + never-computed errors, nd.<typo> hints, head_grad, dtype
-    "hybridlab/ndarray_io.py": 175,  # MXNet's file format: bounded reads, aligned, atomic writes
-    "hybridlab/onnx.py": 240,  # ONNX export: the graph walk and one table mapping ~35 operators
+    "hybridlab/ndarray.py": 390,  # + never-computed-array errors, nd.<typo> hints, head_grad
+    "hybridlab/ndarray_io.py": 190,  # MXNet's file format: bounded reads, load cap, atomic writes
+    "hybridlab/onnx.py": 250,  # ONNX export: the graph walk and one table mapping ~35 operators
     "hybridlab/context.py": 50,  # mx.cpu/gpu/Context: devices exist only for MXNet compatibility
     "hybridlab/random.py": 40,  # ARCHITECTURE.md: mx.random.seed and the seed stream
-    "hybridlab/symbol.py": 690,  # + JSON load, Executor, teaching errors (keys as written)
+    "hybridlab/symbol.py": 715,  # + JSON load, Executor, teaching errors (keys as written)
     "hybridlab/name.py": 50,  # mx.name: NameManager, Prefix
     "hybridlab/autograd.py": 170,  # + teaching errors: freed graph, bad VJP, 2nd order, head shape
     "hybridlab/walk.py": 25,  # the one depth-first postorder, shared by autograd and graph.ir
@@ -80,13 +87,15 @@ BUDGETS: dict[str, int] = {
     "hybridlab/graph/passes/fold_constants.py": 70,
     "hybridlab/graph/passes/eliminate_common_subexpressions.py": 60,
     "hybridlab/graph/passes/eliminate_dead_code.py": 40,
-    "hybridlab/graph/passes/fuse_elementwise.py": 150,
+    "hybridlab/graph/passes/fuse_elementwise.py": 100,  # the pass only (the op: ops/fused.py)
     "hybridlab/graph/passes/plan_memory.py": 160,  # + kernel workspace, choosing the arena
-    "hybridlab/graph/codegen.py": 265,  # + fused bodies, arena, source check, 0-d, specialise
-    "hybridlab/graph/cached_op.py": 152,  # + stats, read grads, inline cache, plain call, 2nd order
+    "hybridlab/graph/codegen.py": 270,  # + fused bodies, arena, source check, 0-d, specialise
+    "hybridlab/graph/cached_op.py": 192,  # + stats, read grads, inline cache, plain call, 2nd
+    # order; the transposed weights a layout pass asks for (_Layouts)
+    "hybridlab/graph/passes/pretranspose_weights.py": 45,  # the layout pass
     "hybridlab/gluon/__init__.py": 20,  # re-exports only
     "hybridlab/gluon/parameter.py": 200,  # + save/load, regex, grad_req, one NDArray, aligned, ...
-    "hybridlab/gluon/block.py": 302,  # + input/flag/trace checks, Symbol calls, atomic export
+    "hybridlab/gluon/block.py": 314,  # + input/flag/trace checks, Symbol calls, atomic export
     "hybridlab/gluon/nn/__init__.py": 20,  # re-exports only (nn.py split as MXNet's gluon/nn/)
     "hybridlab/gluon/nn/activations.py": 25,
     "hybridlab/gluon/nn/basic_layers.py": 160,  # + BatchNorm on any axis, slices, MXNet reprs
@@ -96,18 +105,19 @@ BUDGETS: dict[str, int] = {
     "hybridlab/gluon/data.py": 75,  # + batch_size check
     "hybridlab/profiler.py": 60,
     "hybridlab/viz/__init__.py": 20,  # re-exports only
-    "hybridlab/viz/graph.py": 250,  # DOT + adapters + plot_network; unused nodes, display
-    # hooks; + highlighting what a pass changed
+    "hybridlab/viz/graph.py": 300,  # DOT + adapters + plot_network; unused nodes, display
+    # hooks; + highlighting what a pass changed; the kinds key; forward/backward boxes
     "hybridlab/viz/views.py": 140,  # pass and source views, plan notes, wrapping, backward view
-    "hybridlab/viz/gantt.py": 125,  # + the list scheduler (bottom-level priority), work and span
-    "hybridlab/viz/plots.py": 170,  # + a fair protocol; the floor as the benchmark writes it;
-    # the speed-up widget as an Instrument (widget + PNG + summary)
-    "hybridlab/viz/palette.py": 45,  # op-kind and task-state colours (Okabe-Ito), defined once
+    "hybridlab/viz/gantt.py": 155,  # + list scheduler (bottom-level first, typed pools), work, span
+    "hybridlab/viz/plots.py": 210,  # + a fair protocol; the floor as the benchmark writes it;
+    # the speed-up instrument: model (cached points, seed MLP) + plot + widget
+    "hybridlab/viz/palette.py": 50,  # op-kind and task-state colours (Okabe-Ito), defined once
     "hybridlab/viz/bundle.py": 70,  # widget view + PNG + text: every instrument's output
     "hybridlab/viz/stepper.py": 260,  # the queue stepper: model (state, actions) + its widget
-    "hybridlab/viz/schedule.py": 220,  # the schedule explorer: task graphs, model, figure, widget
+    "hybridlab/viz/schedule.py": 335,  # explorer: graphs, model, figure, widget, devices, op costs
     "hybridlab/viz/pass_explorer.py": 110,  # the pass explorer: stages, diffs, widget
-    "hybridlab/viz/memory.py": 80,  # the memory timeline: placed results over the steps
+    "hybridlab/viz/breakdown.py": 145,  # where the time goes: the call peeled, its figure
+    "hybridlab/viz/memory.py": 165,  # the timeline (forward, joint with backward) + its widget
     # Modules STYLE.md did not list (the issues asked for more than its sketch).
     "hybridlab/ops/_infer.py": 40,  # shared shape-rule helpers (axis normalisation, broadcast)
     "hybridlab/ops/broadcast.py": 60,  # broadcast_to/axis/like and sum_like, their inverse
@@ -117,7 +127,7 @@ BUDGETS: dict[str, int] = {
     "hybridlab/ops/indexing.py": 135,  # slice, pick, take, one_hot + scatters and their grads
     "hybridlab/ops/join.py": 75,  # concat, stack, split; _concat_part's own (2nd-order) gradient
     "hybridlab/ops/la_op.py": 80,  # MXNet's linalg.gemm2 and potrf (+ its backward)
-    "hybridlab/ops/nn.py": 70,  # sigmoid, LeakyReLU, Activation, Dropout
+    "hybridlab/ops/nn.py": 90,  # sigmoid, LeakyReLU, Activation, Dropout, BatchNorm (MXNet's op)
     "hybridlab/ops/pool.py": 105,  # Pooling, its chunked gradient; out= kernels, workspace
     "hybridlab/graph/autodiff.py": 105,  # backward graph; recomputing cheap residuals
     "hybridlab/gluon/_trace.py": 115,  # tracing hybrid_forward (report: _report), user lines

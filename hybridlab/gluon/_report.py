@@ -37,6 +37,8 @@ import types
 from dataclasses import dataclass, field
 from typing import Any
 
+from hybridlab.graph.codegen import AST_LOCK
+
 _MISSING = object()
 _SHOWN_TYPES = (numbers.Number, str, type(None))  # values worth printing in a branch entry
 
@@ -103,7 +105,8 @@ def _index(code: types.CodeType) -> dict[int, _Statement]:
     """Every line of the function's statements -> the statement (empty without source)."""
     try:
         lines, first = inspect.getsourcelines(code)
-        tree = ast.parse(textwrap.dedent("".join(lines)))
+        with AST_LOCK:  # (see graph/codegen.py)
+            tree = ast.parse(textwrap.dedent("".join(lines)))
     except (OSError, TypeError, SyntaxError):  # exec'd code, or a lambda mid-expression
         return {}
     index: dict[int, _Statement] = {}

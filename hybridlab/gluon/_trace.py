@@ -80,7 +80,7 @@ def tracing(frame: TraceFrame) -> Iterator[TraceFrame]:
     sys.settrace(_make_tracer(frame.report))
     shapes = symbol.static_shapes() if frame.static_shape else contextlib.nullcontext()
     try:
-        with shapes:
+        with shapes, symbol.traced():
             yield frame
     except HybridizeError as err:
         raise locate(err, frame.block) from None

@@ -30,7 +30,7 @@ import warnings
 from collections import OrderedDict
 from typing import Any
 
-from hybridlab import autograd, display, fileio, ndarray, symbol
+from hybridlab import autograd, display, ndarray, ndarray_io, symbol
 from hybridlab import name as _name
 from hybridlab.errors import (
     BlockInputError,
@@ -191,16 +191,26 @@ class Block:
         raise NotImplementedError(f"{type(self).__name__} must define forward(self, x)")
 
 
+_FLAGS = ("static_alloc", "static_shape", "passes", "disabled_passes")
+
+
 def _check_flags(active: Any, flags: dict[str, Any]) -> None:
     for key in flags:
-        if key not in ("static_alloc", "static_shape"):
-            close = difflib.get_close_matches(key, ["static_alloc", "static_shape"], n=1)
+        if key not in _FLAGS:
+            close = difflib.get_close_matches(key, _FLAGS, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise TypeError(f"hybridize() got an unknown keyword {key!r}{hint} "
-                            f"(it takes active, static_alloc and static_shape)")
-    for key, value in [("active", active), *flags.items()]:
+                            f"(it takes active, {', '.join(_FLAGS)})")
+    switches = {k: v for k, v in flags.items() if k in ("static_alloc", "static_shape")}
+    for key, value in [("active", active), *switches.items()]:
         if not isinstance(value, bool):  # the strings "no" and "False" are true in Python
             raise TypeError(f"hybridize(): {key} must be True or False, got {value!r}")
+    for key, want in (("passes", callable), ("disabled_passes", lambda v: isinstance(v, str))):
+        value = flags.get(key, ())
+        if isinstance(value, (str, bytes)) or not all(want(v) for v in value):
+            raise TypeError(f"hybridize(): {key} must be a list of "
+                            f"{'pass functions' if key == 'passes' else 'pass names'}, "
+                            f"got {value!r}")
 
 
 def _only_ndarrays(args: tuple) -> bool:
@@ -248,17 +258,24 @@ class HybridBlock(Block):
                 f"traced (at {_trace.user_line()}). Fix: make {type(block).__name__} a "
                 f"HybridBlock (hybrid_forward), or make {type(self).__name__} a plain Block")
         super().register_child(block, name)
+        # a new child changes the network: the compiled programs describe the old one
+        # (MXNet clears its cached op here too); the next call traces again
+        self._programs, self._last_program = {}, None
 
     def hybridize(self, active: bool = True, **flags: Any) -> None:
         """Compile on the next call (``active=False`` returns to imperative execution).
 
         Flags: ``static_alloc=True`` keeps the output buffers between calls;
         ``static_shape=True`` also compiles one program per input shape, so traced
-        Symbols know their shapes.
+        Symbols know their shapes; ``passes=[...]`` adds compiler passes (pure
+        ``Graph -> (Graph, changes)`` functions, run before fusion and the memory plan)
+        and ``disabled_passes=[...]`` names pipeline passes not to run.
         """
         _check_flags(active, flags)
         self._active = bool(active)
         self._flags = {"static_alloc": False, "static_shape": False, **flags}
+        for key in ("passes", "disabled_passes"):
+            self._flags[key] = tuple(self._flags.get(key, ()))
         self._programs, self._last_program = {}, None
         super().hybridize(active, **flags)
 
@@ -394,7 +411,7 @@ class HybridBlock(Block):
             arrays[f"aux:{name}"] = params[name].data()
         for array in arrays.values():  # every value computed before either file is touched
             array.wait_to_read()
-        fileio.write_text(f"{path}-symbol.json", text)  # atomic, like nd.save below
+        ndarray_io.atomic_write(f"{path}-symbol.json", text)  # atomic, like nd.save below
         ndarray.save(f"{path}-{epoch:04d}.params", arrays)
 
 

@@ -34,6 +34,8 @@ from hybridlab.graph import autodiff, ir
 from hybridlab.graph.codegen import Program, compile_graph
 from hybridlab.graph.passes import run_pipeline
 from hybridlab.graph.passes.eliminate_dead_code import eliminate_dead_code
+from hybridlab.graph.passes.pretranspose_weights import LAYOUT_OF
+from hybridlab.ndarray_io import aligned
 from hybridlab.ops.registry import Aval, RunContext
 
 _VAR = operator.attrgetter("_var")  # an NDArray's engine Var
@@ -51,17 +53,62 @@ class _Entry:
     saved_inputs: tuple[int, ...] = ()  # inputs the backward reads again
     wanted: tuple[int, ...] = ()  # inputs the backward returns a gradient for
     plain: Any = None  # the generated function, when NOTE [The plain call] applies
+    layouts: _Layouts | None = None  # NOTE [Weights in the kernel's layout]
+
+
+class _Layouts:
+    """NOTE: [Weights in the kernel's layout] the ``pretranspose_weights`` pass makes a
+    program read each dense layer's weight transposed, as a new input marked
+    ``layout_of``. The call supplies it: the transposed copy is made when the program
+    first runs and kept with the buffer it was made from. Buffers are never written once
+    stored (NOTE [Immutable buffers] in ndarray.py): a weight that changes gets a new
+    buffer object, so "is this still the same buffer object" is the whole validity test,
+    one identity comparison per weight and call. In inference the copy is made once; in
+    training every step changes the weights, and every step pays the copy again.
+    """
+
+    __slots__ = ("sources", "held")
+
+    def __init__(self, sources: list[int]) -> None:
+        self.sources = sources  # for each transposed input, the input it transposes
+        self.held: list[tuple[Any, Any]] = [(None, None)] * len(sources)
+
+    @classmethod
+    def of(cls, program: Program, inputs: Sequence[ir.Node]) -> _Layouts | None:
+        """The program's extra inputs (after ``inputs``), or None when it has none."""
+        names = [node.name for node in inputs]
+        extra = program.graph.inputs[len(names):]
+        if not extra:
+            return None
+        return cls([names.index(dict(node.attrs)[LAYOUT_OF]) for node in extra])
+
+    def extend(self, arrays: list[Any]) -> list[Any]:
+        """``arrays`` followed by each transposed weight (made again only for a new buffer)."""
+        held = self.held
+        for k, source in enumerate(self.sources):
+            weight = arrays[source]
+            kept, transposed = held[k]
+            if kept is not weight:  # (a reference is kept: its id cannot be reused)
+                transposed = aligned(weight.T)
+                held[k] = (weight, transposed)
+            arrays.append(transposed)
+        return arrays
 
 
 class CachedOp:
-    """``CachedOp(symbol_or_graph, static_alloc=False, static_shape=False)(*ndarrays)``."""
+    """``CachedOp(symbol_or_graph, static_alloc=False, static_shape=False,
+    disabled_passes=(), passes=())(*ndarrays)``: ``passes`` adds passes to the pipeline
+    (see ``run_pipeline``; e.g. ``pretranspose_weights``, NOTE [Weights in the kernel's
+    layout]); ``disabled_passes`` names pipeline passes not to run."""
 
     def __init__(self, symbol_or_graph: Any, static_alloc: bool = False,
-                 static_shape: bool = False, disabled_passes: Sequence[str] = ()) -> None:
+                 static_shape: bool = False, disabled_passes: Sequence[str] = (),
+                 passes: Sequence[Any] = ()) -> None:
         graph = symbol_or_graph
         self.graph: ir.Graph = graph.to_graph() if hasattr(graph, "to_graph") else graph
         self.static_alloc, self.static_shape = static_alloc, static_shape
-        self.disabled = tuple(disabled_passes)
+        self.disabled = tuple(disabled_passes)  # names of pipeline passes not to run
+        self.passes = tuple(passes)  # your own passes (run_pipeline's ``passes``)
         self._calls, self._misses = 0, 0  # see ``stats``
         self._cache: dict[tuple, _Entry] = {}
         self._last: _Entry | None = None
@@ -70,6 +117,17 @@ class CachedOp:
     def stats(self) -> dict[str, int]:
         """``{"hits": calls that reused a program, "misses": calls that compiled one}``."""
         return {"hits": self._calls - self._misses, "misses": self._misses}
+
+    @property
+    def last_program(self) -> Program | None:
+        """The forward program the last call ran (None before the first call)."""
+        return None if self._last is None else self._last.forward
+
+    def arguments(self, arrays: Sequence[Any]) -> list[Any]:
+        """The generated function's arguments for the inputs' ``arrays``: the arrays, and
+        the copies a layout pass asks for (NOTE [Weights in the kernel's layout])."""
+        layouts = None if self._last is None else self._last.layouts
+        return list(arrays) if layouts is None else layouts.extend(list(arrays))
 
     @property
     def code(self) -> str:
@@ -116,9 +174,13 @@ class CachedOp:
         # are those _push pushes, minus the steps that would do nothing, and written here
         # rather than in a helper (one Python call less; "Performance notes").
         result = ndarray._new(entry.out_avals[0])  # normalised at compile time
-
-        def run() -> None:
-            result._data = function(*[x._data for x in inputs])[0]
+        layouts = entry.layouts
+        if layouts is None:
+            def run() -> None:
+                result._data = function(*[x._data for x in inputs])[0]
+        else:  # NOTE [Weights in the kernel's layout]
+            def run() -> None:
+                result._data = function(*layouts.extend([x._data for x in inputs]))[0]
 
         engine.current().push(run, map(_VAR, inputs), (result._var,), "CachedOp")
         return result
@@ -133,7 +195,7 @@ class CachedOp:
             # imperative engine would draw, so hybridize() does not change the numbers
             contexts = tuple(RunContext(entry.training, random.next_generator())
                              for _ in range(program.num_random))
-        _push(program, inputs, results, contexts, "CachedOp")
+        _push(program, inputs, results, contexts, "CachedOp", entry.layouts)
         if entry.backward is not None:
             outputs = results[:entry.num_outputs]
             saved = results[entry.num_outputs:] + [inputs[i] for i in entry.saved_inputs]
@@ -169,13 +231,14 @@ class CachedOp:
         plain = (len(out_avals) == 1 and backward is None and not forward.views
                  and not forward.num_random and not forward.scalar_outputs)
         return _Entry(forward, backward, out_avals, len(self.graph.outputs), avals, training,
-                      needs, saved, wanted, forward.function if plain else None)
+                      needs, saved, wanted, forward.function if plain else None,
+                      _Layouts.of(forward, graph.inputs))
 
     def _program(self, graph: ir.Graph, name: str) -> Program:
-        optimised, _ = run_pipeline(graph, disabled=self.disabled)
+        optimised, _ = run_pipeline(graph, disabled=self.disabled, passes=self.passes)
         program = compile_graph(optimised, static_alloc=self.static_alloc,
                                 static_shape=self.static_shape, name=name)
-        if config.FLAGS["DEBUG"]:  # HYBRIDLAB_DEBUG=1: show every program as it is compiled
+        if config.flag("DEBUG"):  # HYBRIDLAB_DEBUG=1: show every program as it is compiled
             print(f"# {program.filename}\n{program.source}")
         return program
 
@@ -233,7 +296,8 @@ def _check_computed(inputs: Sequence[Any]) -> None:
 
 
 def _push(program: Program, inputs: Sequence[Any], outputs: Sequence[Any],
-          contexts: tuple[RunContext, ...], name: str) -> None:
+          contexts: tuple[RunContext, ...], name: str, layouts: _Layouts | None = None
+          ) -> None:
     """One engine op: run ``program`` on the inputs' data, fill the outputs' data."""
 
     def run() -> None:
@@ -241,7 +305,10 @@ def _push(program: Program, inputs: Sequence[Any], outputs: Sequence[Any],
         # of it): NOTE [Immutable buffers] in ndarray.py lets them share it, since no
         # array's data is ever written after it was stored. No ``_data`` here is None:
         # NOTE [Inputs without values] (the engine ran or skipped their writers first).
-        for array, value in zip(outputs, program.run([x._data for x in inputs], contexts)):
+        arrays = [x._data for x in inputs]
+        if layouts is not None:
+            arrays = layouts.extend(arrays)
+        for array, value in zip(outputs, program.run(arrays, contexts)):
             array._data = value
 
     # NOTE: [Lazy reads and writes] ``map`` objects, not lists: the engine turns them

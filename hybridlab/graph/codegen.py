@@ -46,6 +46,7 @@ import keyword
 import linecache
 import math
 import re
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -54,8 +55,14 @@ import numpy as np
 from hybridlab import random
 from hybridlab.errors import GraphError, ShapeError
 from hybridlab.graph.ir import Graph, Node, Value
-from hybridlab.graph.passes.fuse_elementwise import FUSED
+from hybridlab.ops.fused import FUSED
 from hybridlab.ops.registry import RunContext
+
+# CPython 3.11 converts between Python AST objects and its own with one interpreter-wide
+# recursion counter: two threads doing it at once (ast.parse, compile(tree)) can fail with
+# "SystemError: AST constructor recursion depth mismatch". Threads tracing at the same time
+# (tests/gluon/test_thread_tracing.py) take this lock for every such conversion.
+AST_LOCK = threading.Lock()
 
 _RESERVED = {"rt", "forward", "backward"}
 _MAX_IDENTIFIER = 40  # a name from a file may be 256 characters: keep lines readable
@@ -91,7 +98,8 @@ def check_source(source: str, identifiers: set[str]) -> ast.Module:
     no name we did not create. A graph string that slipped into a line would break one
     of these rules and is caught here, before ``exec``.
     """
-    tree = ast.parse(source)
+    with AST_LOCK:
+        tree = ast.parse(source)
     problems = [] if len(tree.body) == 1 and isinstance(tree.body[0], ast.FunctionDef) \
         else ["the module must hold exactly one function"]
     for item in ast.walk(tree):
@@ -246,7 +254,8 @@ def compile_graph(graph: Graph, static_alloc: bool = False, static_shape: bool =
     tree = check_source(source, writer.names.created | set(writer.table) | {"rt"})
     filename = f"<hybridlab-{name}-{next(_counter)}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    code = compile(tree, filename, "exec")
+    with AST_LOCK:
+        code = compile(tree, filename, "exec")
     scope = dict(writer.table)
     if not writer.views:
         exec(code, scope)  # noqa: S102 -- our own generated source
@@ -356,7 +365,10 @@ class _Writer:
         if special is not None:  # NOTE [Specialised kernels]: arrays only, no attributes
             # named like the op: the kernel ``_fc`` specialised as ``_fc_2d`` is called
             # ``FullyConnected_2d`` here
-            suffix = special.__name__.removeprefix(opdef.kernel.__name__)
+            # (a C function such as ``np.dot``'s is named otherwise: ``dot_c``)
+            kernel_name = opdef.kernel.__name__
+            suffix = (special.__name__.removeprefix(kernel_name)
+                      if special.__name__.startswith(kernel_name) else "_c")
             out = [] if target is None else [f"out={target}"]
             return f"{self._bind(special, opdef.name + suffix)}({', '.join(args + out)})"
         if target is None:

@@ -54,6 +54,7 @@ a visible pass). Nodes are frozen, so a pass builds new nodes with :func:`rebuil
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
 
@@ -153,7 +154,7 @@ def call(op: str, inputs: Sequence[Value], attrs: Mapping[str, Any] | None = Non
                 tuple(sorted((k, freeze(v)) for k, v in full.items())), name or opdef.name,
                 origin=origin)
     if all(v.aval is not None for v in node.inputs):
-        object.__setattr__(node, "aval", infer_node(node))  # still ours alone: set once
+        node = dataclasses.replace(node, aval=infer_node(node))
     return node
 
 
@@ -223,22 +224,22 @@ def rebuild(graph: Graph, visit: Visit) -> Graph:
     mapping: dict[int, tuple[Value, ...]] = {}
     new_nodes: list[Node] = []
     emitted: set[int] = set()
+
+    def unemitted_inputs(node: Node) -> list[Node]:
+        return [v.node for v in node.inputs if id(v.node) not in emitted]
+
     for node in graph.nodes:
         new_inputs = tuple(mapping[id(v.node)][v.index] for v in node.inputs)
         result = visit(node, new_inputs)
         values = (tuple(result.out(i) for i in range(result.num_outputs))
                   if isinstance(result, Node) else tuple(result))
-        # new nodes a visit made: the walk stops at nodes already emitted, so each node is
-        # walked once and the whole rebuild is O(nodes + edges), not a walk per node
-        fresh = [v.node for v in values if id(v.node) not in emitted]
-        if len(fresh) == 1 and all(id(v.node) in emitted for v in fresh[0].inputs):
-            made_now = fresh  # the common case: one node over nodes already emitted
-        else:
-            made_now = postorder(fresh, lambda n: [v.node for v in n.inputs
-                                                   if id(v.node) not in emitted])
-        for made in made_now:
-            emitted.add(id(made))
-            new_nodes.append(made)
+        # the new nodes a visit made, inputs first; the walk stops at nodes already
+        # emitted, so a whole rebuild is O(nodes + edges), not a walk of all the graph
+        # above every node (quadratic on a chain)
+        for fresh in postorder((v.node for v in values if id(v.node) not in emitted),
+                               unemitted_inputs):
+            emitted.add(id(fresh))
+            new_nodes.append(fresh)
         mapping[id(node)] = values
     outputs = tuple(mapping[id(v.node)][v.index] for v in graph.outputs)
     inputs = tuple(mapping[id(n)][0].node for n in graph.inputs)
@@ -249,16 +250,7 @@ def with_inputs(node: Node, inputs: tuple[Value, ...]) -> Node:
     """``node`` with new inputs (the same node object when nothing changed)."""
     if all(a.node is b.node and a.index == b.index for a, b in zip(inputs, node.inputs)):
         return node
-    return evolve(node, inputs=inputs)
-
-
-def evolve(node: Node, **changes: Any) -> Node:
-    """``dataclasses.replace(node, **changes)`` without re-running ``__init__``: a copy of
-    the node's fields with some changed (compile time calls this once or twice per node,
-    and ``replace`` was a tenth of the first call of a long chain)."""
-    fresh = object.__new__(Node)
-    fresh.__dict__.update(node.__dict__, **changes)
-    return fresh
+    return dataclasses.replace(node, inputs=inputs)
 
 
 # ---------------------------------------------------------------------------------------
@@ -330,12 +322,11 @@ def infer_shapes(graph: Graph, input_avals: Sequence[Aval] | Mapping[str, Aval])
     def visit(node: Node, inputs: tuple[Value, ...]) -> Node:
         if node.kind == "var":
             aval = by_id.get(id(node)) or (node.aval[0] if node.aval else None)
-            return evolve(node, aval=None if aval is None else (aval,))
+            return dataclasses.replace(node, aval=None if aval is None else (aval,))
         if node.kind == "const":
             return node
-        fresh = evolve(node, inputs=inputs)
-        object.__setattr__(fresh, "aval", infer_node(fresh))  # a new node nobody saw yet
-        return fresh
+        fresh = dataclasses.replace(node, inputs=inputs)
+        return dataclasses.replace(fresh, aval=infer_node(fresh))
 
     return rebuild(graph, visit)
 

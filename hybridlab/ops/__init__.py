@@ -9,6 +9,7 @@ from hybridlab.ops import (  # noqa: F401  (each registers its operators)
     conv,
     creation,
     elementwise,
+    fused,
     indexing,
     join,
     la_op,

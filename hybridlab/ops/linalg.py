@@ -88,6 +88,18 @@ def _dot_grad_rhs(g, lhs, rhs, transpose_a, transpose_b):
     return _flip(np.tensordot(a, g, (lead, lead)), transpose_b)
 
 
+def _dot_specialise(avals: list[Aval], out: bool, *, transpose_a, transpose_b):
+    """2-D operands of one dtype, no transposes: ``dot_c`` itself (NOTE [Specialised
+    kernels] in graph/codegen.py), called with the arrays alone (else None: ``_dot``)."""
+    a, b = avals
+    if transpose_a or transpose_b or len(a.shape) != 2 or len(b.shape) != 2 or a.dtype != b.dtype:
+        return None
+    return dot_c  # dot_c(a, b) and dot_c(a, b, out=out): the same C function
+
+
+_dot.specialise = _dot_specialise  # type: ignore[attr-defined]  # asked by graph/codegen.py
+
+
 register(OpDef(
     name="dot", kernel=_dot, kernel_out=_dot_out, kind=Kind.OPAQUE, inputs=("lhs", "rhs"),
     attrs=_TRANSPOSES,

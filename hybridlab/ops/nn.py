@@ -115,11 +115,43 @@ register(OpDef(
     doc="Training: 0 with probability ``p``, else ``1 / (1 - p)``. Prediction: all ones."))
 
 
+def _batch_norm(x, gamma, beta, moving_mean, moving_var, *, eps, momentum, fix_gamma,
+                use_global_stats, output_mean_var, axis, cudnn_off, rt: RunContext):
+    """Normalise each channel along ``axis``: with the moving statistics when predicting
+    (or ``use_global_stats``), with the batch's own while training."""
+    along = [1] * x.ndim
+    along[axis % x.ndim] = -1  # a per-channel vector, broadcast along the channel axis
+    if rt.training and not use_global_stats:
+        others = tuple(i for i in range(x.ndim) if i != axis % x.ndim)
+        mean, var = x.mean(axis=others), x.var(axis=others)
+    else:
+        mean, var = moving_mean, moving_var
+    scale = (np.ones_like(gamma) if fix_gamma else gamma) / np.sqrt(var + eps)
+    out = (x - mean.reshape(along)) * scale.reshape(along) + beta.reshape(along)
+    return out.astype(x.dtype, copy=False)
+
+
+register(OpDef(
+    name="BatchNorm", kernel=_batch_norm, infer=_infer.same_as_first, kind=Kind.OPAQUE,
+    needs_context=True, inputs=("data", "gamma", "beta", "moving_mean", "moving_var"),
+    attrs={"eps": Attr("float", 1e-3), "momentum": Attr("float", 0.9),
+           "fix_gamma": Attr("bool", True), "use_global_stats": Attr("bool", False),
+           "output_mean_var": Attr("bool", False), "axis": Attr("int", 1),
+           "cudnn_off": Attr("bool", False)},
+    grad=None, grad_missing="BatchNorm as read from an MXNet file runs forward only (its "
+    "moving statistics are auxiliary states it does not update here); to train, build the "
+    "network with gluon.nn.BatchNorm, whose layer computes and updates them",
+    doc="MXNet's BatchNorm as files written by MXNet hold it: per channel along ``axis``, "
+        "``(x - mean) / sqrt(var + eps) * gamma + beta``; the moving statistics when "
+        "predicting, the batch's while training (``fix_gamma``: gamma taken as 1)."))
+
+
 @composite("Dropout")
-def dropout(F, data, p=0.5, mode="training", axes=(), name=None):
+def dropout(F, data, p=0.5, mode="training", axes=(), cudnn_off=False, name=None):
     """Zero each element with probability ``p`` while training, scaling the rest by 1/(1-p).
 
     ``axes``: drop whole slices, sharing one draw along these axes (variational dropout).
+    ``cudnn_off`` (in files written by MXNet) changes nothing on a CPU.
     """
     mask = F._dropout_mask(data, p=p, mode=mode, axes=axes)
     return F.broadcast_mul(data, mask, name=name)

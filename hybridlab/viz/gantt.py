@@ -24,14 +24,15 @@ Invariants
 from __future__ import annotations
 
 import heapq
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from hybridlab.engine import TaskRecord
 from hybridlab.viz.palette import KIND_COLOURS, OTHER_COLOUR
 
 
 def simulate(names: Sequence[str], deps: Sequence[Sequence[int]],
-             durations: Sequence[float], workers: int) -> list[TaskRecord]:
+             durations: Sequence[float], workers: int | Mapping[str, int],
+             devices: Sequence[str] | None = None) -> list[TaskRecord]:
     """Greedy list scheduling of ops ``0..n-1`` on ``workers`` identical workers.
 
     Op ``i`` takes ``durations[i]`` and may start once the ops ``deps[i]`` are done. The
@@ -42,13 +43,27 @@ def simulate(names: Sequence[str], deps: Sequence[Sequence[int]],
     the schedule is deterministic, and within Brent's bounds (module docstring). Returns one
     TaskRecord per op, in op order (times in the durations' unit).
     O((ops + dependencies) log ops): 10 000 ops take a fraction of a second.
+
+    *Typed workers*: with ``workers={"cpu": 2, "gpu": 1, "copy": 1}`` and ``devices[i]``
+    naming the kind of worker op ``i`` needs, each kind is its own pool, numbered in the
+    mapping's order (cpu 0-1, gpu 2, copy 3). The rule is the same within each pool: a
+    worker never idles while an op of its kind is ready. (Brent's bounds are for identical
+    workers; a typed schedule still never runs two ops on one worker at once.)
     """
     n = len(names)
-    if workers < 1:
-        raise ValueError(f"simulate needs at least one worker, got {workers}")
-    if not len(deps) == len(durations) == n:
-        raise ValueError(f"simulate: {n} names, {len(deps)} dependency lists and "
-                         f"{len(durations)} durations: give one of each per op")
+    pools = dict(workers) if isinstance(workers, Mapping) else {"": workers}
+    if isinstance(workers, Mapping) and devices is None:
+        raise ValueError("simulate: typed workers need devices=[the kind of each op]")
+    if any(not isinstance(k, int) or k < 1 for k in pools.values()):
+        raise ValueError(f"simulate needs at least one worker of each kind, got {workers}")
+    kinds = [""] * n if not isinstance(workers, Mapping) else list(devices or ())
+    if not len(deps) == len(durations) == len(kinds) == n:
+        raise ValueError(f"simulate: {n} names, {len(deps)} dependency lists, "
+                         f"{len(durations)} durations and {len(kinds)} devices: give one of "
+                         f"each per op")
+    if set(kinds) - set(pools):
+        raise ValueError(f"simulate: ops need devices {sorted(set(kinds) - set(pools))} "
+                         f"that have no workers (workers={workers})")
     if any(d < 0 for d in durations):
         raise ValueError("simulate: durations must be >= 0")
     order, dependents = _topological_order(names, deps)
@@ -56,25 +71,34 @@ def simulate(names: Sequence[str], deps: Sequence[Sequence[int]],
     for i in reversed(order):
         bottom[i] = durations[i] + max((bottom[j] for j in dependents[i]), default=0.0)
     waiting = [len(set(d)) for d in deps]
-    ready = [(-bottom[i], i) for i in range(n) if waiting[i] == 0]
-    heapq.heapify(ready)
-    idle = list(range(workers))  # a heap of free worker numbers
+    ready: dict[str, list[tuple[float, int]]] = {kind: [] for kind in pools}
+    idle: dict[str, list[int]] = {}  # per kind, a heap of free worker numbers
+    for kind, count in pools.items():
+        first = sum(len(free) for free in idle.values())
+        idle[kind] = list(range(first, first + count))
+    for i in range(n):
+        if waiting[i] == 0:
+            ready[kinds[i]].append((-bottom[i], i))
+    for heap in ready.values():
+        heapq.heapify(heap)
     running: list[tuple[float, int, int]] = []  # (end, op, worker)
     start, worker_of = [0.0] * n, [0] * n
     now = 0.0
-    while ready or running:
-        while ready and idle:  # work-conserving: nothing ready waits beside a free worker
-            _, op = heapq.heappop(ready)
-            start[op], worker_of[op] = now, heapq.heappop(idle)
-            heapq.heappush(running, (now + durations[op], op, worker_of[op]))
+    while running or any(ready.values()):
+        for kind, queue in ready.items():  # work-conserving: nothing ready waits beside
+            free = idle[kind]              # a free worker of its kind
+            while queue and free:
+                _, op = heapq.heappop(queue)
+                start[op], worker_of[op] = now, heapq.heappop(free)
+                heapq.heappush(running, (now + durations[op], op, worker_of[op]))
         now = running[0][0]
         while running and running[0][0] == now:  # everything finishing now frees together
             _, op, worker = heapq.heappop(running)
-            heapq.heappush(idle, worker)
+            heapq.heappush(idle[kinds[op]], worker)
             for dependent in dependents[op]:
                 waiting[dependent] -= 1
                 if waiting[dependent] == 0:
-                    heapq.heappush(ready, (-bottom[dependent], dependent))
+                    heapq.heappush(ready[kinds[dependent]], (-bottom[dependent], dependent))
     return [TaskRecord(names[i], worker_of[i], start[i], start[i] + durations[i], (), ())
             for i in range(n)]
 
@@ -136,31 +160,44 @@ def op_kind(name: str) -> str:
         return "other"
 
 
-def gantt(records: Sequence[TaskRecord], title: str = "engine trace") -> Any:
+def gantt(records: Sequence[TaskRecord], title: str = "engine trace",
+          rows: Mapping[int, str] | None = None,
+          beside: Sequence[tuple[Sequence[TaskRecord], str]] = ()) -> Any:
     """A matplotlib figure: one row per worker, one bar per op (milliseconds), coloured
-    by the op's kind as in the graph drawings, with a legend naming the ops of each kind."""
+    by the op's kind as in the graph drawings, with a legend naming the ops of each kind.
+    ``rows`` names the workers (default ``worker 0``, ``worker 1``, ...). ``beside``: more
+    ``(records, title)`` charts drawn below on the same time axis (e.g. a simulation of
+    the same tasks), each from its own first op."""
     import matplotlib.pyplot as plt
 
-    if not records:
-        raise ValueError(describe(records))
-    origin = min(r.start for r in records)
-    workers = sorted({r.worker for r in records})
-    figure, axes = plt.subplots(figsize=(8, 1.6 + 0.5 * len(workers)), layout="constrained")
+    charts = [(records, title), *beside]
+    for chart, _ in charts:
+        if not chart:
+            raise ValueError(describe(chart))
+    heights = [1.0 + 0.5 * len({r.worker for r in chart}) for chart, _ in charts]
+    figure, axes = plt.subplots(len(charts), 1, figsize=(8, 0.6 + sum(heights)),
+                                layout="constrained", sharex=True, squeeze=False,
+                                height_ratios=heights)
     bars = []
-    for record in records:
-        row, left = workers.index(record.worker), (record.start - origin) * 1e3
-        width = (record.end - record.start) * 1e3
-        axes.broken_barh([(left, width)], (row - 0.4, 0.8), edgecolor="#555555",
-                         facecolor=KIND_COLOURS.get(op_kind(record.name), OTHER_COLOUR))
-        bars.append((left, width, row, record.name))
-    axes.set_yticks(range(len(workers)), [f"worker {w}" for w in workers])
-    axes.set(xlabel="time since the first op (ms)", title=f"{title}\n{describe(records)}")
-    axes.invert_yaxis()
-    handles = _legend(records)
+    for (chart, heading), ax in zip(charts, axes[:, 0]):
+        origin = min(r.start for r in chart)
+        workers = sorted({r.worker for r in chart})
+        for record in chart:
+            row, left = workers.index(record.worker), (record.start - origin) * 1e3
+            width = (record.end - record.start) * 1e3
+            ax.broken_barh([(left, width)], (row - 0.4, 0.8), edgecolor="#555555",
+                           facecolor=KIND_COLOURS.get(op_kind(record.name), OTHER_COLOUR))
+            bars.append((ax, left, width, row, record.name))
+        names = rows if rows and chart is records else {}  # ``rows`` name the first chart's
+        ax.set_yticks(range(len(workers)), [names.get(w, f"worker {w}") for w in workers])
+        ax.set_title(f"{heading}\n{describe(chart)}")
+        ax.invert_yaxis()
+    axes[-1, 0].set_xlabel("time since the first op (ms)")
+    handles = _legend([r for chart, _ in charts for r in chart])
     figure.legend(handles=handles, loc="outside lower center", ncols=len(handles),
                   fontsize=8, frameon=False)
     figure.draw_without_rendering()  # settles the layout, so labels fit the final bars
-    _label_bars(figure, axes, bars)
+    _label_bars(figure, bars)
     return figure
 
 
@@ -175,10 +212,10 @@ def _legend(records: Sequence[TaskRecord]) -> list[Any]:
                   label=f"{kind}: {', '.join(ops)}") for kind, ops in sorted(names.items())]
 
 
-def _label_bars(figure: Any, axes: Any, bars: list[tuple[float, float, int, str]]) -> None:
+def _label_bars(figure: Any, bars: list[tuple[Any, float, float, int, str]]) -> None:
     """Write each op's name on its bar, only where the text really fits (measured)."""
     renderer = figure.canvas.get_renderer()
-    for left, width, row, name in bars:
+    for axes, left, width, row, name in bars:
         text = axes.text(left + width / 2, row, name, ha="center", va="center", fontsize=8,
                          clip_on=True)
         x0, x1 = axes.transData.transform([(left, row), (left + width, row)])[:, 0]

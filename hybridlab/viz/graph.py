@@ -29,10 +29,11 @@ Invariants
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 from hybridlab import display
 from hybridlab.errors import GraphvizNotFoundError
+from hybridlab.graph.passes.pretranspose_weights import LAYOUT_OF
 from hybridlab.viz.bundle import rich_bundle
 from hybridlab.viz.palette import BACKGROUND, KIND_COLOURS, OKABE_ITO
 
@@ -42,6 +43,8 @@ LEAF_STYLES = {  # how the non-call nodes look
     "const": {"shape": "note", "style": "filled", "fillcolor": "#f2f2f2"},
     "output": {"shape": "plaintext"},
 }
+KIND_NAMES = {"elementwise": "elementwise", "broadcast": "broadcasting", "reduce": "reduction",
+              "opaque": "other (e.g. matrix product)"}  # the legend's words for OpDef.kind
 UNUSED_STYLE = {"style": "dotted", "color": "#888888", "fontcolor": "#666666"}
 LEARNABLE_ATTRS = ("__init__", "__lr_mult__", "__wd_mult__")  # only trainable vars have them
 INSTALL_HINT = ("the graphviz 'dot' program is not installed; install it with "
@@ -100,14 +103,18 @@ class _Canvas:
     notes: dict[int, str]  # id(node) -> an extra label line (e.g. its memory slot)
     highlight: set[int] = field(default_factory=set)  # ids drawn with a bold red outline
     edges: list[tuple[str, str]] = field(default_factory=list)
+    places: dict[int, Any] = field(default_factory=dict)  # id(node) -> the box it is drawn in
 
 
 def to_dot(graph: Any, title: str = "plot", params: Any = (), node_attrs: dict | None = None,
            hide_weights: bool = False, notes: dict[int, str] | None = None,
-           highlight: set[int] | None = None) -> Any:
+           highlight: set[int] | None = None, groups: dict[int, str] | None = None,
+           output_labels: Sequence[str] | None = None) -> Any:
     """Draw a ``graph.ir.Graph``; ``params`` names the var nodes that are parameters,
     ``notes`` maps ``id(node)`` to an extra line for its label and ``highlight`` holds
-    the ids of nodes to outline (what a pass changed)."""
+    the ids of nodes to outline (what a pass changed); ``groups`` maps ``id(node)`` to
+    the name of a box drawn around it (e.g. "forward"), ``output_labels`` names the
+    outputs."""
     heading = {} if title == "plot" else {"label": title, "labelloc": "t", "fontsize": "12"}
     dot = graphviz_class()(name=title, graph_attr={
         "rankdir": "TB", "nodesep": "0.25", "ranksep": "0.3", "pack": "true",
@@ -115,16 +122,45 @@ def to_dot(graph: Any, title: str = "plot", params: Any = (), node_attrs: dict |
         node_attr={"fontname": "Helvetica", "fontsize": "10", "height": "0.3",
                    **(node_attrs or {})},
         edge_attr={"arrowsize": "0.6", "color": "#555555"})
-    roles = {id(n): ("param" if n.name in set(params) else "input") for n in graph.inputs}
+    roles = {id(n): ("param" if n.name in set(params) or LAYOUT_OF in dict(n.attrs) else
+                     "input") for n in graph.inputs}  # a weight's transposed copy: a weight
     hidden = {id(n) for n in graph.inputs if roles[id(n)] == "param"} if hide_weights else set()
     canvas = _Canvas(roles, hidden, unused_nodes(graph), dict(notes or {}), set(highlight or ()))
+    boxes = {name: graphviz_class()(name=f"cluster_{name}", graph_attr={
+        "label": name, "labeljust": "l", "style": "rounded,dashed", "color": "#999999",
+        "fontname": "Helvetica", "fontsize": "11", "fontcolor": "#555555"})
+        for name in dict.fromkeys((groups or {}).values())}
+    canvas.places = {key: boxes[name] for key, name in (groups or {}).items()}
     names = _draw_nodes(dot, graph, "n", {}, canvas)
+    for box in boxes.values():
+        dot.subgraph(box)
     for index, value in enumerate(graph.outputs):
-        dot.node(f"out{index}", f"output {index}", **LEAF_STYLES["output"])
+        label = output_labels[index] if output_labels else f"output {index}"
+        dot.node(f"out{index}", label, **LEAF_STYLES["output"])
         canvas.edges.append((names[id(value.node)], f"out{index}"))
     for tail, head in canvas.edges:  # emitted last, at the top level: clusters keep their nodes
         dot.edge(tail, head)
+    kinds = sorted({node.opdef.kind.value for node in _calls(graph)})
+    if kinds and graph.outputs:  # the colours' key, under the drawing
+        cells = "".join(f'<TD BGCOLOR="{KIND_COLOURS.get(kind, "#e5e5e5")}" STYLE="rounded">'
+                        f"{KIND_NAMES.get(kind, kind)}</TD>" for kind in kinds)
+        key = (f'<<TABLE BORDER="0" CELLSPACING="4" CELLPADDING="3"><TR>'
+               f'<TD>operators:</TD>{cells}</TR></TABLE>>')
+        if title == "plot":  # the graph's own label, centred at the bottom
+            dot.attr(label=key, labelloc="b", fontsize="9")
+        else:  # the label is the title: the key is a node under the last output
+            dot.node("legend", key, shape="plaintext", fontsize="9")
+            dot.edge(f"out{len(graph.outputs) - 1}", "legend", style="invis")
     return dot
+
+
+def _calls(graph: Any) -> list[Any]:
+    """Every operator node, those inside fused groups included (what the drawing shows)."""
+    found = []
+    for node in graph.nodes:
+        body = _subgraph(node) if node.kind == "call" else None
+        found += _calls(body) if body is not None else [node] if node.kind == "call" else []
+    return found
 
 
 def unused_nodes(graph: Any) -> set[int]:
@@ -149,7 +185,8 @@ def _draw_nodes(target: Any, graph: Any, prefix: str, bound: dict, canvas: _Canv
             names[id(node)] = _draw_cluster(target, node, body, dot_id, names, canvas)
             continue
         names[id(node)] = dot_id
-        target.node(dot_id, _label(node, canvas), **_style(node, canvas))
+        canvas.places.get(id(node), target).node(dot_id, _label(node, canvas),
+                                                 **_style(node, canvas))
         canvas.edges.extend((names[id(v.node)], dot_id) for v in node.inputs
                             if id(v.node) in names)
     return names
@@ -183,8 +220,9 @@ def _subgraph(node: Any) -> Any:
 def _label(node: Any, canvas: _Canvas) -> str:
     from hybridlab.graph.ir import format_type
 
-    if node.kind == "var":
-        lines = [node.name]
+    if node.kind == "var":  # a layout pass's copy says whose: "= fc_weight transposed"
+        source = dict(node.attrs).get(LAYOUT_OF)
+        lines = [node.name] + ([f"= {source} transposed"] if source else [])
     elif node.kind == "const":
         lines = [f"const {node.value.item():g}" if node.value.size == 1 else "const"]
     else:
@@ -284,6 +322,25 @@ def draw(obj: Any, title: str = "plot", **options: Any) -> Drawing:
     """A :class:`Drawing` of a Symbol, a ``Graph``, a CachedOp or a hybridized block."""
     graph, params = as_graph(obj)
     return Drawing(to_dot(graph, title, params, **options), summary(graph, params))
+
+
+def draw_gradient(obj: Any, title: str = "plot") -> Drawing:
+    """The joint forward + backward graph of ``obj`` (``graph.autodiff.gradient_graph``;
+    shapes must be known), its forward and backward nodes boxed apart, the gradient
+    arriving from the loss and every gradient output named ``d loss / d <input>``."""
+    from hybridlab.graph.autodiff import gradient_graph
+
+    graph, params = as_graph(obj)
+    joint = gradient_graph(graph)
+    forward = {id(node) for node in graph.nodes}
+    groups = {id(node): "forward" if id(node) in forward else "backward"
+              for node in joint.nodes if node.kind == "call"}
+    incoming = {id(node): f"d loss / d output {i}"
+                for i, node in enumerate(joint.inputs[len(graph.inputs):])}
+    labels = [f"output {i}" for i in range(len(graph.outputs))] + [
+        f"d loss / d {node.name}" for node in graph.inputs]
+    return Drawing(to_dot(joint, title, params, notes=incoming, groups=groups,
+                          output_labels=labels), summary(joint, params))
 
 
 def mimebundle(obj: Any, text: str | None = None) -> dict[str, str]:

@@ -49,6 +49,15 @@ KIND_COLOURS = {
 }
 OTHER_COLOUR = "#d9d9d9"  # anything that is not a registry operator (CachedOp, copies, ...)
 
+# One fill per kind of device, for schedules whose tasks are bound to devices; hatching
+# repeats it without colour (copies are the hatched ones).
+DEVICE_COLOURS = {
+    "cpu": lighten(OKABE_ITO["bluish_green"], 0.5),
+    "gpu": lighten(OKABE_ITO["blue"], 0.55),
+    "copy": lighten(OKABE_ITO["orange"], 0.45),
+}
+DEVICE_HATCHES = {"cpu": "", "gpu": "", "copy": "///"}
+
 # One fill per engine task state (the queue stepper, Gantt charts of schedules). The order
 # is the life of a task, and the order legends list them in.
 TASK_STATES = ("waiting", "ready", "running", "done", "failed", "skipped")

@@ -19,9 +19,9 @@ load on a shared machine hits all three alike.
 Invariants
 ----------
 * Timings are microseconds per call; only the ratios mean something across machines.
-* :func:`speedup_callback` is a plain function (what the sliders call); it is tested
-  across the sliders' whole range. matplotlib, ipywidgets and threadpoolctl are imported
-  inside functions only.
+* :class:`SpeedupModel` (the widget's measurements, cached per setting) and
+  :func:`draw_speedups` are plain Python, tested across the sliders' whole range.
+  matplotlib, ipywidgets and threadpoolctl are imported inside functions only.
 """
 
 from __future__ import annotations
@@ -34,15 +34,19 @@ from typing import Any, Callable
 import numpy as np
 
 from hybridlab.viz.bundle import Instrument, figure_png
+from hybridlab.viz.palette import OKABE_ITO
 
-BATCH_RANGE = (1, 256)  # slider limits, also used by the tests
+BATCH_RANGE = (1, 1024)  # slider limits, also used by the tests
+BATCHES = (1, 4, 16, 64, 256, 1024)  # the batch slider's stops
+SEED = "seed MLP 512-256-128-2"  # the seeds' network: Dense(256), Dense(128), Dense(2)
+CUSTOM = "depth x Dense(width)"
 WIDTH_RANGE = (16, 512)
 DEPTH_RANGE = (1, 8)
 OUTPUTS = 10  # units of the last Dense layer
 PROTOCOL = "all three on 1 engine worker and 1 BLAS thread; medians of interleaved rounds"
-SERIES = (("imperative_us", "imperative", "#fc8d62"),  # Timing field, label, colour
-          ("hybridized_us", "hybridized", "#66c2a5"),
-          ("numpy_us", "numpy floor (kernels only)", "#8da0cb"))
+SERIES = (("imperative_us", "imperative", OKABE_ITO["vermillion"]),  # field, label, colour
+          ("hybridized_us", "hybridized", OKABE_ITO["bluish_green"]),
+          ("numpy_us", "numpy floor (kernels only)", OKABE_ITO["blue"]))
 
 
 @dataclass(frozen=True)
@@ -82,14 +86,28 @@ def time_round(fn: Callable[[], Any], repeats: int) -> float:
 
 def make_mlp(width: int, depth: int, outputs: int = OUTPUTS) -> Any:
     """``depth`` ReLU Dense layers of ``width`` units and a Dense output layer."""
+    return make_net((width,) * depth + (outputs,))
+
+
+def make_net(units: tuple[int, ...]) -> Any:
+    """ReLU Dense layers of ``units[:-1]`` units, then a Dense layer of ``units[-1]``."""
     from hybridlab.gluon import nn
 
     net = nn.HybridSequential()
-    for _ in range(depth):
-        net.add(nn.Dense(width, activation="relu"))
-    net.add(nn.Dense(outputs))
+    for size in units[:-1]:
+        net.add(nn.Dense(size, activation="relu"))
+    net.add(nn.Dense(units[-1]))
     net.initialize()
     return net
+
+
+def network(name: str, width: int = 64, depth: int = 4) -> tuple[int, tuple[int, ...]]:
+    """``(input features, units per layer)`` of the widget's two networks."""
+    if name == SEED:
+        return 512, (256, 128, 2)
+    if name == CUSTOM:
+        return width, (width,) * depth + (OUTPUTS,)
+    raise ValueError(f"network {name!r}: choose {SEED!r} or {CUSTOM!r}")
 
 
 def numpy_mlp(net: Any) -> Callable[[np.ndarray], np.ndarray]:
@@ -149,12 +167,18 @@ def measure_speedup(net: Any, x: Any, repeats: int = 50, rounds: int = 5) -> Tim
 
 def speedup_point(batch_size: int, width: int, depth: int, repeats: int = 30) -> Timing:
     """Timings for a freshly made MLP with inputs of ``width`` features (seeded)."""
+    return network_point(batch_size, width, (width,) * depth + (OUTPUTS,), repeats)
+
+
+def network_point(batch_size: int, features: int, units: tuple[int, ...],
+                  repeats: int = 30) -> Timing:
+    """Timings for a freshly made network of ``units`` on ``features`` inputs (seeded)."""
     from hybridlab import ndarray as nd
     from hybridlab import random
 
     random.seed(0)
-    net = make_mlp(width, depth)
-    x = nd.random.normal(shape=(batch_size, width))
+    net = make_net(units)
+    x = nd.random.normal(shape=(batch_size, features))
     return measure_speedup(net, x, repeats)
 
 
@@ -162,68 +186,135 @@ def network_name(width: int, depth: int) -> str:
     return f"{depth} x Dense({width}) + Dense({OUTPUTS})"
 
 
-def speedup_callback(batch_size: int, width: int, depth: int, repeats: int = 30
-                     ) -> tuple[Any, str]:
-    """What the sliders call: a bar chart of one setting and its text summary."""
-    import matplotlib.pyplot as plt
+class SpeedupModel:
+    """The widget's measurements: one :class:`Timing` per (network, batch), measured once
+    and kept, so that points accumulate and a setting seen before costs nothing.
 
-    timing = speedup_point(batch_size, width, depth, repeats)
-    figure, axes = plt.subplots(figsize=(7, 2.6), layout="constrained")
-    bars = axes.barh([label for _, label, _ in SERIES],
-                     [getattr(timing, f) for f, _, _ in SERIES],
-                     color=[colour for _, _, colour in SERIES])
-    axes.bar_label(bars, fmt="%.0f µs", padding=3, fontsize=8)
-    axes.invert_yaxis()  # imperative on top, as in the summary line
-    axes.margins(x=0.15)  # room for the value labels
-    axes.set_xlabel("time per forward call (µs)")
+    Large settings take long to time, so the number of calls per round shrinks with the
+    arithmetic of one call (at least 2, at most ``repeats``): about a second per point.
+    """
+
+    def __init__(self, repeats: int = 30) -> None:
+        self.repeats = repeats
+        self.points: dict[tuple[str, int], Timing] = {}
+
+    @staticmethod
+    def name(network_kind: str, width: int, depth: int) -> str:
+        return SEED if network_kind == SEED else network_name(width, depth)
+
+    def calls_per_round(self, batch: int, features: int, units: tuple[int, ...]) -> int:
+        sizes = (features, *units)
+        flops = 2 * batch * sum(a * b for a, b in zip(sizes, sizes[1:]))
+        seconds = flops / 2e10 + 60e-6  # one BLAS thread's speed, plus the call around it
+        return max(2, min(self.repeats, int(1.0 / (15 * seconds))))
+
+    def measure(self, network_kind: str, batch: int, width: int = 64, depth: int = 4
+                ) -> Timing:
+        key = (self.name(network_kind, width, depth), batch)
+        if key not in self.points:
+            features, units = network(network_kind, width, depth)
+            self.points[key] = network_point(batch, features, units,
+                                             self.calls_per_round(batch, features, units))
+        return self.points[key]
+
+    def series(self, name: str) -> list[tuple[int, Timing]]:
+        """The measured points of one network, by batch size."""
+        return sorted((batch, t) for (net, batch), t in self.points.items() if net == name)
+
+
+def draw_speedups(figure: Any, model: SpeedupModel, name: str, batch: int) -> Any:
+    """Time per call against batch size for one network, three ways (log-log), every
+    measured point kept; the speed-up and the distance to the floor written at each point."""
+    from matplotlib import ticker
+
+    figure.clear()
+    axes = figure.add_subplot()
+    series = model.series(name)
+    batches = [b for b, _ in series]
+    for field, label, colour in SERIES:
+        axes.plot(batches, [getattr(t, field) for _, t in series], "o-", label=label,
+                  color=colour)
+    for b, t in series:  # the ratios, on the plot: speed-up, and how far above the floor
+        axes.annotate(f"x{t.speedup:.1f}\n{t.hybridized_us / t.numpy_us:.2f}x floor",
+                      (b, t.hybridized_us), textcoords="offset points", xytext=(0, -22),
+                      ha="center", va="top", fontsize=7, color="#333333")
+    axes.axvline(batch, color="#dddddd", linewidth=6, zorder=0)
+    values = [getattr(t, f) for _, t in series for f, _, _ in SERIES]
+    low, high = nice_limits(values)
+    axes.set(xscale="log", yscale="log", xlabel="batch size (examples)",
+             ylabel="time per forward call (µs)", ylim=(low / 2, high * 1.2))  # room
+    axes.set_title(f"{name}: {len(series)} batch size(s) measured\nat each point: the "
+                   f"hybridize speed-up (x) and hybridized / floor", fontsize=9)
+    axes.set_xticks(batches, [str(b) for b in batches])
+    axes.set_xlim(min(batches) / 1.6, max(batches) * 1.6)
+    axes.xaxis.set_minor_locator(ticker.NullLocator())
+    axes.yaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
+    axes.legend(fontsize=8, loc="upper left")
     figure.supxlabel(PROTOCOL, fontsize=8, color="#555555")
-    axes.set_title(f"{network_name(width, depth)}, batch {batch_size}: "
-                   f"hybridize speed-up x{timing.speedup:.1f}", fontsize=10)
-    return figure, f"batch={batch_size} width={width} depth={depth}: {timing}"
+    return figure
 
 
-def speedup_widget(batch_size: int = 1, width: int = 64, depth: int = 4) -> Any:
-    """Sliders for batch size, width and depth, redrawing :func:`speedup_callback`.
+def speedup_widget(batch_size: int = 1, width: int = 64, depth: int = 4,
+                   network_kind: str = SEED) -> Any:
+    """The speed-up instrument: the network (the seeds' MLP, or ``depth`` x
+    ``Dense(width)``) and the batch size, measured on each change (a line says so while
+    it measures; points are kept, so moving back costs nothing), drawn as time per call
+    against batch size with the speed-up and the distance to the floor at every point.
 
     Displayed, it is one bundle (:class:`~hybridlab.viz.bundle.Instrument`): the live
     widget, a PNG of the last plot and its summary line, so a notebook read without a
     running kernel still shows the plot and the numbers.
     """
-    return _SpeedupView(batch_size, width, depth)
+    return _SpeedupView(batch_size, width, depth, network_kind)
 
 
 class _SpeedupView(Instrument):
-    """The speed-up sliders and plot (see :func:`speedup_widget`)."""
+    """The speed-up controls and plot (see :func:`speedup_widget`)."""
 
-    def __init__(self, batch_size: int, width: int, depth: int) -> None:
+    def __init__(self, batch_size: int, width: int, depth: int, network_kind: str) -> None:
         import ipywidgets as widgets
+        from matplotlib.figure import Figure
 
+        self.model = SpeedupModel()
+        self.network = widgets.ToggleButtons(options=[SEED, CUSTOM], value=network_kind,
+                                             description="network")
         self.sliders = {
-            "batch_size": widgets.SelectionSlider(options=[1, 4, 16, 64, 256], value=batch_size,
-                                                  description="batch"),
+            "batch_size": widgets.SelectionSlider(options=list(BATCHES), value=batch_size,
+                                                  description="batch",
+                                                  continuous_update=False),
             "width": widgets.IntSlider(value=width, min=WIDTH_RANGE[0], max=WIDTH_RANGE[1],
-                                       step=16, description="width"),
+                                       step=16, description="width", continuous_update=False),
             "depth": widgets.IntSlider(value=depth, min=DEPTH_RANGE[0], max=DEPTH_RANGE[1],
-                                       description="depth"),
+                                       description="depth", continuous_update=False),
         }
-        self.output = widgets.Output()
+        self.status = widgets.HTML()  # the summary line, above the controls
+        self.image = widgets.Image(format="png")
+        self.figure = Figure(figsize=(7, 3.6), layout="constrained")  # not through pyplot
         self.text, self.png = "", b""
+        self.network.observe(self.redraw, names="value")
         for slider in self.sliders.values():
             slider.observe(self.redraw, names="value")
-        self.widget = widgets.VBox([*self.sliders.values(), self.output])
+        self.widget = widgets.VBox([self.status, self.network, *self.sliders.values(),
+                                    self.image])
+        self.widget.add_class("hybridlab-speedup")
         self.redraw()
 
     def redraw(self, change: Any = None) -> str:
-        import matplotlib.pyplot as plt
-        from IPython.display import display
+        import html
 
-        figure, self.text = speedup_callback(**{k: s.value for k, s in self.sliders.items()})
-        self.png = figure_png(figure)
-        self.output.clear_output(wait=True)
-        with self.output:
-            print(self.text)
-            display(figure)
-        plt.close(figure)
+        kind = self.network.value
+        batch, width, depth = (s.value for s in self.sliders.values())
+        for key in ("width", "depth"):  # the seeds' MLP has its own sizes
+            self.sliders[key].disabled = kind == SEED
+        name = SpeedupModel.name(kind, width, depth)
+        if (name, batch) not in self.model.points:  # shown while the kernel measures
+            self.status.value = (f"<i>measuring {html.escape(name)} at batch {batch} (a "
+                                 f"large batch takes a few seconds) ...</i>")
+        timing = self.model.measure(kind, batch, width, depth)
+        self.text = f"{name}, batch {batch}: {timing}"
+        self.png = figure_png(draw_speedups(self.figure, self.model, name, batch))
+        self.image.value = self.png
+        self.status.value = f"<code>{html.escape(self.text)}</code>"
         return self.text
 
     def summary(self) -> str:
@@ -231,32 +322,6 @@ class _SpeedupView(Instrument):
 
     def snapshot_png(self) -> bytes | None:
         return self.png
-
-
-def speedup_figure(batch_sizes: tuple[int, ...] = (1, 16, 64, 256), width: int = 128,
-                   depth: int = 3, repeats: int = 20) -> Any:
-    """A static figure: time per call against batch size, three ways (log-log)."""
-    import matplotlib.pyplot as plt
-    from matplotlib import ticker
-
-    timings = [speedup_point(b, width, depth, repeats) for b in batch_sizes]
-    figure, axes = plt.subplots(figsize=(7, 3.6), layout="constrained")
-    for field, label, colour in SERIES:
-        axes.plot(batch_sizes, [getattr(t, field) for t in timings], "o-", label=label,
-                  color=colour)
-    axes.set(xscale="log", yscale="log", xlabel="batch size (examples)",
-             ylabel="time per forward call (µs)", title=f"MLP, {network_name(width, depth)}",
-             ylim=nice_limits([getattr(t, f) for t in timings for f, _, _ in SERIES]))
-    axes.set_xticks(batch_sizes, [str(b) for b in batch_sizes])  # the measured sizes, plainly
-    axes.xaxis.set_minor_locator(ticker.NullLocator())
-    axes.yaxis.set_major_locator(ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
-    axes.yaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
-    axes.yaxis.set_minor_formatter(ticker.NullFormatter())
-    axes.legend(fontsize=9)
-    figure.supxlabel(PROTOCOL, fontsize=8, color="#555555")
-    for b, t in zip(batch_sizes, timings):
-        print(f"batch {b:4d}: {t}")
-    return figure
 
 
 def nice_limits(values: list[float]) -> tuple[float, float]:

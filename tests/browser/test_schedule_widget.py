@@ -43,3 +43,31 @@ def test_workers_slider_and_reduction_switch_change_the_schedule(page, lab: Lab)
 
     expect(numbers).to_contain_text("tree reductions", timeout=STEP_MS)
     expect(numbers).to_contain_text("span 5,", timeout=STEP_MS)
+
+
+DEVICE_CELLS = ["""from hybridlab.viz.schedule import schedule_explorer
+steps = {}
+for i in range(4):
+    steps[f"matmul{i}"] = (3.0, [f"matmul{i - 1}"] if i else [], "gpu")
+    steps[f"copy{i}"] = (2.0, [f"matmul{i}"], "copy")
+    steps[f"post{i}"] = (1.0, [f"copy{i}"], "cpu")
+schedule_explorer(steps, workers=1, cost="measured", streams="typed")"""]
+
+
+def test_devices_menu_serialises_the_copies(page, lab: Lab) -> None:
+    from playwright.sync_api import expect
+
+    widget = run_instrument(page, lab, "devices.ipynb", DEVICE_CELLS,
+                            "hybridlab-schedule-explorer", "the schedule explorer (devices)")
+    numbers = widget.locator(".widget-html", has_text="makespan")
+    expect(numbers).to_contain_text("on cpu, gpu, copy (typed)", timeout=STEP_MS)
+    expect(numbers).to_contain_text("makespan 15 ", timeout=STEP_MS)
+    image = widget.locator("img").first
+    before = image.get_attribute("src")
+
+    menu = widget.locator(".widget-dropdown", has_text="devices").locator("select")
+    menu.select_option(label="typed, but copies share the compute stream (no overlap)")
+
+    expect(numbers).to_contain_text("on cpu, gpu (serialised)", timeout=STEP_MS)
+    expect(numbers).to_contain_text("makespan 21 ", timeout=STEP_MS)
+    expect(image).not_to_have_attribute("src", before, timeout=STEP_MS)

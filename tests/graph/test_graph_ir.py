@@ -163,3 +163,32 @@ def test_a_graph_without_dot_shows_its_summary_and_the_install_hint(monkeypatch)
 def test_ipython_pretty_printing_still_shows_the_ir():
     pretty = pytest.importorskip("IPython.lib.pretty").pretty
     assert pretty(bias_relu_chain()) == str(bias_relu_chain())
+
+
+def test_rebuild_walks_each_node_a_bounded_number_of_times(monkeypatch):
+    """rebuild must be O(nodes + edges): on a chain, the walk for the new nodes of each
+    visit stops at what is already emitted (it used to re-walk the whole chain above)."""
+    from hybridlab.graph import ir as ir_module
+
+    walked = []
+    real = ir_module.postorder
+
+    def counting(roots, children):
+        order = real(roots, children)
+        walked.append(len(order))
+        return order
+
+    monkeypatch.setattr(ir_module, "postorder", counting)
+    x = ir.var("x")
+    value = x.out()
+    for _ in range(400):
+        value = ir.call("relu", [value]).out()
+    graph = ir.Graph.from_outputs([value], [x])
+    copied = ir.rebuild(graph, lambda node, inputs: ir.with_inputs(node, inputs))
+    assert len(copied.nodes) == 401 and sum(walked) <= 2 * len(graph.nodes)
+    # a visit that makes new nodes still emits them, inputs first
+    doubled = ir.rebuild(graph, lambda node, inputs: [ir.call(
+        "_mul_scalar", [ir.with_inputs(node, inputs).out()], {"scalar": 2.0}).out()]
+        if node.kind == "call" else ir.with_inputs(node, inputs))
+    ir.verify(doubled)
+    assert len(doubled.nodes) == 801

@@ -15,8 +15,16 @@ from typing import Any, Callable
 import numpy as np
 import pytest
 
+from hybridlab.graph import ir
 from hybridlab.ops import COMPOSITES, OPS, Aval, Kind, eager, get
 from hybridlab.ops.eager import Tensor
+
+
+def _tanh_of_product() -> ir.Graph:
+    """The sub-program of a fused group ``tanh(in0 * in1)``, as fuse_elementwise makes."""
+    a, b = ir.var("in0"), ir.var("in1")
+    product = ir.call("broadcast_mul", [a.out(), b.out()])
+    return ir.Graph.from_outputs([ir.call("tanh", [product.out()]).out()], [a, b])
 
 
 @dataclass
@@ -194,6 +202,10 @@ ROWS: list[Row] = [
     Row("_random_randint", [], lambda: np.random.default_rng(0).integers(2, 9, (5,)),
         {"low": 2, "high": 9, "shape": (5,)}, grad=False),
     Row("_dropout_mask", [(2, 3)], np.ones_like, {"p": 0.5}, grad=False),
+    Row("BatchNorm", [(2, 3, 4, 4), (3,), (3,), (3,), (3,)],  # predicting: moving statistics
+        lambda x, g, b, m, v: (x - m[:, None, None]) / np.sqrt(v[:, None, None] + 1e-5)
+        * g[:, None, None] + b[:, None, None], {"eps": 1e-5, "fix_gamma": False}, grad=False,
+        make=lambda arrays: [*arrays[:4], np.abs(arrays[4]) + 0.5]),
     # linear algebra
     Row("dot", [(2, 3), (3, 4)], lambda a, b: a @ b),
     Row("dot", [(2, 3), (4, 3)], lambda a, b: a @ b.T, {"transpose_b": True}),
@@ -225,6 +237,8 @@ ROWS: list[Row] = [
     Row("FullyConnected", [(2, 3, 5), (4, 5)], lambda x, w: x @ w.T,
         {"num_hidden": 4, "no_bias": True, "flatten": False}),
     Row("add_n", [(2, 3)] * 3, lambda *xs: xs[0] + xs[1] + xs[2]),
+    Row("_fused", [(2, 3), (2, 3)], lambda a, b: np.tanh(a * b),
+        {"program": _tanh_of_product()}),
     # convolution and pooling
     Row("Convolution", [(2, 3, 5, 5), (4, 3, 3, 3), (4,)],
         lambda x, w, b: _conv_ref(x, w, b, stride=(2, 2), pad=(1, 1)),

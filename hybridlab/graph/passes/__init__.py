@@ -59,7 +59,7 @@ def run_pipeline(graph: Graph, disabled: Sequence[str] = (), verify: bool | None
     if unknown:
         raise ValueError(f"unknown pass(es) {sorted(unknown)}; the pipeline has "
                          f"{[p.__name__ for p in pipeline]}")
-    check = bool(config.FLAGS["VERIFY"]) if verify is None else verify
+    check = bool(config.flag("VERIFY")) if verify is None else verify
     records: list[PassRecord] = []
     for compiler_pass in pipeline:
         if compiler_pass.__name__ in disabled:

@@ -24,22 +24,19 @@ Which nodes join a group (facts from the registry, never a list of op names):
 These rules give each group a single exit, its root, so no value leaves the group and
 comes back (the group is *convex*) and topological order is kept.
 
-The fused node calls the registered ``_fused`` op whose ``program`` attribute is the
-sub-graph; codegen prints its steps inline, each writing ``out=`` the group's buffer.
+The fused node calls the ``_fused`` operator (``ops/fused.py``, registered with the
+other operators) whose ``program`` attribute is the sub-graph; codegen prints its steps
+inline, each writing ``out=`` the group's buffer. This pass only rewrites graphs.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from typing import Any
 
-import numpy as np
-
-from hybridlab.graph.ir import Graph, Node, Value, call, infer_shapes, var, with_inputs
-from hybridlab.ops.registry import Attr, Aval, Kind, OpDef, register
-
-FUSED = "_fused"
+from hybridlab.graph.ir import Graph, Node, Value, call, var, with_inputs
+from hybridlab.ops.fused import FUSED
+from hybridlab.ops.registry import Kind
 
 
 def fuse_elementwise(graph: Graph) -> tuple[Graph, list[str]]:
@@ -121,74 +118,3 @@ def _subprogram(members: list[Node], external: list[Value]) -> Graph:
         new = dataclasses.replace(member, inputs=tuple(inputs))
         mapping[(id(member), 0)] = new.out()
     return Graph.from_outputs([mapping[(id(members[-1]), 0)]], params)
-
-
-def run_fused(*arrays: np.ndarray, program: Graph, out: np.ndarray | None = None
-              ) -> np.ndarray:
-    """Run a fused sub-program, every step writing into one buffer: ``out`` if given, else
-    the fresh array the first step's kernel returns (the registry's kernel_out contract)."""
-    env: dict[int, np.ndarray] = {id(n): a for n, a in zip(program.inputs, arrays)}
-    buffer = out
-    for node in program.nodes:
-        if node.kind != "call":
-            continue
-        args = [env[id(v.node)] for v in node.inputs]
-        if buffer is None:
-            buffer = node.opdef.kernel(*args, **node.attr_dict)
-        else:  # elementwise: each element is read before it is written
-            node.opdef.kernel_out(*args, out=buffer, **node.attr_dict)
-        env[id(node)] = buffer
-    return buffer
-
-
-def _infer_fused(*avals: Aval, program: Graph) -> list[Aval]:
-    return [infer_shapes(program, list(avals)).outputs[0].aval]
-
-
-def _kernel(*arrays: np.ndarray, program: Graph) -> np.ndarray:
-    return run_fused(*arrays, program=program)
-
-
-def _kernel_out(*arrays: np.ndarray, out: np.ndarray, program: Graph) -> np.ndarray:
-    return run_fused(*arrays, program=program, out=out)
-
-
-def _overwrites_safely(attrs: dict[str, Any]) -> bool:
-    """The group may write over its first input only if no later step reads that input."""
-    program: Graph = attrs["program"]
-    first = program.inputs[0]
-    readers = [n for n in program.nodes if any(v.node is first for v in n.inputs)]
-    steps = [n for n in program.nodes if n.kind == "call"]
-    return readers == steps[:1]
-
-
-def _fused_grad(F: Any, inputs: list, outputs: list, out_grads: list, program: Graph) -> list:
-    """Differentiate the sub-program: replay its steps with ``F`` (the intermediate values
-    were never stored: recomputing them is what fusion trades for memory), then apply
-    each step's own gradient rule from the last step back."""
-    values = {id(p): x for p, x in zip(program.inputs, inputs)}
-    steps = [n for n in program.nodes if n.kind == "call"]
-    for step in steps[:-1]:
-        args = [values[id(v.node)] for v in step.inputs]
-        values[id(step)] = getattr(F, step.opdef.name)(*args, **step.attr_dict)
-    values[id(steps[-1])] = outputs[0]
-    grads: dict[int, Any] = {id(steps[-1]): out_grads[0]}
-    for step in reversed(steps):
-        if grads.get(id(step)) is None:
-            continue
-        args = [values[id(v.node)] for v in step.inputs]
-        rule = step.opdef.grad
-        for value, grad in zip(step.inputs, rule(F, args, [values[id(step)]], [grads[id(step)]],
-                                                 **step.attr_dict)):
-            if grad is not None:
-                previous = grads.get(id(value.node))
-                grads[id(value.node)] = grad if previous is None else previous + grad
-    return [grads.get(id(p)) for p in program.inputs]
-
-
-register(OpDef(
-    name=FUSED, kernel=_kernel, kernel_out=_kernel_out, infer=_infer_fused, grad=_fused_grad,
-    kind=Kind.OPAQUE, inplace_ok=_overwrites_safely,
-    inputs=("*data",), attrs={"program": Attr("any")},
-    doc="A fused chain of elementwise ops (made by the fuse_elementwise pass).",
-))

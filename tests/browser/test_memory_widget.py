@@ -1,0 +1,39 @@
+"""Browser test: the memory explorer in a real JupyterLab -- move the step slider and see
+the step's line change; switch to forward + backward and see the joint program."""
+
+from __future__ import annotations
+
+import pytest
+from labtools import STEP_MS, Lab, run_instrument
+
+CELLS = ["""from hybridlab import nd
+from hybridlab.gluon import nn
+from hybridlab.viz.memory import memory_explorer
+net = nn.HybridSequential()
+net.add(nn.Dense(16, activation="relu"), nn.Dense(4))
+net.initialize()
+net.hybridize()
+net(nd.ones((8, 12)))
+memory_explorer(net)"""]
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
+
+
+def test_the_step_slider_and_the_program_switch(page, lab: Lab) -> None:
+    from playwright.sync_api import expect
+
+    widget = run_instrument(page, lab, "memory.ipynb", CELLS, "hybridlab-memory-explorer",
+                            "the memory explorer")
+    line = widget.locator(".widget-html", has_text="computes")
+    expect(line).to_contain_text("forward: step 0 computes", timeout=STEP_MS)
+    picture = widget.locator("img").first
+    before = picture.get_attribute("src")
+
+    widget.locator(".widget-hslider", has_text="step").locator(".noUi-handle").press("End")
+
+    expect(line).not_to_contain_text("step 0 computes", timeout=STEP_MS)
+    expect(picture).not_to_have_attribute("src", before, timeout=STEP_MS)
+
+    widget.get_by_role("button", name="forward + backward").click()
+
+    expect(line).to_contain_text("forward + backward: step", timeout=STEP_MS)
