@@ -613,6 +613,15 @@ def var(name: str, shape: Any = None, dtype: Any = None, init: Any = None,
     return Symbol([node.out()])
 
 
+def input_of(name: str, array: Any) -> Symbol:
+    """The traced input standing for ``array``: its shape is known even with a 0 in it (a
+    batch of 0 is a real size here, not MXNet's "unknown" as in ``var(shape=...)``)."""
+    symbol = var(name, shape=array.shape, dtype=array.dtype)
+    node = dataclasses.replace(symbol._outputs[0].node,
+                               aval=(Aval(tuple(array.shape), np.dtype(array.dtype)),))
+    return Symbol([node.out()])
+
+
 Variable = var
 
 
@@ -920,8 +929,8 @@ def _check_index_lists(document: dict, built: list[Node], source: str) -> None:
         return
     ok = isinstance(row_ptr, list) and len(row_ptr) == len(built) + 1 and row_ptr[:1] == [0]
     ok = ok and all(isinstance(r, int) and not isinstance(r, bool) for r in row_ptr)
-    for node, entry, low, high in zip(built, document["nodes"], row_ptr,
-                                      row_ptr[1:] if ok else ()):  # (not a list: skip)
+    rows = zip(built, document["nodes"], row_ptr, row_ptr[1:]) if ok else ()  # (a list?)
+    for node, entry, low, high in rows:
         if not ok:
             break
         visible = _output_count(node)  # MXNet also counts outputs it never shows

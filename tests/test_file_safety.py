@@ -135,3 +135,12 @@ def test_a_dtype_string_numpy_cannot_parse_is_a_model_file_error(dtype):
     document["nodes"][0]["attrs"] = {"__dtype__": dtype}
     with pytest.raises(ModelFileError, match="bad __shape__ or __dtype__"):
         sym.load_json(json.dumps(document))
+
+
+@pytest.mark.parametrize("row_ptr", [False, 0, "0 1", {"a": 1}, [0, True]])
+def test_a_node_row_ptr_that_is_not_a_list_of_ints_is_a_model_file_error(row_ptr):
+    """Found by tests/test_fuzz_loaders.py: ``node_row_ptr: false`` raised TypeError."""
+    document = json.loads(sym.relu(sym.var("data")).tojson())
+    document["node_row_ptr"] = row_ptr
+    with pytest.raises(ModelFileError, match="'node_row_ptr' .* does not match"):
+        sym.load_json(json.dumps(document))

@@ -299,7 +299,15 @@ class HybridBlock(Block):
             program = self._last_program
             if program is None or program.training is not autograd._MODE.training:
                 program = self._program_for(args)
-            return program.run(args)
+            try:
+                return program.run(args)
+            except TypeError:  # (free unless raised) a wrong count, said in the user's terms
+                if len(args) == len(program.in_avals):
+                    raise
+                count = len(program.in_avals)
+                raise TypeError(f"{type(self).__name__} {self.name!r} takes {count} input"
+                                f"{'s' * (count != 1)} (its hybrid_forward's data arguments), "
+                                f"got {len(args)}") from None
         if _are_symbols(self, args):  # (the clear errors for anything else are in here)
             return self._trace_call(*args)
         self._finish_deferred_init(*args)
@@ -348,7 +356,7 @@ class HybridBlock(Block):
     def _trace(self, args: tuple) -> _CompiledTrace:
         """Trace ``hybrid_forward`` once with Symbol inputs and compile the result."""
         names = ["data"] if len(args) == 1 else [f"data{i}" for i in range(len(args))]
-        inputs = [symbol.var(n, shape=a.shape, dtype=a.dtype) for n, a in zip(names, args)]
+        inputs = [symbol.input_of(n, a) for n, a in zip(names, args)]  # (a 0 batch too)
         frame = _trace.TraceFrame(self, _report.HybridizationReport(self.name),
                                   static_shape=self._flags["static_shape"])
         with _trace.tracing(frame):

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 
+from hybridlab.errors import MXNetError
 from hybridlab.graph.ir import Graph, Node, Value, const, rebuild, run_kernel, with_inputs
 from hybridlab.ops.registry import RunContext
 
@@ -36,7 +37,12 @@ def fold_constants(graph: Graph) -> tuple[Graph, list[str]]:
         node = with_inputs(node, inputs)
         if not _foldable(node):
             return node
-        results = run_kernel(node, [v.node.value for v in inputs], RunContext())
+        try:
+            results = run_kernel(node, [v.node.value for v in inputs], RunContext())
+        except Exception as err:  # as the imperative call reports it, at the user's line
+            raise MXNetError(f"operator '{node.op}' failed with {type(err).__name__}: {err}\n"
+                             f"  pushed at {node.origin or 'an unknown line'} (run while "
+                             f"compiling: its inputs are all constants)") from err
         changes.append(f"folded {node.name} ({node.op}) into a constant")
         avals = node.aval or [None] * len(results)  # keep the inferred dtype when known
         return [const(r if a is None else r.astype(a.dtype, copy=False), name=node.name).out()
