@@ -48,9 +48,9 @@ PACKAGE = ROOT / "hybridlab"
 # speed-up instruments grown into widgets, the gradient drawing, where the time goes
 # (the peeled call, ~0.15k): 9.7k. Then +0.2k: lesson 08's exercise checks (~0.1k) and
 # what the remaining issues add: 9.9k. Then +0.1k for issue 14's second half (load cap,
-# checked parameter loads, failures without frames, thread-safe tracing, fold cap): 10.0k.
+# checked parameter loads, failures without frames, thread-safe tracing, fold cap, hybridized errors): 10.05k.
 # The per-module budgets bind; this cap only stops silent growth.
-TOTAL_BUDGET = 10000
+TOTAL_BUDGET = 10050
 DEFAULT_BUDGET = 150
 
 # Code-line budgets from STYLE.md section 2, keyed by path relative to the repository root.
@@ -74,7 +74,7 @@ BUDGETS: dict[str, int] = {
     "hybridlab/onnx.py": 250,  # ONNX export: the graph walk and one table mapping ~35 operators
     "hybridlab/context.py": 50,  # mx.cpu/gpu/Context: devices exist only for MXNet compatibility
     "hybridlab/random.py": 40,  # ARCHITECTURE.md: mx.random.seed and the seed stream
-    "hybridlab/symbol.py": 715,  # + JSON load, Executor, teaching errors (keys as written)
+    "hybridlab/symbol.py": 720,  # + JSON load, Executor, teaching errors (keys as written)
     "hybridlab/name.py": 50,  # mx.name: NameManager, Prefix
     "hybridlab/autograd.py": 170,  # + teaching errors: freed graph, bad VJP, 2nd order, head shape
     "hybridlab/walk.py": 25,  # the one depth-first postorder, shared by autograd and graph.ir
@@ -95,7 +95,7 @@ BUDGETS: dict[str, int] = {
     "hybridlab/graph/passes/pretranspose_weights.py": 45,  # the layout pass
     "hybridlab/gluon/__init__.py": 20,  # re-exports only
     "hybridlab/gluon/parameter.py": 200,  # + save/load, regex, grad_req, one NDArray, aligned, ...
-    "hybridlab/gluon/block.py": 314,  # + input/flag/trace checks, Symbol calls, atomic export
+    "hybridlab/gluon/block.py": 320,  # + input/flag/trace checks, Symbol calls, atomic export, count
     "hybridlab/gluon/nn/__init__.py": 20,  # re-exports only (nn.py split as MXNet's gluon/nn/)
     "hybridlab/gluon/nn/activations.py": 25,
     "hybridlab/gluon/nn/basic_layers.py": 160,  # + BatchNorm on any axis, slices, MXNet reprs
