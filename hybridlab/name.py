@@ -44,7 +44,7 @@ class _CurrentManager(type):
 _LOCAL = threading.local()
 
 
-def _previous() -> list:
+def _previous() -> list[NameManager]:
     """This thread's stack of the managers that ``with`` blocks replaced."""
     stack = getattr(_LOCAL, "previous", None)
     if stack is None:
