@@ -7,11 +7,10 @@
 | HYBRIDLAB_ENGINE_WORKERS| number of ThreadedEngine workers, 1..64       | 2                |
 | HYBRIDLAB_DEBUG         | 0 quiet, 1 print compiled programs            | 0                |
 | HYBRIDLAB_VERIFY        | 1: verify the graph after every compiler pass | 0                |
-| HYBRIDLAB_MAX_LOAD_BYTES| most bytes one array in a loaded file may hold| 4 GiB            |
+| HYBRIDLAB_MAX_LOAD_BYTES| largest .params / nd.save file read (bytes)   | 0 (no limit)     |
 
-``HYBRIDLAB_MAX_LOAD_BYTES`` is read at each load (``ndarray_io.max_load_bytes``): a file
-entry declaring more is refused with an ArrayFileError before anything is allocated (every
-entry must also fit in the bytes the file really has).
+Whatever the limit, a file's arrays are never allocated beyond the bytes the file holds
+(each declared size is checked against what is left to read).
 
 Read the values with :func:`flag` (it reports a bad environment value when the flag is
 first used); change them for a block of code with
@@ -61,6 +60,8 @@ FLAGS: dict[str, Any] = {
                                     "ThreadedEngine worker threads"),
     "DEBUG": _int_from_env("HYBRIDLAB_DEBUG", 0, 0, 1, "1 prints compiled programs"),
     "VERIFY": _int_from_env("HYBRIDLAB_VERIFY", 0, 0, 1, "1 verifies every pass"),
+    "MAX_LOAD_BYTES": _int_from_env("HYBRIDLAB_MAX_LOAD_BYTES", 0, 0, 2**62,
+                                    "the largest array file to read; 0: no limit"),
 }
 
 

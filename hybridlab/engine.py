@@ -76,6 +76,7 @@ import contextlib
 import itertools
 import sys
 import threading
+import traceback
 from dataclasses import dataclass
 from queue import SimpleQueue
 from time import perf_counter
@@ -201,21 +202,19 @@ def _user_line() -> tuple[str, int]:
     return (frame.f_code.co_filename, frame.f_lineno) if frame else ("<unknown>", 0)
 
 
-def _detached(error: Exception) -> Exception:
-    """``error`` without its live frames, which would keep every local of the failed
-    kernel (its input buffers) alive until someone waits: the formatted traceback is kept
-    as text instead, a note printed under the error when the sync point re-raises it."""
-    import traceback
-    text = "".join(traceback.format_exception(error))
-    seen: set[int] = set()
-    link: BaseException | None = error
-    while link is not None and id(link) not in seen:  # the chain holds frames too
-        seen.add(id(link))
-        link.__traceback__ = None
-        link = link.__cause__ or link.__context__
-    notes = getattr(error, "__notes__", None)
-    error.__notes__ = [*(notes or []), "original traceback (frames released):\n" + text]
-    return error
+def _detached(exc: BaseException) -> BaseException:
+    """``exc`` without its live traceback: the frames of a failed kernel hold its inputs
+    (arrays of any size) for as long as the error is kept -- until someone waits for the
+    op, which may be never. The traceback is kept as text instead, as a note that shows
+    when the error is raised at the sync point."""
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    exc.__traceback__ = None
+    for linked in (exc.__cause__, exc.__context__):  # their frames hold the same arrays
+        if linked is not None:
+            linked.__traceback__ = None
+    exc.add_note("the operator's traceback (kept as text, so a failure that nobody waits "
+                 "for holds no arrays):\n" + text.rstrip())
+    return exc
 
 
 def _op_error(failed: Task, waited: Task, more: int = 0) -> MXNetError:
@@ -612,7 +611,7 @@ class NaiveEngine(Engine):
                 return fn()
             except Exception as exc:
                 task = Task(fn, name, (), (), _user_line())
-                task.error = exc
+                task.error = _detached(exc)
         if task.error is not None:
             task.reported_at = next(_task_numbers)
             raise _op_error(task, task) from task.error

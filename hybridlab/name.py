@@ -44,14 +44,6 @@ class _CurrentManager(type):
 _LOCAL = threading.local()
 
 
-def _previous() -> list[NameManager]:
-    """This thread's stack of the managers that ``with`` blocks replaced."""
-    stack = getattr(_LOCAL, "previous", None)
-    if stack is None:
-        stack = _LOCAL.previous = []
-    return stack
-
-
 class NameManager(metaclass=_CurrentManager):
     """Names nodes ``<hint><n>`` with one counter per hint; ``with`` it for fresh counters."""
 
@@ -71,8 +63,7 @@ class NameManager(metaclass=_CurrentManager):
         return self
 
     def __enter__(self) -> NameManager:
-        # the managers to go back to are kept per *thread*, not per manager: two threads
-        # may enter the same manager (a block's name scope) at once, in any order
+        # the manager to restore is kept per thread: two threads may enter one manager
         _previous().append(NameManager.current)
         _LOCAL.manager = self
         return self
@@ -90,6 +81,14 @@ class Prefix(NameManager):
 
     def get(self, name: str | None, hint: str) -> str:
         return self._prefix + super().get(name, hint)
+
+
+def _previous() -> list[NameManager]:
+    """This thread's stack of managers to restore (one per ``with`` entered)."""
+    stack = getattr(_LOCAL, "previous", None)
+    if stack is None:
+        stack = _LOCAL.previous = []
+    return stack
 
 
 def current() -> NameManager:

@@ -489,9 +489,16 @@ registry.install_methods(NDArray, _this_module)
 
 
 # --- public functions that are not operators (defined after populate: they win) ----------
+# Called first by nd.array when set: gluon's tracing installs it (it refuses nd.array in
+# a traced hybrid_forward, in the tracing thread only). ndarray never imports gluon.
+_array_guard: Callable[[], None] | None = None
+
+
 def array(source_array: Any, ctx: Context | None = None, dtype: Any = None) -> NDArray:
     """A new array from a list, numpy array or NDArray (float32 unless ``dtype`` is given)."""
     check_context(ctx, "nd.array")
+    if _array_guard is not None:  # NOTE [Interception per thread] in gluon/_trace.py
+        _array_guard()
     if source_array is None:  # numpy would make [nan] of it
         raise TypeError("nd.array(None): there are no values to store; pass numbers, a "
                         "list, a numpy array or an NDArray (nd.zeros(shape) for a blank one)")

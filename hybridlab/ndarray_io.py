@@ -35,6 +35,7 @@ from typing import Any, BinaryIO, Callable
 
 import numpy as np
 
+from hybridlab import config
 from hybridlab.errors import ArrayFileError
 
 LIST_MAGIC = 0x112
@@ -74,7 +75,6 @@ class _Reader:
         self.file, self.fname = file, fname
         self.left = os.fstat(file.fileno()).st_size
         self.entry = "the header"  # what is being read, for error messages
-        self.cap = max_load_bytes()
 
     def fail(self, problem: str) -> ArrayFileError:
         return ArrayFileError(f"{self.fname}: {self.entry}: {problem}. Fix: check the path, "
@@ -103,6 +103,11 @@ def read_arrays(fname: str) -> list[np.ndarray] | dict[str, np.ndarray]:
     """The arrays of an MXNet NDArray file: a list, or a dict when the file names them."""
     with open(fname, "rb") as file:
         reader = _Reader(file, fname)
+        cap = config.flag("MAX_LOAD_BYTES")
+        if cap and reader.left > cap:
+            raise reader.fail(f"the file holds {reader.left} bytes, more than "
+                              f"HYBRIDLAB_MAX_LOAD_BYTES={cap} allows (raise the variable, "
+                              f"or 0 for no limit, to read it)")
         if file.read(4) == b"PK\x03\x04":
             raise reader.fail("this is a numpy .npz archive (hybridlab's format before it "
                               "wrote MXNet's); convert it with nd.save(new, {k: nd.array(v) "
@@ -153,12 +158,7 @@ def _read_array(reader: _Reader) -> np.ndarray:
         raise reader.fail(f"dtype flag {flag}, which hybridlab cannot store (it reads "
                           f"{sorted(DTYPE_FLAGS)}, the dtypes MXNet 1.x saves)")
     dtype = np.dtype(DTYPE_FLAGS[flag]).newbyteorder("<")
-    nbytes = math.prod(shape) * dtype.itemsize
-    reader.need(nbytes, f"shape {shape} of {dtype.name}")
-    if nbytes > reader.cap:
-        raise reader.fail(f"shape {shape} of {dtype.name} is {nbytes} bytes, above the "
-                          f"{reader.cap}-byte load limit (raise HYBRIDLAB_MAX_LOAD_BYTES "
-                          f"to load it)")
+    reader.need(math.prod(shape) * dtype.itemsize, f"shape {shape} of {dtype.name}")
     values = aligned_empty(shape, dtype)
     reader.read_into(values, "the data")
     return values if dtype.isnative else values.astype(dtype.newbyteorder("="))
@@ -180,22 +180,6 @@ def _read_names(reader: _Reader, count: int) -> list[str]:
     if len(set(names)) != len(names):
         raise reader.fail("two arrays have the same name")
     return names
-
-
-DEFAULT_MAX_LOAD_BYTES = 4 << 30  # 4 GiB: more than any model the course loads
-
-
-def max_load_bytes() -> int:
-    """The most bytes one array of a file may declare: ``HYBRIDLAB_MAX_LOAD_BYTES`` (read
-    at each load; default 4 GiB), on top of the rule that it must fit in the file."""
-    raw = os.environ.get("HYBRIDLAB_MAX_LOAD_BYTES", "")
-    if not raw:
-        return DEFAULT_MAX_LOAD_BYTES
-    if not raw.strip().isdigit() or int(raw) <= 0:
-        raise ValueError(f"HYBRIDLAB_MAX_LOAD_BYTES={raw!r}: expected a positive whole number "
-                         f"of bytes (e.g. 1073741824 for 1 GiB); unset it for the default "
-                         f"{DEFAULT_MAX_LOAD_BYTES}")
-    return int(raw)
 
 
 # --- writing ------------------------------------------------------------------------------

@@ -587,6 +587,15 @@ def _infer_call(node: Node, inputs: list[Aval | None]) -> list[Aval | None]:
 # Building symbols: var, Group, and the one ``apply`` the registry calls
 # ---------------------------------------------------------------------------------------
 
+def traced_input(name: str, shape: tuple[int, ...], dtype: Any) -> Symbol:
+    """An input of a traced block: its shape is the real array's, so a 0 is a size (an
+    empty batch), not MXNet's "unknown" as in ``sym.var(shape=...)``."""
+    symbol = var(name, shape=shape, dtype=dtype)
+    node = symbol._outputs[0].node
+    return Symbol([dataclasses.replace(node, aval=(Aval(tuple(shape), np.dtype(dtype)),))
+                   .out()])
+
+
 def var(name: str, shape: Any = None, dtype: Any = None, init: Any = None,
         attr: dict[str, str] | None = None, lr_mult: float | None = None,
         wd_mult: float | None = None, **kwargs: Any) -> Symbol:
@@ -610,15 +619,6 @@ def var(name: str, shape: Any = None, dtype: Any = None, init: Any = None,
         aval = (Aval(shape, np.dtype(dtype or "float32")),)
     node = Node("var", name=name, attrs=tuple(sorted(attrs.items())), aval=aval,
                 origin=ir.user_origin())
-    return Symbol([node.out()])
-
-
-def input_of(name: str, array: Any) -> Symbol:
-    """The traced input standing for ``array``: its shape is known even with a 0 in it (a
-    batch of 0 is a real size here, not MXNet's "unknown" as in ``var(shape=...)``)."""
-    symbol = var(name, shape=array.shape, dtype=array.dtype)
-    node = dataclasses.replace(symbol._outputs[0].node,
-                               aval=(Aval(tuple(array.shape), np.dtype(array.dtype)),))
     return Symbol([node.out()])
 
 
@@ -748,8 +748,8 @@ def load(fname: str) -> Symbol:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise errors.ModelFileError(f"{fname}: byte {err.start} is not UTF-8 text (a symbol "
-                                    f"file is JSON; is this the .params file?)") from None
+        raise errors.ModelFileError(f"{fname}: not UTF-8 text at byte {err.start} (a symbol "
+                                    f"file is JSON); is it the .params file?") from None
     return load_json(text, source=fname)
 
 
@@ -929,12 +929,10 @@ def _check_index_lists(document: dict, built: list[Node], source: str) -> None:
         return
     ok = isinstance(row_ptr, list) and len(row_ptr) == len(built) + 1 and row_ptr[:1] == [0]
     ok = ok and all(isinstance(r, int) and not isinstance(r, bool) for r in row_ptr)
-    rows = zip(built, document["nodes"], row_ptr, row_ptr[1:]) if ok else ()  # (a list?)
-    for node, entry, low, high in rows:
-        if not ok:
-            break
+    for node, entry, low, high in (zip(built, document["nodes"], row_ptr, row_ptr[1:])
+                                   if ok else ()):
         visible = _output_count(node)  # MXNet also counts outputs it never shows
-        ok = high - low in (visible, visible + _hidden_outputs(entry))
+        ok = ok and high - low in (visible, visible + _hidden_outputs(entry))
     _require(ok, source, f"'node_row_ptr' {str(row_ptr)[:80]} does not match the nodes' "
                          f"output counts")
 

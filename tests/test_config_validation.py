@@ -60,3 +60,30 @@ def test_nd_array_refuses_what_is_not_numbers(source, dtype, message):
     with pytest.raises(TypeError, match=message):
         nd.array(source, dtype=dtype)
     assert nd.array([1, 2], dtype="int64").dtype == np.int64
+
+
+def test_a_file_above_the_load_cap_is_refused_before_reading(tmp_path):
+    path = str(tmp_path / "a.params")
+    nd.save(path, {"w": nd.ones((100,))})
+    size = os.path.getsize(path)
+    with config.Context(MAX_LOAD_BYTES=size - 1):
+        from hybridlab.errors import ArrayFileError
+
+        with pytest.raises(ArrayFileError, match=f"more than HYBRIDLAB_MAX_LOAD_BYTES={size - 1}"):
+            nd.load(path)
+    with config.Context(MAX_LOAD_BYTES=size):
+        assert nd.load(path)["w"].shape == (100,)
+
+
+def test_constant_folding_leaves_huge_constants_to_run_time():
+    from hybridlab import sym
+    from hybridlab.graph.passes import run_pipeline
+    from hybridlab.graph.passes.fold_constants import FOLD_MAX_BYTES
+
+    huge = sym.zeros(shape=(100_000, 100_000, 100_000)) + 1  # 4 * 10**15 bytes: never made
+    final, records = run_pipeline(huge.to_graph())
+    folding = next(r for r in records if r.name == "fold_constants")
+    assert folding.changes == [] and any(n.kind == "call" for n in final.nodes)
+    small = sym.zeros(shape=(4, 4)) + 1
+    final, _ = run_pipeline(small.to_graph())
+    assert all(n.kind != "call" for n in final.nodes) and FOLD_MAX_BYTES >= 64

@@ -152,3 +152,46 @@ def test_an_unobserved_engine_keeps_no_dependency_history():
 def test_engine_module_exposes_the_dependency_kinds():
     assert engine.DEP_KINDS == {"RAW": "read-after-write", "WAR": "write-after-read",
                                 "WAW": "write-after-write"}
+
+
+@pytest.mark.parametrize("make", [lambda: engine.ThreadedEngine(workers=1),
+                                  lambda: engine.NaiveEngine()])
+def test_a_failed_op_nobody_waits_for_holds_no_arrays(make):
+    """The failure keeps its message and its traceback as text, not the kernel's frames
+    (which hold its arrays) -- until a sync point that may never come."""
+    import gc
+    import time
+    import weakref
+
+    import numpy as np
+
+    from hybridlab.errors import MXNetError
+
+    refs = []
+
+    def failing():
+        scratch = np.ones(1_000_000)  # what a kernel's frame holds when it raises
+        refs.append(weakref.ref(scratch))
+        raise ValueError("boom")
+
+    eng = make()
+    try:
+        var = engine.Var()
+        try:
+            eng.push(failing, [], [var], "failing_op")
+        except MXNetError:
+            pass  # the NaiveEngine raises at once; the error is reported there
+        for _ in range(300):  # the worker runs it and records the failure soon
+            gc.collect()
+            if refs and refs[0]() is None:
+                break
+            time.sleep(0.01)
+        assert refs and refs[0]() is None  # no frame keeps the array alive
+        if isinstance(eng, engine.ThreadedEngine):
+            with pytest.raises(MXNetError, match="failing_op") as caught:
+                eng.wait_all()
+            notes = "".join(getattr(caught.value.__cause__, "__notes__", []))
+            assert "Traceback" in notes and "failing" in notes and "boom" in notes
+    finally:
+        if hasattr(eng, "close"):
+            eng.close()

@@ -47,11 +47,11 @@ PACKAGE = ROOT / "hybridlab"
 # Then +0.2k: _fused as an operator, the layout pass and its runtime copies, the memory and
 # speed-up instruments grown into widgets, the gradient drawing, where the time goes
 # (the peeled call, ~0.15k): 9.7k. Then +0.2k: lesson 08's exercise checks (~0.1k) and
-# what the remaining issues add: 9.9k. Then +0.15k for issue 14's second half (load cap,
-# checked parameter loads, failures without frames, thread-safe tracing, fold cap,
-# hybridized errors as imperative ones): 10.05k.
+# what the remaining issues add: 9.9k. Then +0.1k for reliability: one atomic writer,
+# configuration checked at first use, tracing intercepted per thread: 10.0k. Then +20:
+# parameter loads checked against the network (shape, dtype, cast_dtype): 10.02k.
 # The per-module budgets bind; this cap only stops silent growth.
-TOTAL_BUDGET = 10050
+TOTAL_BUDGET = 10020
 DEFAULT_BUDGET = 150
 
 # Code-line budgets from STYLE.md section 2, keyed by path relative to the repository root.
@@ -68,10 +68,10 @@ BUDGETS: dict[str, int] = {
     "hybridlab/ops/shape.py": 140,
     "hybridlab/ops/linalg.py": 160,  # + infer_params; kernel_out for dot/FC; dtypes; FC_2d, dot_c
     "hybridlab/ops/random.py": 40,
-    "hybridlab/engine.py": 625,  # + hook-error reports, convoy-free finishing, BLAS, origin cache;
+    "hybridlab/engine.py": 610,  # + hook-error reports, convoy-free finishing, BLAS, origin cache;
     # + the push/fail/skip/clear events and typed dependencies (Dep) every instrument reads
     "hybridlab/ndarray.py": 390,  # + never-computed-array errors, nd.<typo> hints, head_grad
-    "hybridlab/ndarray_io.py": 190,  # MXNet's file format: bounded reads, load cap, atomic writes
+    "hybridlab/ndarray_io.py": 175,  # MXNet's file format: bounded reads, aligned, atomic writes
     "hybridlab/onnx.py": 250,  # ONNX export: the graph walk and one table mapping ~35 operators
     "hybridlab/context.py": 50,  # mx.cpu/gpu/Context: devices exist only for MXNet compatibility
     "hybridlab/random.py": 40,  # ARCHITECTURE.md: mx.random.seed and the seed stream
@@ -90,13 +90,13 @@ BUDGETS: dict[str, int] = {
     "hybridlab/graph/passes/eliminate_dead_code.py": 40,
     "hybridlab/graph/passes/fuse_elementwise.py": 100,  # the pass only (the op: ops/fused.py)
     "hybridlab/graph/passes/plan_memory.py": 160,  # + kernel workspace, choosing the arena
-    "hybridlab/graph/codegen.py": 270,  # + fused bodies, arena, source check, 0-d, specialise
+    "hybridlab/graph/codegen.py": 275,  # + fused bodies, arena, source check, 0-d, specialise
     "hybridlab/graph/cached_op.py": 192,  # + stats, read grads, inline cache, plain call, 2nd
     # order; the transposed weights a layout pass asks for (_Layouts)
     "hybridlab/graph/passes/pretranspose_weights.py": 45,  # the layout pass
     "hybridlab/gluon/__init__.py": 20,  # re-exports only
-    "hybridlab/gluon/parameter.py": 200,  # + save/load, regex, grad_req, one NDArray, aligned, ...
-    "hybridlab/gluon/block.py": 320,  # + input/flag/trace checks, Symbol calls, atomic export
+    "hybridlab/gluon/parameter.py": 190,  # + save/load, regex, grad_req, one NDArray, aligned
+    "hybridlab/gluon/block.py": 348,  # + input/flag/trace checks, Symbol calls, last program
     "hybridlab/gluon/nn/__init__.py": 20,  # re-exports only (nn.py split as MXNet's gluon/nn/)
     "hybridlab/gluon/nn/activations.py": 25,
     "hybridlab/gluon/nn/basic_layers.py": 160,  # + BatchNorm on any axis, slices, MXNet reprs

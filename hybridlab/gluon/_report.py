@@ -37,7 +37,7 @@ import types
 from dataclasses import dataclass, field
 from typing import Any
 
-from hybridlab.graph.codegen import AST_LOCK
+from hybridlab.graph.codegen import parse_source
 
 _MISSING = object()
 _SHOWN_TYPES = (numbers.Number, str, type(None))  # values worth printing in a branch entry
@@ -105,8 +105,7 @@ def _index(code: types.CodeType) -> dict[int, _Statement]:
     """Every line of the function's statements -> the statement (empty without source)."""
     try:
         lines, first = inspect.getsourcelines(code)
-        with AST_LOCK:  # (see graph/codegen.py)
-            tree = ast.parse(textwrap.dedent("".join(lines)))
+        tree = parse_source(textwrap.dedent("".join(lines)))
     except (OSError, TypeError, SyntaxError):  # exec'd code, or a lambda mid-expression
         return {}
     index: dict[int, _Statement] = {}

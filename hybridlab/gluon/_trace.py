@@ -71,12 +71,21 @@ def current() -> TraceFrame | None:
 
 @contextlib.contextmanager
 def tracing(frame: TraceFrame) -> Iterator[TraceFrame]:
-    """Trace with ``frame`` current; watch prints and the user's lines meanwhile."""
+    """Trace with ``frame`` current; watch prints and the user's lines meanwhile.
+
+    NOTE: [Interception per thread] a trace reports ``print`` and refuses ``nd.array`` in
+    the user's code -- in *this thread* only. Nothing is swapped for the trace's duration
+    (that would be visible to every other thread, and two threads restoring in the wrong
+    order would leave the swap in place): :func:`_intercept` installs once, for good, a
+    ``print`` that reports only when the calling thread is tracing, and ndarray's guard
+    hook, which does the same. Outside a trace both cost one thread-local read.
+    """
+    from hybridlab import symbol
+
+    _intercept()
     stack = _STATE.stack
     stack.append(frame)
-    _intercept(+1)
     old_tracer = sys.gettrace()
-    from hybridlab import ndarray, symbol
     sys.settrace(_make_tracer(frame.report))
     shapes = symbol.static_shapes() if frame.static_shape else contextlib.nullcontext()
     try:
@@ -87,6 +96,7 @@ def tracing(frame: TraceFrame) -> Iterator[TraceFrame]:
     except AttributeError as err:
         # an NDArray-only attribute (x.grad, x.T) read from a Symbol teaches; a typo
         # (x.resahpe) stays Python's AttributeError, with its "did you mean" hint
+        from hybridlab import ndarray
         owner, name = getattr(err, "obj", None), getattr(err, "name", None)
         if not isinstance(owner, symbol.Symbol) or not hasattr(ndarray.NDArray, name or ""):
             raise
@@ -95,48 +105,39 @@ def tracing(frame: TraceFrame) -> Iterator[TraceFrame]:
     finally:
         sys.settrace(old_tracer)
         stack.pop()
-        _intercept(-1)
 
 
-# NOTE [Thread-safe interception]: while a thread traces, print and nd.array must behave
-# differently *in that thread* (a print is reported, an nd.array refused), and nowhere
-# else. Python looks both up in a module (builtins, hybridlab.ndarray), which every
-# thread shares, so the first trace to start installs two dispatchers that ask the
-# *calling thread's* trace stack what to do, and the last trace to end puts the real
-# functions back. A counter under a lock decides first and last, so two threads ending
-# their traces in either order restore the right functions, and a thread that is not
-# tracing always gets the real behaviour, even while the dispatchers are installed.
-_INTERCEPT_LOCK = threading.Lock()
-_REAL: dict[str, Any] = {"tracing": 0}
+_INSTALLED = threading.Lock()
 
 
-def _intercept(change: int) -> None:
+def _intercept() -> None:
+    """Install, once per process, the thread-aware ``print`` and ``nd.array`` guard."""
     from hybridlab import ndarray
-    with _INTERCEPT_LOCK:
-        if change > 0 and _REAL["tracing"] == 0:
-            _REAL.update(print=builtins.print, array=ndarray.array)
-            builtins.print, ndarray.array = _print, _array
-        _REAL["tracing"] += change
-        if change < 0 and _REAL["tracing"] == 0:
-            builtins.print, ndarray.array = _REAL["print"], _REAL["array"]
+
+    with _INSTALLED:
+        if ndarray._array_guard is not None:
+            return
+        real_print = builtins.print
+
+        def traced_print(*args: Any, **kwargs: Any) -> None:
+            frame = current()
+            if frame is not None:  # only a tracing thread reports
+                frame.report.add("print", user_line(), "prints only while tracing; later "
+                                 "calls run the compiled program and print nothing")
+            real_print(*args, **kwargs)
+
+        builtins.print = traced_print
+        ndarray._array_guard = _refuse_array_in_trace
 
 
-def _print(*args: Any, **kwargs: Any) -> None:
-    frame = current()
-    if frame is not None:
-        frame.report.add("print", user_line(), "prints only while tracing; later calls "
-                         "run the compiled program and print nothing")
-    _REAL["print"](*args, **kwargs)
-
-
-def _array(*args: Any, **kwargs: Any) -> Any:
-    if current() is not None and is_outside_package(sys._getframe(1).f_code.co_filename):
+def _refuse_array_in_trace() -> None:
+    """ndarray's guard: ``nd.array`` written in the user's code while this thread traces."""
+    if _STATE.stack and is_outside_package(sys._getframe(2).f_code.co_filename):
         raise ArrayInTraceError(
             "nd.array(...) inside a traced hybrid_forward: the compiled program can only "
             "hold F.* operators, and an NDArray made here would be frozen or rejected. "
             "Fix: F.ones / F.zeros / F.full for constants, or a parameter "
             "(self.params.get(..., grad_req='null')) for a fixed array")
-    return _REAL["array"](*args, **kwargs)
 
 
 def locate(err: HybridizeError, block: Any) -> HybridizeError:

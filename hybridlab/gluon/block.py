@@ -25,6 +25,8 @@ Invariants: a compiled program is keyed by (training mode, and the input shapes 
 from __future__ import annotations
 
 import difflib
+import functools
+import inspect
 import threading
 import warnings
 from collections import OrderedDict
@@ -45,13 +47,11 @@ from hybridlab.gluon.parameter import Parameter, ParameterDict
 class _BlockScope:
     """The ``with block.name_scope():`` context: children get ``parent_prefix + hint<n>_``."""
 
-    _current = threading.local()
+    _current = threading.local()  # per thread: the innermost scope, and what to restore
 
     def __init__(self, block: Block) -> None:
         self._block = block
         self._counter: dict[str, int] = {}
-        self._old: Any = None
-        self._prefix_scope: Any = None
 
     @staticmethod
     def create(prefix: str | None, params: ParameterDict | None, hint: str) -> tuple:
@@ -73,15 +73,20 @@ class _BlockScope:
         return full, ParameterDict(full, owner._shared if owner is not None else None)
 
     def __enter__(self) -> _BlockScope:
-        self._old = getattr(_BlockScope._current, "value", None)
-        _BlockScope._current.value = self
-        self._prefix_scope = _name.Prefix(self._block.prefix)
-        self._prefix_scope.__enter__()
+        # what to restore is kept per thread, never on the scope: two threads may trace
+        # the same block at once (each its first call)
+        local = _BlockScope._current
+        saved = local.__dict__.setdefault("saved", [])
+        prefix_scope = _name.Prefix(self._block.prefix)
+        saved.append((getattr(local, "value", None), prefix_scope))
+        local.value = self
+        prefix_scope.__enter__()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self._prefix_scope.__exit__(*exc)
-        _BlockScope._current.value = self._old
+        old, prefix_scope = _BlockScope._current.saved.pop()
+        prefix_scope.__exit__(*exc)
+        _BlockScope._current.value = old
 
 
 class Block:
@@ -192,6 +197,10 @@ class Block:
 
 
 _FLAGS = ("static_alloc", "static_shape", "passes", "disabled_passes")
+# One trace at a time, in any thread (a trace of a parent traces its children, hence
+# re-entrant): a trace is a one-off of milliseconds, and two threads making a block's
+# first call at once then compile it once, not twice.
+_TRACE_LOCK = threading.RLock()
 
 
 def _check_flags(active: Any, flags: dict[str, Any]) -> None:
@@ -211,6 +220,33 @@ def _check_flags(active: Any, flags: dict[str, Any]) -> None:
             raise TypeError(f"hybridize(): {key} must be a list of "
                             f"{'pass functions' if key == 'passes' else 'pass names'}, "
                             f"got {value!r}")
+
+
+@functools.cache  # keyed by the class's function (not a bound method: no block kept)
+def _input_slots(function: Any, params: frozenset[str]) -> tuple[list[str], int, bool]:
+    """(names of the data inputs, how many are required, whether more are accepted) of a
+    ``hybrid_forward`` (its F and its parameters left out)."""
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    listed = list(inspect.signature(function).parameters.values())[2:]  # self, F
+    data = [p for p in listed if p.kind in kinds and p.name not in params]
+    required = sum(p.default is inspect.Parameter.empty for p in data)
+    return ([p.name for p in data], required,
+            any(p.kind == inspect.Parameter.VAR_POSITIONAL for p in listed))
+
+
+def _check_input_count(block: HybridBlock, count: int) -> None:
+    """A clear error, in the block's own terms, for a call with the wrong number of inputs
+    (it was a TypeError about ``weight`` imperatively, and CachedOp internals hybridized)."""
+    if type(block).forward is not HybridBlock.forward:  # the F-less style: Python checks
+        return
+    names, required, more = _input_slots(type(block).hybrid_forward,
+                                         frozenset(block._reg_params))
+    if required <= count and (more or count <= len(names)):
+        return
+    expected = f"{len(names)}" if required == len(names) and not more else (
+        f"{required} or more" if more else f"{required} to {len(names)}")
+    raise BlockInputError(f"{type(block).__name__} {block.name!r} takes {expected} input(s) "
+                          f"({', '.join(names) or 'none'}), got {count}")
 
 
 def _only_ndarrays(args: tuple) -> bool:
@@ -299,15 +335,7 @@ class HybridBlock(Block):
             program = self._last_program
             if program is None or program.training is not autograd._MODE.training:
                 program = self._program_for(args)
-            try:
-                return program.run(args)
-            except TypeError:  # (free unless raised) a wrong count, said in the user's terms
-                if len(args) == len(program.in_avals):
-                    raise
-                count = len(program.in_avals)
-                raise TypeError(f"{type(self).__name__} {self.name!r} takes {count} input"
-                                f"{'s' * (count != 1)} (its hybrid_forward's data arguments), "
-                                f"got {len(args)}") from None
+            return program.run(args)
         if _are_symbols(self, args):  # (the clear errors for anything else are in here)
             return self._trace_call(*args)
         self._finish_deferred_init(*args)
@@ -315,6 +343,7 @@ class HybridBlock(Block):
 
     def forward(self, x: Any, *args: Any) -> Any:
         """Imperative execution: ``F`` is ``hybridlab.ndarray``, parameters are NDArrays."""
+        _check_input_count(self, 1 + len(args))
         params = {key: p.data() for key, p in self._reg_params.items()}
         return self.hybrid_forward(ndarray, x, *args, **params)
 
@@ -355,8 +384,9 @@ class HybridBlock(Block):
 
     def _trace(self, args: tuple) -> _CompiledTrace:
         """Trace ``hybrid_forward`` once with Symbol inputs and compile the result."""
+        _check_input_count(self, len(args))
         names = ["data"] if len(args) == 1 else [f"data{i}" for i in range(len(args))]
-        inputs = [symbol.input_of(n, a) for n, a in zip(names, args)]  # (a 0 batch too)
+        inputs = [symbol.traced_input(n, a.shape, a.dtype) for n, a in zip(names, args)]
         frame = _trace.TraceFrame(self, _report.HybridizationReport(self.name),
                                   static_shape=self._flags["static_shape"])
         with _trace.tracing(frame):
@@ -382,18 +412,25 @@ class HybridBlock(Block):
         graph = everything[0] if len(everything) == 1 else symbol.Group(everything)
         params = self.collect_params()
         feed = [params[n] for n in graph.list_inputs() if n not in names]
-        return _CompiledTrace(graph, CachedOp(graph, **self._flags), names, feed, outputs,
-                        [param for param, _ in aux_updates], as_tuple)
+        compiled = _CompiledTrace(graph, CachedOp(graph, **self._flags), names, feed, outputs,
+                                  [param for param, _ in aux_updates], as_tuple)
+        compiled.block = self
+        return compiled
 
     def _program_for(self, args: tuple) -> _CompiledTrace:
         """The program for this mode (and shapes, under static_shape), traced on a miss."""
-        key: tuple = (autograd._MODE.training,)  # (is_training(), without the call)
+        key: tuple = (autograd._MODE.training, len(args))  # (is_training(), no call)
         if self._flags["static_shape"]:
             key += tuple([(a.shape, a.dtype) for a in args])  # dtype objects: str() is slow
         program = self._programs.get(key)
         if program is None:  # (SymbolBlock traces differently: both end up here)
-            program = self._programs[key] = self._trace(args)
-            program.training, program.in_avals = key[0], [(a.shape, a.dtype) for a in args]
+            with _TRACE_LOCK:  # threads making the first call at once: one traces
+                program = self._programs.get(key)
+                if program is None:
+                    program = self._trace(args)
+                    program.training = key[0]
+                    program.in_avals = [(a.shape, a.dtype) for a in args]
+                    self._programs[key] = program
         if not self._flags["static_shape"]:
             self._last_program = program  # NOTE [The last program first]
         return program
@@ -440,8 +477,11 @@ class _CompiledTrace:
         self.in_avals, self.training = [], False
         self.aux_targets, self.as_tuple = aux_targets, as_tuple
         self._params: list | None = None  # the feed's NDArrays, gathered on the first call
+        self.block: Any = None  # the block that traced it (another number of inputs: asks)
 
     def run(self, args: tuple) -> Any:
+        if len(args) != len(self.input_names) and self.block is not None:  # traced for
+            return self.block._program_for(args).run(args)  # another count: that program
         # NOTE: [Parameters gathered once] a Parameter keeps one NDArray for life (NOTE
         # [One NDArray per Parameter] in parameter.py), so the list of the NDArrays to
         # feed is made on the first call and reused: a call does not ask each parameter

@@ -173,12 +173,11 @@ class Parameter:
     def _load_value(self, value: Any, source: str, key: str, cast_dtype: bool) -> None:
         """``set_data`` for a value read from a file: the shape must fit the declared one
         and the dtype must be the parameter's, unless ``cast_dtype=True`` (as in MXNet)."""
-        if self._shape is not None and not (
-                len(self._shape) == len(value.shape)
-                and all(o in (0, n) for o, n in zip(self._shape, value.shape))):
-            raise ValueError(f"{source}: entry {key!r} has shape {value.shape} but parameter "
-                             f"{self.name!r} is declared {self._shape}. Fix: load the file "
-                             f"saved from this network")
+        try:
+            self.shape = value.shape  # the setter checks that it fits the declared shape
+        except ValueError as err:
+            raise ValueError(f"{source}: entry {key!r}: {err}. Fix: load the file saved "
+                             f"from this network") from None
         if np.dtype(value.dtype) != np.dtype(self.dtype):
             if not cast_dtype:
                 raise ValueError(f"{source}: entry {key!r} is {np.dtype(value.dtype).name} but "
@@ -283,23 +282,6 @@ class ParameterDict(OrderedDict):
         """Initialise every parameter; ``init`` applies where a parameter has none."""
         for param in self.values():
             param.initialize(None, ctx, default_init=init, force_reinit=force_reinit)
-
-    def _load_value(self, value: Any, source: str, key: str, cast_dtype: bool) -> None:
-        """``set_data`` for a value read from a file: the shape must fit the declared one
-        and the dtype must be the parameter's, unless ``cast_dtype=True`` (as in MXNet)."""
-        if self._shape is not None and not (
-                len(self._shape) == len(value.shape)
-                and all(o in (0, n) for o, n in zip(self._shape, value.shape))):
-            raise ValueError(f"{source}: entry {key!r} has shape {value.shape} but parameter "
-                             f"{self.name!r} is declared {self._shape}. Fix: load the file "
-                             f"saved from this network")
-        if np.dtype(value.dtype) != np.dtype(self.dtype):
-            if not cast_dtype:
-                raise ValueError(f"{source}: entry {key!r} is {np.dtype(value.dtype).name} but "
-                                 f"parameter {self.name!r} is {np.dtype(self.dtype).name}. Fix: "
-                                 f"pass cast_dtype=True to convert it, or net.cast(...) first")
-            value = value.astype(self.dtype)
-        self.set_data(value)
 
     def zero_grad(self) -> None:
         for param in self.values():

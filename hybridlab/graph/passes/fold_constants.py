@@ -11,22 +11,17 @@ is fixed by its attributes. The folded inputs stay in the graph (dead) until
 ``eliminate_dead_code`` removes them: each pass does one thing. Ops that need a
 RunContext (random, dropout) or are impure are never folded; which ops those are is
 asked of the registry (``OpDef.pure``).
-
-A folded constant lives in the compiled program for as long as the block does, so a
-node whose results would exceed :data:`MAX_FOLD_BYTES` is left as a runtime op: a model
-file declaring ``_zeros`` of shape (100000, 100000, 100000) compiles and fails (or not)
-when it runs, instead of allocating at compile time.
 """
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from hybridlab.errors import MXNetError
 from hybridlab.graph.ir import Graph, Node, Value, const, rebuild, run_kernel, with_inputs
 from hybridlab.ops.registry import RunContext
-
-MAX_FOLD_BYTES = 16 * 2**20  # larger constants stay runtime ops (see above)
 
 
 def fold_constants(graph: Graph) -> tuple[Graph, list[str]]:
@@ -39,10 +34,10 @@ def fold_constants(graph: Graph) -> tuple[Graph, list[str]]:
             return node
         try:
             results = run_kernel(node, [v.node.value for v in inputs], RunContext())
-        except Exception as err:  # as the imperative call reports it, at the user's line
-            raise MXNetError(f"operator '{node.op}' failed with {type(err).__name__}: {err}\n"
-                             f"  pushed at {node.origin or 'an unknown line'} (run while "
-                             f"compiling: its inputs are all constants)") from err
+        except Exception as err:  # as the op would fail when run: same class, same line
+            raise MXNetError(f"operator '{node.op}' failed with {type(err).__name__}: {err}"
+                             f"\n  created at {node.origin or '<unknown line>'} (computed "
+                             f"while compiling: its inputs are constants)") from err
         changes.append(f"folded {node.name} ({node.op}) into a constant")
         avals = node.aval or [None] * len(results)  # keep the inferred dtype when known
         return [const(r if a is None else r.astype(a.dtype, copy=False), name=node.name).out()
@@ -51,17 +46,22 @@ def fold_constants(graph: Graph) -> tuple[Graph, list[str]]:
     return rebuild(graph, visit), changes
 
 
+# A constant is stored in the program and lives as long as it: folding a node whose
+# results exceed this would materialise them at compile time (a model file's ``_zeros``
+# of shape (100000, 100000, 100000) would be allocated by the compiler). Larger nodes
+# stay operators, computed when the program runs, as any other.
+FOLD_MAX_BYTES = 16 * 2**20
+
+
 def _foldable(node: Node) -> bool:
     # a pure op without inputs (``sym.full(shape=(1,), val=2)``) is a constant too
     if node.kind != "call":
         return False
     opdef = node.opdef
-    return (opdef.pure and not opdef.needs_context
-            and all(v.node.kind == "const" for v in node.inputs) and _small(node))
-
-
-def _small(node: Node) -> bool:
-    """The results' declared bytes are within MAX_FOLD_BYTES (unknown avals: not folded)."""
-    if not node.aval:
+    if not (opdef.pure and not opdef.needs_context
+            and all(v.node.kind == "const" for v in node.inputs)):
         return False
-    return sum(math.prod(a.shape) * a.dtype.itemsize for a in node.aval) <= MAX_FOLD_BYTES
+    if node.aval is None:  # size unknown: the shapes were not inferred
+        return False
+    return sum(math.prod(a.shape) * np.dtype(a.dtype).itemsize for a in node.aval) \
+        <= FOLD_MAX_BYTES
