@@ -185,3 +185,35 @@ def test_batchnorm_read_from_mxnet_uses_batch_statistics_while_training_and_has_
         y = nd.BatchNorm(x, gamma, beta, mean, var)
     with pytest.raises(Exception, match="gluon.nn.BatchNorm"):
         y.backward()
+
+
+def test_loaded_parameters_are_checked_against_the_network_and_the_graph(tmp_path):
+    net = nn.Dense(3, in_units=4, prefix="fc_")
+    net.initialize()
+    path = str(tmp_path / "fc.params")
+    nd.save(path, {"weight": nd.ones((3, 4), dtype="float64"), "bias": nd.ones((3,))})
+    with pytest.raises(ValueError, match="'weight' is stored as float64 but the parameter "
+                                         "is float32; .*cast_dtype=True"):
+        net.load_parameters(path)
+    net.load_parameters(path, cast_dtype=True)
+    assert net.weight.data().dtype == np.float32
+    nd.save(path, {"weight": nd.ones((3, 5)), "bias": nd.ones((3,))})
+    with pytest.raises(ValueError, match=r"shape \(3, 5\) but the parameter has \(3, 4\)"):
+        net.load_parameters(path)
+    # an exported graph declares its parameters' shapes: a running_var of another shape
+    folder = _fixture("convnet", "")
+    saved = nd.load(os.path.join(folder, "model-0000.params"))
+    saved["aux:batchnorm0_running_var"] = nd.ones((5,))
+    broken = str(tmp_path / "broken.params")
+    nd.save(broken, saved)
+    block = gluon.SymbolBlock.imports(os.path.join(folder, "model-symbol.json"), ["data"],
+                                      broken)  # MXNet declares BatchNorm's shapes as (0,)
+    with pytest.raises(errors.ShapeError, match=r"moving_var has shape \(5,\), but the data"):
+        block(nd.array(np.load(_fixture("convnet", "io.npz"))["x"]))
+    declared = str(tmp_path / "declared.params")  # a declared dimension is checked at once
+    saved = nd.load(os.path.join(folder, "model-0000.params"))
+    saved["arg:conv2_bias"] = nd.ones((5,))
+    nd.save(declared, saved)
+    with pytest.raises(ValueError, match=r"'arg:conv2_bias' has shape \(5,\) but the graph "
+                                         r"declares \(8,\)"):
+        gluon.SymbolBlock.imports(os.path.join(folder, "model-symbol.json"), ["data"], declared)

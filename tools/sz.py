@@ -48,10 +48,10 @@ PACKAGE = ROOT / "hybridlab"
 # speed-up instruments grown into widgets, the gradient drawing, where the time goes
 # (the peeled call, ~0.15k): 9.7k. Then +0.2k: lesson 08's exercise checks (~0.1k) and
 # what the remaining issues add: 9.9k. Then +0.1k for reliability: one atomic writer,
-# configuration checked at first use, tracing intercepted per thread: 10.0k. Then +20:
-# parameter loads checked against the network (shape, dtype, cast_dtype): 10.02k.
+# configuration checked at first use, tracing intercepted per thread: 10.0k. Then +0.1k:
+# imported and loaded parameters checked against the graph (shapes, dtypes): 10.1k.
 # The per-module budgets bind; this cap only stops silent growth.
-TOTAL_BUDGET = 10020
+TOTAL_BUDGET = 10100
 DEFAULT_BUDGET = 150
 
 # Code-line budgets from STYLE.md section 2, keyed by path relative to the repository root.
@@ -96,7 +96,7 @@ BUDGETS: dict[str, int] = {
     "hybridlab/graph/passes/pretranspose_weights.py": 45,  # the layout pass
     "hybridlab/gluon/__init__.py": 20,  # re-exports only
     "hybridlab/gluon/parameter.py": 190,  # + save/load, regex, grad_req, one NDArray, aligned
-    "hybridlab/gluon/block.py": 348,  # + input/flag/trace checks, Symbol calls, last program
+    "hybridlab/gluon/block.py": 360,  # + input/flag/trace checks, Symbol calls, last program
     "hybridlab/gluon/nn/__init__.py": 20,  # re-exports only (nn.py split as MXNet's gluon/nn/)
     "hybridlab/gluon/nn/activations.py": 25,
     "hybridlab/gluon/nn/basic_layers.py": 160,  # + BatchNorm on any axis, slices, MXNet reprs
@@ -128,12 +128,12 @@ BUDGETS: dict[str, int] = {
     "hybridlab/ops/indexing.py": 135,  # slice, pick, take, one_hot + scatters and their grads
     "hybridlab/ops/join.py": 75,  # concat, stack, split; _concat_part's own (2nd-order) gradient
     "hybridlab/ops/la_op.py": 80,  # MXNet's linalg.gemm2 and potrf (+ its backward)
-    "hybridlab/ops/nn.py": 90,  # sigmoid, LeakyReLU, Activation, Dropout, BatchNorm (MXNet's op)
+    "hybridlab/ops/nn.py": 100,  # sigmoid, LeakyReLU, Activation, Dropout, BatchNorm (MXNet's op)
     "hybridlab/ops/pool.py": 105,  # Pooling, its chunked gradient; out= kernels, workspace
     "hybridlab/graph/autodiff.py": 105,  # backward graph; recomputing cheap residuals
     "hybridlab/gluon/_trace.py": 115,  # tracing hybrid_forward (report: _report), user lines
     "hybridlab/gluon/_report.py": 140,  # hybridization report from the traced function's ast
-    "hybridlab/gluon/symbol_block.py": 90,  # + shared Parameters sized from the graph, checks
+    "hybridlab/gluon/symbol_block.py": 95,  # + shared Parameters sized from the graph, checks
     "hybridlab/contrib.py": 77,  # + the imperative while_loop (a real loop), list data
     "hybridlab/initializer.py": 70,  # mx.init: Uniform, Normal, Xavier, Zero, One, Constant
     "hybridlab/exercises/__init__.py": 55,  # course: self-check functions, one module per lesson

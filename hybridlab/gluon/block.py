@@ -32,6 +32,8 @@ import warnings
 from collections import OrderedDict
 from typing import Any
 
+import numpy as np
+
 from hybridlab import autograd, display, ndarray, ndarray_io, symbol
 from hybridlab import name as _name
 from hybridlab.errors import (
@@ -161,13 +163,14 @@ class Block:
         ndarray.save(filename, arrays)
 
     def load_parameters(self, filename: str, ctx: Any = None, allow_missing: bool = False,
-                        ignore_extra: bool = False, cast_dtype: bool = False) -> None:
-        """Load values saved by ``save_parameters`` (shapes and dtypes must match; a dtype
-        is converted only with ``cast_dtype=True``, as in MXNet)."""
+                        ignore_extra: bool = False, cast_dtype: bool = False,
+                        dtype_source: str = "current") -> None:
+        """Load values saved by ``save_parameters`` (shapes must match). A value stored in
+        another dtype is refused unless ``cast_dtype=True`` (as MXNet): float64 1e300
+        would silently become inf, an int8 file silently floats. With ``cast_dtype``,
+        ``dtype_source='current'`` casts to the parameter's dtype, ``'saved'`` keeps the
+        file's."""
         loaded, params = ndarray.load(filename), self._params_by_path()
-        if isinstance(loaded, list):
-            raise ValueError(f"{filename} holds an unnamed list of arrays, not parameters "
-                             f"(save_parameters writes names); load it with nd.load")
         missing = sorted(set(params) - set(loaded))
         extra = sorted(set(loaded) - set(params))
         if missing and not allow_missing:
@@ -175,8 +178,22 @@ class Block:
         if extra and not ignore_extra:
             raise ValueError(f"{filename}: values for unknown parameters {extra} "
                              f"(ignore_extra=True skips them)")
+        if dtype_source not in ("current", "saved"):
+            raise ValueError(f"load_parameters: dtype_source={dtype_source!r}; use 'current' "
+                             f"(cast to the parameter's dtype) or 'saved' (keep the file's)")
         for key in sorted(params.keys() & loaded.keys()):
-            params[key]._load_value(loaded[key], filename, key, cast_dtype)
+            param, value = params[key], loaded[key]
+            if np.dtype(value.dtype) != np.dtype(param.dtype):
+                if not cast_dtype:
+                    raise ValueError(f"{filename}: {key!r} is stored as {value.dtype} but the "
+                                     f"parameter is {param.dtype}; load_parameters(..., "
+                                     f"cast_dtype=True) converts it")
+                if dtype_source == "saved":
+                    param.dtype = np.dtype(value.dtype).name
+            if param.shape is not None and 0 not in param.shape and value.shape != param.shape:
+                raise ValueError(f"{filename}: {key!r} has shape {value.shape} but the "
+                                 f"parameter has {param.shape}: saved from another network?")
+            param.set_data(value)
 
     def initialize(self, init: Any = None, ctx: Any = None, verbose: bool = False,
                    force_reinit: bool = False) -> None:

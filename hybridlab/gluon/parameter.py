@@ -40,6 +40,8 @@ and the Trainer writes updates into :func:`aligned_empty` buffers. (Both helpers
 
 from __future__ import annotations
 
+import math
+import os
 import re
 import warnings
 from collections import OrderedDict
@@ -48,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from hybridlab import initializer as _init
-from hybridlab.errors import DeferredInitializationError
+from hybridlab.errors import DeferredInitializationError, MXNetError
 from hybridlab.gluon import _trace
 from hybridlab.ndarray_io import aligned, aligned_empty  # noqa: F401 (defined below nd)
 from hybridlab.ops.registry import Aval
@@ -131,6 +133,7 @@ class Parameter:
             raise DeferredInitializationError(
                 f"Parameter {self.name!r}: shape {self.shape} is still unknown after "
                 f"shape inference; pass the input size (e.g. in_units=/in_channels=)")
+        _check_fits_in_memory(self.name, self._shape, self.dtype)
         values, self._deferred = self._deferred(self._shape, self.dtype), None
         self._store(values)  # (force_reinit: into the same NDArray)
 
@@ -169,22 +172,6 @@ class Parameter:
         self.shape = value.shape
         self._deferred = None
         self._store(value)
-
-    def _load_value(self, value: Any, source: str, key: str, cast_dtype: bool) -> None:
-        """``set_data`` for a value read from a file: the shape must fit the declared one
-        and the dtype must be the parameter's, unless ``cast_dtype=True`` (as in MXNet)."""
-        try:
-            self.shape = value.shape  # the setter checks that it fits the declared shape
-        except ValueError as err:
-            raise ValueError(f"{source}: entry {key!r}: {err}. Fix: load the file saved "
-                             f"from this network") from None
-        if np.dtype(value.dtype) != np.dtype(self.dtype):
-            if not cast_dtype:
-                raise ValueError(f"{source}: entry {key!r} is {np.dtype(value.dtype).name} but "
-                                 f"parameter {self.name!r} is {np.dtype(self.dtype).name}. Fix: "
-                                 f"pass cast_dtype=True to convert it, or net.cast(...) first")
-            value = value.astype(self.dtype)
-        self.set_data(value)
 
     def zero_grad(self) -> None:
         """Set the gradient to 0 (needed between steps when ``grad_req='add'``)."""
@@ -291,3 +278,18 @@ class ParameterDict(OrderedDict):
         """Set an attribute on every parameter, e.g. ``setattr('grad_req', 'null')``."""
         for param in self.values():
             setattr(param, name, value)
+
+
+def _check_fits_in_memory(name: str, shape: tuple[int, ...], dtype: Any) -> None:
+    """A parameter larger than the machine's memory is refused before anything is
+    allocated, with the same error on every engine (it was MemoryError on one and the
+    failed initialiser's MXNetError on the other)."""
+    nbytes = math.prod(shape) * np.dtype(dtype).itemsize
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # not a POSIX system: let numpy decide
+        return
+    if nbytes > memory:
+        raise MXNetError(f"Parameter {name!r} of shape {shape} ({np.dtype(dtype).name}) needs "
+                         f"{nbytes / 2**30:.1f} GiB, more than this machine's "
+                         f"{memory / 2**30:.1f} GiB of memory; check the layer's sizes")

@@ -65,19 +65,21 @@ class SymbolBlock(HybridBlock):
         return block
 
     def _load_exported(self, param_file: str, saved: dict) -> None:
-        shapes = {key.partition(":")[2]: value.shape for key, value in saved.items()}
-        try:  # the saved shapes must fit together in the graph (a wrong running_var...)
-            self._graph.infer_shape_partial(**{k: v for k, v in shapes.items()
-                                               if k in self.params})
-        except (ValueError, TypeError) as err:
-            raise ValueError(f"{param_file}: the saved parameter shapes do not fit the "
-                             f"graph: {str(err).splitlines()[0]}. Fix: load the .params file "
-                             f"written by the same export()") from None
+        declared = {n.name: dict(n.attrs).get("__shape__") for n in self._graph._variables()}
         for key, value in saved.items():
             kind, _, name = key.partition(":")
             if kind not in ("arg", "aux") or name not in self.params:
                 raise ValueError(f"{param_file}: unexpected entry {key!r}; an exported "
                                  f"file has keys arg:<name> / aux:<name> of the graph")
+            shape = declared.get(name)  # "(256, 0)": 0 is a size the graph leaves open
+            if shape is not None:
+                dims = tuple(int(d) for d in shape.strip("()[] ").replace(" ", "").split(",")
+                             if d)
+                if len(dims) != len(value.shape) or any(
+                        d and d != v for d, v in zip(dims, value.shape)):
+                    raise ValueError(f"{param_file}: {key!r} has shape {value.shape} but "
+                                     f"the graph declares {dims} (0: any size); the files "
+                                     f"come from different exports")
             self.params[name].set_data(value)
         missing = [name for name, param in self.params.items() if param._data is None]
         if missing:

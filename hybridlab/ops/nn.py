@@ -23,9 +23,11 @@ both training and prediction, as in MXNet. Its gradient is the product rule's
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from hybridlab.errors import AttributeValueError
+from hybridlab.errors import AttributeValueError, ShapeError
 from hybridlab.ops import _infer
 from hybridlab.ops.registry import Attr, Aval, Kind, OpDef, RunContext, composite, register
 
@@ -131,8 +133,20 @@ def _batch_norm(x, gamma, beta, moving_mean, moving_var, *, eps, momentum, fix_g
     return out.astype(x.dtype, copy=False)
 
 
+def _batch_norm_infer(x: Aval, *stats: Aval, axis: int, **unused: Any) -> list[Aval]:
+    """The data's aval; each of gamma, beta and the moving statistics must hold one value
+    per channel along ``axis`` (a running_var of another shape would broadcast silently)."""
+    channels = x.shape[axis % len(x.shape)] if x.shape else 0
+    for name, stat in zip(("gamma", "beta", "moving_mean", "moving_var"), stats):
+        if tuple(stat.shape) != (channels,):
+            raise ShapeError(f"BatchNorm: {name} has shape {tuple(stat.shape)}, but the data "
+                             f"{tuple(x.shape)} has {channels} channels along axis {axis}: "
+                             f"it needs shape ({channels},)")
+    return [x]
+
+
 register(OpDef(
-    name="BatchNorm", kernel=_batch_norm, infer=_infer.same_as_first, kind=Kind.OPAQUE,
+    name="BatchNorm", kernel=_batch_norm, infer=_batch_norm_infer, kind=Kind.OPAQUE,
     needs_context=True, inputs=("data", "gamma", "beta", "moving_mean", "moving_var"),
     attrs={"eps": Attr("float", 1e-3), "momentum": Attr("float", 0.9),
            "fix_gamma": Attr("bool", True), "use_global_stats": Attr("bool", False),

@@ -59,3 +59,15 @@ def test_hybridized_errors_match_the_imperative_ones():
             errors.append(str(caught.value))
     assert all("test_hybrid_block.py" in text for text in errors)
     assert np.isfinite(nd.ones((1,)).asnumpy()).all()
+
+
+@pytest.mark.parametrize("engine_name", ["NaiveEngine", "ThreadedEngine"])
+def test_a_parameter_larger_than_memory_is_the_same_error_on_every_engine(engine_name):
+    from hybridlab import engine
+    from hybridlab.errors import MXNetError
+    from hybridlab.gluon import nn
+
+    with engine.engine_scope(engine_name):
+        layer = nn.Dense(10**12, in_units=10)
+        with pytest.raises(MXNetError, match=r"needs \d+\.\d GiB, more than this machine's"):
+            layer.initialize()
