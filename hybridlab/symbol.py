@@ -840,7 +840,7 @@ def _load_var(name: str, attrs: dict[str, str], where: str) -> Node:
     try:
         shape = _parse_shape(attrs["__shape__"]) if "__shape__" in attrs else None
         dtype = np.dtype(_DTYPE_CODES.get(attrs.get("__dtype__", "0"), attrs.get("__dtype__")))
-    except (TypeError, ValueError) as err:
+    except (TypeError, ValueError, SyntaxError, OverflowError) as err:  # numpy parses
         raise errors.ModelFileError(f"{where}: bad __shape__ or __dtype__ ({err})") from None
     _require(dtype.kind in "biuf", where, f"__dtype__ {dtype.name!r} is not a numeric dtype")
     _require(shape is None or (len(shape) <= MAX_NDIM and all(d >= 0 for d in shape)), where,

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from hybridlab import autograd, display, ndarray, symbol
+from hybridlab import autograd, display, ndarray, ndarray_io, symbol
 from hybridlab import name as _name
 from hybridlab.errors import (
     BlockInputError,
@@ -465,13 +465,15 @@ class HybridBlock(Block):
             with autograd.predict_mode():
                 program = self._trace(tuple(ndarray.zeros(s, dtype=d) for s, d in avals))
         graph = program.exported_symbol()
-        graph.save(f"{path}-symbol.json")
-        params, arrays = self.collect_params(), {}
+        text, params, arrays = graph.tojson(), self.collect_params(), {}
         for name in graph.list_arguments():
             if name in params:
                 arrays[f"arg:{name}"] = params[name].data()
         for name in graph.list_auxiliary_states():
             arrays[f"aux:{name}"] = params[name].data()
+        for array in arrays.values():  # every value computed before either file is touched
+            array.wait_to_read()
+        ndarray_io.atomic_write(f"{path}-symbol.json", text)  # atomic, like nd.save below
         ndarray.save(f"{path}-{epoch:04d}.params", arrays)
 
 

@@ -87,7 +87,8 @@ _PARSE_LOCK = threading.Lock()
 
 
 def parse_source(source: str) -> ast.Module:
-    """``ast.parse``, one thread at a time: CPython 3.11's parser can fail with "AST
+    """``ast.parse``, one thread at a time (and ``compile`` of a tree, below): CPython
+    3.11's conversion between source, AST and code can fail with "AST
     constructor recursion depth mismatch" when threads parse at once (measured: 1 trial
     in 100 with four threads tracing together)."""
     with _PARSE_LOCK:
@@ -258,7 +259,8 @@ def compile_graph(graph: Graph, static_alloc: bool = False, static_shape: bool =
     tree = check_source(source, writer.names.created | set(writer.table) | {"rt"})
     filename = f"<hybridlab-{name}-{next(_counter)}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    code = compile(tree, filename, "exec")
+    with _PARSE_LOCK:  # turning an AST into code has the same thread-safety problem
+        code = compile(tree, filename, "exec")
     scope = dict(writer.table)
     if not writer.views:
         exec(code, scope)  # noqa: S102 -- our own generated source
