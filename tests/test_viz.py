@@ -788,10 +788,11 @@ def test_the_list_scheduler_is_work_conserving_and_within_brents_bounds(dag, wor
     assert max(work / workers, span) - 1e-9 <= makespan <= work / workers + span + 1e-9
     assert records == gantt.simulate(names, deps, durations, workers)  # deterministic
     # work-conserving: at every start time, if a worker is idle, no op is ready
+    eps = 1e-9  # sums of float durations: two ends meant to be equal may differ by an ulp
     for moment in sorted({r.start for r in records}):
-        busy = sum(r.start <= moment < r.end for r in records)
-        ready = [i for i, r in enumerate(records) if r.start > moment
-                 and all(records[d].end <= moment + 1e-12 for d in deps[i])]
+        busy = sum(r.start <= moment + eps < r.end for r in records)
+        ready = [i for i, r in enumerate(records) if r.start > moment + eps
+                 and all(records[d].end <= moment + eps for d in deps[i])]
         assert busy == workers or not ready, (moment, busy, ready)
 
 
