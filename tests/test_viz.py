@@ -187,6 +187,20 @@ def test_plot_network_infers_types_from_the_data_shapes():
     assert "float32" not in untyped and "?" not in untyped
 
 
+def test_plot_network_names_each_node_and_hides_weights_as_mxnet():
+    import hybridlab as mx
+    from hybridlab import sym
+
+    x = sym.var("data")
+    fc1 = sym.FullyConnected(x, num_hidden=8, name="fc1")
+    net = sym.Activation(fc1, act_type="relu", name="relu1")
+    source = mx.viz.plot_network(net, shape={"data": (2, 4)}).source
+    assert r"fc1\nFullyConnected\nnum_hidden=8" in source and "relu1" in source
+    assert "fc1_weight" not in source  # hidden by default, as MXNet
+    assert "fc1_weight" in mx.viz.plot_network(net, hide_weights=False).source
+    assert r"fc1\nFullyConnected" not in mx.viz.draw(net).dot.source  # draw: operators only
+
+
 def test_parameters_are_found_through_the_registry_input_names():
     from hybridlab import sym
 

@@ -104,12 +104,13 @@ class _Canvas:
     highlight: set[int] = field(default_factory=set)  # ids drawn with a bold red outline
     edges: list[tuple[str, str]] = field(default_factory=list)
     places: dict[int, Any] = field(default_factory=dict)  # id(node) -> the box it is drawn in
+    names: bool = False  # write each operator node's name above its operator (MXNet's plot)
 
 
 def to_dot(graph: Any, title: str = "plot", params: Any = (), node_attrs: dict | None = None,
            hide_weights: bool = False, notes: dict[int, str] | None = None,
            highlight: set[int] | None = None, groups: dict[int, str] | None = None,
-           output_labels: Sequence[str] | None = None) -> Any:
+           output_labels: Sequence[str] | None = None, names: bool = False) -> Any:
     """Draw a ``graph.ir.Graph``; ``params`` names the var nodes that are parameters,
     ``notes`` maps ``id(node)`` to an extra line for its label and ``highlight`` holds
     the ids of nodes to outline (what a pass changed); ``groups`` maps ``id(node)`` to
@@ -125,19 +126,20 @@ def to_dot(graph: Any, title: str = "plot", params: Any = (), node_attrs: dict |
     roles = {id(n): ("param" if n.name in set(params) or LAYOUT_OF in dict(n.attrs) else
                      "input") for n in graph.inputs}  # a weight's transposed copy: a weight
     hidden = {id(n) for n in graph.inputs if roles[id(n)] == "param"} if hide_weights else set()
-    canvas = _Canvas(roles, hidden, unused_nodes(graph), dict(notes or {}), set(highlight or ()))
+    canvas = _Canvas(roles, hidden, unused_nodes(graph), dict(notes or {}), set(highlight or ()),
+                     names=names)
     boxes = {name: graphviz_class()(name=f"cluster_{name}", graph_attr={
         "label": name, "labeljust": "l", "style": "rounded,dashed", "color": "#999999",
         "fontname": "Helvetica", "fontsize": "11", "fontcolor": "#555555"})
         for name in dict.fromkeys((groups or {}).values())}
     canvas.places = {key: boxes[name] for key, name in (groups or {}).items()}
-    names = _draw_nodes(dot, graph, "n", {}, canvas)
+    dot_ids = _draw_nodes(dot, graph, "n", {}, canvas)
     for box in boxes.values():
         dot.subgraph(box)
     for index, value in enumerate(graph.outputs):
         label = output_labels[index] if output_labels else f"output {index}"
         dot.node(f"out{index}", label, **LEAF_STYLES["output"])
-        canvas.edges.append((names[id(value.node)], f"out{index}"))
+        canvas.edges.append((dot_ids[id(value.node)], f"out{index}"))
     for tail, head in canvas.edges:  # emitted last, at the top level: clusters keep their nodes
         dot.edge(tail, head)
     kinds = sorted({node.opdef.kind.value for node in _calls(graph)})
@@ -205,7 +207,8 @@ def _draw_cluster(target: Any, node: Any, body: Any, dot_id: str, names: dict,
                      color=OKABE_ITO["vermillion"] if changed else "#777777",
                      penwidth="2.5" if changed else "1", fontname="Helvetica", fontsize="10",
                      fontcolor="#444444", margin="36,8")
-        inner = _Canvas({}, set(), set(), {}, canvas.highlight, canvas.edges)
+        inner = _Canvas({}, set(), set(), {}, canvas.highlight, canvas.edges,
+                        names=canvas.names)
         names_inside = _draw_nodes(cluster, body, dot_id + "_", bound, inner)
     return names_inside[id(body.outputs[0].node)]
 
@@ -226,7 +229,7 @@ def _label(node: Any, canvas: _Canvas) -> str:
     elif node.kind == "const":
         lines = [f"const {node.value.item():g}" if node.value.size == 1 else "const"]
     else:
-        lines = [node.op, *_changed_attrs(node)]
+        lines = [*([node.name] if canvas.names else []), node.op, *_changed_attrs(node)]
     if node.aval is not None:  # None: a symbol whose shapes are not known yet
         lines.append(format_type(node.aval))
     lines += [canvas.notes[id(node)]] if id(node) in canvas.notes else []
@@ -370,11 +373,13 @@ def plot_network(symbol: Any, title: str = "plot", save_format: str = "pdf",
                  hide_weights: bool = True) -> Any:
     """MXNet's ``mx.viz.plot_network``: a ``graphviz.Digraph`` of ``symbol``.
 
-    With ``shape={"data": (1, 512)}`` every node shows its inferred type, and the
-    arguments not named in ``shape`` are drawn as parameters (hidden if ``hide_weights``).
+    Each operator node shows its name (``fc1``), its operator and the attributes that
+    differ from the defaults; with ``shape={"data": (1, 512)}`` also its inferred type,
+    and the arguments not named in ``shape`` are drawn as parameters (hidden by default,
+    ``hide_weights``, as MXNet).
     """
     graph, params = as_graph(symbol, shape, dtype)
-    dot = to_dot(graph, title, params, node_attrs, hide_weights)
+    dot = to_dot(graph, title, params, node_attrs, hide_weights, names=True)
     dot.format = save_format
     return dot
 
