@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -427,15 +427,27 @@ def evaluate(graph: Graph, *arrays: np.ndarray, training: bool = False,
     if len(arrays) != len(graph.inputs):
         raise TypeError(f"the graph takes {len(graph.inputs)} inputs "
                         f"{[n.name for n in graph.inputs]}, got {len(arrays)}")
-    env: dict[int, tuple[np.ndarray, ...]] = {id(n): (a,) for n, a in zip(graph.inputs, arrays)}
     context = RunContext(training, rng if rng is not None else np.random.default_rng(0))
+    env: dict[int, tuple[np.ndarray, ...]] = {}
+    for _ in interpret(graph, arrays, context, env):
+        pass
+    return tuple(env[id(v.node)][v.index] for v in graph.outputs)
+
+
+def interpret(graph: Graph, arrays: Sequence[np.ndarray], context: RunContext,
+              env: dict[int, tuple[np.ndarray, ...]] | None = None
+              ) -> Iterator[tuple[Node, list[np.ndarray]]]:
+    """Run the graph node by node, yielding each operator node with the arrays it read
+    (after computing it); ``env`` collects every node's results, by ``id(node)``."""
+    env = {} if env is None else env
+    env.update({id(n): (a,) for n, a in zip(graph.inputs, arrays)})
     for node in graph.nodes:
         if node.kind == "const":
             env[id(node)] = (node.value,)
         elif node.kind == "call":
             args = [env[id(v.node)][v.index] for v in node.inputs]
             env[id(node)] = run_kernel(node, args, context)
-    return tuple(env[id(v.node)][v.index] for v in graph.outputs)
+            yield node, args
 
 
 def run_kernel(node: Node, args: Sequence[np.ndarray], context: RunContext

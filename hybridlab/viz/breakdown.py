@@ -128,22 +128,13 @@ def _kernel_steps(graph: Any, arrays: list[Any]) -> list[tuple[str, str, Callabl
     """Each operator node of the compiled graph as a call of its kernel, as the generated
     code calls it (the specialised kernel when there is one, a fused group's steps in one
     buffer), on the arrays it receives in a real run (computed once, in order)."""
-    from hybridlab.graph.ir import run_kernel
+    from hybridlab.graph.ir import interpret
     from hybridlab.ops.fused import FUSED, run_fused
     from hybridlab.ops.registry import RunContext
 
-    values = {id(node): (array,) for node, array in zip(graph.inputs, arrays)}
     context = RunContext(False, None)
-    steps = []
-    for node in graph.nodes:
-        if node.kind == "const":
-            values[id(node)] = (node.value,)
-        elif node.kind == "call":
-            args = [values[id(v.node)][v.index] for v in node.inputs]
-            values[id(node)] = run_kernel(node, args, context)
-            steps.append((node.name, str(node.op), _kernel_call(node, args, context,
-                                                                FUSED, run_fused)))
-    return steps
+    return [(node.name, str(node.op), _kernel_call(node, args, context, FUSED, run_fused))
+            for node, args in interpret(graph, arrays, context)]
 
 
 def _kernel_call(node: Any, args: list[Any], context: Any, fused: str,
