@@ -463,6 +463,26 @@ def _assign(target: NDArray, source: NDArray) -> NDArray:
     return target
 
 
+def _expand(op: OpDef, inputs: list, attrs: dict, name: str | None = None,
+            hint: str = "") -> Any:
+    """A layer operator run imperatively (``nd.Activation``): its lowering, op by op, each
+    pushed and recorded like any other, so the tape holds the primitives."""
+    out = None
+    if attrs and ("out" in attrs or "ctx" in attrs):
+        attrs, out = _split_out_and_ctx(op, attrs)
+    parsed = op.parse_attrs(attrs)
+    if not all(isinstance(x, NDArray) for x in inputs):
+        _explain_bad_input(op, inputs, parsed)
+    op.infer(*[x._aval for x in inputs], **parsed)  # a shape error names the layer op
+    result = registry.run_lowering(op, _this_module, inputs, parsed, _MODE.training)
+    if isinstance(result, tuple):
+        return list(result)
+    if out is not None:
+        _check_inplace(out, inputs)
+        return _assign(out, result)
+    return result
+
+
 def _inplace_method(dunder: str) -> Any:
     tensor_name, scalar_name, _ = registry.DUNDERS[dunder]
 
@@ -479,7 +499,7 @@ def _inplace_method(dunder: str) -> Any:
 
 # --- the generated namespace and methods --------------------------------------------------
 _this_module = sys.modules[__name__]
-registry.populate(_this_module, _apply)
+registry.populate(_this_module, _apply, expand=_expand)
 registry.install_dunders(NDArray, _apply)
 for _dunder in ("__add__", "__sub__", "__mul__", "__truediv__", "__mod__", "__pow__"):
     setattr(NDArray, _dunder.replace("__", "__i", 1), _inplace_method(_dunder))

@@ -28,6 +28,7 @@ import numpy as np
 from hybridlab import ndarray, symbol
 from hybridlab.errors import OnnxExportError
 from hybridlab.graph import ir
+from hybridlab.graph.passes import lower_operators
 from hybridlab.ops.registry import Aval
 
 OPSET = 17
@@ -67,7 +68,8 @@ class _Builder:
 # --- the mapping table: one row per operator ----------------------------------------------
 # A row is fn(builder, node, input names, output name); it adds the ONNX nodes that compute
 # the node's (single) output under that name. node.aval gives shapes and dtypes. Rows are
-# keyed by the registry's own names (an alias such as elemwise_add is broadcast_add there).
+# keyed by the registry's own names; a layer operator without a row (elemwise_add) is
+# lowered to primitives first.
 Rule = Callable[[_Builder, ir.Node, list, str], None]
 
 
@@ -193,7 +195,41 @@ def _reduce(onnx_op: str) -> Rule:
     return rule
 
 
+_ACTIVATIONS = {"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh", "softrelu": "Softplus",
+                "softsign": "Softsign"}
+
+
+def _softmax(onnx_op: str) -> Rule:
+    def rule(b: _Builder, node: ir.Node, ins: list, out: str) -> None:
+        attrs = node.attr_dict
+        if attrs.get("temperature") not in (None, 1.0):
+            raise OnnxExportError(f"{node.op} {node.name!r}: temperature="
+                                  f"{attrs['temperature']} has no ONNX form")
+        b.add(onnx_op, ins[:1], [out], axis=attrs.get("axis", -1))
+    return rule
+
+
+def _softmax_output(b: _Builder, node: ir.Node, ins: list, out: str) -> None:
+    """What SoftmaxOutput predicts: the softmax over the classes (its label is unused)."""
+    attrs, ndim = node.attr_dict, len(node.inputs[0].aval.shape)
+    if ndim != 2 and not (attrs.get("multi_output") or attrs.get("preserve_shape")):
+        raise OnnxExportError(f"SoftmaxOutput {node.name!r}: scores of {ndim} dimensions are "
+                              f"flattened by MXNet; export 2-d scores (add a Flatten)")
+    b.add("Softmax", ins[:1], [out], axis=1 if attrs.get("multi_output") else -1)
+
+
+def _layer_dropout(b: _Builder, node: ir.Node, ins: list, out: str) -> None:
+    if node.attr_dict.get("mode") == "always":
+        raise OnnxExportError(f"Dropout {node.name!r}: mode='always' drops at prediction "
+                              f"time, which ONNX inference does not")
+    b.add("Identity", ins[:1], [out])
+
+
 ONNX_OPS: dict[str, Rule] = {
+    "Activation": lambda b, node, ins, out: b.add(
+        _ACTIVATIONS[node.attr_dict["act_type"]], ins, [out]),
+    "softmax": _softmax("Softmax"), "log_softmax": _softmax("LogSoftmax"),
+    "SoftmaxOutput": _softmax_output, "Dropout": _layer_dropout,
     "FullyConnected": _fully_connected, "Convolution": _convolution, "Pooling": _pooling,
     "Flatten": _simple("Flatten", axis=1), "LeakyReLU": _leaky_relu, "Reshape": _reshape,
     "BatchNorm": _batch_norm,
@@ -246,6 +282,7 @@ def export_model(sym: Any, params: Any, in_shapes: Sequence[Sequence[int]] | Non
     avals = {n: Aval(s, np.dtype(t)) for n, s, t in zip(data, shapes, types)}
     avals.update({n: Aval(v.shape, v.dtype) for n, v in values.items()})
     graph = ir.infer_shapes(graph_sym.to_graph(), avals)
+    graph, _ = lower_operators(graph, keep=ONNX_OPS)  # the layer ops ONNX has stay whole
     free = list(dynamic_input_shapes) if dynamic and dynamic_input_shapes else shapes
     builder = _Builder(helper, numpy_helper)
     names: dict[tuple[int, int], str] = {}

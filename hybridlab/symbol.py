@@ -525,14 +525,24 @@ def _infer_avals(symbol: Symbol, shapes: dict[str, Any], dtypes: dict[str, np.dt
 def _fill_parameters(node: Node, known: dict) -> None:
     """Parameter shapes from the data shape (``fc1_weight`` from ``data``), as MXNet did.
 
-    Only for operators whose OpDef has the rule ``infer_params(data_aval, **attrs) ->
-    {input name: shape}``; it fills variables whose shape is still unknown.
+    For operators whose OpDef has the rule ``infer_params(data_aval, **attrs) ->
+    {input name: shape}``, and for elementwise ones (``elemwise_add``: every input has the
+    output's one shape, so a known input sizes the others); it fills variables whose
+    shape is still unknown.
     """
-    rule = node.opdef.infer_params
-    data = known.get((id(node.inputs[0].node), node.inputs[0].index)) if node.inputs else None
-    if rule is None or data is None or data.shape is None:
+    opdef = node.opdef
+    avals = [known.get((id(v.node), v.index)) for v in node.inputs]
+    if opdef.kind == registry.Kind.ELEMENTWISE:
+        data = next((a for a in avals if a is not None and a.shape is not None), None)
+        shapes = {} if data is None else dict.fromkeys(opdef.input_names(node.attr_dict),
+                                                       data.shape)
+    else:
+        data = avals[0] if avals else None
+        if opdef.infer_params is None or data is None or data.shape is None:
+            return
+        shapes = opdef.infer_params(data, **node.attr_dict)
+    if data is None:
         return
-    shapes = rule(data, **node.attr_dict)
     for value, input_name in zip(node.inputs, node.opdef.input_names(node.attr_dict)):
         key = (id(value.node), value.index)
         unknown = key not in known or known[key].shape is None
@@ -717,7 +727,7 @@ def _renamed(result: Any, name: str, where: str) -> Symbol:
 
 def _input_value(op: registry.OpDef, node_name: str, input_name: str, given: Any) -> Value:
     if given is None:
-        if input_name not in PARAMETER_INPUTS:
+        if input_name not in PARAMETER_INPUTS + ("label",):  # MXNet made softmax_label too
             raise errors.MissingInputError(
                 f"{op.name} {node_name!r}: input {input_name!r} is missing; pass a Symbol, "
                 f"e.g. sym.{op.name}({input_name}=sym.var('{input_name}'), ...)")

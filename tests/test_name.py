@@ -127,11 +127,19 @@ def test_composites_are_named_as_one_operator(build, expected):
 
 def test_composite_errors_name_the_composite_and_its_arguments():
     from hybridlab import errors, nd
-    with pytest.raises(errors.ShapeError, match=r"^log_softmax: axis 4 is out of range.*in its "
-                                                r"max step"):
+    with pytest.raises(errors.ShapeError, match=r"^stack: cannot join .* \(in its concat step\)"):
+        nd.stack(nd.ones(2), nd.ones(3))
+    with pytest.raises(TypeError, match=r"softrelu: unknown argument 'beta' \(it takes data\)"):
+        nd.softrelu(nd.ones(2), beta=2)
+
+
+def test_layer_operator_errors_name_the_layer_operator():
+    from hybridlab import errors, nd
+    with pytest.raises(errors.ShapeError, match=r"^log_softmax: axis 4 is out of range"):
         nd.log_softmax(nd.ones((2, 3)), axis=4)
-    with pytest.raises(TypeError, match=r"Dropout: unknown argument 'prob' \(it takes data, p"):
+    with pytest.raises(TypeError, match=r"Dropout: unknown attribute 'prob' \(known attributes: "
+                                        r"axes, cudnn_off, mode, p\)"):
         nd.Dropout(nd.ones(2), prob=0.2)
     with pytest.raises(errors.AttributeValueError, match=r"Activation: missing required "
-                                                         r"argument\(s\) \['act_type'\]"):
+                                                         r"attribute\(s\) \['act_type'\]"):
         sym.Activation(sym.var("x"))

@@ -41,11 +41,12 @@ def test_the_stages_are_the_pipelines_intermediate_graphs():
     assert [s.name for s in model.stages] == ["input graph"] + [r.name for r in records]
     for stage, record in zip(model.stages[1:], records):
         assert str(stage.graph) == str(record.after) and stage.changes == record.changes
-    cse = model.stages[2]
+    assert model.stages[1].name == "lower_operators" and model.stages[1].changes == []
+    cse = model.stages[3]
     assert len(cse.changes) == 1 and len(cse.new) == 1  # relu twice: the add is rewritten
     assert [n.op for n in cse.graph.nodes if id(n) in cse.new] == ["broadcast_add"]
-    assert "-%2 = relu(%0)" in model.diff(2)
-    assert model.headline(4).startswith("stage 4/5: fuse_elementwise: 1 change(s); 1 node(s)")
+    assert "-%2 = relu(%0)" in model.diff(3)
+    assert model.headline(5).startswith("stage 5/6: fuse_elementwise: 1 change(s); 1 node(s)")
     assert model.source.startswith("def forward(")
 
 

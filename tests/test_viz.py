@@ -320,7 +320,8 @@ def test_a_hybridized_block_draws_its_program_with_all_parameters():
     block.hybridize()
     block(nd.ones((3, 5)))
     drawing = vg.draw(block)
-    assert drawing.text == "Graph(nodes=7, inputs=1, params=3, ops=[FullyConnected, relu, dot])"
+    assert drawing.text == ("Graph(nodes=7, inputs=1, params=3, "
+                            "ops=[FullyConnected, Activation, dot])")
     assert r"dot\ntranspose_b=True\nfloat32[3,2]" in drawing.source
     assert drawing.source.count("dashed") == 3  # weight, bias and head_weight
     assert "def forward(data" in views.draw_with_source(block).text
@@ -547,7 +548,7 @@ def test_graphs_and_hybridized_blocks_display_inline_with_a_summary():
     net = small_mlp(2, batch=1)
     bundle = vg.mimebundle(net)
     assert bundle["text/plain"] == ("Graph(nodes=8, inputs=1, params=4, "
-                                    "ops=[FullyConnected x2, relu])")
+                                    "ops=[FullyConnected x2, Activation])")
     assert bundle["image/svg+xml"].count("FullyConnected") == 2
     shown = net._repr_mimebundle_()  # what Jupyter calls: the drawing, the layers as text
     assert shown["text/plain"] == repr(net) and "Dense(3 -> 4" in shown["text/plain"]

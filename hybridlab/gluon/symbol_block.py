@@ -42,11 +42,12 @@ class SymbolBlock(HybridBlock):
         inputs = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
         self._input_names = [i.name for i in inputs]
         _check_inputs(self._input_names, graph.list_inputs(), params, "the graph")
-        aux = set(graph.list_auxiliary_states())
+        aux, roles = set(graph.list_auxiliary_states()), _roles(graph)
         for name in graph.list_inputs():
             if name not in self._input_names:
                 self.params.get(name, grad_req="null" if name in aux else "write",
-                                differentiable=name not in aux)
+                                differentiable=name not in aux,
+                                init=_ROLE_INIT.get(roles.get(name, "")))
         self._reg_params = dict(self.params)  # save_parameters keys: the graph's names
         self._graph, self._active = graph, True
 
@@ -132,3 +133,20 @@ def _check_inputs(names: list[str], variables: list[str], params: Any, where: st
         raise ValueError(f"input name(s) {unknown} are not variables of {where}. Its variables "
                          f"that are not parameters are {free}: pass those as input_names "
                          f"(hybridized blocks name their inputs data, or data0, data1, ...)")
+
+
+# What a parameter starts as when no file gives it, by the operator input it feeds (as
+# MXNet's initializers did): a BatchNorm of a fresh network must not divide by sqrt(< 0).
+_ROLE_INIT = {"bias": "zeros", "gamma": "ones", "beta": "zeros", "moving_mean": "zeros",
+              "moving_var": "ones"}
+
+
+def _roles(graph: Any) -> dict[str, str]:
+    """``{variable name: the operator input it feeds}`` (``bn_gamma`` -> ``gamma``)."""
+    roles = {}
+    for node in graph.to_graph().nodes:
+        if node.kind == "call":
+            names = node.opdef.input_names(node.attr_dict)
+            roles.update((v.node.name, role) for v, role in zip(node.inputs, names)
+                         if v.node.kind == "var" and not role.startswith("*"))
+    return roles

@@ -32,7 +32,7 @@ from hybridlab import autograd, config, engine, ndarray, random
 from hybridlab.errors import MissingGradientError
 from hybridlab.graph import autodiff, ir
 from hybridlab.graph.codegen import Program, compile_graph
-from hybridlab.graph.passes import run_pipeline
+from hybridlab.graph.passes import lower_operators, run_pipeline
 from hybridlab.graph.passes.eliminate_dead_code import eliminate_dead_code
 from hybridlab.graph.passes.pretranspose_weights import LAYOUT_OF
 from hybridlab.ndarray_io import aligned
@@ -219,6 +219,9 @@ class CachedOp:
         """The entry keeps ``avals``, these very objects: NOTE [The last signature first]."""
         graph = ir.infer_shapes(self.graph, [Aval(tuple(a.shape), np.dtype(a.dtype))
                                              for a in avals])
+        # the pipeline's first pass, run before the gradient: layer operators have no
+        # gradient rule of their own, their lowerings' primitives do
+        graph, _ = lower_operators(graph, training)
         backward, saved, wanted = None, (), tuple(i for i, need in enumerate(needs) if need)
         if wanted:  # recording, and some input wants its gradient
             joint = _keep_gradients(autodiff.gradient_graph(graph), len(graph.outputs), needs)

@@ -30,7 +30,14 @@ from typing import Any
 
 import numpy as np
 
-from hybridlab.ops.registry import Aval, OpDef, RunContext, install_dunders, populate
+from hybridlab.ops.registry import (
+    Aval,
+    OpDef,
+    RunContext,
+    install_dunders,
+    populate,
+    run_lowering,
+)
 
 
 class Tensor:
@@ -78,5 +85,12 @@ def apply_eagerly(op: OpDef, inputs: list[Any], attrs: dict[str, Any], name: Any
     return tuple(wrapped) if isinstance(result, tuple) else wrapped[0]
 
 
+def expand_eagerly(op: OpDef, inputs: list[Any], attrs: dict[str, Any], name: Any = None,
+                   hint: str = "") -> Any:
+    """A layer operator: its lowering, run op by op here (``training=False``)."""
+    tensors = [v if isinstance(v, Tensor) else Tensor(_unwrap(v, op)) for v in inputs]
+    return run_lowering(op, sys.modules[__name__], tensors, attrs)
+
+
 install_dunders(Tensor, apply_eagerly)
-populate(sys.modules[__name__], apply_eagerly)
+populate(sys.modules[__name__], apply_eagerly, expand=expand_eagerly)

@@ -32,7 +32,7 @@ import numpy as np
 
 from hybridlab.errors import ShapeError
 from hybridlab.ops import _infer, registry
-from hybridlab.ops.registry import Attr, Aval, Kind, OpDef, composite, register
+from hybridlab.ops.registry import Attr, Aval, Kind, OpDef, composite, register, register_layer
 
 
 def _sum_back(F, grads, inputs):
@@ -76,13 +76,32 @@ def _arith(name, ufunc, vjp, aliases, doc):
 
 
 _arith("broadcast_add", np.add, lambda F, g, a, b, out: [g, g],
-       ("elemwise_add", "_plus", "_Plus", "_add"), "``lhs + rhs`` with broadcasting.")
+       (), "``lhs + rhs`` with broadcasting.")
 _arith("broadcast_sub", np.subtract, lambda F, g, a, b, out: [g, F.negative(g)],
-       ("elemwise_sub", "_minus", "_Minus", "_sub"), "``lhs - rhs`` with broadcasting.")
+       (), "``lhs - rhs`` with broadcasting.")
 _arith("broadcast_mul", np.multiply, lambda F, g, a, b, out: [g * b, g * a],
-       ("elemwise_mul", "_mul", "_Mul"), "``lhs * rhs`` with broadcasting.")
+       (), "``lhs * rhs`` with broadcasting.")
 _arith("broadcast_div", np.divide, lambda F, g, a, b, out: [g / b, F.negative(g * out / b)],
-       ("elemwise_div", "_div", "_Div"), "``lhs / rhs`` with broadcasting.")
+       (), "``lhs / rhs`` with broadcasting.")
+def _elemwise(name: str, broadcast: str, aliases: tuple[str, ...]) -> None:
+    """MXNet's ``elemwise_*``: the broadcast op for two inputs of one shape (layer op)."""
+    def infer(lhs: Aval, rhs: Aval) -> list[Aval]:
+        if tuple(lhs.shape) != tuple(rhs.shape):
+            raise ShapeError(f"{name}: lhs {tuple(lhs.shape)} and rhs {tuple(rhs.shape)} must "
+                             f"have one shape (elemwise ops do not broadcast); use "
+                             f"{broadcast} or the operator for broadcasting")
+        return _infer.broadcast(lhs, rhs, op_name=name)
+
+    register_layer(name, lambda F, lhs, rhs: getattr(F, broadcast)(lhs, rhs), infer,
+                   Kind.ELEMENTWISE, inputs=("lhs", "rhs"), aliases=aliases,
+                   doc=f"``{broadcast}`` of two inputs of one shape (MXNet's {name}).")
+
+
+_elemwise("elemwise_add", "broadcast_add", ("_plus", "_Plus", "_add"))
+_elemwise("elemwise_sub", "broadcast_sub", ("_minus", "_Minus", "_sub"))
+_elemwise("elemwise_mul", "broadcast_mul", ("_mul", "_Mul"))
+_elemwise("elemwise_div", "broadcast_div", ("_div", "_Div"))
+
 _arith("broadcast_power", np.power,
        lambda F, g, a, b, out: [g * b * a ** (b - 1.0), g * out * F.log(a)],
        ("_power", "_Power"), "``lhs ** rhs`` with broadcasting (``rhs`` grad needs lhs > 0).")

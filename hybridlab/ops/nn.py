@@ -11,10 +11,12 @@ Two details are about numerics, not algebra:
 * ``softrelu`` (``log(1 + exp(x))``) stays a composite, rewritten as
   ``relu(x) + log1p(exp(-|x|))``: the same function, and no exponent is ever positive.
 
-``Activation(x, act_type=...)`` is MXNet's one-op-for-all front end; in hybridlab it
-just calls the op it names, so a saved graph contains ``relu`` or ``sigmoid`` nodes.
+``Activation``, ``Dropout`` and ``BatchNorm`` are *layer operators* (``OpDef.lower``):
+a graph keeps each as one node, MXNet's, so an exported file and a drawing show
+``Activation(act_type='relu')``; the compiler's first pass lowers it to primitives
+(``relu``; ``data * _dropout_mask(data)``; means, a square root and broadcasts).
 
-``Dropout`` is the composite ``data * _dropout_mask(data)``. The mask op is random
+``Dropout`` lowers to ``data * _dropout_mask(data)``. The mask op is random
 (``pure=False``: never merged or folded) and decides whether to drop when it *runs*
 (``RunContext.training``), not when a graph is traced, so one hybridized graph serves
 both training and prediction, as in MXNet. Its gradient is the product rule's
@@ -29,7 +31,16 @@ import numpy as np
 
 from hybridlab.errors import AttributeValueError, ShapeError
 from hybridlab.ops import _infer
-from hybridlab.ops.registry import Attr, Aval, Kind, OpDef, RunContext, composite, register
+from hybridlab.ops.registry import (
+    Attr,
+    Aval,
+    Kind,
+    OpDef,
+    RunContext,
+    composite,
+    register,
+    register_layer,
+)
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -81,13 +92,15 @@ def softsign(F, data, name=None):
 _ACT_TYPES = ("relu", "sigmoid", "tanh", "softrelu", "softsign")
 
 
-@composite("Activation")
-def activation(F, data, act_type, name=None):
-    """MXNet's ``Activation(data, act_type)``: relu, sigmoid, tanh, softrelu or softsign."""
-    if act_type not in _ACT_TYPES:
-        raise AttributeValueError(f"Activation: unknown act_type {act_type!r}; use one of "
-                                  f"{', '.join(map(repr, _ACT_TYPES))}")
-    return getattr(F, act_type)(data, name=name)
+def _activation(F, data, act_type):
+    return getattr(F, act_type)(data)
+
+
+register_layer(
+    "Activation", _activation, _infer.same_as_first, Kind.ELEMENTWISE,
+    attrs={"act_type": Attr("str", choices=_ACT_TYPES)},
+    doc="MXNet's ``Activation(data, act_type)``: relu, sigmoid, tanh, softrelu or softsign. "
+        "A layer operator: graphs keep it whole, the compiler lowers it to the op it names.")
 
 
 def _dropout_mask(x: np.ndarray, p: float, mode: str, axes, rt: RunContext) -> np.ndarray:
@@ -117,55 +130,180 @@ register(OpDef(
     doc="Training: 0 with probability ``p``, else ``1 / (1 - p)``. Prediction: all ones."))
 
 
-def _batch_norm(x, gamma, beta, moving_mean, moving_var, *, eps, momentum, fix_gamma,
-                use_global_stats, output_mean_var, axis, cudnn_off, rt: RunContext):
-    """Normalise each channel along ``axis``: with the moving statistics when predicting
-    (or ``use_global_stats``), with the batch's own while training."""
-    along = [1] * x.ndim
-    along[axis % x.ndim] = -1  # a per-channel vector, broadcast along the channel axis
-    if rt.training and not use_global_stats:
-        others = tuple(i for i in range(x.ndim) if i != axis % x.ndim)
-        mean, var = x.mean(axis=others), x.var(axis=others)
+def _batch_norm(F, data, gamma, beta, moving_mean, moving_var, *, training, eps, momentum,
+                fix_gamma, use_global_stats, output_mean_var, axis, cudnn_off):
+    """Per channel along ``axis``: ``(x - mean) / sqrt(var + eps) * gamma + beta``, with
+    the batch's statistics while training (unless ``use_global_stats``), else the moving
+    ones; with ``output_mean_var`` also the mean and variance used, one per channel.
+
+    Written without the data's number of dimensions, so that a graph traced without
+    shapes lowers too: a (C,) statistic broadcasts along the channel axis once it is
+    reshaped to (C, 1, ..., 1), one 1 per axis after the channels; a negative axis says
+    how many, a positive one becomes -2 by merging the axes after the channels (reshape
+    codes ``0 ... 0, -1``, which copy nothing).
+    """
+    def reshape(x, *shape):
+        return F.Reshape(x, shape=shape)  # (F.Reshape: every front end has it)
+
+    view, at = (data, axis) if axis < 0 else (reshape(data, *(0,) * (axis + 1), -1), -2)
+    ones = (1,) * (-at - 1)
+    if training and not use_global_stats:
+        mean = F.mean(view, axis=at, exclude=True, keepdims=True)
+        var = F.mean(F.square(F.broadcast_sub(view, mean)), axis=at, exclude=True,
+                     keepdims=True)
     else:
-        mean, var = moving_mean, moving_var
-    scale = (np.ones_like(gamma) if fix_gamma else gamma) / np.sqrt(var + eps)
-    out = (x - mean.reshape(along)) * scale.reshape(along) + beta.reshape(along)
-    return out.astype(x.dtype, copy=False)
+        mean, var = reshape(moving_mean, -1, *ones), reshape(moving_var, -1, *ones)
+    scale = F.ones_like(gamma) if fix_gamma else gamma
+    scale = F.broadcast_div(reshape(scale, -1, *ones), F.sqrt(var + eps))
+    out = F.broadcast_add(F.broadcast_mul(F.broadcast_sub(view, mean), scale),
+                          reshape(beta, -1, *ones))
+    if view is not data:
+        out = F.reshape_like(out, data)
+    return (out, reshape(mean, -1), reshape(var, -1)) if output_mean_var else out
 
 
-def _batch_norm_infer(x: Aval, *stats: Aval, axis: int, **unused: Any) -> list[Aval]:
-    """The data's aval; each of gamma, beta and the moving statistics must hold one value
-    per channel along ``axis`` (a running_var of another shape would broadcast silently)."""
-    channels = x.shape[axis % len(x.shape)] if x.shape else 0
+def _batch_norm_infer(x: Aval, *stats: Aval, axis: int, output_mean_var: bool,
+                      **unused: Any) -> list[Aval]:
+    """The data's aval (and the per-channel mean and variance with ``output_mean_var``);
+    gamma, beta and the moving statistics must hold one value per channel along ``axis``
+    (a running_var of another shape would broadcast silently)."""
+    if not -len(x.shape) <= axis < len(x.shape):
+        raise ShapeError(f"BatchNorm: axis={axis} is the channel axis, but the data has "
+                         f"shape {tuple(x.shape)}; give (batch, channels, ...) data")
+    channels = x.shape[axis % len(x.shape)]
     for name, stat in zip(("gamma", "beta", "moving_mean", "moving_var"), stats):
         if tuple(stat.shape) != (channels,):
             raise ShapeError(f"BatchNorm: {name} has shape {tuple(stat.shape)}, but the data "
                              f"{tuple(x.shape)} has {channels} channels along axis {axis}: "
                              f"it needs shape ({channels},)")
-    return [x]
+    per_channel = Aval((channels,), x.dtype)
+    return [x, per_channel, per_channel] if output_mean_var else [x]
 
 
-register(OpDef(
-    name="BatchNorm", kernel=_batch_norm, infer=_batch_norm_infer, kind=Kind.OPAQUE,
-    needs_context=True, inputs=("data", "gamma", "beta", "moving_mean", "moving_var"),
+register_layer(
+    "BatchNorm", _batch_norm, _batch_norm_infer, needs_context=True,
+    inputs=("data", "gamma", "beta", "moving_mean", "moving_var"),
+    num_outputs=lambda attrs: 3 if attrs["output_mean_var"] else 1,
+    infer_params=lambda data, axis, **unused: {
+        name: (data.shape[axis % len(data.shape)],)
+        for name in ("gamma", "beta", "moving_mean", "moving_var")},
     attrs={"eps": Attr("float", 1e-3), "momentum": Attr("float", 0.9),
            "fix_gamma": Attr("bool", True), "use_global_stats": Attr("bool", False),
            "output_mean_var": Attr("bool", False), "axis": Attr("int", 1),
            "cudnn_off": Attr("bool", False)},
-    grad=None, grad_missing="BatchNorm as read from an MXNet file runs forward only (its "
-    "moving statistics are auxiliary states it does not update here); to train, build the "
-    "network with gluon.nn.BatchNorm, whose layer computes and updates them",
-    doc="MXNet's BatchNorm as files written by MXNet hold it: per channel along ``axis``, "
-        "``(x - mean) / sqrt(var + eps) * gamma + beta``; the moving statistics when "
-        "predicting, the batch's while training (``fix_gamma``: gamma taken as 1)."))
+    doc="MXNet's BatchNorm: per channel along ``axis``, ``(x - mean) / sqrt(var + eps) * "
+        "gamma + beta`` -- the batch's statistics while training, the moving ones (auxiliary "
+        "states) when predicting or with ``use_global_stats``; ``fix_gamma`` takes gamma as "
+        "1. The operator returns the statistics it used (``output_mean_var``) and never "
+        "updates its inputs: ``gluon.nn.BatchNorm`` moves its running statistics from them.")
 
 
-@composite("Dropout")
-def dropout(F, data, p=0.5, mode="training", axes=(), cudnn_off=False, name=None):
-    """Zero each element with probability ``p`` while training, scaling the rest by 1/(1-p).
+def _dropout(F, data, p, mode, axes, cudnn_off):
+    """``data * mask``: the mask op decides at run time whether to drop (see above)."""
+    return F.broadcast_mul(data, F._dropout_mask(data, p=p, mode=mode, axes=axes))
 
-    ``axes``: drop whole slices, sharing one draw along these axes (variational dropout).
-    ``cudnn_off`` (in files written by MXNet) changes nothing on a CPU.
-    """
-    mask = F._dropout_mask(data, p=p, mode=mode, axes=axes)
-    return F.broadcast_mul(data, mask, name=name)
+
+def _dropout_infer(x: Aval, p: float, mode: str, axes: tuple[int, ...],
+                   cudnn_off: bool) -> list[Aval]:
+    _mask_infer(x, p, mode, axes)  # checks p
+    return [x]
+
+
+register_layer(
+    "Dropout", _dropout, _dropout_infer, pure=False,
+    attrs={"p": Attr("float", 0.5, low=0, high=1),
+           "mode": Attr("str", "training", ("training", "always")),
+           "axes": Attr("shape", ()), "cudnn_off": Attr("bool", False)},
+    doc="Zero each element with probability ``p`` while training, scaling the rest by "
+        "1/(1-p); ``axes`` drops whole slices, one draw shared along them (variational "
+        "dropout); ``cudnn_off`` (in files written by MXNet) changes nothing on a CPU.")
+
+
+# --- SoftmaxOutput: what classic MXNet networks end in ----------------------------------
+def _class_axis(x: np.ndarray, multi_output: bool, preserve_shape: bool) -> np.ndarray:
+    """The scores as (rows, classes, ...): classes on axis 1 (``multi_output``), on the
+    last axis (``preserve_shape``), else everything after the batch axis."""
+    if multi_output:
+        return x
+    if preserve_shape:
+        return np.moveaxis(x, -1, 1)
+    return x.reshape(len(x), -1)
+
+
+def _softmax_output(data: np.ndarray, label: np.ndarray, *, multi_output: bool,
+                    preserve_shape: bool, **unused: Any) -> np.ndarray:
+    x = _class_axis(data, multi_output, preserve_shape)
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    p = e / e.sum(axis=1, keepdims=True)
+    p = np.moveaxis(p, 1, -1) if preserve_shape and not multi_output else p
+    return p.reshape(data.shape).astype(data.dtype, copy=False)
+
+
+def _softmax_output_grad(prob: np.ndarray, label: np.ndarray, *, grad_scale: float,
+                         ignore_label: float, multi_output: bool, use_ignore: bool,
+                         preserve_shape: bool, normalization: str, smooth_alpha: float,
+                         **unused: Any) -> np.ndarray:
+    """``(softmax - one_hot(label)) * grad_scale``, normalised: the cross-entropy gradient,
+    whatever gradient arrives from above (MXNet's rule: the loss is built in)."""
+    p = _class_axis(prob, multi_output, preserve_shape)
+    classes = p.shape[1]
+    labels = label.reshape(p.shape[:1] + p.shape[2:]).astype(np.int64)
+    target = np.moveaxis(np.eye(classes, dtype=prob.dtype)[np.clip(labels, 0, classes - 1)],
+                         -1, 1)
+    if smooth_alpha:
+        target = target * (1 - smooth_alpha) + (1 - target) * smooth_alpha / (classes - 1)
+    grad = p - target
+    valid = np.ones(labels.shape, bool)
+    if use_ignore:
+        valid = labels != int(ignore_label)
+        grad = grad * np.expand_dims(valid, 1)
+    scale = grad_scale / {"null": 1, "batch": len(p),
+                          "valid": max(int(valid.sum()), 1)}[normalization]
+    grad = grad * scale
+    grad = np.moveaxis(grad, 1, -1) if preserve_shape and not multi_output else grad
+    return grad.reshape(prob.shape).astype(prob.dtype, copy=False)
+
+
+def _label_shape(data: Aval, multi_output: bool, preserve_shape: bool) -> tuple[int, ...]:
+    shape = tuple(data.shape)
+    if multi_output:
+        return shape[:1] + shape[2:]
+    return shape[:-1] if preserve_shape else shape[:1]
+
+
+def _softmax_output_infer(data: Aval, label: Aval, multi_output: bool, preserve_shape: bool,
+                          **unused: Any) -> list[Aval]:
+    wanted = _label_shape(data, multi_output, preserve_shape)
+    if len(data.shape) < 2 or int(np.prod(label.shape)) != int(np.prod(wanted)):
+        raise ShapeError(f"SoftmaxOutput: data {tuple(data.shape)} needs (batch, classes, "
+                         f"...) scores and a label of shape {wanted} (one class index per "
+                         f"row), got label {tuple(label.shape)}")
+    return [data]
+
+
+_SOFTMAX_OUTPUT_ATTRS = {
+    "grad_scale": Attr("float", 1.0), "ignore_label": Attr("float", -1.0),
+    "multi_output": Attr("bool", False), "use_ignore": Attr("bool", False),
+    "preserve_shape": Attr("bool", False),
+    "normalization": Attr("str", "null", ("null", "batch", "valid")),
+    "out_grad": Attr("bool", False), "smooth_alpha": Attr("float", 0.0, low=0, high=1)}
+
+register(OpDef(
+    name="SoftmaxOutput", kernel=_softmax_output, infer=_softmax_output_infer,
+    grad=lambda F, inputs, outputs, out_grads, **attrs: [
+        F._softmax_output_grad(outputs[0], inputs[1], **attrs), None],
+    kind=Kind.OPAQUE, inputs=("data", "label"), attrs=_SOFTMAX_OUTPUT_ATTRS,
+    aliases=("Softmax",),
+    infer_params=lambda data, multi_output, preserve_shape, **unused: {
+        "label": _label_shape(data, multi_output, preserve_shape)},
+    doc="The softmax of the scores (classes on axis 1, or the last with ``preserve_shape``) "
+        "whose gradient is the cross-entropy's, ``(softmax - one_hot(label)) * grad_scale``, "
+        "whatever arrives from above: the loss is built into the output layer, as in the "
+        "networks classic MXNet trained with ``Module``."))
+
+register(OpDef(
+    name="_softmax_output_grad", kernel=_softmax_output_grad,
+    infer=lambda prob, label, **attrs: [prob], kind=Kind.OPAQUE, inputs=("prob", "label"),
+    attrs=_SOFTMAX_OUTPUT_ATTRS, grad=None,
+    grad_missing="the second derivative of SoftmaxOutput is not written",
+    doc="SoftmaxOutput's gradient from its output and the labels (backward only)."))

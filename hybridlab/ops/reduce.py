@@ -6,7 +6,8 @@ A reduction collapses axes. Its gradient does the opposite: it spreads the outpu
 gradient back over the collapsed axes (``_unreduce``). ``max``/``min`` send it only to
 the elements that won; ``mean`` divides it by the number of elements averaged.
 
-``softmax`` and ``log_softmax`` are composites: subtracting the row maximum before
+``softmax`` and ``log_softmax`` are layer operators (one node in a graph, lowered by
+the compiler to the ops below): subtracting the row maximum before
 ``exp`` keeps every exponent <= 0, so nothing overflows -- the classic stability trick,
 written with registry ops so its gradient comes for free.
 
@@ -24,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from hybridlab.errors import ShapeError
-from hybridlab.ops.registry import Attr, Aval, Kind, OpDef, composite, register
+from hybridlab.ops.registry import Attr, Aval, Kind, OpDef, register, register_layer
 
 _AXIS_ATTRS = {"axis": Attr("axis", None), "keepdims": Attr("bool", False),
                "exclude": Attr("bool", False)}
@@ -152,17 +153,29 @@ def _shift(F, data, axis, temperature):
     return F.broadcast_sub(scaled, F.max(scaled, axis=axis, keepdims=True))
 
 
-@composite("softmax")
-def softmax(F, data, axis=-1, temperature=None, name=None):
-    """``exp(x) / sum(exp(x))`` along ``axis``, shifted by the maximum so it never overflows."""
+def _softmax(F, data, axis, temperature):
     shifted = _shift(F, data, axis, temperature)
     exps = F.exp(shifted)
-    return F.broadcast_div(exps, F.sum(exps, axis=axis, keepdims=True), name=name)
+    return F.broadcast_div(exps, F.sum(exps, axis=axis, keepdims=True))
 
 
-@composite("log_softmax")
-def log_softmax(F, data, axis=-1, temperature=None, name=None):
-    """``x - log(sum(exp(x)))`` along ``axis``, stable: every exponent is <= 0."""
+def _log_softmax(F, data, axis, temperature):
     shifted = _shift(F, data, axis, temperature)
-    log_total = F.log(F.sum(F.exp(shifted), axis=axis, keepdims=True))
-    return F.broadcast_sub(shifted, log_total, name=name)
+    return F.broadcast_sub(shifted, F.log(F.sum(F.exp(shifted), axis=axis, keepdims=True)))
+
+
+def _softmax_infer(name: str):
+    def infer(x: Aval, axis: int, temperature: float | None) -> list[Aval]:
+        if not -len(x.shape) <= axis < len(x.shape):
+            raise ShapeError(f"{name}: axis {axis} is out of range for shape {tuple(x.shape)}")
+        return [x]
+    return infer
+
+
+_SOFTMAX_ATTRS = {"axis": Attr("int", -1), "temperature": Attr("any", None)}
+register_layer("softmax", _softmax, _softmax_infer("softmax"), attrs=_SOFTMAX_ATTRS,
+               doc="``exp(x) / sum(exp(x))`` along ``axis``, shifted by the maximum so it "
+                   "never overflows (a layer operator: lowered by the compiler).")
+register_layer("log_softmax", _log_softmax, _softmax_infer("log_softmax"), attrs=_SOFTMAX_ATTRS,
+               doc="``x - log(sum(exp(x)))`` along ``axis``, stable: every exponent is <= 0 "
+                   "(a layer operator: lowered by the compiler).")

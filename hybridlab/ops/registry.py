@@ -51,8 +51,17 @@ Vocabulary
               parameters' shapes (``fc1_weight``) as MXNet did.
 ``apply``     what a front end does with an op: ``apply(op, inputs, attrs, hint)``.
               ``nd`` pushes the kernel to the engine; ``sym`` adds a graph node.
-``composite`` an operator written in Python from other operators (``sigmoid``,
-              ``softmax``, ``Dropout``): it has no kernel and no gradient of its own.
+``lower``     a *layer operator* (``Activation``, ``softmax``, ``Dropout``, ``BatchNorm``,
+              ``elemwise_add``): ``lower(F, *inputs, **attrs)`` writes it with primitive
+              operators, and that is its only definition -- no kernel, no gradient
+              rule of its own. ``sym`` keeps it as one node (exported JSON and drawings
+              show MXNet's operator); the compiler's first pass, ``lower_operators``,
+              replaces the node by its lowering; ``nd`` runs the lowering at once.
+              With ``needs_context`` the lowering also takes ``training`` (BatchNorm
+              uses the batch's statistics while training).
+``composite`` an operator written in Python from other operators that MXNet never
+              stored as one node (``softrelu``, ``stack``): no kernel, no gradient, and
+              every front end runs its function at once.
 """
 
 from __future__ import annotations
@@ -68,6 +77,7 @@ import numpy as np
 
 from hybridlab.errors import (
     AttributeValueError,
+    GraphError,
     ShapeError,
     UnknownAttributeError,
     UnknownOperatorError,
@@ -146,6 +156,7 @@ class OpDef:
     # layers with weights: parameter shapes from the data's Aval, {input name: shape}, so
     # sym.infer_shape(data=...) can fill `fc1_weight` as MXNet did
     infer_params: Callable[..., dict[str, tuple[int, ...]]] | None = None
+    lower: Callable[..., Any] | None = None  # a layer operator's definition (see above)
     aliases: tuple[str, ...] = ()
     doc: str = ""
 
@@ -184,9 +195,21 @@ class OpDef:
         self._required = [k for k, a in self.attrs.items() if a.default is REQUIRED]
         if self.kernel_out is None and self.ufunc is not None and not self.attrs:
             self.kernel_out = ufunc_out(self.ufunc)
+        if self.lower is not None:  # run only through its lowering: say so if called
+            self.kernel = _lower_first(self.name)
 
     def __repr__(self) -> str:
         return f"<OpDef {self.name} ({self.kind.value})>"
+
+
+def _lower_first(name: str) -> Callable[..., Any]:
+    def kernel(*arrays: Any, **attrs: Any) -> Any:
+        raise GraphError(f"{name} is a layer operator: it runs as its lowering. Lower the "
+                         f"graph first (graph.passes.lower_operators, the compiler's first "
+                         f"pass; ir.evaluate does it for you)")
+
+    kernel.__name__ = f"{name}_needs_lowering"
+    return kernel
 
 
 def ufunc_out(ufunc: np.ufunc) -> Callable[..., np.ndarray]:
@@ -373,6 +396,16 @@ def register(op: OpDef) -> OpDef:
     return op
 
 
+def register_layer(name: str, lower: Callable[..., Any], infer: Callable[..., list[Aval]],
+                   kind: Kind = Kind.OPAQUE, **fields: Any) -> OpDef:
+    """Register a layer operator: defined by ``lower`` alone (no kernel, no gradient rule:
+    both are its lowering's), kept whole by ``sym`` and lowered by the compiler."""
+    return register(OpDef(
+        name=name, kernel=_lower_first(name), infer=infer, grad=None, kind=kind, lower=lower,
+        grad_missing=f"{name} is differentiated through its lowering: lower the graph first "
+                     f"(graph.passes.lower_operators)", **fields))
+
+
 def composite(name: str, aliases: tuple[str, ...] = ()) -> Callable[[Callable], Callable]:
     """Decorator registering ``fn(F, *args, **kwargs)`` as a composite operator."""
 
@@ -406,7 +439,8 @@ Apply = Callable[[OpDef, list, dict, "str | None", str], Any]
 Compose = Callable[[Callable[[], Any], str, "str | None"], Any]
 
 
-def populate(module: types.ModuleType, apply: Apply, compose: Compose | None = None) -> None:
+def populate(module: types.ModuleType, apply: Apply, compose: Compose | None = None,
+             expand: Apply | None = None) -> None:
     """Put one function per operator and composite into ``module``.
 
     ``apply(op, inputs, attrs, name, hint)`` is the front end's only hook: ``inputs``
@@ -415,14 +449,28 @@ def populate(module: types.ModuleType, apply: Apply, compose: Compose | None = N
     spelling that was called (``"broadcast_add"``), used for automatic symbol names.
     ``compose(run, hint, name)``, when given, runs a composite (``run()``) and names
     its result as one node (``sym``: ``activation0``, not the ``relu0`` inside it).
+    ``expand``, when given, replaces ``apply`` for layer operators (``OpDef.lower``): an
+    eager front end runs their lowering at once (see :func:`run_lowering`).
     A dotted alias such as ``"random.normal"`` lands in a sub-namespace ``module.random``.
     """
     for op in OPS.values():
+        hook = expand if expand is not None and op.lower is not None else apply
         for spelling in (op.name, *op.aliases):
-            _install(module, spelling, _op_function(op, apply, spelling))
+            _install(module, spelling, _op_function(op, hook, spelling))
     for comp in COMPOSITES.values():
         for spelling in (comp.name, *comp.aliases):
             _install(module, spelling, _composite_function(comp, module, spelling, compose))
+
+
+def run_lowering(op: OpDef, F: Any, inputs: Sequence[Any], attrs: dict[str, Any],
+                 training: bool = False) -> Any:
+    """A layer operator's lowering called with front end ``F`` on ``inputs``: the
+    attributes parsed (defaults filled), ``training`` given when the op asks for it."""
+    parsed = op.parse_attrs(attrs)
+    if op.lower is None:
+        raise ValueError(f"{op.name} is not a layer operator: it has no lowering")
+    extra = {"training": training} if op.needs_context else {}
+    return op.lower(F, *inputs, **parsed, **extra)
 
 
 def _op_function(op: OpDef, apply: Apply, spelling: str) -> Callable[..., Any]:

@@ -404,14 +404,42 @@ def test_symbol_block_sizes_parameters_the_source_net_has_not_sized_yet():
     np.testing.assert_allclose(out, net(x).asnumpy(), rtol=1e-5, atol=1e-6)
 
 
-def test_symbol_block_says_when_the_graph_cannot_size_a_parameter():
+class _Scale(gluon.HybridBlock):
+    """A parameter only a primitive reads (broadcast_mul): no operator can size it."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        with self.name_scope():
+            self.gamma = self.params.get("gamma", shape=(0,), allow_deferred_init=True)
+
+    def infer_shape(self, x, *args):
+        self.gamma.shape = (x.shape[1],)
+
+    def hybrid_forward(self, F, x, gamma):
+        return F.broadcast_mul(x, gamma)
+
+
+def test_symbol_block_sizes_layer_parameters_from_the_data():
+    # FullyConnected and BatchNorm size their parameters from the data, as in MXNet
     net = nn.HybridSequential()
     net.add(nn.Dense(4), nn.BatchNorm(), nn.Dense(2))
     net.initialize()
     data = mx.sym.var("data")
     block = gluon.SymbolBlock(net(data), data, net.collect_params())
+    out = block(nd.ones((2, 3)))
+    assert net[1].gamma.shape == (4,) and net[0].weight.shape == (4, 3)
+    np.testing.assert_allclose(out.asnumpy(), net(nd.ones((2, 3))).asnumpy(), rtol=1e-5,
+                               atol=1e-6)
+
+
+def test_symbol_block_says_when_the_graph_cannot_size_a_parameter():
+    net = nn.HybridSequential()
+    net.add(nn.Dense(4), _Scale(prefix="scale0_"), nn.Dense(2))
+    net.initialize()
+    data = mx.sym.var("data")
+    block = gluon.SymbolBlock(net(data), data, net.collect_params())
     with pytest.raises(mx.errors.DeferredInitializationError,
-                       match=r"batchnorm0_gamma.*run the block the graph came from once"):
+                       match=r"scale0_gamma.*run the block the graph came from once"):
         block(nd.ones((2, 3)))
     net(nd.ones((2, 3)))  # the fix
     np.testing.assert_allclose(block(nd.ones((2, 3))).asnumpy(), net(nd.ones((2, 3))).asnumpy(),

@@ -133,7 +133,7 @@ def test_seed_fancy_func_of_constants_folds_to_print_10():
     values = [ir.const(np.float32(v), name=f"c{v}").out() for v in (1, 2, 3, 4)]
     graph, records = run_pipeline(_fancy_func(*values))
     assert str(graph) == "%0 = const 10.0 : float32[]\nreturn %0"
-    assert len(records[0].changes) == 3
+    assert [len(r.changes) for r in records if r.name == "fold_constants"] == [3]
     assert compile_graph(graph).source.splitlines()[1] == "    return (g,)"
 
 

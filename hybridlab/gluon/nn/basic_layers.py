@@ -176,29 +176,20 @@ class BatchNorm(HybridBlock):
 
     def hybrid_forward(self, F: Any, x: Any, gamma: Any, beta: Any, running_mean: Any,
                        running_var: Any) -> Any:
-        # NOTE: written without x's number of dimensions, so that net(sym.var('data'))
-        # traces with no shape at all. A (C,) statistic broadcasts along the channel axis
-        # once it is reshaped to (C, 1, ..., 1) with one 1 per axis after the channels:
-        # a negative axis says how many; a positive one is made -2 by merging the axes
-        # after the channels (reshape codes 0 ... 0, -1), which costs no copy.
+        # MXNet's one BatchNorm operator; while training it also returns the batch's
+        # statistics, from which the running ones move (the operator updates nothing)
         self._check_input(x)
-        view, axis = (x, self._axis) if self._axis < 0 else \
-            (x.reshape((0,) * (self._axis + 1) + (-1,)), -2)
-        ones = (1,) * (-axis - 1)
-        if autograd.is_training() and not self._use_global_stats:
-            mean = F.mean(view, axis=axis, exclude=True, keepdims=True)
-            var = F.mean(F.square(F.broadcast_sub(view, mean)), axis=axis, exclude=True,
-                         keepdims=True)
-            self._update(F, self.running_mean, running_mean, mean.reshape((-1,)))
-            self._update(F, self.running_var, running_var, var.reshape((-1,)))
-        else:
-            mean, var = running_mean.reshape((-1, *ones)), running_var.reshape((-1, *ones))
-        scale = F.broadcast_div(gamma.reshape((-1, *ones)), F.sqrt(var + self._eps))
-        normalised = F.broadcast_mul(F.broadcast_sub(view, mean), scale)
-        if view is x:
-            return F.broadcast_add(normalised, beta.reshape((-1, *ones)), name="fwd")
-        return F.reshape_like(F.broadcast_add(normalised, beta.reshape((-1, *ones))), x,
-                              name="fwd")
+        training = autograd.is_training() and not self._use_global_stats
+        result = F.BatchNorm(x, gamma, beta, running_mean, running_var, eps=self._eps,
+                             momentum=self._momentum, fix_gamma=self._fix_gamma,
+                             use_global_stats=self._use_global_stats, axis=self._axis,
+                             output_mean_var=training, name="fwd")
+        if not training:
+            return result
+        out, mean, var = result
+        self._update(F, self.running_mean, running_mean, mean)
+        self._update(F, self.running_var, running_var, var)
+        return out
 
     def _update(self, F: Any, param: Any, running: Any, batch: Any) -> None:
         """Move the running statistic towards the batch's (no gradient flows through it)."""

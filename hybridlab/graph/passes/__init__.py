@@ -21,11 +21,13 @@ from hybridlab.graph.passes.eliminate_common_subexpressions import eliminate_com
 from hybridlab.graph.passes.eliminate_dead_code import eliminate_dead_code
 from hybridlab.graph.passes.fold_constants import fold_constants
 from hybridlab.graph.passes.fuse_elementwise import fuse_elementwise
+from hybridlab.graph.passes.lower_operators import lower_operators
 from hybridlab.graph.passes.plan_memory import MemoryPlan, plan_memory
 
 Pass = Callable[[Graph], "tuple[Graph, list[str]]"]
 
 PIPELINE: tuple[Pass, ...] = (
+    lower_operators,  # first: every later pass sees primitive operators only
     fold_constants,
     eliminate_common_subexpressions,
     eliminate_dead_code,
@@ -45,8 +47,11 @@ class PassRecord:
 
 
 def run_pipeline(graph: Graph, disabled: Sequence[str] = (), verify: bool | None = None,
-                 passes: Sequence[Pass] = ()) -> tuple[Graph, list[PassRecord]]:
+                 passes: Sequence[Pass] = (), training: bool = False
+                 ) -> tuple[Graph, list[PassRecord]]:
     """Run every pass of :data:`PIPELINE` not named in ``disabled``, in order.
+
+    ``training`` is the mode the program will run in: lowering ``BatchNorm`` depends on it.
 
     ``passes`` adds your own passes (pure ``Graph -> (Graph, changes)`` functions, named by
     their ``__name__``): they run after folding, CSE and dead-code elimination, and before
@@ -65,7 +70,8 @@ def run_pipeline(graph: Graph, disabled: Sequence[str] = (), verify: bool | None
         if compiler_pass.__name__ in disabled:
             continue
         before = graph
-        result = compiler_pass(graph)
+        result = (lower_operators(graph, training) if compiler_pass is lower_operators
+                  else compiler_pass(graph))
         if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], Graph)):
             raise TypeError(f"pass {compiler_pass.__name__} must return (Graph, list of "
                             f"changes), got {type(result).__name__}")
@@ -90,5 +96,6 @@ def _with_user_passes(passes: Sequence[Pass]) -> tuple[Pass, ...]:
 
 __all__ = [
     "PIPELINE", "MemoryPlan", "PassRecord", "eliminate_common_subexpressions",
-    "eliminate_dead_code", "fold_constants", "fuse_elementwise", "plan_memory", "run_pipeline",
+    "eliminate_dead_code", "fold_constants", "fuse_elementwise", "lower_operators", "plan_memory",
+    "run_pipeline",
 ]
