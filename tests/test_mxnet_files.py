@@ -166,6 +166,23 @@ def test_mxnet_ran_hybridlab_exports_and_saved_parameters_to_the_same_outputs():
                                atol=1e-6)
 
 
+def test_mxnet_ran_hybridlabs_layer_operators_to_the_same_outputs():
+    """hybridlab's export of a convnet holds MXNet's operators whole (Activation,
+    BatchNorm with its auxiliary states, Dropout, elemwise_add): MXNet 1.9.1 ran the file
+    (tools/mxnet_fixtures.py mxnet-reads) and computed hybridlab's outputs."""
+    with open(_fixture("from_hybridlab", "convnet-symbol.json")) as f:
+        ops = {node["op"] for node in json.load(f)["nodes"]}
+    assert {"Activation", "BatchNorm", "Dropout", "elemwise_add", "LeakyReLU"} <= ops
+    assert not ops & {"relu", "broadcast_add", "_dropout_mask", "broadcast_mul"}
+    io = np.load(_fixture("from_hybridlab", "convnet-io.npz"))
+    mxnet = np.load(_fixture("from_hybridlab", "mxnet-convnet-outputs.npz"))
+    np.testing.assert_allclose(mxnet["imports"], io["y"], rtol=1e-5, atol=1e-6)
+    again = gluon.SymbolBlock.imports(_fixture("from_hybridlab", "convnet-symbol.json"),
+                                      ["data"], _fixture("from_hybridlab", "convnet-0000.params"))
+    np.testing.assert_allclose(again(nd.array(io["x"])).asnumpy(), io["y"], rtol=1e-5,
+                               atol=1e-6)
+
+
 def test_batchnorm_read_from_mxnet_uses_batch_statistics_while_training_and_has_a_gradient():
     from hybridlab import autograd
 

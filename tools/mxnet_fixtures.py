@@ -64,15 +64,8 @@ def _layers(nn, kind: str):
     return net
 
 
-INPUT_SHAPES = {"mlp": (3, 64), "lenet": (2, 1, 28, 28), "convnet": (2, 3, 8, 8)}
-
-
-# --- 1. real MXNet writes -----------------------------------------------------------------
-def mxnet_writes() -> None:
-    import mxnet as mx
-    from mxnet import autograd, gluon, nd
-    from mxnet.gluon import nn
-
+def _convnet(gluon, nn):
+    """BatchNorm, LeakyReLU, a residual elemwise_add, both poolings, Flatten, Dropout."""
     class Residual(gluon.HybridBlock):
         def __init__(self, channels, **kwargs):
             super().__init__(**kwargs)
@@ -83,16 +76,26 @@ def mxnet_writes() -> None:
         def hybrid_forward(self, F, x):
             return F.elemwise_add(x, self.bn(self.conv(x)))
 
+    net = nn.HybridSequential()
+    net.add(nn.Conv2D(8, 3, padding=1, activation="relu"), nn.BatchNorm(), nn.LeakyReLU(0.1),
+            Residual(8), nn.MaxPool2D(2), nn.AvgPool2D(2), nn.Flatten(), nn.Dropout(0.5),
+            nn.Dense(10))
+    return net
+
+
+INPUT_SHAPES = {"mlp": (3, 64), "lenet": (2, 1, 28, 28), "convnet": (2, 3, 8, 8)}
+
+
+# --- 1. real MXNet writes -----------------------------------------------------------------
+def mxnet_writes() -> None:
+    import mxnet as mx
+    from mxnet import autograd, gluon, nd
+    from mxnet.gluon import nn
+
     mx.random.seed(7)
     np.random.seed(7)
     for kind in ("mlp", "lenet", "convnet"):
-        if kind == "convnet":
-            net = nn.HybridSequential()
-            net.add(nn.Conv2D(8, 3, padding=1), nn.BatchNorm(), nn.LeakyReLU(0.1),
-                    Residual(8), nn.MaxPool2D(2), nn.AvgPool2D(2), nn.Flatten(),
-                    nn.Dropout(0.5), nn.Dense(10))
-        else:
-            net = _layers(nn, kind)
+        net = _convnet(gluon, nn) if kind == "convnet" else _layers(nn, kind)
         net.initialize(mx.init.Xavier())
         x = nd.array(np.random.default_rng(1).standard_normal(INPUT_SHAPES[kind]))
         if kind == "convnet":  # move BatchNorm's running statistics away from 0 and 1
@@ -130,7 +133,7 @@ def mxnet_writes() -> None:
 # --- 2. hybridlab writes ------------------------------------------------------------------
 def hybridlab_writes() -> None:
     import hybridlab as mx
-    from hybridlab import nd
+    from hybridlab import autograd, gluon, nd
     from hybridlab.gluon import nn
 
     mx.random.seed(7)
@@ -148,6 +151,18 @@ def hybridlab_writes() -> None:
     net.save_parameters(_path("from_hybridlab", "mlp.params"))
     net.export(_path("from_hybridlab", "mlp"))
     np.savez(_path("from_hybridlab", "mlp-io.npz"), x=x.asnumpy(), y=y.asnumpy())
+    # MXNet's layer operators as hybridlab writes them (Activation, BatchNorm with its
+    # auxiliary states, Dropout, elemwise_add, LeakyReLU, Pooling, Flatten)
+    net = _convnet(gluon, nn)
+    net.initialize(mx.init.Xavier())
+    x = nd.array(np.random.default_rng(1).standard_normal(INPUT_SHAPES["convnet"]))
+    net.hybridize()
+    for _ in range(3):  # move BatchNorm's running statistics away from 0 and 1
+        with autograd.record():
+            net(x * 2 + 1)
+    y = net(x)
+    net.export(_path("from_hybridlab", "convnet"))
+    np.savez(_path("from_hybridlab", "convnet-io.npz"), x=x.asnumpy(), y=y.asnumpy())
 
 
 # --- 3. real MXNet reads what hybridlab wrote ---------------------------------------------
@@ -170,6 +185,10 @@ def mxnet_reads() -> None:
                                          os.path.join(src, "mlp-0000.params"))
     np.savez(_path("from_hybridlab", "mxnet-outputs.npz"), load_parameters=net(x).asnumpy(),
              imports=imported(x).asnumpy())
+    x = nd.array(np.load(os.path.join(src, "convnet-io.npz"))["x"])
+    imported = gluon.SymbolBlock.imports(os.path.join(src, "convnet-symbol.json"), ["data"],
+                                         os.path.join(src, "convnet-0000.params"))
+    np.savez(_path("from_hybridlab", "mxnet-convnet-outputs.npz"), imports=imported(x).asnumpy())
     print("MXNet", mx.__version__, "read everything hybridlab wrote")
 
 
