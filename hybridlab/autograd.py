@@ -50,7 +50,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from hybridlab.errors import GraphReleasedError, MissingGradientError, NotRecordedError
-from hybridlab.walk import postorder  # the one graph walk, shared with graph.ir
+from hybridlab.walk import postorder, reverse_mode  # the walks shared with graph.ir
 
 GRAD_REQS = ("write", "add", "null")
 
@@ -199,43 +199,49 @@ def _check_heads(heads: Sequence[Any], head_grads: Sequence[Any]) -> None:
                 f"`with autograd.record():`")
 
 
-def _accumulate(grads: dict, array: Any, grad: Any, op_name: str) -> None:
+def _checked(array: Any, grad: Any, op_name: str) -> Any:
     if tuple(grad.shape) != tuple(array.shape):
         raise ValueError(f"gradient rule of '{op_name}' returned shape {grad.shape} for an "
                          f"input of shape {array.shape} (a bug in the operator's grad)")
-    previous = grads.get(id(array))
-    grads[id(array)] = (array, grad if previous is None else previous[1] + grad)
+    return grad
 
 
 def _backpropagate(heads: list, head_grads: list, retain_graph: bool, create_graph: bool,
-               train_mode: bool) -> dict:
+                   train_mode: bool) -> dict:
     """Run every gradient rule from ``heads`` back; returns ``{id(array): (array, grad)}``."""
     from hybridlab import ndarray as nd  # lazy: ndarray imports this module
 
     _check_heads(heads, head_grads)
     order = _topological_order(heads)
-    grads: dict = {}
+    arrays: dict[int, Any] = {}  # the arrays behind the keys of ``grads``
+
+    def keys(values: Sequence[Any]) -> list[int]:
+        arrays.update((id(x), x) for x in values)
+        return [id(x) for x in values]
+
+    def vjp(node: Node, found: list) -> list:
+        """One node's gradient rule on arrays (zeros for outputs nothing reached)."""
+        _check_rule(node.op)
+        out_grads = [nd.from_numpy(np.zeros(out.shape, out.dtype)) if g is None else g
+                     for out, g in zip(node.outputs, found)]
+        in_grads = node.op.grad(nd, list(node.inputs), list(node.outputs), out_grads,
+                                **node.attrs)
+        return [_checked(x, g, node.op.name) if g is not None and x._ag is not None else None
+                for x, g in zip(node.inputs, in_grads)]
+
+    grads: dict[int, Any] = {}
     with _scope(create_graph, train_mode):
         for head, head_grad in zip(heads, head_grads):
             if head_grad is None:
                 head_grad = nd.from_numpy(np.ones(head.shape, head.dtype))
-            _accumulate(grads, head, head_grad, "head_grads")
-        for node in reversed(order):
-            found = [grads.get(id(out)) for out in node.outputs]
-            if all(g is None for g in found):
-                continue
-            _check_rule(node.op)
-            out_grads = [nd.from_numpy(np.zeros(out.shape, out.dtype)) if g is None else g[1]
-                         for out, g in zip(node.outputs, found)]
-            in_grads = node.op.grad(nd, list(node.inputs), list(node.outputs), out_grads,
-                                    **node.attrs)
-            for x, grad in zip(node.inputs, in_grads):
-                if grad is not None and x._ag is not None:
-                    _accumulate(grads, x, grad, node.op.name)
+            (key,) = keys([head])
+            grads[key] = head_grad if key not in grads else grads[key] + head_grad
+        reverse_mode(order, grads, lambda node: keys(node.outputs),
+                     lambda node: keys(node.inputs), vjp, lambda key, a, b: a + b)
     if not retain_graph:
         for node in order:
             node.inputs = node.outputs = None
-    return grads
+    return {key: (arrays[key], grad) for key, grad in grads.items()}
 
 
 def _as_list(value: Any) -> list:

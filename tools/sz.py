@@ -82,7 +82,7 @@ BUDGETS: dict[str, int] = {
     "hybridlab/symbol.py": 730,  # + JSON load, Executor, teaching errors, elementwise completion
     "hybridlab/name.py": 50,  # mx.name: NameManager, Prefix
     "hybridlab/autograd.py": 170,  # + teaching errors: freed graph, bad VJP, 2nd order, head shape
-    "hybridlab/walk.py": 25,  # the one depth-first postorder, shared by autograd and graph.ir
+    "hybridlab/walk.py": 40,  # postorder and the one reverse-mode sweep
     "hybridlab/display.py": 15,  # the display hook viz fills, so the core never imports viz
     "hybridlab/userline.py": 35,  # the one user-line finder (engine, IR, tracing): rules + format
     "hybridlab/graph/frontend.py": 25,  # the F slot symbol fills (graph never imports symbol)

@@ -32,6 +32,7 @@ from hybridlab.errors import GraphError
 from hybridlab.graph import frontend, ir
 from hybridlab.graph.ir import Graph, Node, Value
 from hybridlab.ops.registry import Kind
+from hybridlab.walk import reverse_mode
 
 
 def gradient_graph(graph: Graph) -> Graph:
@@ -45,26 +46,34 @@ def gradient_graph(graph: Graph) -> Graph:
 
     sym, wrap, unwrap = frontend.current()  # F = sym, installed by symbol (above graph)
     cotangents = [ir.var(f"{v.node.name}_ograd{i}", v.aval) for i, v in enumerate(graph.outputs)]
-    grads: dict[tuple[int, int], Value] = {}
+
+    def vjp(node: Node, found: list[Value | None]) -> list[Value | None]:
+        """One node's gradient rule on graph values: it adds the backward's nodes."""
+        if node.kind != "call":
+            return []
+        _check_rule(node)
+        if node.opdef.grad is None:  # no gradient by design
+            return []
+        out_grads = [wrap(g) if g is not None else sym.zeros_like(wrap(node.out(i)))
+                     for i, g in enumerate(found)]
+        in_grads = node.opdef.grad(sym, [wrap(v) for v in node.inputs],
+                                   [wrap(node.out(i)) for i in range(node.num_outputs)],
+                                   out_grads, **node.attr_dict)
+        return [None if g is None else unwrap(g) for g in in_grads]
+
+    def add(value: Value, previous: Value, grad: Value) -> Value:  # a value read twice
+        return ir.call("broadcast_add", [previous, grad],
+                       name=f"d_{value.node.name}_sum").out()
+
+    grads: dict[Value, Value] = {}
     with names.Prefix("d_"):
         for value, cotangent in zip(graph.outputs, cotangents):
-            _accumulate(grads, value, cotangent.out())
-        for node in reversed(graph.nodes):
-            found = [grads.get((id(node), i)) for i in range(node.num_outputs)]
-            if node.kind != "call" or all(g is None for g in found):
-                continue
-            _check_rule(node)
-            if node.opdef.grad is None:  # no gradient by design
-                continue
-            out_grads = [wrap(g) if g is not None else sym.zeros_like(wrap(node.out(i)))
-                         for i, g in enumerate(found)]
-            in_grads = node.opdef.grad(sym, [wrap(v) for v in node.inputs],
-                                       [wrap(node.out(i)) for i in range(node.num_outputs)],
-                                       out_grads, **node.attr_dict)
-            for value, grad in zip(node.inputs, in_grads):
-                if grad is not None:
-                    _accumulate(grads, value, unwrap(grad))
-        results = [grads.get((id(n), 0)) or unwrap(sym.zeros_like(wrap(n.out())))
+            grads[value] = cotangent.out() if value not in grads else add(
+                value, grads[value], cotangent.out())
+        reverse_mode(graph.nodes, grads,
+                     lambda node: [node.out(i) for i in range(node.num_outputs)],
+                     lambda node: list(node.inputs), vjp, add)
+        results = [grads.get(n.out()) or unwrap(sym.zeros_like(wrap(n.out())))
                    for n in graph.inputs]
     # Schedule: the depth-first order follows its roots, so visiting the gradients of
     # the *last* inputs first computes each layer's weight gradient as soon as the
@@ -82,13 +91,6 @@ def _check_rule(node: Node) -> None:
         raise GraphError(f"cannot differentiate node {ir.format_name(node.name)} ({node.op})"
                          f"{where}: {why}. Build the gradient graph from the forward graph "
                          f"(not from one that already holds backward ops)")
-
-
-def _accumulate(grads: dict[tuple[int, int], Value], value: Value, grad: Value) -> None:
-    key = (id(value.node), value.index)
-    previous = grads.get(key)
-    grads[key] = grad if previous is None else ir.call(
-        "broadcast_add", [previous, grad], name=f"d_{value.node.name}_sum").out()
 
 
 @dataclasses.dataclass(frozen=True)

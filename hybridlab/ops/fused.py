@@ -18,11 +18,12 @@ graph node has, so this layer does not import ``graph``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
 from hybridlab.ops.registry import Attr, Aval, Kind, OpDef, register
+from hybridlab.walk import reverse_mode
 
 FUSED = "_fused"
 
@@ -84,17 +85,16 @@ def _fused_grad(F: Any, inputs: list[Any], outputs: list[Any], out_grads: list[A
         args = [values[id(v.node)] for v in step.inputs]
         values[id(step)] = getattr(F, step.opdef.name)(*args, **step.attr_dict)
     values[id(steps[-1])] = outputs[0]
-    grads: dict[int, Any] = {id(steps[-1]): out_grads[0]}
-    for step in reversed(steps):
-        if grads.get(id(step)) is None:
-            continue
+
+    def vjp(step: Any, found: list[Any]) -> Sequence[Any]:  # the step's own rule
         args = [values[id(v.node)] for v in step.inputs]
-        rule = step.opdef.grad
-        for value, grad in zip(step.inputs, rule(F, args, [values[id(step)]], [grads[id(step)]],
-                                                 **step.attr_dict)):
-            if grad is not None:
-                previous = grads.get(id(value.node))
-                grads[id(value.node)] = grad if previous is None else previous + grad
+        rule: Any = step.opdef.grad
+        return list(rule(F, args, [values[id(step)]], found, **step.attr_dict))
+
+    grads: dict[int, Any] = {id(steps[-1]): out_grads[0]}
+    reverse_mode(steps, grads, lambda step: [id(step)],
+                 lambda step: [id(v.node) for v in step.inputs], vjp,
+                 lambda key, previous, grad: previous + grad)
     return [grads.get(id(p)) for p in program.inputs]
 
 
