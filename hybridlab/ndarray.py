@@ -24,8 +24,11 @@ Invariants
   rebind ``x._data``, in an engine op that reads *and* writes ``x._var``, so ops pushed
   before see the old value and ops pushed after see the new one. Kernels may therefore
   return views of their inputs, and ``copy()`` may share the buffer.
-* Indexing returns a new array (a copy), made by registry ops so gradients flow through
-  it; MXNet returned views for basic slices on axis 0.
+* ``x[i]``, ``x[a:b]`` (rows of the first axis) and ``x.reshape(...)`` are *views*, as
+  in MXNet: writing through one changes the base, and the other way round (NOTE
+  [Views], by copy-on-write on the base's Var). Other indexing, and any indexing under
+  ``autograd.record()`` or of an array on the tape, returns a new array made by
+  registry ops, so gradients flow through it.
 * Every array lives on ``cpu(0)``; ``float32`` is the default dtype (also for
   ``nd.array`` of float64 or int numpy data, as in MXNet).
 * NOTE [Op names shadow builtins]: :func:`populate` puts ``sum``, ``max``, ``abs``,
@@ -171,9 +174,15 @@ class NDArray:
 
     # --- shape methods with MXNet's positional forms: x.reshape(2, 3), x.transpose(1, 0) --
     def reshape(self, *shape: Any, **kwargs: Any) -> NDArray:
+        """A view of the same values in another shape (writes go through, as in MXNet);
+        under ``autograd.record()`` or on an array on the tape, the Reshape operator."""
         shape = _one_tuple(shape)
-        return _apply(registry.get("Reshape"), [self], {"shape": shape, **kwargs} if shape
-                       else kwargs)
+        attrs = {"shape": shape, **kwargs} if shape else kwargs
+        if _MODE.recording or self._ag is not None:
+            return _apply(registry.get("Reshape"), [self], attrs)
+        op = registry.get("Reshape")
+        (aval,) = op.infer(self._aval, **op.parse_attrs(attrs))
+        return _View.of(self, 0, self.shape[0] if self.shape else 1, tuple(aval.shape))
 
     def transpose(self, *axes: Any, **kwargs: Any) -> NDArray:
         axes = _one_tuple(axes)
@@ -202,7 +211,10 @@ class NDArray:
             return _apply(registry.get("take"), [self, indices], {"axis": 0})
         begin, end, step, kept = _normalize_key(self.shape, key)
         shape = kept or (1,)  # integer indices drop their axis, but never down to 0-d
-        if not begin and self.shape == shape:  # x[:], x[...]: still a new array
+        rows = _first_axis_rows(self.shape, begin, end, step)
+        if rows is not None and not _MODE.recording and self._ag is None:
+            return _View.of(self, *rows, shape)  # NOTE [Views]
+        if not begin and self.shape == shape:  # x[:] on the tape: a new array
             return self.copy()
         result = self
         if begin:
@@ -242,6 +254,63 @@ class NDArray:
 
     def __abs__(self) -> NDArray:
         return _apply(registry.get("abs"), [self], {})
+
+
+# NOTE: [Views] ``x[1:3]``, ``x[i]`` and ``x.reshape(...)`` are views of ``x``, as in
+# MXNet: a view reads its base's current buffer (numpy views of it: free), and a write
+# through it -- every in-place path ends in ``target._data = new`` inside an engine op
+# writing target's Var -- makes the base's *next* buffer: a copy with the region
+# replaced (copy-on-write). No stored buffer is ever modified (NOTE [Immutable buffers]),
+# and a view shares its base's Var, so the engine orders reads and writes of the view
+# and the base as one array's. Only views pay: NDArray's own ``_data`` is a plain slot.
+class _View(NDArray):
+    """Rows ``start:stop`` of ``base``'s first axis, seen in ``shape`` (a reshape: all rows)."""
+
+    __slots__ = ("_base", "_rows")
+
+    @staticmethod
+    def of(base: NDArray, start: int, stop: int, shape: tuple) -> NDArray:
+        if base._data is None:  # a view of an array whose op failed: say so now
+            _check_computed(base)
+        view = _object_new(_View)
+        aval = Aval(tuple(int(n) for n in shape), base.dtype)
+        view._aval, view.shape, view.dtype = aval, aval.shape, aval.dtype
+        view._base, view._rows, view._var, view._ag = base, (start, stop), base._var, None
+        return view
+
+    @property  # type: ignore[override]
+    def _data(self) -> np.ndarray | None:
+        whole = self._base._data
+        if whole is None:
+            return None
+        start, stop = self._rows
+        rows = whole if whole.ndim == 0 else whole[start:stop]
+        return rows.reshape(self.shape)
+
+    @_data.setter
+    def _data(self, value: np.ndarray | None) -> None:
+        base, (start, stop) = self._base, self._rows
+        if value is None or base._data is None:  # (a failed op; the base reports it)
+            return
+        new = base._data.copy()  # copy-on-write: the base's next buffer
+        rows = new if new.ndim == 0 else new[start:stop]
+        rows[...] = np.asarray(value).reshape(rows.shape)
+        base._data = new
+
+
+def _first_axis_rows(shape: tuple, begin: tuple, end: tuple, step: tuple
+                     ) -> tuple[int, int] | None:
+    """``(start, stop)`` when the key selects consecutive rows of the first axis and every
+    other axis whole (what MXNet returns as a view); else None."""
+    if not shape:
+        return None
+    if not begin:
+        return 0, shape[0]
+    whole = all(b == 0 and e in (n, None) and s == 1
+                for b, e, s, n in zip(begin[1:], end[1:], step[1:], shape[1:]))
+    if step[0] != 1 or not whole:
+        return None
+    return begin[0], shape[0] if end[0] is None else end[0]
 
 
 def _raise_never_computed(x: NDArray, failed: engine.Task | None) -> None:
