@@ -30,7 +30,7 @@ import inspect
 import threading
 import warnings
 from collections import OrderedDict
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -299,8 +299,9 @@ class HybridBlock(Block):
         super().__init__(prefix, params)
         self._active = False
         self._flags = {"static_alloc": False, "static_shape": False}
-        # the compiled programs by key, and NOTE [The last program first]
-        self._programs, self._last_program = {}, None
+        # one CachedOp, the block's one cache (made by hybridize); its traces, by mode
+        self._cached_op: Any = None
+        self._traces: dict[tuple, _Trace] = {}
         self._report: _report.HybridizationReport | None = None
 
     def register_child(self, block: Block, name: str | None = None) -> None:
@@ -313,7 +314,8 @@ class HybridBlock(Block):
         super().register_child(block, name)
         # a new child changes the network: the compiled programs describe the old one
         # (MXNet clears its cached op here too); the next call traces again
-        self._programs, self._last_program = {}, None
+        if self._cached_op is not None:
+            self._reset_cache()
 
     def hybridize(self, active: bool = True, **flags: Any) -> None:
         """Compile on the next call (``active=False`` returns to imperative execution).
@@ -329,8 +331,14 @@ class HybridBlock(Block):
         self._flags = {"static_alloc": False, "static_shape": False, **flags}
         for key in ("passes", "disabled_passes"):
             self._flags[key] = tuple(self._flags.get(key, ()))
-        self._programs, self._last_program = {}, None
+        self._reset_cache()
         super().hybridize(active, **flags)
+
+    def _reset_cache(self) -> None:
+        """A new CachedOp (nothing compiled) whose graphs come from tracing this block."""
+        from hybridlab.graph.cached_op import CachedOp
+        self._traces = {}
+        self._cached_op = CachedOp(trace=self._traced, **self._flags)
 
     def hybridization_report(self) -> _report.HybridizationReport | None:
         """What the last trace ran only once (prints, Python branches, frozen constants)."""
@@ -344,15 +352,9 @@ class HybridBlock(Block):
         # the hot path, checked first: NDArrays into a hybridized block, no trace running
         # (the trace stack read directly, not through _trace.current(): one call fewer)
         if self._active and _only_ndarrays(args) and not _trace._STATE.stack:
-            # NOTE: [The last program first] a loop calls a block in one mode (training or
-            # predicting) call after call: the program the last call ran is tried first,
-            # with one identity test, before a key is built and looked up (it saves a
-            # call and a dictionary lookup). Under static_shape=True the key holds
-            # the input shapes too: the block always asks the dictionary.
-            program = self._last_program
-            if program is None or program.training is not autograd._MODE.training:
-                program = self._program_for(args)
-            return program.run(args)
+            # one cache, the CachedOp's: it asks self._traced on a miss (NOTE [The last
+            # signature first] in graph/cached_op.py is the one fast path)
+            return self._cached_op(*args)
         if _are_symbols(self, args):  # (the clear errors for anything else are in here)
             return self._trace_call(*args)
         self._finish_deferred_init(*args)
@@ -399,8 +401,8 @@ class HybridBlock(Block):
             params = {key: p.var() for key, p in self._reg_params.items()}
             return self.hybrid_forward(symbol, *args, **params)
 
-    def _trace(self, args: tuple) -> _CompiledTrace:
-        """Trace ``hybrid_forward`` once with Symbol inputs and compile the result."""
+    def _trace(self, args: Sequence[Any]) -> _Trace:
+        """Trace ``hybrid_forward`` once with Symbol inputs (``args``: arrays or avals)."""
         _check_input_count(self, len(args))
         names = ["data"] if len(args) == 1 else [f"data{i}" for i in range(len(args))]
         inputs = [symbol.traced_input(n, a.shape, a.dtype) for n, a in zip(names, args)]
@@ -417,54 +419,56 @@ class HybridBlock(Block):
                     f"returns only F.* results. Fix: return Symbols computed with F.* (one, or "
                     f"a tuple), e.g. F.ones_like(x) * 3.0 for a constant")
         if frame.report and str(frame.report) != str(self._report):  # each new finding once
-            warnings.warn(str(frame.report), stacklevel=4)
+            warnings.warn(str(frame.report), stacklevel=6)
         self._report = frame.report
-        return self._compile(outputs, names, frame.aux_updates, isinstance(out, (list, tuple)))
+        data = [value._outputs[0].node for value in inputs]
+        return self._compile(outputs, data, frame.aux_updates, isinstance(out, (list, tuple)))
 
-    def _compile(self, outputs: list, names: list[str], aux_updates: list,
-                 as_tuple: bool) -> _CompiledTrace:
-        """Group the outputs (plus running-stat updates) and hand them to a CachedOp."""
-        from hybridlab.graph.cached_op import CachedOp
+    def _compile(self, outputs: list, data: list, aux_updates: list, as_tuple: bool) -> _Trace:
+        """The traced outputs (plus running-stat updates) as what the CachedOp compiles:
+        the data inputs first, then every parameter the graph reads (the feed)."""
+        from hybridlab.graph import ir
+        from hybridlab.graph.cached_op import Traced
         everything = outputs + [new for _, new in aux_updates]
-        graph = everything[0] if len(everything) == 1 else symbol.Group(everything)
+        graph = (everything[0] if len(everything) == 1 else symbol.Group(everything)).to_graph()
+        names = {node.name for node in data}
         params = self.collect_params()
-        feed = [params[n] for n in graph.list_inputs() if n not in names]
-        compiled = _CompiledTrace(graph, CachedOp(graph, **self._flags), names, feed, outputs,
-                                  [param for param, _ in aux_updates], as_tuple)
-        compiled.block = self
-        return compiled
+        read = [node for node in graph.inputs if node.name not in names]
+        feed = [params[node.name] for node in read]
+        graph = ir.Graph(graph.nodes, tuple(data) + tuple(read), graph.outputs)
+        writes = tuple(feed.index(param) for param, _ in aux_updates)
+        traced = Traced(graph, tuple(p.data() for p in feed), writes, as_tuple)
+        return _Trace(outputs, traced)
 
-    def _program_for(self, args: tuple) -> _CompiledTrace:
-        """The program for this mode (and shapes, under static_shape), traced on a miss."""
-        key: tuple = (autograd._MODE.training, len(args))  # (is_training(), no call)
+    def _traced(self, training: bool, avals: list[Any]) -> Any:
+        """What the CachedOp compiles for a call in this mode: a trace, made on the first
+        call of each mode (and, under static_shape, of each input shape)."""
+        key: tuple = (training, len(avals))
         if self._flags["static_shape"]:
-            key += tuple([(a.shape, a.dtype) for a in args])  # dtype objects: str() is slow
-        program = self._programs.get(key)
-        if program is None:  # (SymbolBlock traces differently: both end up here)
+            key += tuple([(a.shape, a.dtype) for a in avals])
+        trace = self._traces.get(key)
+        if trace is None:
             with _TRACE_LOCK:  # threads making the first call at once: one traces
-                program = self._programs.get(key)
-                if program is None:
-                    program = self._trace(args)
-                    program.training = key[0]
-                    program.in_avals = [(a.shape, a.dtype) for a in args]
-                    self._programs[key] = program
-        if not self._flags["static_shape"]:
-            self._last_program = program  # NOTE [The last program first]
-        return program
+                trace = self._traces.get(key)
+                if trace is None:
+                    trace = self._trace(avals)
+                    trace.in_avals = [(a.shape, a.dtype) for a in avals]
+                    self._traces[key] = trace
+        return trace.traced
 
     def export(self, path: str, epoch: int = 0) -> None:
         """Write ``path-symbol.json`` and ``path-%04d.params`` (``arg:``/``aux:`` keys)."""
-        if not self._programs:
+        if not self._traces:
             raise RuntimeError(f"{self.name!r}: call hybridize() and run the block once "
                                f"(net(x)) before export(), so there is a graph to save")
-        predict = [p for key, p in self._programs.items() if key[0] is False]
+        predict = [t for key, t in self._traces.items() if key[0] is False]
         if predict:
-            program = predict[0]
+            trace = predict[0]
         else:  # only trained so far: deployment needs the prediction graph (BatchNorm!)
-            avals = next(iter(self._programs.values())).in_avals
+            avals = next(iter(self._traces.values())).in_avals
             with autograd.predict_mode():
-                program = self._trace(tuple(ndarray.zeros(s, dtype=d) for s, d in avals))
-        graph = program.exported_symbol()
+                trace = self._trace([ndarray.zeros(s, dtype=d) for s, d in avals])
+        graph = trace.exported_symbol()
         text, params, arrays = graph.tojson(), self.collect_params(), {}
         for name in graph.list_arguments():
             if name in params:
@@ -477,50 +481,14 @@ class HybridBlock(Block):
         ndarray.save(f"{path}-{epoch:04d}.params", arrays)
 
 
-class _CompiledTrace:
-    """One compiled trace: the CachedOp plus which parameters feed it, in order."""
+class _Trace:
+    """One trace of a block: its output Symbols and what its CachedOp compiles from it."""
 
-    def __init__(self, graph: Any, op: Any, input_names: list[str], feed: list[Parameter],
-                 outputs: list, aux_targets: list[Parameter], as_tuple: bool) -> None:
-        self.graph, self.op, self.input_names, self.feed = graph, op, input_names, feed
-        names = input_names + [p.name for p in feed]  # computed once: list_inputs walks
-        positions = [names.index(n) for n in graph.list_inputs()]  # the whole graph
-        # None when the inputs come in graph order already (data first): no reordering
-        self.positions = None if positions == list(range(len(names))) else positions
-        self.outputs, self.num_outputs = outputs, len(outputs)
-        # the common case, decided once: graph order, one output, no running statistics
-        self.plain = self.positions is None and len(outputs) == 1 and not aux_targets
-        # set by HybridBlock._program_for: the traced inputs' (shape, dtype), and the mode
-        self.in_avals, self.training = [], False
-        self.aux_targets, self.as_tuple = aux_targets, as_tuple
-        self._params: list | None = None  # the feed's NDArrays, gathered on the first call
-        self.block: Any = None  # the block that traced it (another number of inputs: asks)
-
-    def run(self, args: tuple) -> Any:
-        if len(args) != len(self.input_names) and self.block is not None:  # traced for
-            return self.block._program_for(args).run(args)  # another count: that program
-        # NOTE: [Parameters gathered once] a Parameter keeps one NDArray for life (NOTE
-        # [One NDArray per Parameter] in parameter.py), so the list of the NDArrays to
-        # feed is made on the first call and reused: a call does not ask each parameter
-        # again. ``p.data()`` raises the clear error for one not initialised yet (and then
-        # nothing is kept, so the next call asks again).
-        params = self._params
-        if params is None:
-            params = self._params = [p.data() for p in self.feed]
-        if self.plain:  # (one test on every call instead of three)
-            return self.op(*args, *params)
-        given = [*args, *params]  # reordered into the graph's order when it differs
-        results = self.op(*(given if self.positions is None else
-                            [given[i] for i in self.positions]))
-        if self.num_outputs == 1 and not self.aux_targets:
-            return results
-        results = list(results) if isinstance(results, (list, tuple)) else [results]
-        for param, value in zip(self.aux_targets, results[self.num_outputs:]):
-            param._store(value)  # aligned, as every parameter value (parameter.py)
-        outputs = results[:self.num_outputs]
-        return tuple(outputs) if self.as_tuple else outputs[0]
+    def __init__(self, outputs: list, traced: Any) -> None:
+        self.outputs, self.traced = outputs, traced
+        self.in_avals: list = []  # the traced inputs' (shape, dtype), set by _traced
 
     def exported_symbol(self) -> Any:
         """The user-visible outputs only (running-stat updates are a training detail)."""
-        return self.outputs[0] if self.num_outputs == 1 else symbol.Group(self.outputs)
+        return self.outputs[0] if len(self.outputs) == 1 else symbol.Group(self.outputs)
 

@@ -23,8 +23,8 @@ size never changes); its NDArray, once created, always has exactly that shape.
 NOTE: [One NDArray per Parameter] once created, a Parameter's NDArray is the same object
 for the Parameter's whole life: new values (``set_data``, ``initialize(force_reinit=
 True)``, ``load_parameters``) are *copied into* it by an engine op. So a compiled program
-can gather its parameters' NDArrays once and keep the list (``block._CompiledTrace``), and a
-Trainer's or user's reference to ``p.data()`` never goes stale.
+can gather its parameters' NDArrays once and keep the list (``graph.cached_op.Traced``'s
+``feed``), and a Trainer's or user's reference to ``p.data()`` never goes stale.
 
 NOTE: [Aligned weights] where a weight matrix starts in memory changes the speed of every
 product with it: BLAS loads 32 or 64 bytes at a time, and a matrix that starts 16 bytes

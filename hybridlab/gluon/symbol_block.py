@@ -20,7 +20,7 @@ from typing import Any
 
 from hybridlab import ndarray, symbol
 from hybridlab.errors import DeferredInitializationError
-from hybridlab.gluon.block import HybridBlock, _CompiledTrace
+from hybridlab.gluon.block import HybridBlock, _Trace
 from hybridlab.gluon.parameter import ParameterDict
 
 
@@ -50,6 +50,7 @@ class SymbolBlock(HybridBlock):
                                 init=_ROLE_INIT.get(roles.get(name, "")))
         self._reg_params = dict(self.params)  # save_parameters keys: the graph's names
         self._graph, self._active = graph, True
+        self._reset_cache()  # a SymbolBlock is always compiled: its one CachedOp
 
     @staticmethod
     def imports(symbol_file: str, input_names: Any, param_file: str | None = None,
@@ -89,9 +90,11 @@ class SymbolBlock(HybridBlock):
                              f"the .params file written by the same export(), or add them "
                              f"to input_names if they are data")
 
-    def _trace(self, args: tuple) -> _CompiledTrace:
+    def _trace(self, args: Any) -> _Trace:
         self._finish_deferred_init(*args)
-        return self._compile(self._outputs, self._input_names, [], len(self._outputs) > 1)
+        inputs = {node.name: node for node in self._graph.to_graph().inputs}
+        data = [inputs[name] for name in self._input_names]
+        return self._compile(self._outputs, data, [], len(self._outputs) > 1)
 
     def infer_shape(self, *args: Any) -> None:
         """Size deferred parameters (shared with a block not run yet) from the graph."""

@@ -41,6 +41,26 @@ from hybridlab.ops.registry import Aval, RunContext
 _VAR = operator.attrgetter("_var")  # an NDArray's engine Var
 
 
+@dataclass(frozen=True)
+class Traced:
+    """What a CachedOp compiles: a graph, and how a call feeds it.
+
+    A plain CachedOp has one, its graph; a hybridized block's CachedOp asks the block's
+    ``trace(training, avals)`` on each miss (a trace per mode: BatchNorm traces
+    differently while training), and the block gives: ``feed``, NDArrays appended to every
+    call's inputs (its parameters; ``graph.inputs`` lists the call's arrays, then them);
+    ``writes``, for each output after the first ``len(graph.outputs) - len(writes)``, the
+    index in ``feed`` of the array it replaces (running statistics: MXNet's operators
+    mutate them, hybridlab's programs return them and the call stores them); ``as_tuple``:
+    results as a tuple even when there is one.
+    """
+
+    graph: ir.Graph
+    feed: tuple[Any, ...] = ()
+    writes: tuple[int, ...] = ()
+    as_tuple: bool = False
+
+
 @dataclass
 class _Entry:
     forward: Program
@@ -54,6 +74,8 @@ class _Entry:
     wanted: tuple[int, ...] = ()  # inputs the backward returns a gradient for
     plain: Any = None  # the generated function, when NOTE [The plain call] applies
     layouts: _Layouts | None = None  # NOTE [Weights in the kernel's layout]
+    traced: Traced | None = None  # the graph it was compiled from, and how to feed it
+    feed: tuple[Any, ...] = ()  # (traced.feed: read on every call)
 
 
 class _Layouts:
@@ -99,19 +121,36 @@ class CachedOp:
     """``CachedOp(symbol_or_graph, static_alloc=False, static_shape=False,
     disabled_passes=(), passes=())(*ndarrays)``: ``passes`` adds passes to the pipeline
     (see ``run_pipeline``; e.g. ``pretranspose_weights``, NOTE [Weights in the kernel's
-    layout]); ``disabled_passes`` names pipeline passes not to run."""
+    layout]); ``disabled_passes`` names pipeline passes not to run. ``trace=`` instead of a
+    graph: ``trace(training, avals) -> Traced``, asked on each miss (a hybridized block's
+    own tracer: its CachedOp is the block's one cache)."""
 
-    def __init__(self, symbol_or_graph: Any, static_alloc: bool = False,
+    def __init__(self, symbol_or_graph: Any = None, static_alloc: bool = False,
                  static_shape: bool = False, disabled_passes: Sequence[str] = (),
-                 passes: Sequence[Any] = ()) -> None:
-        graph = symbol_or_graph
-        self.graph: ir.Graph = graph.to_graph() if hasattr(graph, "to_graph") else graph
+                 passes: Sequence[Any] = (), trace: Any = None) -> None:
+        if trace is None:
+            graph = symbol_or_graph
+            fixed = Traced(graph.to_graph() if hasattr(graph, "to_graph") else graph)
+            trace = lambda training, avals: fixed  # noqa: E731 -- one graph for every call
+            self._graph: ir.Graph | None = fixed.graph
+        else:
+            self._graph = None
+        self._trace = trace
         self.static_alloc, self.static_shape = static_alloc, static_shape
         self.disabled = tuple(disabled_passes)  # names of pipeline passes not to run
         self.passes = tuple(passes)  # your own passes (run_pipeline's ``passes``)
         self._calls, self._misses = 0, 0  # see ``stats``
         self._cache: dict[tuple, _Entry] = {}
         self._last: _Entry | None = None
+
+    @property
+    def graph(self) -> ir.Graph:
+        """The graph compiled (a block's: the one its last call traced)."""
+        if self._last is not None and self._last.traced is not None:
+            return self._last.traced.graph
+        if self._graph is None:
+            raise RuntimeError("this CachedOp traces its graph on the first call: call it once")
+        return self._graph
 
     @property
     def stats(self) -> dict[str, int]:
@@ -124,10 +163,13 @@ class CachedOp:
         return None if self._last is None else self._last.forward
 
     def arguments(self, arrays: Sequence[Any]) -> list[Any]:
-        """The generated function's arguments for the inputs' ``arrays``: the arrays, and
-        the copies a layout pass asks for (NOTE [Weights in the kernel's layout])."""
-        layouts = None if self._last is None else self._last.layouts
-        return list(arrays) if layouts is None else layouts.extend(list(arrays))
+        """The generated function's arguments for the call's ``arrays``: the arrays, the
+        fed ones (a block's parameters) and the copies a layout pass asks for (NOTE
+        [Weights in the kernel's layout])."""
+        last = self._last
+        arrays = list(arrays) + ([x.asnumpy() if hasattr(x, "asnumpy") else x
+                                  for x in last.feed] if last is not None else [])
+        return arrays if last is None or last.layouts is None else last.layouts.extend(arrays)
 
     @property
     def code(self) -> str:
@@ -138,31 +180,31 @@ class CachedOp:
                                                if self._last.backward else [])
         return "\n".join(parts)
 
-    def __call__(self, *inputs: Any) -> Any:
-        # NOTE: [The hot path] a hybridized block spends its framework time here, once per
+    def __call__(self, *args: Any) -> Any:
+        # NOTE: [The hot path] a hybridized call spends its framework time here, once per
         # call: find the program for the signature, make one NDArray per result, push one
         # engine op. Everything that can be decided at compile time was (normal avals,
         # the number of random nodes); what is left is one pass over the inputs per list.
         mode = autograd._MODE  # the flags themselves: this runs on every call
+        entry = self._last
+        inputs = args if entry is None or not entry.feed else args + entry.feed
         try:
             # the signature, checking NOTE [Inputs without values] in the same pass
             avals = [x._aval if x._data is not None else _computed(x) for x in inputs]
             # which inputs want a gradient (autograd's own test): the data and labels do not
             needs = tuple([x._ag is not None for x in inputs]) if mode.recording else ()
         except AttributeError:  # not an NDArray: say so here, not deep in the program
-            kinds = ", ".join(type(x).__name__ for x in inputs)
-            raise TypeError(f"CachedOp inputs {[n.name for n in self.graph.inputs]} must be "
-                            f"NDArrays, got ({kinds}); convert with nd.array(...)") from None
+            raise self._not_arrays(args) from None
         # NOTE: [The last signature first] a loop calls with the signature of its last
         # call: compare with that entry before hashing anything (an *inline cache*, as
         # CPython's bytecode caches attribute lookups). ``!=`` on two lists of avals
         # compares element by element and skips any pair that is the same object, so a
         # parameter's unchanged aval costs one identity test. Any difference (shape,
         # dtype, mode, number of inputs) goes the slow way, through the dictionary.
-        entry = self._last
         if (entry is None or avals != entry.in_avals or mode.training != entry.training
                 or needs != entry.needs):
-            entry = self._lookup(avals, mode.training, needs)
+            entry = self._lookup(args, mode.training, mode.recording)
+            inputs = args + entry.feed
         self._calls += 1
         function = entry.plain
         if function is None:
@@ -186,42 +228,69 @@ class CachedOp:
         return result
 
     def _push_program(self, entry: _Entry, inputs: tuple) -> Any:
-        """The general call: several results, random nodes, an arena, a tape entry."""
-        # out_avals were normalised at compile time: the constructor without the checks
+        """The general call: several results, random nodes, an arena, a tape entry, fed
+        arrays to replace (``Traced.writes``: the running statistics)."""
+        # out_avals were normalised at compile time: the constructor without the checks;
+        # they are the outputs, the fed arrays' next values (``writes``), the residuals
+        count, writes = entry.num_outputs, entry.traced.writes if entry.traced else ()
         results = list(map(ndarray._new, entry.out_avals))
+        if writes:  # the program's values for them become the fed arrays' next buffers
+            fed = inputs[len(inputs) - len(entry.feed):]
+            results[count:count + len(writes)] = [fed[i] for i in writes]
         program, contexts = entry.forward, ()
         if program.num_random:  # (most graphs have none: skip the generator expression)
             # one generator per random node, drawn now in node order: the stream the
             # imperative engine would draw, so hybridize() does not change the numbers
             contexts = tuple(RunContext(entry.training, random.next_generator())
                              for _ in range(program.num_random))
-        _push(program, inputs, results, contexts, "CachedOp", entry.layouts)
+        _push(program, inputs, results, contexts, "CachedOp", entry.layouts,
+              range(count, count + len(writes)))
+        outputs = results[:count]
         if entry.backward is not None:
-            outputs = results[:entry.num_outputs]
-            saved = results[entry.num_outputs:] + [inputs[i] for i in entry.saved_inputs]
+            saved = results[count + len(writes):] + [inputs[i] for i in entry.saved_inputs]
             autograd.record_op(_TapeOp(entry, saved), {}, list(inputs), outputs)
-        return results[0] if entry.num_outputs == 1 else results[:entry.num_outputs]
+        if entry.traced is not None and entry.traced.as_tuple:
+            return tuple(outputs)
+        return outputs[0] if entry.num_outputs == 1 else outputs
 
-    def _lookup(self, avals: list[Aval], training: bool, needs: tuple) -> _Entry:
+    def _lookup(self, args: tuple, training: bool, recording: bool) -> _Entry:
         """The entry for this signature from the cache, compiled on a miss."""
-        if len(avals) != len(self.graph.inputs):
-            raise TypeError(f"CachedOp takes {len(self.graph.inputs)} inputs "
-                            f"{[n.name for n in self.graph.inputs]}, got {len(avals)}")
+        try:
+            arg_avals = [x._aval for x in args]
+        except AttributeError:
+            raise self._not_arrays(args) from None
+        traced = self._trace(training, arg_avals)
+        inputs = args + traced.feed
+        if len(inputs) != len(traced.graph.inputs):
+            names = [n.name for n in traced.graph.inputs[:len(traced.graph.inputs)
+                                                        - len(traced.feed)]]
+            raise TypeError(f"CachedOp takes {len(names)} inputs {names}, got {len(args)}")
+        avals = [x._aval if x._data is not None else _computed(x) for x in inputs]
+        needs = tuple([x._ag is not None for x in inputs]) if recording else ()
         key = (tuple(avals), training, needs)
         entry = self._cache.get(key)
         if entry is None:
             self._misses += 1
-            entry = self._cache[key] = self._compile(avals, training, needs)
+            entry = self._cache[key] = self._compile(traced, avals, training, needs)
         self._last = entry
         return entry
 
-    def _compile(self, avals: list[Aval], training: bool, needs: tuple[bool, ...]) -> _Entry:
+    def _not_arrays(self, args: tuple) -> TypeError:
+        kinds = ", ".join(type(x).__name__ for x in args)
+        names = f" {[n.name for n in self._graph.inputs]}" if self._graph is not None else ""
+        return TypeError(f"CachedOp inputs{names} must be NDArrays, got ({kinds}); convert "
+                         f"with nd.array(...)")
+
+    def _compile(self, traced: Traced, avals: list[Aval], training: bool,
+                 needs: tuple[bool, ...]) -> _Entry:
         """The entry keeps ``avals``, these very objects: NOTE [The last signature first]."""
-        graph = ir.infer_shapes(self.graph, [Aval(tuple(a.shape), np.dtype(a.dtype))
-                                             for a in avals])
+        graph = ir.infer_shapes(traced.graph, [Aval(tuple(a.shape), np.dtype(a.dtype))
+                                               for a in avals])
         # the pipeline's first pass, run before the gradient: layer operators have no
         # gradient rule of their own, their lowerings' primitives do
         graph, _ = lower_operators(graph, training)
+        written = len(traced.writes)
+        num_outputs = len(graph.outputs) - written
         backward, saved, wanted = None, (), tuple(i for i, need in enumerate(needs) if need)
         if wanted:  # recording, and some input wants its gradient
             joint = _keep_gradients(autodiff.gradient_graph(graph), len(graph.outputs), needs)
@@ -232,10 +301,11 @@ class CachedOp:
         out_avals = [Aval(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in graph.outputs]
         forward = self._program(graph, "forward")
         plain = (len(out_avals) == 1 and backward is None and not forward.views
-                 and not forward.num_random and not forward.scalar_outputs)
-        return _Entry(forward, backward, out_avals, len(self.graph.outputs), avals, training,
+                 and not forward.num_random and not forward.scalar_outputs
+                 and not traced.as_tuple)
+        return _Entry(forward, backward, out_avals, num_outputs, avals, training,
                       needs, saved, wanted, forward.function if plain else None,
-                      _Layouts.of(forward, graph.inputs))
+                      _Layouts.of(forward, graph.inputs), traced, traced.feed)
 
     def _program(self, graph: ir.Graph, name: str) -> Program:
         optimised, _ = run_pipeline(graph, disabled=self.disabled, passes=self.passes)
@@ -264,7 +334,12 @@ class _TapeOp:
         entry, result = self.entry, [None] * len(self.entry.in_avals)
         grads = [ndarray.empty_like_aval(entry.in_avals[i]) for i in entry.wanted]
         _check_computed(self.residuals)  # a forward failed and was reported since
-        _push(entry.backward, self.residuals + list(out_grads), grads, (), "CachedOp_backward")
+        # the values written to fed arrays (running statistics) pass no gradient back
+        written = [ndarray.from_numpy(np.zeros(a.shape, a.dtype)) for a in
+                   entry.out_avals[entry.num_outputs:entry.num_outputs + len(entry.traced.writes)]
+                   ] if entry.traced is not None and entry.traced.writes else []
+        _push(entry.backward, self.residuals + list(out_grads) + written, grads, (),
+              "CachedOp_backward")
         for index, grad in zip(entry.wanted, grads):
             result[index] = grad
         return result  # None: no gradient for that input (autograd skips it)
@@ -299,9 +374,10 @@ def _check_computed(inputs: Sequence[Any]) -> None:
 
 
 def _push(program: Program, inputs: Sequence[Any], outputs: Sequence[Any],
-          contexts: tuple[RunContext, ...], name: str, layouts: _Layouts | None = None
-          ) -> None:
-    """One engine op: run ``program`` on the inputs' data, fill the outputs' data."""
+          contexts: tuple[RunContext, ...], name: str, layouts: _Layouts | None = None,
+          align: range = range(0)) -> None:
+    """One engine op: run ``program`` on the inputs' data, fill the outputs' data (those
+    in ``align``, parameters, aligned as every parameter value: NOTE [Aligned weights])."""
 
     def run() -> None:
         # A result may be an input's own array (a graph returning its input, or a view
@@ -311,8 +387,8 @@ def _push(program: Program, inputs: Sequence[Any], outputs: Sequence[Any],
         arrays = [x._data for x in inputs]
         if layouts is not None:
             arrays = layouts.extend(arrays)
-        for array, value in zip(outputs, program.run(arrays, contexts)):
-            array._data = value
+        for i, (array, value) in enumerate(zip(outputs, program.run(arrays, contexts))):
+            array._data = aligned(value) if i in align else value
 
     # NOTE: [Lazy reads and writes] ``map`` objects, not lists: the engine turns them
     # into tuples when it links the op, and the NaiveEngine, which has nothing to link,

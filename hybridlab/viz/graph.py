@@ -415,9 +415,9 @@ def as_graph(obj: Any, shape: dict | None = None, dtype: Any = "float32") -> tup
 
 def cached_op_of(obj: Any) -> Any:
     """The CachedOp itself, or the one a hybridized block compiled for its latest call."""
-    programs = getattr(obj, "_programs", None)  # HybridBlock: one program per signature
-    if programs:
-        return list(programs.values())[-1].op
+    op = getattr(obj, "_cached_op", None)  # a hybridized HybridBlock's one CachedOp
+    if op is not None:
+        return op if op.last_program is not None else None
     return obj if hasattr(obj, "code") and hasattr(obj, "graph") else None
 
 

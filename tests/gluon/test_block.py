@@ -44,7 +44,8 @@ def test_calls_alternating_between_modes_each_run_their_own_program():
             dropped = net(x).asnumpy()
         assert (dropped == 0).any() and not np.allclose(dropped, expected)
     assert net.traces == 1 + 2  # the imperative call, then one trace per mode
-    assert sorted(key[0] for key in net._programs) == [False, True]
+    assert sorted(key[0] for key in net._traces) == [False, True]
+    assert net._cached_op.stats == {"hits": 4, "misses": 2}  # one cache: the CachedOp's
 
 
 def test_hybridize_again_forgets_the_program_the_last_call_ran():
@@ -75,7 +76,8 @@ def test_shapes_alternating_get_the_right_results(static_shape):
             result = net(x)
             assert result.shape == (x.shape[0], 4)
             np.testing.assert_allclose(result.asnumpy(), expected[x.shape[0]], rtol=1e-6)
-    assert len(net._programs) == (2 if static_shape else 1)
+    assert len(net._traces) == (2 if static_shape else 1)
+    assert net._cached_op.stats["misses"] == 2  # either way: a program per shape
 
 
 class ScaleFirst(nn.HybridBlock):
@@ -90,7 +92,7 @@ class ScaleFirst(nn.HybridBlock):
         return F.broadcast_mul(scale, x) + 1.0
 
 
-def test_a_program_whose_graph_lists_a_parameter_first_gets_its_inputs_in_that_order():
+def test_a_program_whose_graph_reads_a_parameter_first_takes_the_data_first():
     mx.random.seed(0)
     net = ScaleFirst()
     net.initialize(mx.init.Uniform(2.0))
@@ -99,24 +101,26 @@ def test_a_program_whose_graph_lists_a_parameter_first_gets_its_inputs_in_that_o
     net.hybridize()
     for _ in range(2):
         np.testing.assert_allclose(net(x).asnumpy(), expected, rtol=1e-6)
-    program = next(iter(net._programs.values()))
-    assert program.positions == [1, 0] and not program.plain
+    graph = net._cached_op.graph  # the calling convention: the data, then the parameters
+    assert [n.name for n in graph.inputs] == ["data", net.scale.name]
+    assert net._cached_op.last_program is not None and net._cached_op._last.plain
 
 
 @pytest.mark.parametrize("training", [False, True])
 def test_a_symbol_block_runs_its_last_program_without_a_lookup(monkeypatch, training):
-    """NOTE [The last program first] holds for a SymbolBlock too, in both modes: after the
-    first call (which compiles), no call asks ``_program_for`` again."""
+    """NOTE [The last signature first] holds for a SymbolBlock too, in both modes: after
+    the first call (which traces and compiles), no call looks anything up again."""
     from hybridlab import gluon
+    from hybridlab.graph.cached_op import CachedOp
     net = _net()
     data = mx.sym.var("data")
     block = gluon.SymbolBlock(net.dense(data), data, net.collect_params())
     lookups = []
-    real = gluon.SymbolBlock._program_for
-    monkeypatch.setattr(gluon.SymbolBlock, "_program_for",
-                        lambda self, args: lookups.append(1) or real(self, args))
+    real = CachedOp._lookup
+    monkeypatch.setattr(CachedOp, "_lookup",
+                        lambda self, *args: lookups.append(1) or real(self, *args))
     x = nd.ones((2, 3))
     with autograd.train_mode() if training else autograd.predict_mode():
         for _ in range(3):
             block(x)
-    assert len(lookups) == 1
+    assert len(lookups) == 1 and block._cached_op.stats == {"hits": 2, "misses": 1}

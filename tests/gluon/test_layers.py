@@ -61,7 +61,7 @@ def test_sequential_with_lambda_and_hybridized_children():
         3 * (x.asnumpy() @ net[0].weight.data().asnumpy().T), 0), rtol=1e-6)
     net.hybridize()
     np.testing.assert_allclose(net(x).asnumpy(), expected, rtol=1e-6)
-    assert net[0]._programs and not hasattr(net[1], "_programs")
+    assert net[0]._traces and not hasattr(net[1], "_traces")
 
 
 def test_max_pool_and_leaky_relu_values():

@@ -148,7 +148,7 @@ def test_hybridizing_a_plain_block_hybridizes_its_children():
     net.hybridize()
     assert net.body._active
     np.testing.assert_allclose(net(x).asnumpy(), expected, rtol=1e-5, atol=1e-6)
-    assert net.body._programs  # the child compiled a program
+    assert net.body._traces  # the child compiled a program
 
 
 def test_broadcasting_constants_work_in_both_modes():

@@ -84,7 +84,7 @@ def test_the_lowered_node_keeps_the_layers_name_and_the_code_names_it(tmp_path):
     assert {"op": "Activation", "name": "net_dense0_relu_fwd", "attrs": {"act_type": "relu"},
             "inputs": [[3, 0, 0]]} in nodes  # the file holds MXNet's operator
     assert "relu" not in [n["op"] for n in nodes]
-    assert "net_dense0_relu_fwd = relu_out(" in net._last_program.op.code
+    assert "net_dense0_relu_fwd = relu_out(" in net._cached_op.code
 
 
 def test_a_hybridized_batchnorm_trains_and_moves_its_statistics_as_the_imperative_one():
