@@ -152,14 +152,15 @@ class Task:
     def __init__(self, fn: Callable[[], None], name: str, reads: tuple, writes: tuple,
                  origin: tuple[str, int]) -> None:
         self.seq = next(_task_numbers)
-        self.name, self.fn, self.reads, self.writes, self.origin = name, fn, reads, writes, origin
+        self.fn: Callable[[], None] | None = fn  # None once finished
+        self.name, self.reads, self.writes, self.origin = name, reads, writes, origin
         self.state = "waiting"
         self.deps: tuple[Dep, ...] = ()  # every op it depends on (NOTE [Observed engines])
         self.dependents: list[Task] | tuple | None = ()  # ops waiting on it (None: finished)
         self.blockers = 0  # how many of its dependencies have not finished
         self.sources: list[Task] | tuple = ()  # ops whose results it reads or overwrites
         self.failure: Task | None = None  # the failed op it carries (itself if it raised)
-        self.error: Exception | None = None
+        self.error: BaseException | None = None
         self.reported_at = _NEVER  # for a failed op: push number when it was raised
         self.record: TaskRecord | None = None
         self.event: threading.Event | None = None  # made only when someone waits
@@ -212,8 +213,12 @@ def _detached(exc: BaseException) -> BaseException:
     for linked in (exc.__cause__, exc.__context__):  # their frames hold the same arrays
         if linked is not None:
             linked.__traceback__ = None
-    exc.add_note("the operator's traceback (kept as text, so a failure that nobody waits "
-                 "for holds no arrays):\n" + text.rstrip())
+    note = ("the operator's traceback (kept as text, so a failure that nobody waits for "
+            "holds no arrays):\n" + text.rstrip())
+    if hasattr(exc, "add_note"):  # Python 3.11+
+        exc.add_note(note)
+    else:  # Python 3.10: kept where 3.11 would keep it, shown by no traceback printer
+        setattr(exc, "__notes__", [*getattr(exc, "__notes__", []), note])  # noqa: B010
     return exc
 
 
@@ -289,7 +294,7 @@ class Engine:
         self._hook_error: tuple | None = None  # the first hook that raised, not yet reported
         self._hook_errors = 0  # how many hook calls raised since the last report
         self.trace: collections.deque[TaskRecord] = collections.deque(maxlen=100_000)
-        self._recorder = Callback(posttask=lambda task: self.trace.append(task.record))
+        self._recorder = Callback(posttask=self._keep_record)
 
     def push(self, fn: Callable[[], None], reads: Iterable[Var], writes: Iterable[Var],
              name: str = "op") -> Task | None:
@@ -378,7 +383,7 @@ class Engine:
             if dependents:
                 if dependents[-1] is task:  # counted already: ``task`` was appended last
                     continue  # (an O(1) test: a write after many reads stays linear)
-                dependents.append(task)
+                dependents.append(task)  # type: ignore[union-attr]  # (non-empty: a list)
             else:  # the first dependent: most ops never get one, so no list until then
                 other.dependents = [task]
             blockers += 1
@@ -421,7 +426,7 @@ class Engine:
             self._call_hook("pretask", hook, task, worker)
         start = perf_counter()
         try:
-            task.fn()
+            task.fn()  # type: ignore[misc]  # (None only once it has run)
         except Exception as exc:  # stored, raised later at a sync point
             task.error, task.failure = _detached(exc), task
         except BaseException as exc:  # Ctrl-C while this thread ran it: stop (once finished)
@@ -527,10 +532,16 @@ class Engine:
         if self._hook_error is not None:
             self._raise_hook_error()
 
+    def _keep_record(self, task: Task) -> None:
+        if task.record is not None:  # (set for every task a posttask hook sees)
+            self.trace.append(task.record)
+
     def _report(self, task: Task) -> None:
         """Raise the failure ``task`` carries, unless it was raised before."""
         with self._lock:
             failed = task.failure
+            if failed is None:
+                return
             report = failed.reported_at == _NEVER
             if report:
                 failed.reported_at = next(_task_numbers)
@@ -605,6 +616,7 @@ class NaiveEngine(Engine):
              name: str = "op") -> None:
         if self._pretask or self._posttask:  # callbacks want to see it: the full path
             task = super().push(fn, reads, writes, name)  # linked (always ready) ...
+            assert task is not None  # (Engine.push returns the task it linked)
             self._run(task, 0)  # ... and run here, after push released the lock
         else:  # nothing can be waiting when every op runs at its push: just run it
             try:

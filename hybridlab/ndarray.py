@@ -42,7 +42,7 @@ import builtins
 import difflib
 import sys
 import types
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, NoReturn
 
 import numpy as np
 
@@ -70,6 +70,12 @@ class NDArray:
 
     __slots__ = ("_data", "_var", "_aval", "shape", "dtype", "_ag", "__weakref__")
     __array_ufunc__ = None  # ``numpy_value * x`` defers to NDArray's dunders
+    _data: np.ndarray | None  # (the slots' types, for readers and mypy)
+    _var: engine.Var
+    _aval: Aval
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    _ag: Any  # None, an autograd.Leaf, or (autograd.Node, output index)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError("create arrays with nd.array(...), nd.zeros(...) or an operator")
@@ -243,7 +249,8 @@ class NDArray:
                 _check_computed(read)
 
         def write() -> None:
-            new = np.empty(self.shape, self.dtype) if full else self._data.copy()
+            # (run by the engine after the writers of both: no buffer is None here)
+            new = np.empty(self.shape, self.dtype) if full else self._data.copy()  # type: ignore[union-attr]
             new[key] = source._data
             self._data = new
 
@@ -267,6 +274,8 @@ class _View(NDArray):
     """Rows ``start:stop`` of ``base``'s first axis, seen in ``shape`` (a reshape: all rows)."""
 
     __slots__ = ("_base", "_rows")
+    _base: NDArray
+    _rows: tuple[int, int]
 
     @staticmethod
     def of(base: NDArray, start: int, stop: int, shape: tuple) -> NDArray:
@@ -313,7 +322,7 @@ def _first_axis_rows(shape: tuple, begin: tuple, end: tuple, step: tuple
     return begin[0], shape[0] if end[0] is None else end[0]
 
 
-def _raise_never_computed(x: NDArray, failed: engine.Task | None) -> None:
+def _raise_never_computed(x: NDArray, failed: engine.Task | None) -> NoReturn:
     what = f"this NDArray of shape {x.shape} has no values"
     if failed is None:
         raise MXNetError(f"{what}: no operator has written it yet")
@@ -410,16 +419,17 @@ def _apply(op: OpDef, inputs: list, attrs: dict, name: str | None = None, hint: 
     if attrs and ("out" in attrs or "ctx" in attrs):
         attrs, out = _split_out_and_ctx(op, attrs)
     attrs = op.parse_attrs(attrs)
-    key, reads = [op], []
+    parts: list[Any] = [op]
+    reads = []
     for x in inputs:
         if not isinstance(x, NDArray):
             _explain_bad_input(op, inputs, attrs)
         if x._data is None:  # pending, or never computed because its op failed
             _check_computed(x)
-        key += (x.shape, x.dtype)
+        parts += (x.shape, x.dtype)
         reads.append(x._var)
-    key += attrs.items()
-    key = tuple(key)
+    parts += attrs.items()
+    key: tuple | None = tuple(parts)
     try:
         avals = _INFER_CACHE.get(key)
     except TypeError:  # an unhashable attribute value: infer without the cache
@@ -526,7 +536,7 @@ def _assign(target: NDArray, source: NDArray) -> NDArray:
         _check_computed(source)
 
     def write() -> None:
-        target._data = source._data.astype(target.dtype, copy=False)
+        target._data = source._data.astype(target.dtype, copy=False)  # type: ignore[union-attr]
 
     engine.current().push(write, [source._var], [target._var], "_copy_to")
     return target
@@ -612,7 +622,7 @@ def array(source_array: Any, ctx: Context | None = None, dtype: Any = None) -> N
 
 def empty(shape: Any, ctx: Context | None = None, dtype: Any = "float32") -> NDArray:
     """MXNet's uninitialised array; hybridlab fills it with zeros (numpy has no cost to save)."""
-    return zeros(shape, ctx=ctx, dtype=dtype)  # noqa: F821 -- zeros comes from populate
+    return zeros(shape, ctx=ctx, dtype=dtype)  # type: ignore[name-defined]  # noqa: F821 (populate)
 
 
 def __getattr__(name: str) -> Any:

@@ -237,7 +237,7 @@ class CachedOp:
         if writes:  # the program's values for them become the fed arrays' next buffers
             fed = inputs[len(inputs) - len(entry.feed):]
             results[count:count + len(writes)] = [fed[i] for i in writes]
-        program, contexts = entry.forward, ()
+        program, contexts = entry.forward, ()  # type: tuple[Program, tuple[RunContext, ...]]
         if program.num_random:  # (most graphs have none: skip the generator expression)
             # one generator per random node, drawn now in node order: the stream the
             # imperative engine would draw, so hybridize() does not change the numbers
@@ -291,14 +291,16 @@ class CachedOp:
         graph, _ = lower_operators(graph, training)
         written = len(traced.writes)
         num_outputs = len(graph.outputs) - written
-        backward, saved, wanted = None, (), tuple(i for i, need in enumerate(needs) if need)
+        saved: tuple[int, ...] = ()
+        backward, wanted = None, tuple(i for i, need in enumerate(needs) if need)
         if wanted:  # recording, and some input wants its gradient
             joint = _keep_gradients(autodiff.gradient_graph(graph), len(graph.outputs), needs)
             split = autodiff.split_joint(joint, len(avals), len(graph.outputs))
             graph, saved = split.forward, split.saved_inputs
             backward = self._program(split.backward, "backward")
         # normalised once here, so each call can make its results from them as they are
-        out_avals = [Aval(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in graph.outputs]
+        out_avals = [Aval(tuple(v.aval.shape), np.dtype(v.aval.dtype))  # type: ignore[union-attr]
+                     for v in graph.outputs]  # (inferred above: every value has an aval)
         forward = self._program(graph, "forward")
         plain = (len(out_avals) == 1 and backward is None and not forward.views
                  and not forward.num_random and not forward.scalar_outputs
@@ -331,14 +333,16 @@ class _TapeOp:
                 "backward runs as one compiled program, which the tape cannot differentiate "
                 "again. For gradients of gradients call net.hybridize(False) first (the "
                 "imperative block records every backward operator)")
-        entry, result = self.entry, [None] * len(self.entry.in_avals)
+        entry = self.entry
+        result: list[Any] = [None] * len(entry.in_avals)
         grads = [ndarray.empty_like_aval(entry.in_avals[i]) for i in entry.wanted]
         _check_computed(self.residuals)  # a forward failed and was reported since
         # the values written to fed arrays (running statistics) pass no gradient back
         written = [ndarray.from_numpy(np.zeros(a.shape, a.dtype)) for a in
                    entry.out_avals[entry.num_outputs:entry.num_outputs + len(entry.traced.writes)]
                    ] if entry.traced is not None and entry.traced.writes else []
-        _push(entry.backward, self.residuals + list(out_grads) + written, grads, (),
+        backward: Any = entry.backward  # (a recorded call's entry has one)
+        _push(backward, self.residuals + list(out_grads) + written, grads, (),
               "CachedOp_backward")
         for index, grad in zip(entry.wanted, grads):
             result[index] = grad

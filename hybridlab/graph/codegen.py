@@ -131,8 +131,9 @@ def _literal(value: Any) -> str | None:
         return repr(float(value))
     if isinstance(value, tuple):
         parts = [_literal(v) for v in value]
-        if all(p is not None for p in parts):
-            return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+        known = [p for p in parts if p is not None]
+        if len(known) == len(parts):
+            return "(" + ", ".join(known) + ("," if len(known) == 1 else "") + ")"
     return None
 
 
@@ -197,14 +198,14 @@ class Program:
             return self._as_arrays(results) if self.scalar_outputs else results
         function, arena = self._instance()  # static_alloc: an arena of our own
         try:
-            results = function(*arrays, rt=contexts)
+            computed: Sequence[np.ndarray] = function(*arrays, rt=contexts)
             if self.scalar_outputs:
-                results = self._as_arrays(results)
-            return [self._own(r, arena) for r in results]
+                computed = self._as_arrays(computed)
+            return [self._own(r, arena) for r in computed]
         finally:
             self._free.append((function, arena))
 
-    def _as_arrays(self, results: tuple) -> list[np.ndarray]:
+    def _as_arrays(self, results: Sequence[Any]) -> list[np.ndarray]:
         """NOTE: [0-d results] a ufunc given 0-d arrays returns a numpy *scalar*, which is
         not an array (no ``out=``, not writable). Only outputs whose shape is ``()`` (or
         unknown) can be one, so only those are converted: ``compile_graph`` lists them."""
@@ -265,9 +266,10 @@ def compile_graph(graph: Graph, static_alloc: bool = False, static_shape: bool =
     if not writer.views:
         exec(code, scope)  # noqa: S102 -- our own generated source
     scalars = tuple(i for i, v in enumerate(graph.outputs) if v.aval is None or not v.aval.shape)
-    program = Program(source, scope.get(name), graph, static_shape or static_alloc, filename,
-                      writer.num_random, code, writer.table, writer.views, writer.arena_bytes,
-                      name, scalars)
+    # (the function is None until a static_alloc instance binds its arena views)
+    program = Program(source, scope.get(name), graph,  # type: ignore[arg-type]
+                      static_shape or static_alloc, filename, writer.num_random, code,
+                      writer.table, writer.views, writer.arena_bytes, name, scalars)
     if writer.views:
         program.function = program._instance(keep=True)[0]
     return program
@@ -295,9 +297,9 @@ class _Writer:
         self.graph, self.function_name = graph, name
         self.names = Namespace()
         self.names._used.add(name)
-        self.plan = graph.meta.get("memory")  # in-place writes need no static_alloc
-        self.static = static and self.plan is not None and self.plan.buffer_bytes[0] > 0
-        self.arena_bytes = self.plan.buffer_bytes[0] if self.static else 0
+        plan = self.plan = graph.meta.get("memory")  # in-place writes need no static_alloc
+        self.static = static and plan is not None and plan.buffer_bytes[0] > 0
+        self.arena_bytes = plan.buffer_bytes[0] if self.static and plan is not None else 0
         self.views: dict[str, tuple[int, np.dtype, tuple[int, ...]]] = {}  # arena slots
         self.table: dict[str, Any] = {}
         self.var: dict[tuple[int, int], str] = {}
@@ -378,7 +380,8 @@ class _Writer:
             return f"{self._bind(special, opdef.name + suffix)}({', '.join(args + out)})"
         if target is None:
             return f"{self._bind_kernel(opdef.kernel, opdef.name)}({self._args(node, args)})"
-        function = self._bind_kernel(opdef.kernel_out, opdef.name + "_out")
+        function = self._bind_kernel(opdef.kernel_out,  # type: ignore[arg-type]  # (a target
+                                     opdef.name + "_out")  # only for ops with kernel_out)
         return f"{function}({self._args(node, [*args, f'out={target}'])})"
 
     def _call_lines(self, node: Node) -> list[str]:
@@ -400,7 +403,7 @@ class _Writer:
         if not self.static or self.plan.buffer_of.get(key) != 0:  # 0: the arena
             return None
         name = self.names.create(f"buf_{node.name}")  # the arena view, per instance
-        aval = node.aval[0]
+        aval = node.aval[0]  # type: ignore[index]  # (the plan placed it: it has an aval)
         self.views[name] = (self.plan.offset_of[key], np.dtype(aval.dtype), aval.shape)
         return name
 

@@ -91,7 +91,7 @@ class Node:
     @property
     def opdef(self) -> registry.OpDef:
         """The registry entry of a ``call`` node."""
-        return registry.get(self.op)
+        return registry.get(str(self.op))
 
     @property
     def num_outputs(self) -> int:
@@ -106,7 +106,7 @@ class Value(NamedTuple):
     """A reference to one result: output ``index`` of ``node``."""
 
     node: Node
-    index: int = 0
+    index: int = 0  # type: ignore[assignment]  # (shadows tuple.index, as MXNet's name)
 
     @property
     def aval(self) -> Aval | None:
@@ -282,7 +282,7 @@ def _format_rhs(node: Node, number: Mapping[int, int]) -> str:
     if node.kind == "var":
         return f"var {format_name(node.name)}"
     if node.kind == "const":
-        array = node.value
+        array = np.asarray(node.value)
         shown = repr(array.item()) if array.size == 1 else f"<{format_name(node.name)}>"
         return f"const {shown}"
     declared = registry.get(node.op).attrs if node.op in registry.OPS else {}
@@ -302,7 +302,7 @@ def format_name(name: str) -> str:
 def format_attr(value: Any) -> str:
     """An attribute as printed in the IR; a sub-program prints as ``{op; op}``."""
     if isinstance(value, Graph):
-        return "{" + "; ".join(n.op for n in value.nodes if n.kind == "call") + "}"
+        return "{" + "; ".join(str(n.op) for n in value.nodes if n.kind == "call") + "}"
     return repr(value)
 
 
@@ -318,13 +318,13 @@ def format_type(avals: tuple[Aval, ...] | None) -> str:
 
 def infer_shapes(graph: Graph, input_avals: Sequence[Aval] | Mapping[str, Aval]) -> Graph:
     """A copy of ``graph`` with every node's aval inferred from the inputs' avals."""
-    if isinstance(input_avals, Mapping):
-        input_avals = [input_avals.get(n.name) for n in graph.inputs]
-    if len(input_avals) != len(graph.inputs) or None in input_avals:
+    given: Sequence[Aval | None] = ([input_avals.get(n.name) for n in graph.inputs]
+                                    if isinstance(input_avals, Mapping) else input_avals)
+    if len(given) != len(graph.inputs) or None in given:
         raise ShapeError(f"infer_shapes: the graph has {len(graph.inputs)} inputs "
                          f"{[n.name for n in graph.inputs]}; give one Aval for each, got "
-                         f"{list(input_avals)}")
-    by_id = {id(n): a for n, a in zip(graph.inputs, input_avals)}
+                         f"{list(given)}")
+    by_id = {id(n): a for n, a in zip(graph.inputs, given)}
 
     def visit(node: Node, inputs: tuple[Value, ...]) -> Node:
         if node.kind == "var":
@@ -367,6 +367,8 @@ def _label(node: Node, i: int) -> str:
 
 
 def _known_op(node: Node) -> bool:
+    if not isinstance(node.op, str):
+        return False
     try:
         registry.get(node.op)
     except (KeyError, TypeError):
@@ -447,7 +449,7 @@ def interpret(graph: Graph, arrays: Sequence[np.ndarray], context: RunContext,
     env.update({id(n): (a,) for n, a in zip(graph.inputs, arrays)})
     for node in graph.nodes:
         if node.kind == "const":
-            env[id(node)] = (node.value,)
+            env[id(node)] = (np.asarray(node.value),)
         elif node.kind == "call":
             args = [env[id(v.node)][v.index] for v in node.inputs]
             env[id(node)] = run_kernel(node, args, context)
