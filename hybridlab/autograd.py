@@ -240,7 +240,7 @@ def _backpropagate(heads: list, head_grads: list, retain_graph: bool, create_gra
                      lambda node: keys(node.inputs), vjp, lambda key, a, b: a + b)
     if not retain_graph:
         for node in order:
-            node.inputs = node.outputs = None
+            node.inputs = node.outputs = None  # type: ignore[assignment]  # (freed: see producers)
     return {key: (arrays[key], grad) for key, grad in grads.items()}
 
 

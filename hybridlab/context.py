@@ -23,10 +23,13 @@ class Context:
     """A device: ``Context('cpu', 0)``; works as ``with mx.cpu(): ...`` like MXNet."""
 
     _default: Context | None = None
+    device_type: str
+    device_id: int
 
     def __init__(self, device_type: str | Context = "cpu", device_id: int = 0) -> None:
         if isinstance(device_type, Context):
-            device_type, device_id = device_type.device_type, device_type.device_id
+            given = device_type
+            device_type, device_id = given.device_type, given.device_id
         if device_type != "cpu":
             raise NoGPUError(
                 f"hybridlab runs on the CPU only (numpy), so device {device_type!r} does not "

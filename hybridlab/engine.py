@@ -149,16 +149,17 @@ class Task:
                  "dependents", "blockers", "sources", "failure", "error", "reported_at",
                  "record", "event")
 
-    def __init__(self, fn: Callable[[], None], name: str, reads: tuple, writes: tuple,
+    def __init__(self, fn: Callable[[], None], name: str, reads: tuple[Var, ...],
+                 writes: tuple[Var, ...],
                  origin: tuple[str, int]) -> None:
         self.seq = next(_task_numbers)
         self.fn: Callable[[], None] | None = fn  # None once finished
         self.name, self.reads, self.writes, self.origin = name, reads, writes, origin
         self.state = "waiting"
         self.deps: tuple[Dep, ...] = ()  # every op it depends on (NOTE [Observed engines])
-        self.dependents: list[Task] | tuple | None = ()  # ops waiting on it (None: finished)
+        self.dependents: list[Task] | tuple[()] | None = ()  # ops waiting on it (None: finished)
         self.blockers = 0  # how many of its dependencies have not finished
-        self.sources: list[Task] | tuple = ()  # ops whose results it reads or overwrites
+        self.sources: list[Task] | tuple[()] = ()  # ops whose results it reads or overwrites
         self.failure: Task | None = None  # the failed op it carries (itself if it raised)
         self.error: BaseException | None = None
         self.reported_at = _NEVER  # for a failed op: push number when it was raised
@@ -287,11 +288,13 @@ class Engine:
         self._pending = 0  # pushed, not finished
         self._failures: list[Task] = []  # failed ops not yet reported by wait_all
         self._callbacks: list[Callback] = []
-        self._pretask: tuple = ()
-        self._posttask: tuple = ()
-        self._hooks: dict[str, tuple] = {}  # push / fail / skip / clear hooks, by event
+        self._pretask: tuple[Callable[..., None], ...] = ()
+        self._posttask: tuple[Callable[..., None], ...] = ()
+        # push / fail / skip / clear hooks, by event
+        self._hooks: dict[str, tuple[Callable[..., None], ...]] = {}
         self._observed = self._keep_history  # see NOTE [Observed engines]
-        self._hook_error: tuple | None = None  # the first hook that raised, not yet reported
+        # the first hook that raised, not yet reported
+        self._hook_error: tuple[Any, ...] | None = None
         self._hook_errors = 0  # how many hook calls raised since the last report
         self.trace: collections.deque[TaskRecord] = collections.deque(maxlen=100_000)
         self._recorder = Callback(posttask=self._keep_record)
@@ -383,7 +386,7 @@ class Engine:
             if dependents:
                 if dependents[-1] is task:  # counted already: ``task`` was appended last
                     continue  # (an O(1) test: a write after many reads stays linear)
-                dependents.append(task)  # type: ignore[union-attr]  # (non-empty: a list)
+                dependents.append(task)  # (non-empty: a list)
             else:  # the first dependent: most ops never get one, so no list until then
                 other.dependents = [task]
             blockers += 1
@@ -441,7 +444,7 @@ class Engine:
         if task.error is not None and self._hooks:
             self._call_hooks("fail", task)
 
-    def _call_hook(self, kind: str, hook: Callable, task: Task, *args: Any) -> None:
+    def _call_hook(self, kind: str, hook: Callable[..., None], task: Task, *args: Any) -> None:
         """Call a callback's hook; a hook that raises must not kill the worker thread.
 
         Its error is kept (the first one, and a count) and raised at the next sync point;
@@ -646,7 +649,7 @@ class _BlasLimit:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._holders = 0
-        self._libraries: list | None = None  # threadpoolctl controllers of the BLAS libs
+        self._libraries: list[Any] | None = None  # threadpoolctl controllers of the BLAS libs
         self._saved: list[int] = []
 
     def hold(self) -> None:
@@ -664,7 +667,7 @@ class _BlasLimit:
                 for lib, threads in zip(self._blas_libraries(), self._saved):
                     lib.set_num_threads(threads)
 
-    def _blas_libraries(self) -> list:
+    def _blas_libraries(self) -> list[Any]:
         if self._libraries is None:
             try:
                 from threadpoolctl import ThreadpoolController
@@ -738,7 +741,7 @@ class ThreadedEngine(Engine):
             thread.start()
             self._threads.append(thread)
 
-    def _work(self, worker: int, queue: SimpleQueue) -> None:
+    def _work(self, worker: int, queue: SimpleQueue[Any]) -> None:
         # NOTE [keep the next op]: when an op finishes, the first dependent it makes ready
         # is kept in this worker's ``next`` slot and run right after, not queued: a chain
         # of ops stays on one thread instead of waking another worker for every link.
@@ -880,7 +883,8 @@ def _make(name_or_engine: str | Engine) -> Engine:
         raise UnknownEngineError(
             f"unknown engine type {name_or_engine!r} (from set_engine, HYBRIDLAB_ENGINE_TYPE "
             f"or MXNET_ENGINE_TYPE); valid: NaiveEngine, ThreadedEngine, StepEngine")
-    return _ENGINES[name_or_engine]()
+    engine: Engine = _ENGINES[name_or_engine]()
+    return engine
 
 
 def current() -> Engine:

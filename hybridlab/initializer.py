@@ -40,7 +40,7 @@ def _number(value: Any, what: str, example: str) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{what} must be a number, got {value!r} ({type(value).__name__}); "
                         f"e.g. {example}")
-    return value
+    return float(value)
 
 
 class Uniform(Initializer):
@@ -51,7 +51,7 @@ class Uniform(Initializer):
 
     def __call__(self, shape: tuple[int, ...], dtype: Any = "float32") -> Any:
         from hybridlab import ndarray as nd
-        return nd.random.uniform(-self.scale, self.scale, shape=shape, dtype=dtype)
+        return nd.random.uniform(-self.scale, self.scale, shape=shape, dtype=dtype)  # type: ignore[attr-defined]
 
 
 class Normal(Initializer):
@@ -62,7 +62,7 @@ class Normal(Initializer):
 
     def __call__(self, shape: tuple[int, ...], dtype: Any = "float32") -> Any:
         from hybridlab import ndarray as nd
-        return nd.random.normal(0.0, self.sigma, shape=shape, dtype=dtype)
+        return nd.random.normal(0.0, self.sigma, shape=shape, dtype=dtype)  # type: ignore[attr-defined]
 
 
 class Xavier(Initializer):
@@ -89,8 +89,8 @@ class Xavier(Initializer):
         fan = {"avg": (fan_in + fan_out) / 2.0, "in": fan_in, "out": fan_out}[self.factor_type]
         scale = math.sqrt(self.magnitude / fan)
         if self.rnd_type == "uniform":
-            return nd.random.uniform(-scale, scale, shape=shape, dtype=dtype)
-        return nd.random.normal(0.0, scale, shape=shape, dtype=dtype)
+            return nd.random.uniform(-scale, scale, shape=shape, dtype=dtype)  # type: ignore[attr-defined]
+        return nd.random.normal(0.0, scale, shape=shape, dtype=dtype)  # type: ignore[attr-defined]
 
 
 class Constant(Initializer):
@@ -101,7 +101,7 @@ class Constant(Initializer):
 
     def __call__(self, shape: tuple[int, ...], dtype: Any = "float32") -> Any:
         from hybridlab import ndarray as nd
-        return nd.full(shape, self.value, dtype=dtype)
+        return nd.full(shape, self.value, dtype=dtype)  # type: ignore[misc]
 
 
 class Zero(Constant):

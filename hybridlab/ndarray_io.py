@@ -94,7 +94,7 @@ class _Reader:
     def read_into(self, target: np.ndarray, what: str) -> None:
         view = memoryview(target.reshape(-1).view(np.uint8))  # type: ignore[arg-type]
         self.need(view.nbytes, what)
-        if self.file.readinto(view) != view.nbytes:
+        if self.file.readinto(view) != view.nbytes:  # type: ignore[attr-defined]
             raise self.fail(f"{what}: the file ended early")
         self.left -= view.nbytes
 
@@ -218,12 +218,12 @@ def atomic_write(fname: str, write: Callable[[BinaryIO], None] | bytes | str) ->
     through here (parameters, symbols, exports, profiler traces)."""
     if not callable(write):
         content = write.encode("utf-8") if isinstance(write, str) else write
-        write = lambda file: file.write(content)  # noqa: E731
+        write = lambda file: file.write(content)  # type: ignore[assignment,misc]  # noqa: E731
     folder = os.path.dirname(os.path.abspath(fname))
     handle, temporary = tempfile.mkstemp(prefix=".tmp-", dir=folder)
     try:
         with os.fdopen(handle, "wb") as file:
-            write(file)
+            write(file)  # type: ignore[operator]  # (made callable above)
             file.flush()
             os.fsync(file.fileno())
         os.chmod(temporary, 0o666 & ~_umask())

@@ -28,7 +28,7 @@ import numpy as np
 from hybridlab import ndarray, symbol
 from hybridlab.errors import OnnxExportError
 from hybridlab.graph import ir
-from hybridlab.graph.passes import lower_operators
+from hybridlab.graph.passes.lower_operators import lower_operators
 from hybridlab.ops.registry import Aval
 
 OPSET = 17
@@ -70,7 +70,7 @@ class _Builder:
 # the node's (single) output under that name. node.aval gives shapes and dtypes. Rows are
 # keyed by the registry's own names; a layer operator without a row (elemwise_add) is
 # lowered to primitives first.
-Rule = Callable[[_Builder, ir.Node, list, str], None]
+Rule = Callable[[_Builder, ir.Node, list, str], Any]  # adds ONNX nodes (a result is unused)
 
 
 def _simple(onnx_op: str, **fixed: Any) -> Rule:
@@ -79,7 +79,7 @@ def _simple(onnx_op: str, **fixed: Any) -> Rule:
 
 def _scalar(onnx_op: str, reverse: bool = False) -> Rule:
     def rule(b: _Builder, node: ir.Node, ins: list, out: str) -> None:
-        scalar = b.const(node.attr_dict["scalar"], node.aval[0].dtype, "scalar")
+        scalar = b.const(node.attr_dict["scalar"], node.aval[0].dtype, "scalar")  # type: ignore[index]
         b.add(onnx_op, [scalar, ins[0]] if reverse else [ins[0], scalar], [out])
     return rule
 
@@ -138,8 +138,8 @@ def _batch_norm(b: _Builder, node: ir.Node, ins: list, out: str) -> None:
                               f"normalises along axis 1 only")
     scale = ins[1]
     if attrs.get("fix_gamma", True):  # gamma taken as 1, as MXNet does
-        channels = node.inputs[1].aval.shape
-        scale = b.const(np.ones(channels), node.aval[0].dtype, "gamma_fixed")
+        channels = node.inputs[1].aval.shape  # type: ignore[union-attr]
+        scale = b.const(np.ones(channels), node.aval[0].dtype, "gamma_fixed")  # type: ignore[index]
     b.add("BatchNormalization", [ins[0], scale, *ins[2:5]], [out],
           epsilon=float(attrs.get("eps", 1e-3)))
 
@@ -162,7 +162,7 @@ def _dropout_mask(b: _Builder, node: ir.Node, ins: list, out: str) -> None:
     if node.attr_dict.get("mode") == "always":
         raise OnnxExportError(f"Dropout {node.name!r}: mode='always' drops at prediction "
                               f"time too, which an ONNX model cannot express")
-    one = b.numpy_helper.from_array(np.ones(1, node.aval[0].dtype), "value")
+    one = b.numpy_helper.from_array(np.ones(1, node.aval[0].dtype), "value")  # type: ignore[index]
     b.add("ConstantOfShape", [b.add("Shape", ins)], [out], value=one)
 
 
@@ -176,7 +176,7 @@ def _dot(b: _Builder, node: ir.Node, ins: list, out: str) -> None:
 
 
 def _transpose(b: _Builder, node: ir.Node, ins: list, out: str) -> None:
-    axes = node.attr_dict.get("axes") or tuple(reversed(range(len(node.aval[0].shape))))
+    axes = node.attr_dict.get("axes") or tuple(reversed(range(len(node.aval[0].shape))))  # type: ignore[index]
     b.add("Transpose", ins, [out], perm=list(axes))
 
 
@@ -211,7 +211,7 @@ def _softmax(onnx_op: str) -> Rule:
 
 def _softmax_output(b: _Builder, node: ir.Node, ins: list, out: str) -> None:
     """What SoftmaxOutput predicts: the softmax over the classes (its label is unused)."""
-    attrs, ndim = node.attr_dict, len(node.inputs[0].aval.shape)
+    attrs, ndim = node.attr_dict, len(node.inputs[0].aval.shape)  # type: ignore[union-attr]
     if ndim != 2 and not (attrs.get("multi_output") or attrs.get("preserve_shape")):
         raise OnnxExportError(f"SoftmaxOutput {node.name!r}: scores of {ndim} dimensions are "
                               f"flattened by MXNet; export 2-d scores (add a Flatten)")
@@ -295,13 +295,13 @@ def export_model(sym: Any, params: Any, in_shapes: Sequence[Sequence[int]] | Non
                     values[node.name].asnumpy(), names[id(node), 0]))
             else:
                 dims = free[data.index(node.name)]
-                inputs.append(_value_info(helper, names[id(node), 0], node.aval[0], dims))
+                inputs.append(_value_info(helper, names[id(node), 0], node.aval[0], dims))  # type: ignore[index]
         elif node.kind == "const":
-            names[id(node), 0] = builder.const(node.value, node.value.dtype, node.name)
+            names[id(node), 0] = builder.const(node.value, node.value.dtype, node.name)  # type: ignore[union-attr]
         else:
             _translate(builder, node, names)
     out_dims = _free_output_dims(graph_sym, graph, avals, data, free)
-    outputs = [_value_info(helper, names[id(v.node), v.index], v.aval, dims)
+    outputs = [_value_info(helper, names[id(v.node), v.index], v.aval, dims)  # type: ignore[arg-type]
                for v, dims in zip(graph.outputs, out_dims)]
     model = helper.make_model(
         helper.make_graph(builder.nodes, "hybridlab", inputs, outputs, builder.initializers),
@@ -318,7 +318,7 @@ def _free_output_dims(graph_sym: symbol.Symbol, graph: ir.Graph, avals: dict, da
     """The outputs' shapes, None where they follow a free input dimension: found by
     inferring the shapes again with every free dimension one larger (a graph that fixes
     the batch somewhere, a Reshape to a literal size, fails here with a clear error)."""
-    shapes = [v.aval.shape for v in graph.outputs]
+    shapes = [v.aval.shape for v in graph.outputs]  # type: ignore[union-attr]
     if all(d is not None for dims in free for d in dims):
         return shapes
     other = dict(avals)
@@ -332,12 +332,12 @@ def _free_output_dims(graph_sym: symbol.Symbol, graph: ir.Graph, avals: dict, da
         raise OnnxExportError(f"export_model: the graph does not accept other sizes of the "
                               f"dimensions marked None in dynamic_input_shapes={free} "
                               f"({err}). Fix: export with dynamic=False") from None
-    return [[None if a != b else a for a, b in zip(s, v.aval.shape)]
+    return [[None if a != b else a for a, b in zip(s, v.aval.shape)]  # type: ignore[union-attr]
             for s, v in zip(shapes, again)]
 
 
 def _translate(builder: _Builder, node: ir.Node, names: dict) -> None:
-    rule = ONNX_OPS.get(node.op)
+    rule = ONNX_OPS.get(node.op)  # type: ignore[arg-type]
     if rule is None:
         raise OnnxExportError(f"operator {node.op!r} (node {node.name!r}) has no ONNX "
                               f"mapping; hybridlab.onnx.ONNX_OPS lists the operators that "
@@ -346,7 +346,7 @@ def _translate(builder: _Builder, node: ir.Node, names: dict) -> None:
         raise OnnxExportError(f"operator {node.op!r} (node {node.name!r}) has "
                               f"{node.num_outputs} outputs; export maps single-output ops")
     ins = [names[id(v.node), v.index] for v in node.inputs]
-    out = builder.fresh(node.name or node.op)
+    out = builder.fresh(node.name or node.op)  # type: ignore[arg-type]
     rule(builder, node, ins, out)
     names[id(node), 0] = out
 
@@ -365,7 +365,7 @@ def _symbol_and_params(sym: Any, params: Any) -> tuple[symbol.Symbol, dict]:
         with tempfile.TemporaryDirectory() as folder:
             prefix = os.path.join(folder, "block")
             sym.export(prefix)
-            return symbol.load(prefix + "-symbol.json"), ndarray.load(prefix + "-0000.params")
+            return symbol.load(prefix + "-symbol.json"), ndarray.load(prefix + "-0000.params")  # type: ignore[return-value]
     if isinstance(sym, (str, os.PathLike)):
         sym = symbol.load(os.fspath(sym))
     if isinstance(params, (str, os.PathLike)):

@@ -29,6 +29,11 @@ _records: list[engine.TaskRecord] = []
 _active: list[engine.Callback] = []  # the recording callback, while the profiler runs
 
 
+def _keep(task: engine.Task) -> None:
+    if task.record is not None:  # (set for every task a posttask hook sees)
+        _records.append(task.record)
+
+
 def set_config(filename: str = "profile.json", **options: Any) -> None:
     """Set the output file. MXNet's other options (``profile_all``, ``profile_symbolic``,
     ``profile_imperative``, ``aggregate_stats``, ...) are accepted: every op is recorded."""
@@ -44,7 +49,7 @@ def set_state(state: str = "stop") -> None:
     if state not in ("run", "stop"):
         raise ValueError(f"profiler state must be 'run' or 'stop', got {state!r}")
     if state == "run" and not _active:
-        _active.append(engine.Callback(posttask=lambda task: _records.append(task.record)))
+        _active.append(engine.Callback(posttask=_keep))
         engine.follow(_active[0])
     elif state == "stop" and _active:
         engine.unfollow(_active.pop())

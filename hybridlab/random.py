@@ -36,18 +36,19 @@ def seed(seed_state: int, ctx: Any = "all") -> None:
 
 def next_generator() -> np.random.Generator:
     """The generator for the next random operator pushed (called at push time)."""
-    return np.random.Generator(np.random.PCG64([_stream["seed"], next(_stream["counter"])]))
+    return np.random.Generator(np.random.PCG64([_stream["seed"],
+                                                next(_stream["counter"])]))  # type: ignore[call-overload]
 
 
 def normal(*args: Any, **kwargs: Any) -> Any:
     """``mx.random.normal`` is ``nd.random.normal``."""
     from hybridlab import ndarray  # lazy: ndarray imports this module for the seed stream
 
-    return ndarray.random.normal(*args, **kwargs)
+    return ndarray.random.normal(*args, **kwargs)  # type: ignore[attr-defined]  # (populate)
 
 
 def uniform(*args: Any, **kwargs: Any) -> Any:
     """``mx.random.uniform`` is ``nd.random.uniform``."""
     from hybridlab import ndarray  # lazy: ndarray imports this module for the seed stream
 
-    return ndarray.random.uniform(*args, **kwargs)
+    return ndarray.random.uniform(*args, **kwargs)  # type: ignore[attr-defined]  # (populate)

@@ -336,7 +336,7 @@ class Symbol:
         raise errors.SymbolInplaceError(_inplace_message(self, "x[...] = y"))
 
     def __neg__(self) -> Symbol:
-        return self * -1.0
+        return self * -1.0  # type: ignore[operator,return-value]  # (the dunders are installed by the registry)
 
     def __abs__(self) -> Symbol:
         return globals()["abs"](self)  # the generated sym.abs (see NOTE: [Shadowed builtins])
@@ -515,7 +515,7 @@ def _infer_avals(symbol: Symbol, shapes: dict[str, Any], dtypes: dict[str, np.dt
             inputs = [known.get((id(v.node), v.index)) for v in node.inputs]
             outputs = _infer_call(node, inputs)
         elif node.kind == "const":
-            outputs = list(node.aval)
+            outputs = list(node.aval or ())
         else:
             outputs = [_var_aval(node, shapes.get(node.name), dtypes.get(node.name))]
         known.update(((id(node), i), a) for i, a in enumerate(outputs) if a is not None)
@@ -582,8 +582,9 @@ def _infer_call(node: Node, inputs: list[Aval | None]) -> list[Aval | None]:
     count = _output_count(node)
     if any(a is None for a in inputs):
         return [None] * count
-    if any(a.shape is None for a in inputs):  # dtype only: promote the inputs' dtypes
-        return [Aval(None, _infer.promote(*(a.dtype for a in inputs)))] * count
+    # dtype only: promote the inputs' dtypes (an aval with shape None)
+    if any(a.shape is None for a in inputs):  # type: ignore[union-attr]
+        return [Aval(None, _infer.promote(*(a.dtype for a in inputs)))] * count  # type: ignore[arg-type,union-attr]
     try:
         return list(node.opdef.infer(*inputs, **node.attr_dict))
     except (ValueError, IndexError, TypeError, ArithmeticError) as err:
@@ -732,7 +733,7 @@ def _input_value(op: registry.OpDef, node_name: str, input_name: str, given: Any
                 f"{op.name} {node_name!r}: input {input_name!r} is missing; pass a Symbol, "
                 f"e.g. sym.{op.name}({input_name}=sym.var('{input_name}'), ...)")
         aux = {"__aux__": True} if input_name in AUXILIARY_INPUTS else {}
-        return var(f"{node_name}_{input_name}", **aux)._outputs[0]
+        return var(f"{node_name}_{input_name}", **aux)._outputs[0]  # type: ignore[arg-type]
     symbol = _check_symbol(given, f"{op.name} {node_name!r} input {input_name!r}")
     if len(symbol._outputs) != 1:
         raise TypeError(f"{op.name} {node_name!r}: input {input_name!r} is the grouped "
@@ -860,7 +861,7 @@ def _load_var(name: str, attrs: dict[str, str], where: str) -> Node:
     if "__dtype__" in stored:
         stored["__dtype__"] = dtype.name
     return Node("var", name=name, attrs=tuple(sorted(stored.items())),
-                aval=(Aval(shape, dtype),) if known else None, origin=where)
+                aval=(Aval(shape, dtype),) if known else None, origin=where)  # type: ignore[arg-type]  # (known: a full shape)
 
 
 def _load_call(op: str, name: str, attrs: dict[str, str], inputs: list[Value],
@@ -952,7 +953,7 @@ _HIDDEN_OUTPUTS = {"BatchNorm": 2, "Dropout": 1, "Pooling": 1}
 
 
 def _hidden_outputs(entry: dict) -> int:
-    return _HIDDEN_OUTPUTS.get(entry.get("op"), 0)
+    return _HIDDEN_OUTPUTS.get(str(entry.get("op")), 0)
 
 
 def _node_json(node: Node, index: dict[int, int]) -> dict[str, Any]:

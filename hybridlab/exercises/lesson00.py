@@ -20,7 +20,7 @@ def check_tour_mlp(net: Any) -> Feedback:
     out, error = run(lambda: net(x), "net(x) on a (5, 20) input")
     if error is not None:
         return error
-    units = [layer.weight.shape[0] if hasattr(layer, "weight") else None for layer in net]
+    units = [layer.weight.shape[0] if hasattr(layer, "weight") else None for layer in net]  # type: ignore[attr-defined]
     if out.shape != (5, 3) or units != [32, 16, 3]:
         return Feedback(False, f"the layers have {units} units and give shape {out.shape}; "
                                "wanted Dense(32), Dense(16), Dense(3) and output (5, 3)")

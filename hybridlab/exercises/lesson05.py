@@ -12,7 +12,7 @@ def _program() -> Any:
     from hybridlab import sym
 
     x = sym.var("x")
-    return sym.relu((sym.sin(x) + sym.sin(x)) * (sym.cos(x) + sym.cos(x)) * 1.0 + 2.0)
+    return sym.relu((sym.sin(x) + sym.sin(x)) * (sym.cos(x) + sym.cos(x)) * 1.0 + 2.0)  # type: ignore[attr-defined]
 
 
 def check_cse_count(answer: int) -> Feedback:

@@ -31,7 +31,7 @@ def _autograd(f: Callable[..., Any], *arrays: np.ndarray) -> list[np.ndarray]:
     with autograd.record():
         result = f(*variables)
     result.backward()
-    return [v.grad.asnumpy() for v in variables]
+    return [v.grad.asnumpy() for v in variables]  # type: ignore[union-attr]
 
 
 def check_gradients(fn: Callable[[Any, Any], Any]) -> Feedback:
@@ -139,7 +139,7 @@ def check_train_step(fn: Callable[..., Any]) -> Feedback:
                        f"train_step with {depth} layers, every={every},")
         if error is not None:
             return error
-        if not all(np.allclose(w.grad.asnumpy(), g, atol=1e-5) for w, g in zip(weights, want)):
+        if not all(np.allclose(w.grad.asnumpy(), g, atol=1e-5) for w, g in zip(weights, want)):  # type: ignore[union-attr]
             return Feedback(False, f"{depth} layers, every={every}: the weight gradients differ "
                                    "from storing everything")
         last = depth - (depth - 1) // every * every  # layers in the last segment

@@ -69,12 +69,12 @@ def _models() -> list[tuple[str, str, dict[str, np.ndarray], np.ndarray, np.ndar
     folder = mxnet_model("mlp")
     io = np.load(folder / "io.npz")
     mxnet_params = {k.partition(":")[2]: v.asnumpy()
-                    for k, v in nd.load(str(folder / "model-0000.params")).items()}
+                    for k, v in nd.load(str(folder / "model-0000.params")).items()}  # type: ignore[union-attr]
     models = [("the MLP exported by MXNet 1.9.1", (folder / "model-symbol.json").read_text(),
                mxnet_params, io["x"], io["y"])]
     random.seed(8)
     net = nn.HybridSequential()
-    net.add(nn.Dense(6, activation="tanh"), nn.Dense(5, activation="sigmoid"), nn.Dense(2))
+    net.add(nn.Dense(6, activation="tanh"), nn.Dense(5, activation="sigmoid"), nn.Dense(2))  # type: ignore[misc]
     net.initialize()
     net.hybridize()
     x = nd.random.normal(shape=(3, 2, 2))  # 3-D: FullyConnected flattens it
@@ -83,7 +83,7 @@ def _models() -> list[tuple[str, str, dict[str, np.ndarray], np.ndarray, np.ndar
         net.export(os.path.join(tmp, "net"))
         text = Path(tmp, "net-symbol.json").read_text()
         params = {k.partition(":")[2]: v.asnumpy()
-                  for k, v in nd.load(os.path.join(tmp, "net-0000.params")).items()}
+                  for k, v in nd.load(os.path.join(tmp, "net-0000.params")).items()}  # type: ignore[union-attr]
     models.append(("a hybridlab export with tanh and sigmoid on 3-D data", text, params,
                    x.asnumpy(), y))
     return models

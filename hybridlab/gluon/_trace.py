@@ -100,7 +100,7 @@ def tracing(frame: TraceFrame) -> Iterator[TraceFrame]:
         owner, name = getattr(err, "obj", None), getattr(err, "name", None)
         if not isinstance(owner, symbol.Symbol) or not hasattr(ndarray.NDArray, name or ""):
             raise
-        raise locate(SymbolShapeError(attribute_message(name, repr(owner)))
+        raise locate(SymbolShapeError(attribute_message(name, repr(owner)))  # type: ignore[arg-type]
                      .with_traceback(err.__traceback__), frame.block) from None
     finally:
         sys.settrace(old_tracer)
@@ -148,7 +148,7 @@ def locate(err: HybridizeError, block: Any) -> HybridizeError:
         if is_user_code(code.co_filename):
             line = format_line(code.co_filename, traceback.tb_lineno)
         traceback = traceback.tb_next
-    hint = _EXTRA_FIX.get(type(err), "")
+    hint = _EXTRA_FIX.get(type(err), "")  # type: ignore[arg-type]
     located = type(err)(f"in block {block.name!r} at {line}:\n  {err}{hint}")
     located.__cause__ = err.__cause__
     return located
@@ -172,7 +172,8 @@ def _make_tracer(report: HybridizationReport) -> Any:
 def user_stacklevel() -> int:
     """The ``stacklevel`` that makes ``warnings.warn``, called by the caller of this
     function, point at the innermost line outside the hybridlab package."""
-    frame, level = sys._getframe(1), 1
+    frame: Any = sys._getframe(1)
+    level = 1
     while frame is not None and not is_outside_package(frame.f_code.co_filename):
         frame, level = frame.f_back, level + 1
     return level

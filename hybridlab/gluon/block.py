@@ -172,7 +172,7 @@ class Block:
         file's."""
         loaded, params = ndarray.load(filename), self._params_by_path()
         missing = sorted(set(params) - set(loaded))
-        extra = sorted(set(loaded) - set(params))
+        extra = sorted(set(loaded) - set(params))  # type: ignore[type-var]  # (a dict: checked above)
         if missing and not allow_missing:
             raise ValueError(f"{filename}: no values for {missing} (allow_missing=True skips)")
         if extra and not ignore_extra:
@@ -181,7 +181,7 @@ class Block:
         if dtype_source not in ("current", "saved"):
             raise ValueError(f"load_parameters: dtype_source={dtype_source!r}; use 'current' "
                              f"(cast to the parameter's dtype) or 'saved' (keep the file's)")
-        for key in sorted(params.keys() & loaded.keys()):
+        for key in sorted(params.keys() & loaded.keys()):  # type: ignore[union-attr]
             param, value = params[key], loaded[key]
             if np.dtype(value.dtype) != np.dtype(param.dtype):
                 if not cast_dtype:
@@ -298,7 +298,7 @@ class HybridBlock(Block):
     def __init__(self, prefix: str | None = None, params: ParameterDict | None = None) -> None:
         super().__init__(prefix, params)
         self._active = False
-        self._flags = {"static_alloc": False, "static_shape": False}
+        self._flags: dict[str, Any] = {"static_alloc": False, "static_shape": False}
         # one CachedOp, the block's one cache (made by hybridize); its traces, by mode
         self._cached_op: Any = None
         self._traces: dict[tuple, _Trace] = {}

@@ -133,8 +133,8 @@ class Parameter:
             raise DeferredInitializationError(
                 f"Parameter {self.name!r}: shape {self.shape} is still unknown after "
                 f"shape inference; pass the input size (e.g. in_units=/in_channels=)")
-        _check_fits_in_memory(self.name, self._shape, self.dtype)
-        values, self._deferred = self._deferred(self._shape, self.dtype), None
+        _check_fits_in_memory(self.name, self._shape, self.dtype)  # type: ignore[arg-type]  # (known: checked above)
+        values, self._deferred = self._deferred(self._shape, self.dtype), None  # type: ignore[arg-type]
         self._store(values)  # (force_reinit: into the same NDArray)
 
     def data(self, ctx: Any = None) -> Any:
@@ -184,7 +184,7 @@ class Parameter:
         if self.shape not in self._vars:
             aux = {} if self._differentiable else {"__aux__": True}  # BatchNorm's running stats
             self._vars[self.shape] = symbol.var(self.name, shape=self.shape, dtype=self.dtype,
-                                                **aux)
+                                                **aux)  # type: ignore[arg-type]
         return self._vars[self.shape]
 
     def _shape_known(self) -> bool:
@@ -198,7 +198,7 @@ class Parameter:
         ndarray.py). The first value creates the NDArray (NOTE [One NDArray per Parameter])."""
         from hybridlab import engine, ndarray
         if self._data is None:  # empty until the op below runs
-            self._data = ndarray.empty_like_aval(Aval(self._shape, np.dtype(self.dtype)))
+            self._data = ndarray.empty_like_aval(Aval(self._shape, np.dtype(self.dtype)))  # type: ignore[arg-type]  # (known by the first value)
             self._attach_grad()
         target = self._data
         if values._data is None:
@@ -238,7 +238,7 @@ class ParameterDict(OrderedDict):
         lines = "\n".join(f"  {p!r}" for p in self.values())
         return f"{self.prefix or 'ParameterDict'} (\n{lines}\n)"
 
-    def get(self, name: str, **kwargs: Any) -> Parameter:
+    def get(self, name: str, **kwargs: Any) -> Parameter:  # type: ignore[override]  # (MXNet's API: get(name, **kwargs))
         """The Parameter ``prefix + name``, created with ``kwargs`` if it does not exist."""
         full = self.prefix + name
         found = super().get(full)
@@ -251,7 +251,7 @@ class ParameterDict(OrderedDict):
         self[full] = found
         return found
 
-    def update(self, other: Any = (), **unused: Any) -> None:
+    def update(self, other: Any = (), **unused: Any) -> None:  # type: ignore[override]  # (MXNet's API)
         """Add every parameter of ``other``; one name may not mean two parameters."""
         for name, param in dict(other).items():
             if self.setdefault(name, param) is not param:

@@ -58,7 +58,7 @@ class SymbolBlock(HybridBlock):
         """Load ``export()``'s files: validated JSON graph, pickle-free parameters."""
         names = [input_names] if isinstance(input_names, str) else list(input_names)
         graph = symbol.load(symbol_file)
-        saved = {} if param_file is None else ndarray.load(param_file)
+        saved: Any = {} if param_file is None else ndarray.load(param_file)
         stored = {key.partition(":")[2] for key in saved}
         _check_inputs(names, graph.list_inputs(), stored, symbol_file)
         block = SymbolBlock(graph, [symbol.var(n) for n in names])
@@ -101,7 +101,7 @@ class SymbolBlock(HybridBlock):
         given = {name: arg.shape for name, arg in zip(self._input_names, args)}
         arg_shapes, _, aux_shapes = self._graph.infer_shape_partial(**given)
         names = self._graph.list_arguments() + self._graph.list_auxiliary_states()
-        for name, shape in zip(names, arg_shapes + aux_shapes):
+        for name, shape in zip(names, (arg_shapes or []) + (aux_shapes or [])):
             if name in self.params and shape is not None:
                 self.params[name].shape = shape
         unknown = [p.name for p in self.params.values()
@@ -146,7 +146,7 @@ _ROLE_INIT = {"bias": "zeros", "gamma": "ones", "beta": "zeros", "moving_mean": 
 
 def _roles(graph: Any) -> dict[str, str]:
     """``{variable name: the operator input it feeds}`` (``bn_gamma`` -> ``gamma``)."""
-    roles = {}
+    roles: dict[str, str] = {}
     for node in graph.to_graph().nodes:
         if node.kind == "call":
             names = node.opdef.input_names(node.attr_dict)

@@ -140,7 +140,7 @@ class CachedOp:
         self.disabled = tuple(disabled_passes)  # names of pipeline passes not to run
         self.passes = tuple(passes)  # your own passes (run_pipeline's ``passes``)
         self._calls, self._misses = 0, 0  # see ``stats``
-        self._cache: dict[tuple, _Entry] = {}
+        self._cache: dict[tuple[Any, ...], _Entry] = {}
         self._last: _Entry | None = None
 
     @property
@@ -227,7 +227,7 @@ class CachedOp:
         engine.current().push(run, map(_VAR, inputs), (result._var,), "CachedOp")
         return result
 
-    def _push_program(self, entry: _Entry, inputs: tuple) -> Any:
+    def _push_program(self, entry: _Entry, inputs: tuple[Any, ...]) -> Any:
         """The general call: several results, random nodes, an arena, a tape entry, fed
         arrays to replace (``Traced.writes``: the running statistics)."""
         # out_avals were normalised at compile time: the constructor without the checks;
@@ -253,7 +253,7 @@ class CachedOp:
             return tuple(outputs)
         return outputs[0] if entry.num_outputs == 1 else outputs
 
-    def _lookup(self, args: tuple, training: bool, recording: bool) -> _Entry:
+    def _lookup(self, args: tuple[Any, ...], training: bool, recording: bool) -> _Entry:
         """The entry for this signature from the cache, compiled on a miss."""
         try:
             arg_avals = [x._aval for x in args]
@@ -275,7 +275,7 @@ class CachedOp:
         self._last = entry
         return entry
 
-    def _not_arrays(self, args: tuple) -> TypeError:
+    def _not_arrays(self, args: tuple[Any, ...]) -> TypeError:
         kinds = ", ".join(type(x).__name__ for x in args)
         names = f" {[n.name for n in self._graph.inputs]}" if self._graph is not None else ""
         return TypeError(f"CachedOp inputs{names} must be NDArrays, got ({kinds}); convert "
@@ -326,7 +326,8 @@ class _TapeOp:
     def __init__(self, entry: _Entry, residuals: list[Any]) -> None:
         self.entry, self.residuals = entry, residuals
 
-    def grad(self, F: Any, inputs: list, outputs: list, out_grads: list) -> list:
+    def grad(self, F: Any, inputs: list[Any], outputs: list[Any], out_grads: list[Any]
+             ) -> list[Any]:
         if autograd._MODE.recording:  # create_graph=True: the backward must go on the tape
             raise MissingGradientError(
                 "autograd.grad(..., create_graph=True) went through a hybridized block: its "

@@ -137,7 +137,7 @@ def _literal(value: Any) -> str | None:
     return None
 
 
-Instance = tuple[Callable[..., tuple], list[np.ndarray]]  # (function, [its arena])
+Instance = tuple[Callable[..., tuple[Any, ...]], list[np.ndarray]]  # (function, [its arena])
 
 
 @dataclass
@@ -153,7 +153,7 @@ class Program:
     """
 
     source: str
-    function: Callable[..., tuple]
+    function: Callable[..., tuple[Any, ...]]
     graph: Graph
     static_shape: bool = False
     filename: str = ""
@@ -234,7 +234,8 @@ class Program:
         guard: an array that views nothing (``base`` None, a kernel's fresh result) is
         passed at once, and only a view pays for numpy's (slower) overlap test."""
         if result.base is not None and np.may_share_memory(result, arena[0]):
-            return result.copy()
+            copied: np.ndarray = result.copy()
+            return copied
         return result
 
     def _check_shapes(self, arrays: tuple[np.ndarray, ...]) -> None:
@@ -287,7 +288,8 @@ def _specialised(node: Node, out: bool) -> Callable[..., Any] | None:
     avals = [v.aval for v in node.inputs]
     if specialise is None or node.opdef.needs_context or None in avals:
         return None
-    return specialise(avals, out, **node.attr_dict)
+    special: Callable[..., Any] | None = specialise(avals, out, **node.attr_dict)
+    return special
 
 
 class _Writer:

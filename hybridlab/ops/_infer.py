@@ -26,7 +26,7 @@ def promote(*dtypes: object) -> np.dtype:
     the float type (``int32 + float32 -> float32``; numpy would say float64); otherwise
     numpy's promotion (``float16 + float32 -> float32``, ``int8 + int32 -> int32``).
     ``dtypes`` are hashable (np.dtype objects or names), so results are cached."""
-    kinds = [np.dtype(d) for d in dtypes]
+    kinds = [np.dtype(d) for d in dtypes]  # type: ignore[call-overload]  # (numpy's stubs)
     floats = [d for d in kinds if d.kind == "f"]
     return np.result_type(*(floats or kinds))
 
@@ -60,7 +60,7 @@ def created(op_name: str, shape: tuple[int, ...], dtype: object) -> list[Aval]:
     if not shape or any(n < 0 for n in shape):
         raise ShapeError(f"{op_name}: shape {tuple(shape)} is not a valid array shape; give "
                          f"one or more non-negative sizes, e.g. shape=(2, 3)")
-    return [Aval(tuple(shape), np.dtype(dtype))]
+    return [Aval(tuple(shape), np.dtype(dtype))]  # type: ignore[call-overload]  # (numpy's stubs)
 
 
 def check_count(op_name: str, avals: tuple[Aval, ...], num_args: int) -> None:

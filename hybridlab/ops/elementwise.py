@@ -231,7 +231,7 @@ register(OpDef(
     doc="Limit values to ``[a_min, a_max]``; the gradient is zero outside.",
 ))
 register(OpDef(
-    name="where", kernel=lambda c, x, y: np.where(c != 0, x, y).astype(
+    name="where", kernel=lambda c, x, y: np.where(c != 0, x, y).astype(  # type: ignore[attr-defined]  # (numpy's stubs)
         _infer.promote(x.dtype, y.dtype), copy=False),
     infer=lambda c, x, y: [Aval(_infer.broadcast(c, x, y, op_name="where")[0].shape,
                                 _infer.broadcast(x, y, op_name="where")[0].dtype)],

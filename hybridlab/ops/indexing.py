@@ -193,7 +193,7 @@ def _one_hot_infer(indices: Aval, depth: int, dtype: str, **values) -> list[Aval
 
 register(OpDef(
     name="one_hot", kind=Kind.OPAQUE, grad=None, inputs=("indices",),
-    kernel=lambda i, depth, on_value, off_value, dtype: np.where(
+    kernel=lambda i, depth, on_value, off_value, dtype: np.where(  # type: ignore[attr-defined]  # (numpy's stubs)
         i[..., None].astype(np.int64) == np.arange(depth), on_value, off_value).astype(dtype),
     infer=_one_hot_infer,
     attrs={"depth": Attr("int"), "on_value": Attr("float", 1.0), "off_value": Attr("float", 0.0),

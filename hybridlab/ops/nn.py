@@ -108,7 +108,7 @@ def _dropout_mask(x: np.ndarray, p: float, mode: str, axes, rt: RunContext) -> n
     shape = _mask_infer(Aval(x.shape, x.dtype), p, mode, axes)[0].shape
     if p == 0 or not (rt.training or mode == "always"):
         return np.ones(shape, x.dtype)
-    keep = rt.rng.random(shape) >= p
+    keep = rt.rng.random(shape) >= p  # type: ignore[union-attr]  # (needs_context: rt has an rng)
     return (keep / (1.0 - p)).astype(x.dtype)
 
 

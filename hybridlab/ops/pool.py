@@ -18,6 +18,8 @@ chunks as the convolutions do, and declares that scratch as its ``OpDef.workspac
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from hybridlab.errors import ShapeError
@@ -93,7 +95,7 @@ def _pooling_grad_out(g: np.ndarray, x: np.ndarray, *, out: np.ndarray, pool_typ
                       **attrs) -> np.ndarray:
     """Each window's gradient back to its first largest element (max), or shared among
     its elements; a chunk of images at a time, so the scratch stays bounded (conv.py)."""
-    for part in conv.chunks(len(x), _pool_grad_per_image(g, x, pool_type, **attrs)):
+    for part in conv.chunks(len(x), _pool_grad_per_image(g, x, pool_type, **attrs)):  # type: ignore[arg-type]
         _pool_grad_chunk(g[part], x[part], out[part], pool_type, **attrs)
     return out
 
@@ -128,7 +130,7 @@ def _pool_workspace(x: Aval, pool_type: str, **attrs) -> int:
     return x.shape[0] * x.shape[1] * int(np.prod(padded)) * x.dtype.itemsize
 
 
-def _pool_grad_per_image(g: Aval, x: Aval, pool_type: str, **attrs) -> int:
+def _pool_grad_per_image(g: Any, x: Any, pool_type: str, **attrs: Any) -> int:
     """For one image of ``x``: the padded input and image (if padded); max: the
     recomputed maxima, the routed gradient and two masks (bool); avg: the shared one."""
     g, x = (Aval((1, *a.shape[1:]), np.dtype(a.dtype)) for a in (g, x))

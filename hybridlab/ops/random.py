@@ -28,7 +28,7 @@ def _sampler(name: str, draw, params: dict[str, Attr], aliases: tuple[str, ...],
         name=name, grad=None, kind=Kind.OPAQUE, inputs=(), attrs=attrs, pure=False,
         needs_context=True, aliases=aliases, doc=doc,
         kernel=lambda rt, shape, ctx, dtype, **kw: draw(rt.rng, shape, **kw).astype(dtype),
-        infer=lambda shape, ctx, dtype, **kw: _check(name, kw) or _infer.created(
+        infer=lambda shape, ctx, dtype, **kw: _check(name, kw) or _infer.created(  # type: ignore[func-returns-value]  # (None or the list)
             name, shape, dtype)))
 
 

@@ -644,7 +644,8 @@ def install_dunders(cls: type, apply: Apply, foreign: Foreign | None = None) -> 
     for dunder, (tensor_name, scalar_name, hint) in DUNDERS.items():
         setattr(cls, dunder, _dunder(cls, dunder, tensor_name, scalar_name, hint, apply,
                                      foreign))
-    cls.__hash__ = object.__hash__  # defining __eq__ would otherwise remove hashing
+    # defining __eq__ would otherwise remove hashing
+    cls.__hash__ = object.__hash__  # type: ignore[method-assign,assignment]
 
 
 def _dunder(cls: type, dunder: str, tensor_name: str, scalar_name: str, hint: str,

@@ -50,7 +50,8 @@ def reshape_codes(shape_in: tuple[int, ...], codes: tuple[int, ...], reverse: bo
                           f" ({_CODES_HELP})")
 
     dims, todo = (shape_in[::-1], codes[::-1]) if reverse else (shape_in, codes)
-    out, src, infer_at, i = [], 0, None, 0
+    out: list[int] = []
+    src, infer_at, i = 0, None, 0
     while i < len(todo):
         code = todo[i]
         if code in (0, -3, -4) and src + (code == -3) >= len(dims):
@@ -141,7 +142,7 @@ def _check_size(name: str, a: Aval, b: Aval) -> None:
 
 register(OpDef(
     name="reshape_like", kernel=lambda x, like: x.reshape(like.shape),
-    infer=lambda x, like: _check_size("reshape_like", x, like) or [Aval(like.shape, x.dtype)],
+    infer=lambda x, like: _check_size("reshape_like", x, like) or [Aval(like.shape, x.dtype)],  # type: ignore[func-returns-value]  # (None or the list)
     grad=lambda F, inputs, outputs, out_grads: [F.reshape_like(out_grads[0], inputs[0]), None],
     kind=Kind.OPAQUE, inputs=("lhs", "rhs"), view=True,
     doc="Reshape ``lhs`` to the shape of ``rhs``."))

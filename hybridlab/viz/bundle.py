@@ -69,11 +69,11 @@ def stack_png(panels: list[tuple[str, bytes | str]], width_px: int = 900) -> byt
         else:
             lines = body.splitlines() or [""]
             heights.append(0.16 * len(lines) + 0.35)
-            items.append((heading, "\n".join(lines)))
+            items.append((heading, "\n".join(lines)))  # type: ignore[arg-type]
     figure, axes = plt.subplots(len(items), 1, figsize=(width_px / 100, sum(heights)),
                                 gridspec_kw={"height_ratios": heights}, squeeze=False)
     figure.patch.set_facecolor("white")
-    for ax, (heading, body) in zip(axes[:, 0], items):
+    for ax, (heading, body) in zip(axes[:, 0], items):  # type: ignore[assignment]
         ax.set_axis_off()
         ax.set_title(heading, loc="left", fontsize=10, fontweight="bold")
         if isinstance(body, str):

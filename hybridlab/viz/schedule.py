@@ -116,7 +116,7 @@ class TaskGraph:
         for top in range(len(self.names)):  # the last sum of each chain: no sum uses it
             if not is_sum[top] or any(is_sum[u] for u in users[top]):
                 continue
-            sums, leaves, todo = [], [], [top]
+            sums, leaves, todo = [], [], [top]  # type: ignore[var-annotated]
             while todo:  # a sum whose only user is a sum of the chain belongs to the chain
                 node = todo.pop()
                 sums.append(node)

@@ -137,7 +137,7 @@ class QueueModel:
     def queues(self) -> dict[str, list[tuple[int, str, str]]]:
         """Each array's pending accesses in push order: (task number, "read"/"write",
         state) -- the per-variable queue of MXNet's engine."""
-        names, result = {str(v): n for v, n in self.var_names().items()}, {}
+        names, result = {str(v): n for v, n in self.var_names().items()}, {}  # type: ignore[var-annotated]
         for task in self.tasks:
             if task.state not in _PENDING:
                 continue
@@ -268,7 +268,7 @@ class QueueStepper(Instrument):
                         for name in ("Step", "Sync on", "Wait all", "Reset")}
         self.choice = widgets.Dropdown(options=[], description="", layout={"width": "10em"})
         actions = {"Step": model.step, "Wait all": model.wait_all, "Reset": model.reset,
-                   "Sync on": lambda: self.choice.value and model.sync(self.choice.value)}
+                   "Sync on": lambda: self.choice.value and model.sync(self.choice.value)}  # type: ignore[func-returns-value]
         for name, button in self.buttons.items():
             button.on_click(lambda _, act=actions[name]: self._act(act))
         controls = widgets.HBox([self.buttons["Step"], self.buttons["Sync on"], self.choice,

@@ -105,7 +105,7 @@ def draw_passes(obj: Any, only_changed: bool = True) -> HtmlView:
 
     graph, params = as_graph(obj)
     _, records = run_pipeline(graph)
-    steps = [("before the passes", graph, [], False)]
+    steps = [("before the passes", graph, [], False)]  # type: ignore[var-annotated]
     steps += [(r.name, r.after, r.changes, r.after.nodes == r.before.nodes)
               for r in records if r.changes or not only_changed]
     parts, lines, panels = [], [], []
@@ -122,7 +122,7 @@ def draw_passes(obj: Any, only_changed: bool = True) -> HtmlView:
         parts.append(_panel(heading, changes, body))
         lines.append(f"{heading}: {drawing.text}")
     layout = '<div style="display:flex;flex-wrap:wrap;align-items:flex-start">'
-    return HtmlView(layout + "".join(parts) + "</div>", "\n".join(lines), panels)
+    return HtmlView(layout + "".join(parts) + "</div>", "\n".join(lines), panels)  # type: ignore[arg-type]
 
 
 def memory_notes(graph: Any) -> dict[int, str]:

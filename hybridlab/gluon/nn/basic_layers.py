@@ -103,7 +103,7 @@ class Dense(HybridBlock):
 
     def __repr__(self) -> str:
         shape = self.weight.shape
-        return f"Dense({shape[1] or None} -> {shape[0]}, {self.act or 'linear'})"
+        return f"Dense({shape[1] or None} -> {shape[0]}, {self.act or 'linear'})"  # type: ignore[index]
 
 
 class Dropout(HybridBlock):
@@ -164,7 +164,7 @@ class BatchNorm(HybridBlock):
     def __repr__(self) -> str:  # MXNet's text
         return (f"BatchNorm(axis={self._axis}, eps={self._eps}, momentum={self._momentum}, "
                 f"fix_gamma={self._fix_gamma}, use_global_stats={self._use_global_stats}, "
-                f"in_channels={self.gamma.shape[0] or None})")
+                f"in_channels={self.gamma.shape[0] or None})")  # type: ignore[index]
 
     def _check_input(self, x: Any) -> None:
         shape = _known_shape(x)

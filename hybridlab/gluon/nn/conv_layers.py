@@ -38,7 +38,7 @@ class Conv2D(HybridBlock):
                        "pad": _pair(padding), "dilate": _pair(dilation),
                        "num_filter": channels, "num_group": groups}
         with self.name_scope():
-            shape = (channels, in_channels // groups, *self._attrs["kernel"])
+            shape = (channels, in_channels // groups, *self._attrs["kernel"])  # type: ignore[misc]
             self.weight = self.params.get("weight", shape=shape, init=weight_initializer)
             self.bias = self.params.get("bias", shape=(channels,), init=bias_initializer) \
                 if use_bias else None
@@ -49,7 +49,7 @@ class Conv2D(HybridBlock):
 
     def infer_shape(self, x: Any, *args: Any) -> None:
         shape = self.weight.shape
-        self.weight.shape = (shape[0], _shape(x)[1] // self._attrs["num_group"], *shape[2:])
+        self.weight.shape = (shape[0], _shape(x)[1] // self._attrs["num_group"], *shape[2:])  # type: ignore[index,operator]
 
     def hybrid_forward(self, F: Any, x: Any, weight: Any, bias: Any = None) -> Any:
         inputs = (x, weight) if bias is None else (x, weight, bias)
@@ -58,7 +58,7 @@ class Conv2D(HybridBlock):
 
     def __repr__(self) -> str:  # MXNet's text: defaults left out, the activation inline
         attrs, shape = self._attrs, self.weight.shape
-        text = (f"Conv2D({shape[1] or None} -> {shape[0]}, kernel_size={attrs['kernel']}, "
+        text = (f"Conv2D({shape[1] or None} -> {shape[0]}, kernel_size={attrs['kernel']}, "  # type: ignore[index]
                 f"stride={attrs['stride']}")
         text += f", padding={attrs['pad']}" if attrs["pad"] != (0, 0) else ""
         text += f", dilation={attrs['dilate']}" if attrs["dilate"] != (1, 1) else ""

@@ -49,7 +49,7 @@ def lower_operators(graph: Graph, training: bool = False, keep: Collection[str] 
             return fresh
         values = _lower(fresh, training)
         made = [n.op for n in _made(values, inputs) if n.kind == "call"]
-        changes.append(f"lowered {node.name} ({node.op}) to {', '.join(made) or 'its input'}")
+        changes.append(f"lowered {node.name} ({node.op}) to {', '.join(made) or 'its input'}")  # type: ignore[arg-type]
         return values
 
     return rebuild(graph, visit), changes
