@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from hybridlab.errors import ShapeError
-from hybridlab.ops.registry import Attr, Aval, Kind, OpDef, composite, register
+from hybridlab.ops.registry import Attr, Aval, Kind, OpDef, register, register_layer
 
 _SLICE_ATTRS = {"begin": Attr("indices"), "end": Attr("indices"), "step": Attr("indices", ())}
 
@@ -178,11 +178,24 @@ register(OpDef(
     doc="``take``'s VJP: ``data`` added into zeros shaped like ``a`` at ``indices``."))
 
 
-@composite("Embedding")
-def embedding(F, data, weight, input_dim=None, output_dim=None, dtype=None, name=None,
-              sparse_grad=False):
-    """MXNet's ``Embedding``: row ``data[i]`` of ``weight`` (shape ``(input_dim, output_dim)``)."""
-    return F.take(weight, data, axis=0, name=name)
+def _embedding_infer(data: Aval, weight: Aval, input_dim: int, output_dim: int,
+                     dtype: str, sparse_grad: bool) -> list[Aval]:
+    if tuple(weight.shape) != (input_dim, output_dim):
+        raise ShapeError(f"Embedding: weight has shape {tuple(weight.shape)}, but input_dim="
+                         f"{input_dim} and output_dim={output_dim} need ({input_dim}, "
+                         f"{output_dim})")
+    return [Aval(tuple(data.shape) + (output_dim,), weight.dtype)]
+
+
+register_layer(
+    "Embedding", lambda F, data, weight, **attrs: F.take(weight, data, axis=0),
+    _embedding_infer, inputs=("data", "weight"),
+    infer_params=lambda data, input_dim, output_dim, **unused: {
+        "weight": (input_dim, output_dim)},
+    attrs={"input_dim": Attr("int", low=1), "output_dim": Attr("int", low=1),
+           "dtype": Attr("dtype", "float32"), "sparse_grad": Attr("bool", False)},
+    doc="MXNet's ``Embedding``: row ``data[i]`` of ``weight`` (shape ``(input_dim, "
+        "output_dim)``); a layer operator, lowered to ``take``.")
 
 
 def _one_hot_infer(indices: Aval, depth: int, dtype: str, **values) -> list[Aval]:
