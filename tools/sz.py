@@ -51,7 +51,8 @@ PACKAGE = ROOT / "hybridlab"
 # configuration checked at first use, tracing intercepted per thread: 10.0k. Then +0.1k:
 # imported and loaded parameters checked against the graph (shapes, dtypes): 10.1k.
 # The per-module budgets bind; this cap only stops silent growth.
-TOTAL_BUDGET = 10700  # 18th session: + layer operators and their lowering, views (issue 12)
+# 18th session: + layer operators and their lowering, views (issue 12), the core typed
+TOTAL_BUDGET = 10800
 DEFAULT_BUDGET = 150
 
 # Code-line budgets from STYLE.md section 2, keyed by path relative to the repository root.
@@ -64,11 +65,11 @@ BUDGETS: dict[str, int] = {
     "hybridlab/ops/fused.py": 70,  # _fused: a grouped chain's kernel, shape rule, gradient
     "hybridlab/ops/registry.py": 420,  # + kernel_out, Attr bounds, composite errors, methods
     # rule, layer operators (OpDef.lower, register_layer, run_lowering)
-    "hybridlab/ops/elementwise.py": 235,  # + elemwise_* as MXNet has them (one shape)
+    "hybridlab/ops/elementwise.py": 240,  # + elemwise_* as MXNet has them (one shape)
     #  # + kernel_out forms and the dtype contract
-    "hybridlab/ops/reduce.py": 120,
-    "hybridlab/ops/shape.py": 140,
-    "hybridlab/ops/linalg.py": 160,  # + infer_params; kernel_out for dot/FC; dtypes; FC_2d, dot_c
+    "hybridlab/ops/reduce.py": 123,
+    "hybridlab/ops/shape.py": 144,
+    "hybridlab/ops/linalg.py": 171,  # + infer_params; kernel_out for dot/FC; dtypes; FC_2d, dot_c
     "hybridlab/ops/random.py": 40,
     "hybridlab/engine.py": 625,  # + hook-error reports, convoy-free finishing, BLAS, origin cache;
     # + typed for mypy --strict;
@@ -132,15 +133,15 @@ BUDGETS: dict[str, int] = {
     # Modules STYLE.md did not list (the issues asked for more than its sketch).
     "hybridlab/ops/_infer.py": 40,  # shared shape-rule helpers (axis normalisation, broadcast)
     "hybridlab/ops/broadcast.py": 60,  # broadcast_to/axis/like and sum_like, their inverse
-    "hybridlab/ops/conv.py": 150,  # im2col in bounded chunks, out= kernels, workspace formulas
+    "hybridlab/ops/conv.py": 160,  # im2col in bounded chunks, out= kernels, workspace formulas
     "hybridlab/ops/creation.py": 50,  # ones/zeros/full/arange and *_like
     "hybridlab/ops/eager.py": 50,  # every registry op run at once on numpy arrays, no engine
-    "hybridlab/ops/indexing.py": 135,  # slice, pick, take, one_hot + scatters and their grads
-    "hybridlab/ops/join.py": 75,  # concat, stack, split; _concat_part's own (2nd-order) gradient
-    "hybridlab/ops/la_op.py": 80,  # MXNet's linalg.gemm2 and potrf (+ its backward)
+    "hybridlab/ops/indexing.py": 155,  # slice, pick, take, one_hot + scatters and their grads
+    "hybridlab/ops/join.py": 78,  # concat, stack, split; _concat_part's own (2nd-order) gradient
+    "hybridlab/ops/la_op.py": 83,  # MXNet's linalg.gemm2 and potrf (+ its backward)
     "hybridlab/ops/nn.py": 210,  # sigmoid, LeakyReLU, Activation, Dropout, BatchNorm (MXNet's
     # op, lowered), SoftmaxOutput with its cross-entropy gradient
-    "hybridlab/ops/pool.py": 105,  # Pooling, its chunked gradient; out= kernels, workspace
+    "hybridlab/ops/pool.py": 112,  # Pooling, its chunked gradient; out= kernels, workspace
     "hybridlab/graph/autodiff.py": 110,  # backward graph; cheap residuals recomputed; lowering
     "hybridlab/gluon/_trace.py": 115,  # tracing hybrid_forward (report: _report), user lines
     "hybridlab/gluon/_report.py": 140,  # hybridization report from the traced function's ast

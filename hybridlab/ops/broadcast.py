@@ -14,6 +14,8 @@ its shape is read), so a gradient rule never needs a shape a Symbol may not know
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from hybridlab.errors import ShapeError
@@ -61,8 +63,8 @@ def _target(x: Aval, shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(x.shape[i - pad] if n == 0 and i >= pad else n for i, n in enumerate(shape))
 
 
-def _broadcast_op(name, target, doc, attrs, aliases=()) -> OpDef:
-    def infer(x: Aval, **kw) -> list[Aval]:
+def _broadcast_op(name: str, target: Any, doc: str, attrs: Any, aliases: Any = ()) -> OpDef:
+    def infer(x: Aval, **kw: Any) -> list[Aval]:
         shape = target(x, **kw)
         if any(n < 0 for n in shape):  # numpy would only fail when the op runs
             raise ShapeError(f"{name}: target shape {shape} has a negative size; every size "
@@ -76,7 +78,7 @@ def _broadcast_op(name, target, doc, attrs, aliases=()) -> OpDef:
         kind=Kind.BROADCAST, attrs=attrs, aliases=aliases, doc=doc))
 
 
-def _along_axes(x: Aval, axis, size) -> tuple[int, ...]:
+def _along_axes(x: Aval, axis: Any, size: tuple[int, ...]) -> tuple[int, ...]:
     axes = axis if isinstance(axis, tuple) else (axis,)
     if len(axes) != len(size) or any(not -len(x.shape) <= a < len(x.shape) for a in axes):
         raise ShapeError(f"broadcast_axis: axis {axis} and size {size} do not fit shape "

@@ -31,6 +31,7 @@ forward input as ``like`` for its shape and have no second-order gradient.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -46,7 +47,8 @@ _CONV_ATTRS = {**_GEOMETRY, "num_filter": Attr("int", low=1),
                "no_bias": Attr("bool", False), "layout": Attr("str", "NCHW", ("NCHW",))}
 
 
-def out_size(name: str, size: int, kernel: int, stride: int, pad: int, ceil: bool = False):
+def out_size(name: str, size: int, kernel: int, stride: int, pad: int, ceil: bool = False
+             ) -> int:
     span = size + 2 * pad - kernel
     if span < 0 or stride < 1:
         raise ShapeError(f"{name}: a window of {kernel} (after dilation) does not fit an input "
@@ -62,14 +64,14 @@ def check_pairs(name: str, **pairs: tuple[int, ...]) -> None:
                              f"e.g. {key}=(1, 1)")
 
 
-def _windows(padded: np.ndarray, kernel, stride, dilate=(1, 1)) -> np.ndarray:
+def _windows(padded: np.ndarray, kernel: Any, stride: Any, dilate: Any = (1, 1)) -> np.ndarray:
     """Every window as a view ``(N, C, OH, OW, kh, kw)``: no data is copied."""
     reach = [(k - 1) * d + 1 for k, d in zip(kernel, dilate)]
     view = sliding_window_view(padded, reach, axis=(2, 3))
     return view[:, :, ::stride[0], ::stride[1], ::dilate[0], ::dilate[1]]
 
 
-def slabs(kernel, stride, dilate, size):
+def slabs(kernel: Any, stride: Any, dilate: Any, size: tuple[int, ...]) -> Any:
     """For each kernel offset (i, j): the index of the input elements it touches.
 
     Offset (i, j) of every window, taken over all windows at once, is one strided slab
@@ -83,7 +85,7 @@ def slabs(kernel, stride, dilate, size):
                          slice(left, left + stride[1] * (size[1] - 1) + 1, stride[1]))
 
 
-def fold(cols: np.ndarray, image: np.ndarray, stride, dilate=(1, 1)) -> np.ndarray:
+def fold(cols: np.ndarray, image: np.ndarray, stride: Any, dilate: Any = (1, 1)) -> np.ndarray:
     """col2im: add each window's values, ``cols`` of shape ``(n, C, kh, kw, OH, OW)``,
     back where the window came from, into ``image`` (zeroed first)."""
     image[...] = 0
@@ -92,12 +94,12 @@ def fold(cols: np.ndarray, image: np.ndarray, stride, dilate=(1, 1)) -> np.ndarr
     return image
 
 
-def pad_image(x: np.ndarray, pad, extra=(0, 0), value: float = 0.0) -> np.ndarray:
+def pad_image(x: np.ndarray, pad: Any, extra: Any = (0, 0), value: float = 0.0) -> np.ndarray:
     widths = ((0, 0), (0, 0), (pad[0], pad[0] + extra[0]), (pad[1], pad[1] + extra[1]))
     return np.pad(x, widths, constant_values=value) if any(pad) or any(extra) else x
 
 
-def crop(image: np.ndarray, pad, shape) -> np.ndarray:
+def crop(image: np.ndarray, pad: Any, shape: Any) -> np.ndarray:
     """The part of a padded ``image`` that covers the real input of ``shape`` (a view)."""
     return image[:, :, pad[0]:pad[0] + shape[2], pad[1]:pad[1] + shape[3]]
 
@@ -118,7 +120,8 @@ def chunk_scratch(batch: int, per_image: int) -> int:
     return min(batch, max(1, _SCRATCH // max(per_image, 1))) * per_image
 
 
-def _per_image(x: Aval | np.ndarray, grid, dtype, kernel, pad, filters=0, **unused) -> int:
+def _per_image(x: Aval | np.ndarray, grid: Any, dtype: Any, kernel: Any, pad: Any, filters: Any = 0,
+               **unused: Any) -> int:
     """Bytes of scratch for one image of ``x``: its im2col matrix ``(C*kh*kw, OH*OW)``
     in ``dtype``, its padded copy if there is padding and, for the weight gradient, its
     product ``(filters, C*kh*kw)`` before the sum over the chunk (counted beside the
@@ -126,11 +129,12 @@ def _per_image(x: Aval | np.ndarray, grid, dtype, kernel, pad, filters=0, **unus
     channels, height, width = x.shape[1:]
     rows = channels * kernel[0] * kernel[1]
     padded = channels * (height + 2 * pad[0]) * (width + 2 * pad[1]) if any(pad) else 0
-    return (rows * (grid[0] * grid[1] + filters) * np.dtype(dtype).itemsize
-            + padded * np.dtype(x.dtype).itemsize)
+    return int(rows * (grid[0] * grid[1] + filters) * np.dtype(dtype).itemsize
+               + padded * np.dtype(x.dtype).itemsize)
 
 
-def _im2col(x: np.ndarray, dtype, kernel, stride, dilate, pad, **unused) -> np.ndarray:
+def _im2col(x: np.ndarray, dtype: Any, kernel: Any, stride: Any, dilate: Any, pad: Any,
+            **unused: Any) -> np.ndarray:
     """The windows of the images ``x`` copied into one matrix per image,
     ``(n, C*kh*kw, OH*OW)``, in ``dtype`` (the one copy im2col makes)."""
     windows = _windows(pad_image(x, pad), kernel, stride, dilate)  # (n, C, OH, OW, kh, kw)
@@ -146,17 +150,18 @@ def _flat(images: np.ndarray) -> tuple[int, int, int]:
     return (*images.shape[:2], images.shape[2] * images.shape[3])
 
 
-def allocating(kernel_out, infer):
+def allocating(kernel_out: Any, infer: Any) -> Any:
     """The plain kernel of an op written as its ``kernel_out``: allocate the promised result."""
-    def kernel(*arrays: np.ndarray, **attrs) -> np.ndarray:
+    def kernel(*arrays: np.ndarray, **attrs: Any) -> np.ndarray:
         aval = infer(*(Aval(a.shape, a.dtype) for a in arrays), **attrs)[0]
-        return kernel_out(*arrays, out=np.empty(aval.shape, aval.dtype), **attrs)
+        result: np.ndarray = kernel_out(*arrays, out=np.empty(aval.shape, aval.dtype), **attrs)
+        return result
 
     kernel.__name__ = kernel_out.__name__.removesuffix("_out")
     return kernel
 
 
-def _conv_infer(x: Aval, w: Aval, b: Aval | None = None, **attrs) -> list[Aval]:
+def _conv_infer(x: Aval, w: Aval, b: Aval | None = None, **attrs: Any) -> list[Aval]:
     kernel, num_filter = attrs["kernel"], attrs["num_filter"]
     if len(x.shape) != 4 or len(kernel) != 2 or min(kernel) < 1:
         raise ShapeError(f"Convolution: needs NCHW data and a 2-D kernel, got data {x.shape} "
@@ -172,7 +177,8 @@ def _conv_infer(x: Aval, w: Aval, b: Aval | None = None, **attrs) -> list[Aval]:
     return [Aval((x.shape[0], num_filter, *sizes), promote(x.dtype, w.dtype))]
 
 
-def _convolution_out(x, w, b=None, *, out, **attrs):
+def _convolution_out(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *, out: np.ndarray,
+                     **attrs: Any) -> np.ndarray:
     """``out[n] = weight (F, C*kh*kw) @ im2col(x[n])``, a chunk of images at a time."""
     filters = w.reshape(len(w), -1).astype(out.dtype, copy=False)
     rows = np.reshape(out, _flat(out), copy=False)  # a view: the products write into it
@@ -183,7 +189,9 @@ def _convolution_out(x, w, b=None, *, out, **attrs):
     return out
 
 
-def _conv_data_grad_out(g, w, x, *, out, kernel, stride, dilate, pad, **unused):
+def _conv_data_grad_out(g: np.ndarray, w: np.ndarray, x: np.ndarray, *, out: np.ndarray,
+                        kernel: Any, stride: Any, dilate: Any, pad: Any, **unused: Any
+        ) -> np.ndarray:
     """col2im of ``weight.T @ g[n]``, a chunk of images at a time."""
     transposed = w.reshape(len(w), -1).T.astype(out.dtype, copy=False)  # (C*kh*kw, F)
     grads, padded = g.reshape(_flat(g)), np.add(x.shape[2:], np.multiply(2, pad))
@@ -197,7 +205,8 @@ def _conv_data_grad_out(g, w, x, *, out, kernel, stride, dilate, pad, **unused):
     return out
 
 
-def _conv_weight_grad_out(g, x, *, out, **attrs):
+def _conv_weight_grad_out(g: np.ndarray, x: np.ndarray, *, out: np.ndarray, **attrs: Any
+        ) -> np.ndarray:
     """``sum over images of g[n] (F, OH*OW) @ im2col(x[n]).T``, a chunk at a time."""
     grads, total = g.reshape(_flat(g)), np.reshape(out, (len(out), -1), copy=False)
     total[...] = 0
@@ -208,18 +217,20 @@ def _conv_weight_grad_out(g, x, *, out, **attrs):
     return out
 
 
-def _weight_grad_workspace(g: Aval, x: Aval, **attrs) -> int:
+def _weight_grad_workspace(g: Aval, x: Aval, **attrs: Any) -> int:
     """The chunks' scratch, and the sum of the last chunk's products (the weight's size)."""
     per_image = _per_image(x, g.shape[2:], g.dtype, filters=g.shape[1], **attrs)
     summed = g.shape[1] * x.shape[1] * attrs["kernel"][0] * attrs["kernel"][1]
-    return chunk_scratch(x.shape[0], per_image) + summed * np.dtype(g.dtype).itemsize
+    result: int = chunk_scratch(x.shape[0], per_image) + summed * np.dtype(g.dtype).itemsize
+    return result
 
 
-def _weight_grad_infer(g: Aval, x: Aval, **attrs) -> list[Aval]:
+def _weight_grad_infer(g: Aval, x: Aval, **attrs: Any) -> list[Aval]:
     return [Aval((g.shape[1], x.shape[1], *attrs["kernel"]), g.dtype)]
 
 
-def _conv_grad(F, inputs, outputs, out_grads, **attrs):
+def _conv_grad(F: Any, inputs: list[Any], outputs: list[Any], out_grads: list[Any], **attrs: Any
+        ) -> list[Any]:
     x, w, g = inputs[0], inputs[1], out_grads[0]
     grads = [F._conv_data_grad(g, w, x, **attrs), F._conv_weight_grad(g, x, **attrs)]
     return grads if attrs["no_bias"] else grads + [F.sum(g, axis=(0, 2, 3))]

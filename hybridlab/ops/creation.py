@@ -16,6 +16,7 @@ the op.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -26,7 +27,7 @@ from hybridlab.ops.registry import Attr, Aval, Kind, OpDef, composite, register
 _COMMON = {"shape": Attr("shape"), "ctx": Attr("any", None), "dtype": Attr("dtype", "float32")}
 
 
-def _filled(name: str, fill, doc: str, extra=None, aliases=()) -> OpDef:
+def _filled(name: str, fill: Any, doc: str, extra: Any = None, aliases: Any = ()) -> OpDef:
     attrs = {**_COMMON, **(extra or {})}
     return register(OpDef(
         name=name, kernel=lambda shape, ctx, dtype, **kw: np.full(shape, fill(kw), dtype),
@@ -41,23 +42,25 @@ _filled("_full", lambda kw: kw["value"], "An array of ``shape`` filled with ``va
 
 
 @composite("full")
-def full(F, shape, val, ctx=None, dtype="float32", name=None):
+def full(F: Any, shape: Any, val: Any, ctx: Any = None, dtype: Any = "float32", name: Any = None
+        ) -> Any:
     """An array of ``shape`` filled with ``val``."""
     return F._full(shape=shape, value=val, dtype=dtype, name=name)
 
 
-def _optional_float(value) -> float | None:
+def _optional_float(value: float | str | None) -> float | None:
     return None if value is None or value == "None" else float(value)
 
 
-def _arange_length(start, stop, step, repeat) -> int:
+def _arange_length(start: Any, stop: Any, step: Any, repeat: Any) -> int:
     start, stop = (0.0, start) if _optional_float(stop) is None else (start, _optional_float(stop))
     if step == 0:
         raise ShapeError("arange: step must not be 0")
-    return max(0, math.ceil((stop - start) / step)) * repeat
+    result: int = max(0, math.ceil((stop - start) / step)) * repeat
+    return result
 
 
-def _arange(start, stop, step, repeat, ctx, dtype) -> np.ndarray:
+def _arange(start: Any, stop: Any, step: Any, repeat: Any, ctx: Any, dtype: str) -> np.ndarray:
     start, stop = (0.0, start) if _optional_float(stop) is None else (start, _optional_float(stop))
     return np.repeat(np.arange(start, stop, step), repeat).astype(dtype)
 

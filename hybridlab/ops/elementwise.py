@@ -27,6 +27,7 @@ Invariants
 from __future__ import annotations
 
 from numbers import Number
+from typing import Any
 
 import numpy as np
 
@@ -35,29 +36,30 @@ from hybridlab.ops import _infer, registry
 from hybridlab.ops.registry import Attr, Aval, Kind, OpDef, composite, register, register_layer
 
 
-def _sum_back(F, grads, inputs):
+def _sum_back(F: Any, grads: Any, inputs: list[Any]) -> list[Any]:
     """Sum each gradient back to the shape of its (possibly broadcast) input."""
     return [F.sum_like(g, x) for g, x in zip(grads, inputs)]
 
 
-def _keep_dtype(fn):
+def _keep_dtype(fn: Any) -> Any:
     """``fn(a, b)`` in the promoted dtype of the inputs (``int / int`` stays int)."""
     def kernel(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
-        result = fn(lhs, rhs)
+        result: np.ndarray = fn(lhs, rhs)
         dtype = lhs.dtype if lhs.dtype == rhs.dtype else _infer.promote(lhs.dtype, rhs.dtype)
         return result if result.dtype == dtype else result.astype(dtype)
     return kernel
 
 
-def _same_dtype(fn):
+def _same_dtype(fn: Any) -> Any:
     """``fn(x)`` in x's dtype: ``sqrt`` of int32 is int32, as in MXNet (numpy gives float64)."""
     def kernel(x: np.ndarray) -> np.ndarray:
-        result = fn(x)
+        result: np.ndarray = fn(x)
         return result if result.dtype == x.dtype else result.astype(x.dtype)
     return kernel
 
 
-def _binary(name, fn, grad, aliases=(), doc="", ufunc=None, kernel_out=None) -> OpDef:
+def _binary(name: str, fn: Any, grad: Any, aliases: Any = (), doc: str = "", ufunc: Any = None,
+            kernel_out: Any = None) -> OpDef:
     def infer(a: Aval, b: Aval) -> list[Aval]:
         return _infer.broadcast(a, b, op_name=name)
 
@@ -68,9 +70,9 @@ def _binary(name, fn, grad, aliases=(), doc="", ufunc=None, kernel_out=None) -> 
     ))
 
 
-def _arith(name, ufunc, vjp, aliases, doc):
+def _arith(name: str, ufunc: Any, vjp: Any, aliases: Any, doc: str) -> Any:
     """A broadcasting arithmetic op; ``vjp(F, g, lhs, rhs, out)`` gives both input grads."""
-    def grad(F, inputs, outputs, out_grads):
+    def grad(F: Any, inputs: list[Any], outputs: list[Any], out_grads: list[Any]) -> list[Any]:
         return _sum_back(F, vjp(F, out_grads[0], *inputs, outputs[0]), inputs)
     return _binary(name, ufunc, grad, aliases, doc, ufunc=ufunc)
 
@@ -125,25 +127,28 @@ for _name, _fn in _COMPARISONS.items():
             kernel_out=registry.ufunc_out(_fn))
 
 
-def _scalar(name, ufunc, grad, doc, zero_grad=False, reflected=False,
-            int_scalar=True) -> OpDef:
+def _scalar(name: str, ufunc: np.ufunc, grad: Any, doc: str, zero_grad: bool = False,
+            reflected: bool = False, int_scalar: bool = True) -> OpDef:
     """``data (op) scalar`` (``scalar (op) data`` when ``reflected``) with a numpy ufunc.
 
     As in MXNet the scalar takes the data's dtype first (``int32 + 2.5`` adds 2). A Python
     float meeting a float array already does (numpy's NEP 50), so only integer data pays
     for the conversion; ``int_scalar=False`` keeps it a float (``2.0 ** -1`` on ints).
     """
-    def operands(x: np.ndarray, scalar: float) -> tuple:
+    def operands(x: np.ndarray, scalar: float) -> tuple[Any, ...]:
         s = scalar if x.dtype.kind == "f" or not int_scalar else np.asarray(scalar, x.dtype)
         return (s, x) if reflected else (x, s)
 
     def kernel(x: np.ndarray, scalar: float) -> np.ndarray:
-        return ufunc(*operands(x, scalar)).astype(x.dtype, copy=False)
+        result: np.ndarray = ufunc(*operands(x, scalar)).astype(x.dtype, copy=False)
+        return result
 
     def kernel_out(x: np.ndarray, out: np.ndarray, scalar: float) -> np.ndarray:
-        return ufunc(*operands(x, scalar), out=out, casting="unsafe")
+        result: np.ndarray = ufunc(*operands(x, scalar), out=out, casting="unsafe")
+        return result
 
-    def vjp(F, inputs, outputs, out_grads, scalar):
+    def vjp(F: Any, inputs: list[Any], outputs: list[Any], out_grads: list[Any], scalar: Any
+        ) -> list[Any]:
         return [None] if zero_grad else [grad(F, out_grads[0], inputs[0], outputs[0], scalar)]
 
     return register(OpDef(
@@ -176,9 +181,10 @@ for _name, _fn in _COMPARISONS.items():
     _scalar(f"_{_name}_scalar", _fn, None, f"1 where ``data {_name} scalar`` else 0.", True)
 
 
-def _unary(name, kernel, grad, doc, ufunc=None, aliases=(), kernel_out=None) -> OpDef:
+def _unary(name: str, kernel: Any, grad: Any, doc: str, ufunc: Any = None, aliases: Any = (),
+           kernel_out: Any = None) -> OpDef:
     """``grad(F, g, x, out)`` is the input's gradient; ``grad=None`` means zero."""
-    def vjp(F, inputs, outputs, out_grads):
+    def vjp(F: Any, inputs: list[Any], outputs: list[Any], out_grads: list[Any]) -> list[Any]:
         return [None if grad is None else grad(F, out_grads[0], inputs[0], outputs[0])]
 
     return register(OpDef(
@@ -249,13 +255,13 @@ register(OpDef(
 # ---------------------------------------------------------------------------------------
 
 
-def _is_scalar(value) -> bool:
+def _is_scalar(value: float) -> bool:
     return isinstance(value, (Number, np.number))
 
 
-def _front_end(name_: str, tensor_op: str, scalar_op: str, reflected_op: str, doc: str):
+def _front_end(name_: str, tensor_op: str, scalar_op: str, reflected_op: str, doc: str) -> Any:
     """MXNet's ``nd.maximum(lhs, rhs)`` style functions: either side may be a number."""
-    def dispatch(F, lhs, rhs, name=None):
+    def dispatch(F: Any, lhs: Any, rhs: Any, name: Any = None) -> Any:
         if _is_scalar(lhs) and _is_scalar(rhs):
             raise TypeError(f"{name_}: at least one of lhs, rhs must be an array")
         if _is_scalar(rhs):
@@ -293,7 +299,8 @@ def _copy_into(out: np.ndarray, x: np.ndarray) -> np.ndarray:
     return out
 
 
-def _cast_grad(F, inputs, outputs, out_grads, **attrs):
+def _cast_grad(F: Any, inputs: list[Any], outputs: list[Any], out_grads: list[Any], **attrs: Any
+        ) -> list[Any]:
     return [F._cast_like(out_grads[0], inputs[0])] + [None] * (len(inputs) - 1)
 
 

@@ -21,6 +21,8 @@ Invariants
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from hybridlab.errors import ShapeError
@@ -29,13 +31,15 @@ from hybridlab.ops.registry import Attr, Aval, Kind, OpDef, register, register_l
 _SLICE_ATTRS = {"begin": Attr("indices"), "end": Attr("indices"), "step": Attr("indices", ())}
 
 
-def _slices(name: str, shape, begin, end, step=(), axis=None) -> tuple[slice, ...]:
+def _slices(name: str, shape: Any, begin: Any, end: Any, step: Any = (), axis: Any = None
+        ) -> tuple[slice, ...]:
     """The Python index for a slice op; ``axis`` set means begin/end are for that axis only."""
     if axis is not None:
         if not -len(shape) <= axis < len(shape):
             raise ShapeError(f"{name}: axis {axis} is out of range for shape {shape}")
         lead = (slice(None),) * (axis % len(shape))
-        return lead + (slice(begin[0], end[0]),)
+        result: tuple[slice[Any, Any, Any], ...] = lead + (slice(begin[0], end[0]),)
+        return result
     if (len(begin) != len(end) or len(begin) > len(shape) or len(step) not in (0, len(begin))
             or 0 in step):
         raise ShapeError(f"{name}: begin {begin}, end {end}, step {step} do not fit shape "
@@ -44,22 +48,24 @@ def _slices(name: str, shape, begin, end, step=(), axis=None) -> tuple[slice, ..
     return tuple(slice(b, e, s) for b, e, s in zip(begin, end, steps))
 
 
-def _sliced_shape(name: str, shape, index) -> tuple[int, ...]:
+def _sliced_shape(name: str, shape: Any, index: tuple[slice, ...]) -> tuple[int, ...]:
     out = tuple(len(range(n)[s]) for n, s in zip(shape, index)) + tuple(shape[len(index):])
     if 0 in out:
         raise ShapeError(f"{name}: slicing shape {shape} with {index} leaves nothing")
     return out
 
 
-def _slice_op(name: str, attrs: dict, doc: str, to_slice_attrs) -> OpDef:
-    def infer(x: Aval, **kw) -> list[Aval]:
+def _slice_op(name: str, attrs: dict[str, Attr], doc: str, to_slice_attrs: Any) -> OpDef:
+    def infer(x: Aval, **kw: Any) -> list[Aval]:
         return [Aval(_sliced_shape(name, x.shape, _slices(name, x.shape, **to_slice_attrs(kw))),
                      x.dtype)]
 
-    def kernel(x: np.ndarray, **kw) -> np.ndarray:
-        return x[_slices(name, x.shape, **to_slice_attrs(kw))].copy()
+    def kernel(x: np.ndarray, **kw: Any) -> np.ndarray:
+        result: np.ndarray = x[_slices(name, x.shape, **to_slice_attrs(kw))].copy()
+        return result
 
-    def grad(F, inputs, outputs, out_grads, **kw):
+    def grad(F: Any, inputs: list[Any], outputs: list[Any], out_grads: list[Any], **kw: Any
+        ) -> list[Any]:
         return [F._slice_grad(out_grads[0], inputs[0], **to_slice_attrs(kw))]
 
     return register(OpDef(name=name, kernel=kernel, infer=infer, grad=grad, kind=Kind.OPAQUE,
@@ -73,13 +79,14 @@ _slice_op("slice_axis", {"axis": Attr("int"), "begin": Attr("int"), "end": Attr(
           lambda kw: {"axis": kw["axis"], "begin": (kw["begin"],), "end": (kw["end"],)})
 
 
-def _slice_grad(g: np.ndarray, like: np.ndarray, **attrs) -> np.ndarray:
+def _slice_grad(g: np.ndarray, like: np.ndarray, **attrs: Any) -> np.ndarray:
     out = np.zeros(like.shape, g.dtype)
     out[_slices("_slice_grad", like.shape, **attrs)] = g
     return out
 
 
-def _reslice(F, inputs, outputs, out_grads, begin, end, step, axis):
+def _reslice(F: Any, inputs: list[Any], outputs: list[Any], out_grads: list[Any], begin: Any,
+             end: Any, step: Any, axis: Any) -> list[Any]:
     """``_slice_grad``'s VJP: select the same slice of its output gradient."""
     if axis is None:
         return [F.slice(out_grads[0], begin=begin, end=end, step=step), None]
@@ -112,17 +119,20 @@ def _drop(shape: tuple[int, ...], axis: int) -> tuple[int, ...]:
     return tuple(n for i, n in enumerate(shape) if i != axis % len(shape)) or (1,)
 
 
-def _pick_positions(x, index, axis, mode):
+def _pick_positions(x: np.ndarray, index: np.ndarray, axis: Any, mode: str) -> np.ndarray:
     idx = _indices(index, x.shape[axis], mode)
     return idx.reshape(tuple(1 if i == axis % x.ndim else n for i, n in enumerate(x.shape)))
 
 
-def _pick(x, index, axis, keepdims, mode):
+def _pick(x: np.ndarray, index: np.ndarray, axis: Any, keepdims: bool, mode: str) -> np.ndarray:
     out = np.take_along_axis(x, _pick_positions(x, index, axis, mode), axis)
-    return out.reshape(_pick_infer(Aval(x.shape, x.dtype), index, axis, keepdims, mode)[0].shape)
+    index_aval = Aval(index.shape, index.dtype)
+    shape = _pick_infer(Aval(x.shape, x.dtype), index_aval, axis, keepdims, mode)[0].shape
+    return out.reshape(shape)
 
 
-def _pick_grad(g, x, index, axis, keepdims, mode):
+def _pick_grad(g: np.ndarray, x: np.ndarray, index: np.ndarray, axis: Any, keepdims: bool, mode: str
+        ) -> np.ndarray:
     out = np.zeros_like(x, dtype=g.dtype)
     positions = _pick_positions(x, index, axis, mode)
     np.put_along_axis(out, positions, g.reshape(positions.shape), axis)
@@ -153,7 +163,8 @@ def _take_infer(a: Aval, indices: Aval, axis: int, mode: str) -> list[Aval]:
     return [Aval(a.shape[:axis] + indices.shape + a.shape[axis + 1:], a.dtype)]
 
 
-def _take_grad(g, a, indices, axis, mode):
+def _take_grad(g: np.ndarray, a: np.ndarray, indices: np.ndarray, axis: Any, mode: str
+        ) -> np.ndarray:
     out = np.zeros_like(a, dtype=g.dtype)
     idx = _indices(indices, a.shape[axis], mode).ravel()
     axis %= a.ndim
@@ -198,7 +209,7 @@ register_layer(
         "output_dim)``); a layer operator, lowered to ``take``.")
 
 
-def _one_hot_infer(indices: Aval, depth: int, dtype: str, **values) -> list[Aval]:
+def _one_hot_infer(indices: Aval, depth: int, dtype: str, **values: Any) -> list[Aval]:
     if depth < 1:
         raise ShapeError(f"one_hot: depth={depth} must be at least 1 (the number of classes)")
     return [Aval(indices.shape + (depth,), np.dtype(dtype))]

@@ -15,6 +15,8 @@ MXNet's name for it is ``SliceChannel``; ``split`` is the alias.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from hybridlab.errors import ShapeError
@@ -41,13 +43,14 @@ def _concat_infer(*xs: Aval, dim: int, num_args: int) -> list[Aval]:
     return [Aval(first[:axis] + (size,) + first[axis + 1:], dtype)]
 
 
-def _needs_inputs(op_name: str, inputs: tuple) -> None:
+def _needs_inputs(op_name: str, inputs: tuple[Any, ...]) -> None:
     if not inputs:
         raise TypeError(f"{op_name}: needs at least one input array, got none; call it as "
                         f"{op_name}(a, b, ...) with the arrays to join")
 
 
-def _concat_grad(F, inputs, outputs, out_grads, dim, num_args):
+def _concat_grad(F: Any, inputs: list[Any], outputs: list[Any], out_grads: list[Any], dim: Any,
+                 num_args: Any) -> list[Any]:
     return [F._concat_part(out_grads[0], *inputs, dim=dim, index=i) for i in range(len(inputs))]
 
 
@@ -67,7 +70,8 @@ def _concat_part(g: np.ndarray, *xs: np.ndarray, dim: int, index: int) -> np.nda
     return np.take(g, np.arange(start, start + xs[index].shape[dim]), axis=dim)
 
 
-def _concat_part_grad(F, inputs, outputs, out_grads, dim, index):
+def _concat_part_grad(F: Any, inputs: list[Any], outputs: list[Any], out_grads: list[Any], dim: Any,
+                      index: Any) -> list[Any]:
     """Linear in ``data``: its VJP puts the part's gradient back between zeros."""
     parts = [out_grads[0] if i == index else F.zeros_like(x) for i, x in enumerate(inputs[1:])]
     return [F.concat(*parts, dim=dim)] + [None] * (len(inputs) - 1)
@@ -90,13 +94,15 @@ def _split_infer(x: Aval, num_outputs: int, axis: int, squeeze_axis: bool) -> li
     return [Aval(part, x.dtype)] * num_outputs
 
 
-def _split_kernel(x, num_outputs, axis, squeeze_axis):
+def _split_kernel(x: np.ndarray, num_outputs: int, axis: Any, squeeze_axis: bool
+                  ) -> np.ndarray | tuple[np.ndarray, ...]:
     part = _split_infer(Aval(x.shape, x.dtype), num_outputs, axis, squeeze_axis)[0].shape
     parts = tuple(p.reshape(part) for p in np.split(x, num_outputs, axis=axis))
     return parts[0] if num_outputs == 1 else parts  # one output is an array, not a 1-tuple
 
 
-def _split_grad(F, inputs, outputs, out_grads, num_outputs, axis, squeeze_axis):
+def _split_grad(F: Any, inputs: list[Any], outputs: list[Any], out_grads: list[Any],
+                num_outputs: Any, axis: Any, squeeze_axis: Any) -> list[Any]:
     grads = [F.zeros_like(y) if g is None else g for g, y in zip(out_grads, outputs)]
     if squeeze_axis:
         grads = [F.expand_dims(g, axis=axis) for g in grads]
@@ -112,7 +118,7 @@ register(OpDef(
 
 
 @composite("stack")
-def stack(F, *data, axis=0, num_args=None, name=None):
+def stack(F: Any, *data: Any, axis: Any = 0, num_args: Any = None, name: Any = None) -> Any:
     """Join arrays of one shape along a new axis ``axis``."""
     _needs_inputs("stack", data)
     return F.concat(*[F.expand_dims(x, axis=axis) for x in data], dim=axis, name=name)

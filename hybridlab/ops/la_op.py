@@ -18,6 +18,8 @@ operator, ``_linalg_potrf_backward``, with MXNet's formula
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 import numpy as np
 
 from hybridlab.errors import ShapeError
@@ -47,7 +49,8 @@ def _work(x: np.ndarray) -> np.ndarray:
     return x.astype(np.float32) if x.dtype == np.float16 else x
 
 
-def _gemm2_infer(a: Aval, b: Aval, *, transpose_a, transpose_b, alpha, axis) -> list[Aval]:
+def _gemm2_infer(a: Aval, b: Aval, *, transpose_a: bool, transpose_b: bool, alpha: float, axis: Any
+        ) -> list[Aval]:
     _matrices("gemm2", a, b)
     rows, inner = a.shape[-1:-3:-1] if transpose_a else a.shape[-2:]
     inner2, cols = b.shape[-1:-3:-1] if transpose_b else b.shape[-2:]
@@ -57,7 +60,8 @@ def _gemm2_infer(a: Aval, b: Aval, *, transpose_a, transpose_b, alpha, axis) -> 
     return [Aval((*a.shape[:-2], rows, cols), a.dtype)]
 
 
-def _gemm2_grad(F, inputs, outputs, out_grads, transpose_a, transpose_b, alpha, axis):
+def _gemm2_grad(F: Any, inputs: list[Any], outputs: list[Any], out_grads: list[Any],
+                transpose_a: Any, transpose_b: Any, alpha: Any, axis: Any) -> list[Any]:
     """C = alpha op(A) op(B): dop(A) = alpha g op(B)^T, dop(B) = alpha op(A)^T g."""
     a, b, g = inputs[0], inputs[1], out_grads[0]
     if transpose_a:
@@ -79,7 +83,7 @@ register(OpDef(
     doc="``alpha * op(A) op(B)`` on the last two axes (leading axes are a batch)."))
 
 
-def _square_infer(name: str):
+def _square_infer(name: str) -> Callable[..., list[Aval]]:
     def infer(a: Aval) -> list[Aval]:
         _matrices(name, a)
         if a.shape[-1] != a.shape[-2]:
@@ -109,7 +113,8 @@ def _potrf_backward(g: np.ndarray, lower_in: np.ndarray) -> np.ndarray:
     mirrored = product + _t(np.tril(product, -1))  # copyLTU: symmetric from the lower part
     eye = np.broadcast_to(np.eye(lower.shape[-1], dtype=lower.dtype), lower.shape)
     inverse = np.linalg.solve(lower, eye)  # L^-1 (a triangular solve)
-    return (0.5 * _t(inverse) @ mirrored @ inverse).astype(lower_in.dtype, copy=False)
+    result: np.ndarray = (0.5 * _t(inverse) @ mirrored @ inverse).astype(lower_in.dtype, copy=False)
+    return result
 
 
 register(OpDef(

@@ -16,6 +16,8 @@ a function of the attributes.
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 import numpy as np
 
 from hybridlab.errors import ShapeError
@@ -32,7 +34,8 @@ def _flip(x: np.ndarray, flag: bool) -> np.ndarray:
     return x.transpose() if flag else x
 
 
-def _dot_shape(a: tuple, b: tuple, transpose_a: bool, transpose_b: bool) -> tuple[int, ...]:
+def _dot_shape(a: tuple[int, ...], b: tuple[int, ...], transpose_a: bool, transpose_b: bool
+               ) -> tuple[int, ...]:
     if not a or not b:
         raise ShapeError(f"dot: needs arrays with at least one axis, got shapes {a} and {b}; "
                          f"multiply by a scalar with * instead")
@@ -45,7 +48,7 @@ def _dot_shape(a: tuple, b: tuple, transpose_a: bool, transpose_b: bool) -> tupl
     return a[:-1] + b[1:] or (1,)
 
 
-def _dot(lhs, rhs, transpose_a, transpose_b):
+def _dot(lhs: np.ndarray, rhs: np.ndarray, transpose_a: bool, transpose_b: bool) -> np.ndarray:
     a, b = _flip(lhs, transpose_a), _flip(rhs, transpose_b)
     # np.dot contracts a's last axis with b's first when b has at most 2 axes (and skips
     # tensordot's Python-level reshaping); beyond that only tensordot has MXNet's meaning
@@ -65,7 +68,8 @@ def _in_dtype(out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     return out.astype(promote(lhs.dtype, rhs.dtype), copy=False)
 
 
-def _dot_out(lhs, rhs, *, out, transpose_a, transpose_b):
+def _dot_out(lhs: np.ndarray, rhs: np.ndarray, *, out: np.ndarray, transpose_a: bool,
+             transpose_b: bool) -> np.ndarray:
     """``dot`` written into ``out``: a matrix product goes straight there (BLAS)."""
     a, b = _flip(lhs, transpose_a), _flip(rhs, transpose_b)
     if a.ndim == 2 and b.ndim == 2:
@@ -74,21 +78,24 @@ def _dot_out(lhs, rhs, *, out, transpose_a, transpose_b):
     return out
 
 
-def _dot_grad_lhs(g, lhs, rhs, transpose_a, transpose_b):
+def _dot_grad_lhs(g: np.ndarray, lhs: np.ndarray, rhs: np.ndarray, transpose_a: bool,
+                  transpose_b: bool) -> np.ndarray:
     a, b = _flip(lhs, transpose_a), _flip(rhs, transpose_b)
     g = g.reshape(a.shape[:-1] + b.shape[1:])  # undo the (1,) of a 1-D . 1-D product
     rest = list(range(1, b.ndim))
     return _flip(np.tensordot(g, b, (list(range(a.ndim - 1, g.ndim)), rest)), transpose_a)
 
 
-def _dot_grad_rhs(g, lhs, rhs, transpose_a, transpose_b):
+def _dot_grad_rhs(g: np.ndarray, lhs: np.ndarray, rhs: np.ndarray, transpose_a: bool,
+                  transpose_b: bool) -> np.ndarray:
     a, b = _flip(lhs, transpose_a), _flip(rhs, transpose_b)
     g = g.reshape(a.shape[:-1] + b.shape[1:])
     lead = list(range(a.ndim - 1))
     return _flip(np.tensordot(a, g, (lead, lead)), transpose_b)
 
 
-def _dot_specialise(avals: list[Aval], out: bool, *, transpose_a, transpose_b):
+def _dot_specialise(avals: list[Aval], out: bool, *, transpose_a: bool, transpose_b: bool
+        ) -> Callable[..., np.ndarray] | None:
     """2-D operands of one dtype, no transposes: ``dot_c`` itself (NOTE [Specialised
     kernels] in graph/codegen.py), called with the arrays alone (else None: ``_dot``)."""
     a, b = avals
@@ -132,7 +139,8 @@ def _batch_dot_shape(a: Aval, b: Aval, transpose_a: bool, transpose_b: bool) -> 
     return [Aval((n, i, j), promote(a.dtype, b.dtype))]
 
 
-def _batch_dot_grad(F, inputs, outputs, out_grads, transpose_a, transpose_b):
+def _batch_dot_grad(F: Any, inputs: list[Any], outputs: list[Any], out_grads: list[Any],
+                    transpose_a: Any, transpose_b: Any) -> list[Any]:
     """The 2-D rule dA = g B^T, dB = A^T g, with the transposes folded in."""
     a, b, g = inputs[0], inputs[1], out_grads[0]
     if transpose_a:
@@ -154,7 +162,8 @@ register(OpDef(
     doc="One matrix product per batch entry: ``(n, i, k) . (n, k, j) -> (n, i, j)``."))
 
 
-def _fc_infer(x: Aval, w: Aval, b: Aval | None = None, *, num_hidden, no_bias, flatten):
+def _fc_infer(x: Aval, w: Aval, b: Aval | None = None, *, num_hidden: int, no_bias: bool,
+              flatten: bool) -> list[Aval]:
     in_units = int(np.prod(x.shape[1:])) if flatten else x.shape[-1]
     if w.shape != (num_hidden, in_units) or (b is not None and b.shape != (num_hidden,)):
         raise ShapeError(
@@ -169,17 +178,20 @@ def _rows(x: np.ndarray, flatten: bool) -> np.ndarray:
     return x.reshape(x.shape[0], -1) if flatten and x.ndim != 2 else x
 
 
-def _fc(x, w, b=None, *, num_hidden, no_bias, flatten):
+def _fc(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *, num_hidden: int,
+        no_bias: bool, flatten: bool) -> np.ndarray:
     rows = _rows(x, flatten)
     out = dot_c(rows, w.T) if rows.ndim == 2 else rows @ w.T  # NOTE [np.dot, not @]
     if out.dtype != x.dtype or x.dtype != w.dtype:  # (a hot path: skip the call if equal)
         out = _in_dtype(out, x, w)
     if b is not None:
         out += b  # out is a fresh array: add the bias in place, no second allocation
-    return out
+    result: np.ndarray = out
+    return result
 
 
-def _fc_out(x, w, b=None, *, out, num_hidden, no_bias, flatten):
+def _fc_out(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *, out: np.ndarray,
+            num_hidden: int, no_bias: bool, flatten: bool) -> np.ndarray:
     """``FullyConnected`` written into ``out``: the product, then the bias added in place."""
     np.matmul(_rows(x, flatten), w.T, out=out, casting="unsafe")
     if b is not None:
@@ -204,19 +216,21 @@ def _fc_out(x, w, b=None, *, out, num_hidden, no_bias, flatten):
 # (``__array_function__``, NEP 18); a kernel's operands are plain numpy arrays, so these
 # kernels call the C function behind it, ``np.dot._implementation``: the same function,
 # the same bits, without the dispatcher's Python call (measured: "Performance notes").
-def _fc_2d(x, w, b):
+def _fc_2d(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
     out = dot_c(x, w.T)
     out += b
-    return out
+    result: np.ndarray = out
+    return result
 
 
-def _fc_2d_out(x, w, b, *, out):
+def _fc_2d_out(x: np.ndarray, w: np.ndarray, b: np.ndarray, *, out: np.ndarray) -> np.ndarray:
     dot_c(x, w.T, out=out)  # ``out`` has the product's dtype and is C-contiguous
     np.add(out, b, out=out)
     return out
 
 
-def _fc_specialise(avals: list[Aval], out: bool, *, num_hidden, no_bias, flatten):
+def _fc_specialise(avals: list[Aval], out: bool, *, num_hidden: int, no_bias: bool, flatten: bool
+        ) -> Callable[..., np.ndarray] | None:
     """The kernel for 2-D data, a bias, and one dtype throughout (else None: ``_fc``)."""
     if no_bias or len(avals[0].shape) != 2 or any(a.dtype != avals[0].dtype for a in avals):
         return None
@@ -226,7 +240,8 @@ def _fc_specialise(avals: list[Aval], out: bool, *, num_hidden, no_bias, flatten
 _fc.specialise = _fc_specialise  # type: ignore[attr-defined]  # asked by graph/codegen.py
 
 
-def _fc_grad(F, inputs, outputs, out_grads, num_hidden, no_bias, flatten):
+def _fc_grad(F: Any, inputs: list[Any], outputs: list[Any], out_grads: list[Any], num_hidden: Any,
+             no_bias: Any, flatten: Any) -> list[Any]:
     """dx = g . W (reshaped like x); dW = g^T . x and db = sum(g), with x, g as 2-D rows
     (with ``flatten`` the output, so g, is 2-D already: no reshape to run)."""
     x, w, g = inputs[0], inputs[1], out_grads[0]

@@ -46,7 +46,8 @@ from hybridlab.ops.registry import (
 def _sigmoid(x: np.ndarray) -> np.ndarray:
     """``exp`` only ever sees non-positive numbers, so it cannot overflow."""
     e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
+    result: np.ndarray = np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
+    return result
 
 
 register(OpDef(
@@ -63,7 +64,8 @@ def _leaky_relu(x: np.ndarray, act_type: str, slope: float) -> np.ndarray:
     return np.where(x > 0, x, negative).astype(x.dtype, copy=False)
 
 
-def _leaky_relu_grad(F, inputs, outputs, out_grads, act_type, slope):
+def _leaky_relu_grad(F: Any, inputs: list[Any], outputs: list[Any], out_grads: list[Any],
+                     act_type: Any, slope: Any) -> list[Any]:
     x, out, g = inputs[0], outputs[0], out_grads[0]
     negative_slope = slope if act_type == "leaky" else out + slope
     return [g * F.where(x > 0, F.ones_like(x), F.zeros_like(x) + negative_slope)]
@@ -78,13 +80,13 @@ register(OpDef(
 
 
 @composite("softrelu")
-def softrelu(F, data, name=None):
+def softrelu(F: Any, data: Any, name: Any = None) -> Any:
     """``log(1 + exp(x))``, computed as ``relu(x) + log1p(exp(-|x|))`` so it never overflows."""
     return F.broadcast_add(F.relu(data), F.log1p(F.exp(F.negative(F.abs(data)))), name=name)
 
 
 @composite("softsign")
-def softsign(F, data, name=None):
+def softsign(F: Any, data: Any, name: Any = None) -> Any:
     """``x / (1 + |x|)``."""
     return F.broadcast_div(data, F.abs(data) + 1.0, name=name)
 
@@ -92,7 +94,7 @@ def softsign(F, data, name=None):
 _ACT_TYPES = ("relu", "sigmoid", "tanh", "softrelu", "softsign")
 
 
-def _activation(F, data, act_type):
+def _activation(F: Any, data: Any, act_type: Any) -> Any:
     return getattr(F, act_type)(data)
 
 
@@ -103,7 +105,7 @@ register_layer(
         "A layer operator: graphs keep it whole, the compiler lowers it to the op it names.")
 
 
-def _dropout_mask(x: np.ndarray, p: float, mode: str, axes, rt: RunContext) -> np.ndarray:
+def _dropout_mask(x: np.ndarray, p: float, mode: str, axes: Any, rt: RunContext) -> np.ndarray:
     """Ones while predicting; while training 0 with probability p, else 1 / (1 - p)."""
     shape = _mask_infer(Aval(x.shape, x.dtype), p, mode, axes)[0].shape
     if p == 0 or not (rt.training or mode == "always"):
@@ -130,8 +132,9 @@ register(OpDef(
     doc="Training: 0 with probability ``p``, else ``1 / (1 - p)``. Prediction: all ones."))
 
 
-def _batch_norm(F, data, gamma, beta, moving_mean, moving_var, *, training, eps, momentum,
-                fix_gamma, use_global_stats, output_mean_var, axis, cudnn_off):
+def _batch_norm(F: Any, data: Any, gamma: Any, beta: Any, moving_mean: Any, moving_var: Any, *,
+                training: bool, eps: float, momentum: float, fix_gamma: bool,
+                use_global_stats: bool, output_mean_var: bool, axis: int, cudnn_off: bool) -> Any:
     """Per channel along ``axis``: ``(x - mean) / sqrt(var + eps) * gamma + beta``, with
     the batch's statistics while training (unless ``use_global_stats``), else the moving
     ones; with ``output_mean_var`` also the mean and variance used, one per channel.
@@ -142,7 +145,7 @@ def _batch_norm(F, data, gamma, beta, moving_mean, moving_var, *, training, eps,
     how many, a positive one becomes -2 by merging the axes after the channels (reshape
     codes ``0 ... 0, -1``, which copy nothing).
     """
-    def reshape(x, *shape):
+    def reshape(x: np.ndarray, *shape: Any) -> Any:
         return F.Reshape(x, shape=shape)  # (F.Reshape: every front end has it)
 
     view, at = (data, axis) if axis < 0 else (reshape(data, *(0,) * (axis + 1), -1), -2)
@@ -198,7 +201,7 @@ register_layer(
         "updates its inputs: ``gluon.nn.BatchNorm`` moves its running statistics from them.")
 
 
-def _dropout(F, data, p, mode, axes, cudnn_off):
+def _dropout(F: Any, data: Any, p: Any, mode: Any, axes: Any, cudnn_off: Any) -> Any:
     """``data * mask``: the mask op decides at run time whether to drop (see above)."""
     return F.broadcast_mul(data, F._dropout_mask(data, p=p, mode=mode, axes=axes))
 
@@ -236,7 +239,8 @@ def _softmax_output(data: np.ndarray, label: np.ndarray, *, multi_output: bool,
     e = np.exp(x - x.max(axis=1, keepdims=True))
     p = e / e.sum(axis=1, keepdims=True)
     p = np.moveaxis(p, 1, -1) if preserve_shape and not multi_output else p
-    return p.reshape(data.shape).astype(data.dtype, copy=False)
+    result: np.ndarray = p.reshape(data.shape).astype(data.dtype, copy=False)
+    return result
 
 
 def _softmax_output_grad(prob: np.ndarray, label: np.ndarray, *, grad_scale: float,
@@ -261,7 +265,8 @@ def _softmax_output_grad(prob: np.ndarray, label: np.ndarray, *, grad_scale: flo
                           "valid": max(int(valid.sum()), 1)}[normalization]
     grad = grad * scale
     grad = np.moveaxis(grad, 1, -1) if preserve_shape and not multi_output else grad
-    return grad.reshape(prob.shape).astype(prob.dtype, copy=False)
+    result: np.ndarray = grad.reshape(prob.shape).astype(prob.dtype, copy=False)
+    return result
 
 
 def _label_shape(data: Aval, multi_output: bool, preserve_shape: bool) -> tuple[int, ...]:

@@ -35,7 +35,8 @@ _POOL_ATTRS = {"kernel": Attr("shape", (), low=1),
                "count_include_pad": Attr("bool", True), "layout": Attr("str", "NCHW", ("NCHW",))}
 
 
-def _pool_geometry(shape, kernel, stride, pad, global_pool, pooling_convention, **unused):
+def _pool_geometry(shape: Any, kernel: Any, stride: Any, pad: Any, global_pool: bool,
+                   pooling_convention: str, **unused: Any) -> tuple[Any, ...]:
     """(kernel, stride, pad, extra end padding, output size) for an NCHW input."""
     if len(shape) != 4 or not (global_pool or len(kernel) == 2):
         raise ShapeError(f"Pooling: needs NCHW data and a 2-D kernel (or global_pool=True), "
@@ -55,11 +56,11 @@ def _lowest(dtype: np.dtype) -> float:
     return np.finfo(dtype).min if np.issubdtype(dtype, np.floating) else np.iinfo(dtype).min
 
 
-def _pool_infer(x: Aval, **attrs) -> list[Aval]:
+def _pool_infer(x: Aval, **attrs: Any) -> list[Aval]:
     return [Aval((*x.shape[:2], *_pool_geometry(x.shape, **attrs)[4]), x.dtype)]
 
 
-def _pooling_out(x: np.ndarray, *, out: np.ndarray, pool_type: str, **attrs) -> np.ndarray:
+def _pooling_out(x: np.ndarray, *, out: np.ndarray, pool_type: str, **attrs: Any) -> np.ndarray:
     """Combine the kh * kw slabs elementwise into ``out``: faster than reducing a window view."""
     kernel, stride, pad, extra, size = _pool_geometry(x.shape, **attrs)
     padded = pad_image(x, pad, extra, _lowest(x.dtype) if pool_type == "max" else 0)
@@ -70,7 +71,9 @@ def _pooling_out(x: np.ndarray, *, out: np.ndarray, pool_type: str, **attrs) -> 
     return out
 
 
-def _combine(padded: np.ndarray, kernel, stride, size, largest: bool, out: np.ndarray):
+def _combine(padded: np.ndarray, kernel: Any, stride: Any, size: tuple[int, ...], largest: bool,
+             out: np.ndarray
+        ) -> Any:
     """``out`` = the max (``largest``) or the sum of each window of ``padded``."""
     combine = np.maximum if largest else np.add
     out[...] = _lowest(out.dtype) if largest else 0
@@ -82,25 +85,27 @@ def _combine(padded: np.ndarray, kernel, stride, size, largest: bool, out: np.nd
 _pooling = allocating(_pooling_out, _pool_infer)
 
 
-def _window_counts(x: np.ndarray, count_include_pad: bool, **attrs) -> np.ndarray:
+def _window_counts(x: np.ndarray, count_include_pad: bool, **attrs: Any) -> np.ndarray:
     """How many elements each average divides by: the window area, or only the real ones."""
     if count_include_pad:
         kernel = _pool_geometry(x.shape, **attrs)[0]
         return np.asarray(kernel[0] * kernel[1], x.dtype)  # x's dtype: no casting buffers
     real = np.ones((1, 1, *x.shape[2:]), x.dtype)
-    return _pooling(real, pool_type="sum", count_include_pad=True, **attrs)
+    result: np.ndarray = _pooling(real, pool_type="sum", count_include_pad=True, **attrs)
+    return result
 
 
 def _pooling_grad_out(g: np.ndarray, x: np.ndarray, *, out: np.ndarray, pool_type: str,
-                      **attrs) -> np.ndarray:
+                      **attrs: Any) -> np.ndarray:
     """Each window's gradient back to its first largest element (max), or shared among
     its elements; a chunk of images at a time, so the scratch stays bounded (conv.py)."""
-    for part in conv.chunks(len(x), _pool_grad_per_image(g, x, pool_type, **attrs)):  # type: ignore[arg-type]
+    for part in conv.chunks(len(x), _pool_grad_per_image(g, x, pool_type, **attrs)):
         _pool_grad_chunk(g[part], x[part], out[part], pool_type, **attrs)
     return out
 
 
-def _pool_grad_chunk(g, x, out, pool_type: str, **attrs) -> None:
+def _pool_grad_chunk(g: np.ndarray, x: np.ndarray, out: np.ndarray, pool_type: str, **attrs: Any
+        ) -> None:
     kernel, stride, pad, extra, size = _pool_geometry(x.shape, **attrs)
     padded = pad_image(x, pad, extra, _lowest(x.dtype))
     image = out if padded is x else np.empty(padded.shape, g.dtype)
@@ -121,7 +126,7 @@ def _pool_grad_chunk(g, x, out, pool_type: str, **attrs) -> None:
         np.copyto(out, crop(image, pad, x.shape))
 
 
-def _pool_workspace(x: Aval, pool_type: str, **attrs) -> int:
+def _pool_workspace(x: Aval, pool_type: str, **attrs: Any) -> int:
     """The padded copy of ``x`` when padding is needed (an average's tiny counts aside)."""
     _, _, pad, extra, _ = _pool_geometry(x.shape, **attrs)
     if not any(pad + extra):
@@ -138,7 +143,8 @@ def _pool_grad_per_image(g: Any, x: Any, pool_type: str, **attrs: Any) -> int:
     count = int(np.prod(g.shape))
     scratch = {"max": count * (x.dtype.itemsize + g.dtype.itemsize + 2),
                "avg": count * g.dtype.itemsize}
-    return padded + padded // x.dtype.itemsize * g.dtype.itemsize + scratch.get(pool_type, 0)
+    result: int = padded + padded // x.dtype.itemsize * g.dtype.itemsize + scratch.get(pool_type, 0)
+    return result
 
 
 register(OpDef(

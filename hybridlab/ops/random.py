@@ -15,13 +15,15 @@ Dropout's random mask lives with the other layer operators in ``nn.py``.
 
 from __future__ import annotations
 
+from typing import Any
+
 from hybridlab.errors import AttributeValueError
 from hybridlab.ops import _infer
 from hybridlab.ops.registry import Attr, Kind, OpDef, register
 
 
-def _sampler(name: str, draw, params: dict[str, Attr], aliases: tuple[str, ...], doc: str,
-             dtype: str = "float32"):
+def _sampler(name: str, draw: Any, params: dict[str, Attr], aliases: tuple[str, ...], doc: str,
+             dtype: str = "float32") -> Any:
     attrs = {**params, "shape": Attr("shape", (1,)), "ctx": Attr("any", None),
              "dtype": Attr("dtype", dtype)}
     return register(OpDef(
@@ -32,7 +34,7 @@ def _sampler(name: str, draw, params: dict[str, Attr], aliases: tuple[str, ...],
             name, shape, dtype)))
 
 
-def _check(name: str, params: dict) -> None:
+def _check(name: str, params: dict[str, Any]) -> None:
     """A sampler's parameters must make sense: ``low < high``, ``scale >= 0``.
 
     Checked when the op is called: numpy would only complain once the engine ran it.

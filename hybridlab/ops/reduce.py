@@ -22,6 +22,8 @@ Invariants (MXNet semantics)
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 import numpy as np
 
 from hybridlab.errors import ShapeError
@@ -31,7 +33,7 @@ _AXIS_ATTRS = {"axis": Attr("axis", None), "keepdims": Attr("bool", False),
                "exclude": Attr("bool", False)}
 
 
-def reduced_axes(op_name: str, shape: tuple[int, ...], axis, exclude: bool = False):
+def reduced_axes(op_name: str, shape: tuple[int, ...], axis: Any, exclude: bool = False) -> Any:
     """The sorted, non-negative axes that ``axis`` names in an array of ``shape``."""
     ndim = len(shape)
     everything = axis is None or axis == ()  # MXNet: axis=() also means all axes
@@ -44,26 +46,30 @@ def reduced_axes(op_name: str, shape: tuple[int, ...], axis, exclude: bool = Fal
     return tuple(a for a in range(ndim) if a not in axes) if exclude else tuple(axes)
 
 
-def reduced_shape(shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool):
+def reduced_shape(shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool) -> Any:
     """The shape after reducing ``axes``; ``(1,)`` instead of ``()`` (MXNet semantics)."""
     if keepdims:
         return tuple(1 if i in axes else n for i, n in enumerate(shape))
     return tuple(n for i, n in enumerate(shape) if i not in axes) or (1,)
 
 
-def _reduction(name, numpy_fn, grad, doc, aliases=(), writes_out=False) -> OpDef:
+def _reduction(name: str, numpy_fn: Any, grad: Any, doc: str, aliases: Any = (),
+               writes_out: bool = False) -> OpDef:
     """``writes_out``: ``numpy_fn`` takes ``out=`` and gives the same numbers with it (so
     the op gets a ``kernel_out``, and the compiler may place its result)."""
-    def infer(x: Aval, axis, keepdims, exclude) -> list[Aval]:
+    def infer(x: Aval, axis: Any, keepdims: bool, exclude: bool) -> list[Aval]:
         axes = reduced_axes(name, x.shape, axis, exclude)
         return [Aval(reduced_shape(x.shape, axes, keepdims), x.dtype)]
 
-    def kernel(x: np.ndarray, axis, keepdims, exclude) -> np.ndarray:
+    def kernel(x: np.ndarray, axis: Any, keepdims: bool, exclude: bool) -> np.ndarray:
         axes = reduced_axes(name, x.shape, axis, exclude)
         out = numpy_fn(x, axis=axes, keepdims=keepdims)
-        return np.asarray(out, x.dtype).reshape(reduced_shape(x.shape, axes, keepdims))
+        shape = reduced_shape(x.shape, axes, keepdims)
+        result: np.ndarray = np.asarray(out, x.dtype).reshape(shape)
+        return result
 
-    def kernel_out(x: np.ndarray, out: np.ndarray, axis, keepdims, exclude) -> np.ndarray:
+    def kernel_out(x: np.ndarray, out: np.ndarray, axis: Any, keepdims: bool, exclude: bool
+        ) -> np.ndarray:
         axes = reduced_axes(name, x.shape, axis, exclude)
         kept = np.reshape(out, reduced_shape(x.shape, axes, True), copy=False)  # a view
         numpy_fn(x, axis=axes, keepdims=True, out=kept)
@@ -74,7 +80,8 @@ def _reduction(name, numpy_fn, grad, doc, aliases=(), writes_out=False) -> OpDef
                           attrs=_AXIS_ATTRS, aliases=aliases, doc=doc))
 
 
-def _unreduce_out(g, like, *, out, axis, keepdims, exclude, mean):
+def _unreduce_out(g: np.ndarray, like: np.ndarray, *, out: np.ndarray, axis: Any, keepdims: bool,
+                  exclude: bool, mean: bool) -> np.ndarray:
     axes = reduced_axes("_unreduce", like.shape, axis, exclude)
     spread = np.broadcast_to(g.reshape(reduced_shape(like.shape, axes, True)), like.shape)
     if not mean:
@@ -82,10 +89,11 @@ def _unreduce_out(g, like, *, out, axis, keepdims, exclude, mean):
         return out
     count = np.asarray(int(np.prod([like.shape[a] for a in axes])), g.dtype)
     # integers divide in float64, truncated into g's dtype (casting="unsafe"), like sqrt
-    return np.divide(spread, count, out=out, casting="unsafe")
+    result: np.ndarray = np.divide(spread, count, out=out, casting="unsafe")
+    return result
 
 
-def _unreduce_kernel(g, like, **attrs):
+def _unreduce_kernel(g: np.ndarray, like: np.ndarray, **attrs: Any) -> np.ndarray:
     return _unreduce_out(g, like, out=np.empty(like.shape, g.dtype), **attrs)
 
 
@@ -100,11 +108,12 @@ register(OpDef(
 ))
 
 
-def _spread(F, g, x, attrs, mean=False):
+def _spread(F: Any, g: Any, x: Any, attrs: Any, mean: Any = False) -> Any:
     return F._unreduce(g, x, mean=mean, **attrs)
 
 
-def _extreme_grad(F, inputs, outputs, out_grads, **attrs):
+def _extreme_grad(F: Any, inputs: list[Any], outputs: list[Any], out_grads: list[Any], **attrs: Any
+        ) -> list[Any]:
     """Only the elements equal to the max (or min) receive the gradient."""
     x = inputs[0]
     winners = F.broadcast_equal(x, _spread(F, outputs[0], x, attrs))
@@ -127,14 +136,15 @@ _reduction("norm", lambda x, axis, keepdims: np.sqrt(np.sum(x * x, axis, keepdim
            "The L2 norm over ``axis`` (all axes by default).")
 
 
-def _arg_reduction(name: str, numpy_fn, doc: str) -> OpDef:
-    def infer(x: Aval, axis, keepdims) -> list[Aval]:
+def _arg_reduction(name: str, numpy_fn: Any, doc: str) -> OpDef:
+    def infer(x: Aval, axis: Any, keepdims: bool) -> list[Aval]:
         axes = reduced_axes(name, x.shape, axis)
         return [Aval(reduced_shape(x.shape, axes, keepdims and axis is not None), x.dtype)]
 
-    def kernel(x: np.ndarray, axis, keepdims) -> np.ndarray:
+    def kernel(x: np.ndarray, axis: Any, keepdims: bool) -> np.ndarray:
         shape = infer(Aval(x.shape, x.dtype), axis, keepdims)[0].shape
-        return numpy_fn(x, axis=axis).astype(x.dtype).reshape(shape)
+        result: np.ndarray = numpy_fn(x, axis=axis).astype(x.dtype).reshape(shape)
+        return result
 
     return register(OpDef(
         name=name, kernel=kernel, infer=infer, grad=None, kind=Kind.REDUCE, doc=doc,
@@ -147,24 +157,24 @@ _arg_reduction("argmin", np.argmin, "Index of the smallest value along ``axis`` 
                "no gradient).")
 
 
-def _shift(F, data, axis, temperature):
+def _shift(F: Any, data: Any, axis: Any, temperature: Any) -> Any:
     """``x / temperature - max``: the largest exponent becomes 0, so ``exp`` cannot overflow."""
     scaled = data if temperature in (None, 1.0) else F._div_scalar(data, scalar=temperature)
     return F.broadcast_sub(scaled, F.max(scaled, axis=axis, keepdims=True))
 
 
-def _softmax(F, data, axis, temperature):
+def _softmax(F: Any, data: Any, axis: Any, temperature: Any) -> Any:
     shifted = _shift(F, data, axis, temperature)
     exps = F.exp(shifted)
     return F.broadcast_div(exps, F.sum(exps, axis=axis, keepdims=True))
 
 
-def _log_softmax(F, data, axis, temperature):
+def _log_softmax(F: Any, data: Any, axis: Any, temperature: Any) -> Any:
     shifted = _shift(F, data, axis, temperature)
     return F.broadcast_sub(shifted, F.log(F.sum(F.exp(shifted), axis=axis, keepdims=True)))
 
 
-def _softmax_infer(name: str):
+def _softmax_infer(name: str) -> Callable[..., list[Aval]]:
     def infer(x: Aval, axis: int, temperature: float | None) -> list[Aval]:
         if not -len(x.shape) <= axis < len(x.shape):
             raise ShapeError(f"{name}: axis {axis} is out of range for shape {tuple(x.shape)}")

@@ -219,7 +219,8 @@ def ufunc_out(ufunc: np.ufunc) -> Callable[..., np.ndarray]:
     promised dtype, exactly as ``astype`` would (``sqrt`` of int32 truncates into int32).
     """
     def kernel_out(*arrays: np.ndarray, out: np.ndarray) -> np.ndarray:
-        return ufunc(*arrays, out=out, casting="unsafe")
+        result: np.ndarray = ufunc(*arrays, out=out, casting="unsafe")
+        return result
 
     kernel_out.__name__ = f"{ufunc.__name__}_out"
     return kernel_out
@@ -342,7 +343,8 @@ def _parse_indices(value: Any) -> tuple[int | None, ...]:
 
 
 def _parse_dtype(value: Any) -> str:
-    return np.dtype(value).name
+    result: str = np.dtype(value).name
+    return result
 
 
 def _parse_str(value: Any) -> str:
@@ -406,7 +408,8 @@ def register_layer(name: str, lower: Callable[..., Any], infer: Callable[..., li
                      f"(graph.passes.lower_operators)", **fields))
 
 
-def composite(name: str, aliases: tuple[str, ...] = ()) -> Callable[[Callable], Callable]:
+def composite(name: str, aliases: tuple[str, ...] = ()
+              ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator registering ``fn(F, *args, **kwargs)`` as a composite operator."""
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -433,7 +436,7 @@ def get(name: str) -> OpDef:
 # Generating the front ends: the one loop
 # ---------------------------------------------------------------------------------------
 
-Apply = Callable[[OpDef, list, dict, "str | None", str], Any]
+Apply = Callable[[OpDef, "list[Any]", "dict[str, Any]", "str | None", str], Any]
 
 
 Compose = Callable[[Callable[[], Any], str, "str | None"], Any]
@@ -506,7 +509,8 @@ def _composite_function(comp: Composite, module: Any, spelling: str,
     return function
 
 
-def _check_composite_call(comp: Composite, args: tuple, kwargs: dict[str, Any]) -> None:
+def _check_composite_call(comp: Composite, args: tuple[Any, ...], kwargs: dict[str, Any]
+                          ) -> None:
     """After a TypeError: if the call does not fit ``comp.fn``, say so like an op would."""
     signature = inspect.signature(comp.fn)
     known = [p for p in list(signature.parameters)[1:] if p != "name"]
@@ -545,7 +549,8 @@ def _install(module: Any, spelling: str, function: Callable[..., Any]) -> None:
     setattr(target, leaf, function)
 
 
-def split_arguments(op: OpDef, args: tuple, kwargs: dict[str, Any]) -> tuple[list, dict]:
+def split_arguments(op: OpDef, args: tuple[Any, ...], kwargs: dict[str, Any]
+                    ) -> tuple[list[Any], dict[str, Any]]:
     """Separate a call's inputs (positional, or keyword by input name) from attributes."""
     if callable(op.inputs):  # e.g. FullyConnected has a bias input unless no_bias=True
         names = op.inputs(op.parse_attrs({k: v for k, v in kwargs.items() if k in op.attrs}))

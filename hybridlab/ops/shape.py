@@ -17,6 +17,8 @@ dtype come entirely from attributes (``dtype`` defaults to float32).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from hybridlab.errors import ShapeError
@@ -27,13 +29,14 @@ _CODES_HELP = ("codes: 0 copies an input dimension, -1 infers one dimension, -2 
                "the next two values (one of them may be -1)")
 
 
-def _grad_like(F, inputs, outputs, out_grads, **attrs):
+def _grad_like(F: Any, inputs: list[Any], outputs: list[Any], out_grads: list[Any], **attrs: Any
+        ) -> list[Any]:
     """The VJP of every pure reshaping op: reshape the gradient back."""
     return [F.reshape_like(out_grads[0], inputs[0])]
 
 
-def _reshape_op(name, infer_shape, doc, attrs, aliases=()) -> OpDef:
-    def infer(x: Aval, **kw) -> list[Aval]:
+def _reshape_op(name: str, infer_shape: Any, doc: str, attrs: Any, aliases: Any = ()) -> OpDef:
+    def infer(x: Aval, **kw: Any) -> list[Aval]:
         return [Aval(tuple(infer_shape(x.shape, **kw)), x.dtype)]
 
     # view=True: ``ndarray.reshape`` shares the input's memory, and the memory planner must
@@ -43,7 +46,7 @@ def _reshape_op(name, infer_shape, doc, attrs, aliases=()) -> OpDef:
         grad=_grad_like, kind=Kind.OPAQUE, attrs=attrs, aliases=aliases, doc=doc, view=True))
 
 
-def reshape_codes(shape_in: tuple[int, ...], codes: tuple[int, ...], reverse: bool = False):
+def reshape_codes(shape_in: tuple[int, ...], codes: tuple[int, ...], reverse: bool = False) -> Any:
     """The output shape for MXNet's ``Reshape(shape=codes)``; see ``_CODES_HELP``."""
     def fail(why: str) -> ShapeError:
         return ShapeError(f"Reshape: cannot reshape {tuple(shape_in)} to {tuple(codes)}: {why}"
@@ -85,7 +88,7 @@ def reshape_codes(shape_in: tuple[int, ...], codes: tuple[int, ...], reverse: bo
     return tuple(out[::-1] if reverse else out) or (1,)  # never 0-d, as in MXNet
 
 
-def _split_dim(dim: int, *parts: int, fail) -> tuple[int, int]:
+def _split_dim(dim: int, *parts: int, fail: Any) -> tuple[int, int]:
     if len(parts) != 2 or 0 in parts or min(parts) < -1 or parts == (-1, -1):
         raise fail(f"-4 must be followed by two sizes (one may be -1) whose product is {dim}")
     first, second = parts
@@ -111,14 +114,14 @@ _reshape_op("Flatten", _flatten,
             "Collapse every axis but the first: ``(N, C, H, W) -> (N, C*H*W)``.", {}, ("flatten",))
 
 
-def _expand(s, axis):
+def _expand(s: Any, axis: Any) -> Any:
     if not -len(s) - 1 <= axis <= len(s):
         raise ShapeError(f"expand_dims: axis {axis} is out of range for shape {s}")
     axis %= len(s) + 1
     return s[:axis] + (1,) + s[axis:]
 
 
-def squeeze_shape(s: tuple[int, ...], axis) -> tuple[int, ...]:
+def squeeze_shape(s: tuple[int, ...], axis: Any) -> tuple[int, ...]:
     """The shape after removing axes of length 1 (all, or those in ``axis``)."""
     if axis is None:
         return tuple(n for n in s if n != 1) or (1,)
@@ -148,7 +151,7 @@ register(OpDef(
     doc="Reshape ``lhs`` to the shape of ``rhs``."))
 
 
-def _perm(shape, axes):
+def _perm(shape: Any, axes: Any) -> Any:
     """``axes`` as non-negative axis numbers; each of ``-n <= a < n`` must appear once."""
     n = len(shape)
     if not axes:
@@ -191,7 +194,7 @@ register(OpDef(
     aliases=("swapaxes",), doc="Exchange axes ``dim1`` and ``dim2`` (its own inverse)."))
 
 
-def _flip_infer(x: Aval, axis) -> list[Aval]:
+def _flip_infer(x: Aval, axis: Any) -> list[Aval]:
     axes = (axis,) if isinstance(axis, int) else axis
     if not all(-len(x.shape) <= a < len(x.shape) for a in axes):
         raise ShapeError(f"reverse: axis {axis} is out of range for shape {x.shape}")
