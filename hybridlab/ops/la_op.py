@@ -61,7 +61,7 @@ def _gemm2_infer(a: Aval, b: Aval, *, transpose_a: bool, transpose_b: bool, alph
 
 
 def _gemm2_grad(F: Any, inputs: list[Any], outputs: list[Any], out_grads: list[Any],
-                transpose_a: Any, transpose_b: Any, alpha: Any, axis: Any) -> list[Any]:
+                transpose_a: bool, transpose_b: bool, alpha: float, axis: int) -> list[Any]:
     """C = alpha op(A) op(B): dop(A) = alpha g op(B)^T, dop(B) = alpha op(A)^T g."""
     a, b, g = inputs[0], inputs[1], out_grads[0]
     if transpose_a:

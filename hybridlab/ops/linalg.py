@@ -140,7 +140,7 @@ def _batch_dot_shape(a: Aval, b: Aval, transpose_a: bool, transpose_b: bool) -> 
 
 
 def _batch_dot_grad(F: Any, inputs: list[Any], outputs: list[Any], out_grads: list[Any],
-                    transpose_a: Any, transpose_b: Any) -> list[Any]:
+                    transpose_a: bool, transpose_b: bool) -> list[Any]:
     """The 2-D rule dA = g B^T, dB = A^T g, with the transposes folded in."""
     a, b, g = inputs[0], inputs[1], out_grads[0]
     if transpose_a:
@@ -240,8 +240,8 @@ def _fc_specialise(avals: list[Aval], out: bool, *, num_hidden: int, no_bias: bo
 _fc.specialise = _fc_specialise  # type: ignore[attr-defined]  # asked by graph/codegen.py
 
 
-def _fc_grad(F: Any, inputs: list[Any], outputs: list[Any], out_grads: list[Any], num_hidden: Any,
-             no_bias: Any, flatten: Any) -> list[Any]:
+def _fc_grad(F: Any, inputs: list[Any], outputs: list[Any], out_grads: list[Any], *,
+             num_hidden: int, no_bias: bool, flatten: bool) -> list[Any]:
     """dx = g . W (reshaped like x); dW = g^T . x and db = sum(g), with x, g as 2-D rows
     (with ``flatten`` the output, so g, is 2-D already: no reshape to run)."""
     x, w, g = inputs[0], inputs[1], out_grads[0]
