@@ -14,7 +14,8 @@ and the error names it.
 
 ``dynamic=True`` with ``dynamic_input_shapes=[(None, 512)]`` leaves a dimension free (the
 batch), so one ``.onnx`` file serves every batch size. The ``onnx`` and ``onnxruntime``
-packages are an optional extra (``pip install hybridlab[onnx]``), imported only here.
+packages are an optional extra (``pip install -e '.[onnx]'`` in the checkout), imported
+only here.
 """
 
 from __future__ import annotations

@@ -51,7 +51,8 @@ INSTALL_HINT = ("the graphviz 'dot' program is not installed; install it with "
                 "`apt-get install graphviz` or `conda install python-graphviz` "
                 "(the DOT text is still available as .source)")
 PACKAGE_HINT = ("the graphviz Python package is not installed; install it with "
-                "`pip install graphviz` (or `pip install hybridlab[notebooks]`)")
+                "`pip install graphviz` (or, in the hybridlab checkout, "
+                "`pip install -e '.[notebooks]'`)")
 
 
 def graphviz_class() -> type:
