@@ -309,7 +309,7 @@ def test_a_hybridized_block_draws_its_program_with_all_parameters():
             self.dense = nn.Dense(4, activation="relu")
             self.head_weight = self.params.get("head_weight", shape=(2, 4))
 
-        def hybrid_forward(self, F, x, head_weight):  # noqa: N803 -- MXNet's signature
+        def hybrid_forward(self, F, x, head_weight):
             return F.dot(self.dense(x), head_weight, transpose_b=True)
 
     random.seed(0)
