@@ -30,7 +30,7 @@ import inspect
 import threading
 import warnings
 from collections import OrderedDict
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -44,6 +44,9 @@ from hybridlab.errors import (
 )
 from hybridlab.gluon import _report, _trace
 from hybridlab.gluon.parameter import Parameter, ParameterDict
+
+if TYPE_CHECKING:
+    from hybridlab.graph.cached_op import CachedOp
 
 
 class _BlockScope:
@@ -300,7 +303,7 @@ class HybridBlock(Block):
         self._active = False
         self._flags: dict[str, Any] = {"static_alloc": False, "static_shape": False}
         # one CachedOp, the block's one cache (made by hybridize); its traces, by mode
-        self._cached_op: Any = None
+        self._cached_op: CachedOp | None = None
         self._traces: dict[tuple, _Trace] = {}
         self._report: _report.HybridizationReport | None = None
 
@@ -354,7 +357,7 @@ class HybridBlock(Block):
         if self._active and _only_ndarrays(args) and not _trace._STATE.stack:
             # one cache, the CachedOp's: it asks self._traced on a miss (NOTE [The last
             # signature first] in graph/cached_op.py is the one fast path)
-            return self._cached_op(*args)
+            return self._cached_op(*args)  # type: ignore[misc]  # active: hybridize made one
         if _are_symbols(self, args):  # (the clear errors for anything else are in here)
             return self._trace_call(*args)
         self._finish_deferred_init(*args)
