@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 import os
+import stat
 import struct
 import tempfile
 from typing import Any, BinaryIO, Callable
@@ -183,8 +184,10 @@ def _read_names(reader: _Reader, count: int) -> list[str]:
 
 
 # --- writing ------------------------------------------------------------------------------
-def write_arrays(fname: str, arrays: list[np.ndarray] | dict[str, np.ndarray]) -> None:
-    """Write a list or dict of arrays in MXNet's format, atomically (temp file + rename)."""
+def write_arrays(fname: str, arrays: list[np.ndarray] | dict[str, np.ndarray], *,
+                 commit: bool = True) -> str | None:
+    """Write a list or dict of arrays in MXNet's format, atomically (temp file + rename).
+    ``commit=False``: only the synced temporary, whose path is returned (``write_temporary``)."""
     names, values = (list(arrays), list(arrays.values())) if isinstance(arrays, dict) else (
         [], list(arrays))
     for index, array in enumerate(values):
@@ -206,7 +209,10 @@ def write_arrays(fname: str, arrays: list[np.ndarray] | dict[str, np.ndarray]) -
             encoded = name.encode("utf-8")
             file.write(struct.pack("<Q", len(encoded)) + encoded)
 
+    if not commit:
+        return write_temporary(fname, write)
     atomic_write(fname, write)
+    return None
 
 
 def atomic_write(fname: str, write: Callable[[BinaryIO], None] | bytes | str) -> None:
@@ -215,22 +221,110 @@ def atomic_write(fname: str, write: Callable[[BinaryIO], None] | bytes | str) ->
     over ``fname`` (``os.replace`` is atomic). A failure -- or a kill -- before the rename
     leaves the previous file as it was. ``write`` is the content (str: UTF-8), or a
     function that writes it to the open binary file. Every file hybridlab writes goes
-    through here (parameters, symbols, exports, profiler traces)."""
+    through here (parameters, symbols, exports, profiler traces).
+
+    As ``open(fname, "w")`` would: a symlink is written through (its target is replaced,
+    the link stays), an existing file keeps its mode, and a read-only file (no write bit
+    for its owner, even for root) is refused with ``PermissionError``. The temporary is
+    named ``.tmp-<name>.<pid>-<random>``; a save removes the temporaries of the same file
+    that a killed process left (its pid no longer runs): see
+    :func:`remove_stale_temporaries`.
+    """
+    temporary = write_temporary(fname, write)
+    try:
+        commit_temporary(temporary, fname)
+    except BaseException:
+        _unlink_quietly(temporary)
+        raise
+
+
+def write_temporary(fname: str, write: Callable[[BinaryIO], None] | bytes | str) -> str:
+    """The first half of :func:`atomic_write`: the whole content in a synced temporary
+    beside ``fname``'s real file, with the mode ``fname`` will have; returns its path.
+    ``commit_temporary`` renames it into place (two files written by one save -- export's
+    -- are both made first, then both renamed)."""
     if not callable(write):
         content = write.encode("utf-8") if isinstance(write, str) else write
         write = lambda file: file.write(content)  # type: ignore[assignment,misc]  # noqa: E731
-    folder = os.path.dirname(os.path.abspath(fname))
-    handle, temporary = tempfile.mkstemp(prefix=".tmp-", dir=folder)
+    target = os.path.realpath(fname)  # through symlinks, as open(fname, "w") writes
+    mode = _mode_for(fname, target)
+    remove_stale_temporaries(target)
+    folder, base = os.path.split(target)
+    handle, temporary = tempfile.mkstemp(prefix=f"{_temporary_prefix(base)}{os.getpid()}-",
+                                         dir=folder)
     try:
         with os.fdopen(handle, "wb") as file:
             write(file)  # type: ignore[operator]  # (made callable above)
             file.flush()
             os.fsync(file.fileno())
-        os.chmod(temporary, 0o666 & ~_umask())
-        os.replace(temporary, fname)
+        os.chmod(temporary, mode)
     except BaseException:
-        os.unlink(temporary)
+        _unlink_quietly(temporary)
         raise
+    return temporary
+
+
+def commit_temporary(temporary: str, fname: str) -> None:
+    """Rename a temporary from :func:`write_temporary` over ``fname``'s real file."""
+    os.replace(temporary, os.path.realpath(fname))
+
+
+def remove_stale_temporaries(fname: str) -> list[str]:
+    """Remove the temporaries of ``fname`` that a killed save left behind: those whose
+    writer (the pid in the name) no longer runs on this machine. Returns what it removed.
+    Saves call it; call it yourself to clean up without saving."""
+    folder, base = os.path.split(os.path.realpath(fname))
+    prefix, removed = _temporary_prefix(base), []
+    try:
+        names = os.listdir(folder or ".")
+    except OSError:
+        return removed
+    for name in names:
+        rest = name[len(prefix):] if name.startswith(prefix) else ""
+        pid = rest.partition("-")[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _running(int(pid)):
+            path = os.path.join(folder, name)
+            if not os.path.islink(path) and os.path.isfile(path):
+                _unlink_quietly(path)
+                removed.append(path)
+    return removed
+
+
+def _temporary_prefix(base: str) -> str:
+    return f".tmp-{base[:160]}."  # (a long name is cut: the temporary must fit 255 bytes)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def _mode_for(fname: str, target: str) -> int:
+    """The mode the saved file gets: the existing file's (refusing a read-only one), else
+    the usual 0666 less the umask (a temp file starts as 0600)."""
+    try:
+        mode = os.stat(target).st_mode
+    except FileNotFoundError:
+        return 0o666 & ~_umask()
+    if not stat.S_ISREG(mode):
+        raise IsADirectoryError(f"{fname}: not a regular file (a folder or a device); "
+                                f"save to a file name instead")
+    if not mode & stat.S_IWUSR:
+        raise PermissionError(f"{fname} is read-only (mode {stat.S_IMODE(mode):04o}); make "
+                              f"it writable (chmod u+w) to replace it, or save elsewhere")
+    return stat.S_IMODE(mode)
+
+
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
 
 
 def _write_array(file: BinaryIO, array: np.ndarray) -> None:
