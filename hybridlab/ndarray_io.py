@@ -274,7 +274,8 @@ def remove_stale_temporaries(fname: str) -> list[str]:
     writer (the pid in the name) no longer runs on this machine. Returns what it removed.
     Saves call it; call it yourself to clean up without saving."""
     folder, base = os.path.split(os.path.realpath(fname))
-    prefix, removed = _temporary_prefix(base), []
+    prefix = _temporary_prefix(base)
+    removed: list[str] = []
     try:
         names = os.listdir(folder or ".")
     except OSError:
