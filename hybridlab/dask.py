@@ -39,6 +39,7 @@ from hybridlab import symbol as sym
 from hybridlab.engine import TaskRecord
 from hybridlab.errors import DaskGraphError
 from hybridlab.graph import ir
+from hybridlab.graph.passes.context import PassContext
 from hybridlab.graph.passes.lower_operators import lower_operators
 from hybridlab.ops import registry
 from hybridlab.ops.registry import Aval, RunContext
@@ -74,7 +75,8 @@ def to_dask(source: Any, inputs: Mapping[str, Any] | None = None, *,
                                  f"pass inputs={{{node.name!r}: array}}")
         if node.kind == "call":
             _check_kernel(node, i)
-    graph, _ = lower_operators(graph, training)  # one task per primitive operator
+    # one task per primitive operator
+    graph, _ = lower_operators(graph, PassContext(training=training))
     try:  # the shapes first: a mismatch is reported here, naming the node, not in a worker
         ir.infer_shapes(graph, [Aval(given[n].shape, given[n].dtype) for n in names])
     except ValueError as error:
