@@ -48,6 +48,11 @@ _STORAGE_NAMES = {1: "row_sparse", 2: "csr"}
 _MAX_NDIM = 32  # MXNet's own limit on dimensions
 _SMALLEST_ENTRY = 12  # magic, storage type and ndim: the least bytes an array can take
 _ALIGN = 64  # bytes: a cache line, and the widest vector load (AVX-512)
+_MAX_BYTES = 2**63 - 1  # numpy's limit on an array's bytes, even with a 0 in its shape
+# NOTE [Load memory]: loading peaks below 4x the file's size + 64 MiB (tests/
+# test_fuzz_loaders.py measures it). Data goes straight into its array (1x); what is not
+# data -- an array object and a name per entry, ~300 bytes -- is bounded by this cap.
+MAX_ARRAYS = 100_000
 
 
 def aligned_empty(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
@@ -100,9 +105,28 @@ class _Reader:
         self.left -= view.nbytes
 
 
+def open_regular_file(fname: str, error: type[Exception]) -> BinaryIO:
+    """``open(fname, "rb")``, refusing at once what is not a regular file: a directory, a
+    FIFO (reading would block forever) or a device (``/dev/zero`` never ends)."""
+    try:
+        handle = os.open(fname, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except IsADirectoryError:
+        raise error(f"{fname}: is a directory, not a model file; give the file's path") from None
+    mode = os.fstat(handle).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(handle)
+        kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO (named pipe)"
+                if stat.S_ISFIFO(mode) else "a device or socket")
+        raise error(f"{fname}: is {kind}, not a regular file; hybridlab reads models only "
+                    f"from files (copy the data into one first)")
+    if hasattr(os, "set_blocking"):
+        os.set_blocking(handle, True)
+    return os.fdopen(handle, "rb")
+
+
 def read_arrays(fname: str) -> list[np.ndarray] | dict[str, np.ndarray]:
     """The arrays of an MXNet NDArray file: a list, or a dict when the file names them."""
-    with open(fname, "rb") as file:
+    with open_regular_file(fname, ArrayFileError) as file:
         reader = _Reader(file, fname)
         cap = config.flag("MAX_LOAD_BYTES")
         if cap and reader.left > cap:
@@ -119,9 +143,9 @@ def read_arrays(fname: str) -> list[np.ndarray] | dict[str, np.ndarray]:
             raise reader.fail(f"starts with {magic:#x}, not MXNet's array-list magic "
                               f"{LIST_MAGIC:#x}: not a file written by nd.save or export")
         (count,) = reader.unpack("<Q", "the number of arrays")
-        if count * _SMALLEST_ENTRY > reader.left:
+        if count * _SMALLEST_ENTRY > reader.left or count > MAX_ARRAYS:
             raise reader.fail(f"declares {count} arrays, more than its {reader.left} bytes "
-                              f"can hold")
+                              f"can hold or the {MAX_ARRAYS} a file may have")
         arrays = []
         for index in range(count):
             reader.entry = f"array {index}"
@@ -152,6 +176,9 @@ def _read_array(reader: _Reader) -> np.ndarray:
     shape = reader.unpack(f"<{ndim}q", "the shape")
     if any(size < 0 for size in shape):
         raise reader.fail(f"shape {shape} has a negative size")
+    if math.prod(size for size in shape if size) * 8 > _MAX_BYTES:  # (8: widest itemsize)
+        raise reader.fail(f"shape {shape} is larger than any array can be (its sizes "
+                          f"multiply past 2**63 bytes)")
     device, _device_id, flag = reader.unpack("<iii", "the device and dtype")
     if device not in (1, 2, 3):
         raise reader.fail(f"device type {device} (MXNet writes 1 cpu, 2 gpu, 3 cpu_pinned)")

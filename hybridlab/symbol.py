@@ -750,12 +750,14 @@ def _input_value(op: registry.OpDef, node_name: str, input_name: str, given: Any
 
 def load(fname: str) -> Symbol:
     """Read a symbol saved by ``Symbol.save`` / ``HybridBlock.export``."""
-    size = os.path.getsize(fname)
-    if size > MAX_JSON_BYTES:
-        raise errors.ModelFileError(f"{fname}: {size} bytes is larger than the "
-                                    f"{MAX_JSON_BYTES} bytes a symbol file may have")
-    with open(fname, "rb") as file:
-        raw = file.read()
+    from hybridlab.ndarray_io import open_regular_file
+
+    with open_regular_file(fname, errors.ModelFileError) as file:
+        size = os.fstat(file.fileno()).st_size
+        if size > MAX_JSON_BYTES:
+            raise errors.ModelFileError(f"{fname}: {size} bytes is larger than the "
+                                        f"{MAX_JSON_BYTES} bytes a symbol file may have")
+        raw = file.read(MAX_JSON_BYTES + 1)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:

@@ -39,6 +39,7 @@ import numpy as np
 from hybridlab import autograd, display, ndarray, ndarray_io, symbol
 from hybridlab import name as _name
 from hybridlab.errors import (
+    ArrayFileError,
     BlockInputError,
     DeferredInitializationError,
     NonHybridChildError,
@@ -173,6 +174,10 @@ class Block:
         ``dtype_source='current'`` casts to the parameter's dtype, ``'saved'`` keeps the
         file's."""
         loaded, params = ndarray.load(filename), self._params_by_path()
+        if not isinstance(loaded, dict):
+            raise ArrayFileError(f"{filename}: holds a list of {len(loaded)} unnamed arrays "
+                                 f"(nd.save of a list), not named parameters. Fix: load it "
+                                 f"with nd.load, or save the network with save_parameters")
         missing = sorted(set(params) - set(loaded))
         extra = sorted(set(loaded) - set(params))  # type: ignore[type-var]  # (a dict: checked above)
         if missing and not allow_missing:
