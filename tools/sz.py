@@ -80,7 +80,8 @@ BUDGETS: dict[str, int] = {
     # + the push/fail/skip/clear events and typed dependencies (Dep) every instrument reads
     "hybridlab/ndarray.py": 460,  # + layer operators run as their lowering, views (NOTE [Views])
     #  # + never-computed-array errors, nd.<typo> hints, head_grad
-    "hybridlab/ndarray_io.py": 175,  # MXNet's file format: bounded reads, aligned, atomic writes
+    "hybridlab/ndarray_io.py": 240,  # MXNet's file format: bounded reads, aligned, atomic writes
+    # (+65: saves behave as open(..., "w") -- mode, read-only, links -- and clean stale temps)
     "hybridlab/onnx.py": 280,  # + rows for the layer operators ONNX has whole
     #  # ONNX export: the graph walk and one table mapping ~35 operators
     "hybridlab/context.py": 50,  # mx.cpu/gpu/Context: devices exist only for MXNet compatibility
@@ -111,7 +112,8 @@ BUDGETS: dict[str, int] = {
     "hybridlab/graph/passes/pretranspose_weights.py": 45,  # the layout pass
     "hybridlab/gluon/__init__.py": 11,  # re-exports only
     "hybridlab/gluon/parameter.py": 190,  # + save/load, regex, grad_req, one NDArray, aligned
-    "hybridlab/gluon/block.py": 345,  # + input/flag/trace checks, Symbol calls; one CachedOp
+    "hybridlab/gluon/block.py": 360,  # + input/flag/trace checks, Symbol calls; one CachedOp
+    # (+15: the export pair, both files written before either is renamed)
     "hybridlab/gluon/nn/__init__.py": 20,  # re-exports only (nn.py split as MXNet's gluon/nn/)
     "hybridlab/gluon/nn/activations.py": 25,
     "hybridlab/gluon/nn/basic_layers.py": 160,  # + BatchNorm on any axis, slices, MXNet reprs
@@ -159,8 +161,8 @@ BUDGETS: dict[str, int] = {
     "hybridlab/graph/autodiff.py": 110,  # backward graph; cheap residuals recomputed; lowering
     "hybridlab/gluon/_trace.py": 115,  # tracing hybrid_forward (report: _report), user lines
     "hybridlab/gluon/_report.py": 140,  # hybridization report from the traced function's ast
-    "hybridlab/gluon/symbol_block.py": 105,  # + shared Parameters sized from the graph, checks,
-    # first values by the operator input fed (gamma, moving_var: ones)
+    "hybridlab/gluon/symbol_block.py": 125,  # + shared Parameters sized from the graph, checks,
+    # first values by the operator input fed (gamma, moving_var: ones); (+20: export-pair check)
     "hybridlab/contrib.py": 77,  # + the imperative while_loop (a real loop), list data
     "hybridlab/initializer.py": 70,  # mx.init: Uniform, Normal, Xavier, Zero, One, Constant
     "hybridlab/exercises/__init__.py": 60,  # self-check functions, one module per lesson; + glue, claim
