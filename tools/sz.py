@@ -55,7 +55,7 @@ PACKAGE = ROOT / "hybridlab"
 # imported and loaded parameters checked against the graph (shapes, dtypes): 10.1k.
 # The per-module budgets bind; this cap only stops silent growth.
 # 18th session: + layer operators and their lowering, views (issue 12), the core typed
-TOTAL_BUDGET = 10800
+TOTAL_BUDGET = 11200  # 29th session: + the export pair, loader guards, glue, lab's tests
 DEFAULT_BUDGET = 150
 
 # Code-line budgets, keyed by path relative to the repository root.
@@ -80,7 +80,8 @@ BUDGETS: dict[str, int] = {
     # + the push/fail/skip/clear events and typed dependencies (Dep) every instrument reads
     "hybridlab/ndarray.py": 460,  # + layer operators run as their lowering, views (NOTE [Views])
     #  # + never-computed-array errors, nd.<typo> hints, head_grad
-    "hybridlab/ndarray_io.py": 240,  # MXNet's file format: bounded reads, aligned, atomic writes
+    "hybridlab/ndarray_io.py": 262,  # MXNet's file format: bounded reads, aligned, atomic writes;
+    # + modes, read-only files, symlinks, stale temporaries, special files refused
     # (+65: saves behave as open(..., "w") -- mode, read-only, links -- and clean stale temps)
     "hybridlab/onnx.py": 280,  # + rows for the layer operators ONNX has whole
     #  # ONNX export: the graph walk and one table mapping ~35 operators
@@ -112,7 +113,8 @@ BUDGETS: dict[str, int] = {
     "hybridlab/graph/passes/pretranspose_weights.py": 45,  # the layout pass
     "hybridlab/gluon/__init__.py": 11,  # re-exports only
     "hybridlab/gluon/parameter.py": 190,  # + save/load, regex, grad_req, one NDArray, aligned
-    "hybridlab/gluon/block.py": 360,  # + input/flag/trace checks, Symbol calls; one CachedOp
+    "hybridlab/gluon/block.py": 370,  # + input/flag/trace checks, Symbol calls; one CachedOp;
+    # + the export pair written whole (digest in the JSON)
     # (+15: the export pair, both files written before either is renamed)
     "hybridlab/gluon/nn/__init__.py": 20,  # re-exports only (nn.py split as MXNet's gluon/nn/)
     "hybridlab/gluon/nn/activations.py": 25,
@@ -165,7 +167,7 @@ BUDGETS: dict[str, int] = {
     # first values by the operator input fed (gamma, moving_var: ones); (+20: export-pair check)
     "hybridlab/contrib.py": 77,  # + the imperative while_loop (a real loop), list data
     "hybridlab/initializer.py": 70,  # mx.init: Uniform, Normal, Xavier, Zero, One, Constant
-    "hybridlab/exercises/__init__.py": 60,  # self-check functions, one module per lesson; + glue, claim
+    "hybridlab/exercises/__init__.py": 60,  # self-checks, one module per lesson; + glue, claim
     "hybridlab/exercises/_common.py": 55,  # + compare_block, shared by lessons 02 and 04
     "hybridlab/exercises/lesson00.py": 44,
     "hybridlab/exercises/lesson01.py": 59,
