@@ -26,9 +26,7 @@ from __future__ import annotations
 
 import difflib
 import functools
-import hashlib
 import inspect
-import os
 import threading
 import warnings
 from collections import OrderedDict
@@ -36,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from hybridlab import autograd, display, ndarray, ndarray_io, symbol
+from hybridlab import autograd, display, model_files, ndarray, symbol
 from hybridlab import name as _name
 from hybridlab.errors import (
     ArrayFileError,
@@ -485,41 +483,8 @@ class HybridBlock(Block):
                 arrays[f"arg:{name}"] = params[name].data()
         for name in graph.list_auxiliary_states():
             arrays[f"aux:{name}"] = params[name].data()
-        write_export_pair(f"{path}-symbol.json", graph, f"{path}-{epoch:04d}.params", arrays)
-
-
-PARAMS_DIGEST = "hybridlab_params_sha256"  # export's JSON attrs: sha256 of the .params file
-
-
-def write_export_pair(symbol_file: str, graph: Any, param_file: str, arrays: dict) -> None:
-    """NOTE [Export pair]: the two files of one export must never mix with another's. Both
-    are written whole to temporaries first (the JSON carries the sha256 of the .params
-    bytes in its top-level ``attrs``), then the params are renamed into place, then the
-    JSON. A kill between the two renames leaves new params beside old JSON, whose digest
-    no longer matches: ``SymbolBlock.imports`` then refuses the pair, naming both files,
-    instead of running old code on new weights."""
-    for array in arrays.values():  # every value computed before either file is touched
-        array.wait_to_read()
-    params_tmp = ndarray.save_temporary(param_file, arrays)
-    try:
-        with open(params_tmp, "rb") as file:
-            digest = hashlib.file_digest(file, "sha256").hexdigest()
-        text = graph.tojson(file_attrs={PARAMS_DIGEST: digest})
-        symbol_tmp = ndarray_io.write_temporary(symbol_file, text)
-    except BaseException:
-        os.unlink(params_tmp)
-        raise
-    try:
-        ndarray_io.commit_temporary(params_tmp, param_file)
-    except BaseException:
-        os.unlink(params_tmp)
-        os.unlink(symbol_tmp)
-        raise
-    try:
-        ndarray_io.commit_temporary(symbol_tmp, symbol_file)
-    except BaseException:
-        os.unlink(symbol_tmp)
-        raise
+        model_files.write_export_pair(f"{path}-symbol.json", graph.to_graph(),
+                                      f"{path}-{epoch:04d}.params", arrays)
 
 
 class _Trace:
