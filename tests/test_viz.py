@@ -753,8 +753,7 @@ def test_every_curve_is_timed_on_one_worker_with_one_blas_thread(monkeypatch):
     def recording(fn, repeats):
         blas = {info["num_threads"] for info in threadpool_info()
                 if info["user_api"] == "blas"}
-        seen.append((engine.current().__class__.__name__,
-                     getattr(engine.current(), "workers", None), blas))
+        seen.append((engine.current().__class__.__name__, blas))
         return real(fn, repeats)
 
     monkeypatch.setattr(plots, "time_round", recording)
@@ -763,8 +762,8 @@ def test_every_curve_is_timed_on_one_worker_with_one_blas_thread(monkeypatch):
     net = plots.make_mlp(16, 2)
     timing = plots.measure_speedup(net, nd.ones((2, 16)), repeats=2, rounds=2)
     blas_found = any(info["user_api"] == "blas" for info in threadpool_info())
-    assert len(seen) == 6 and all(blas == ({1} if blas_found else set()) for *_, blas in seen)
-    assert {(name, workers) for name, workers, _ in seen} == {("ThreadedEngine", 1)}
+    assert len(seen) == 6 and all(blas == ({1} if blas_found else set()) for _, blas in seen)
+    assert {name for name, _ in seen} == {"NaiveEngine"}  # one thread, as the floor
     assert engine.current() is before and net._active  # back to the default, left hybridized
     assert timing.imperative_us > 0 and timing.numpy_us > 0
 
