@@ -97,14 +97,12 @@ def check_arena_bytes(guess: int, batch: int = 16) -> Feedback:
     reuses for the seeds' MLP (512 inputs, Dense(256) and Dense(128) with ReLU, Dense(2))
     on a batch of ``batch``; then read it from the compiled program."""
     from hybridlab import nd
-    from hybridlab.gluon import nn
     from hybridlab.viz.graph import cached_op_of
+    from hybridlab.viz.plots import make_net
 
     if not isinstance(guess, int) or guess < 0:
         return Feedback(False, f"guess a whole number of bytes, not {guess!r}")
-    net = nn.HybridSequential()
-    net.add(nn.Dense(256, activation="relu"), nn.Dense(128, activation="relu"), nn.Dense(2))
-    net.initialize()
+    net = make_net((256, 128, 2))
     net.hybridize(static_alloc=True, static_shape=True)
     net(nd.ones((batch, 512))).wait_to_read()
     measured = cached_op_of(net).last_program.arena_bytes
