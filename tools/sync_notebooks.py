@@ -5,9 +5,10 @@ What this tool keeps true
 ``lessons/NN-name.md`` is the source a reviewer reads; ``notebooks/NN-name.ipynb`` is what
 a student opens and what nbval validates. The notebook is *generated*: jupytext converts
 the lesson, nbclient executes it in a fresh kernel running this very interpreter
-(working directory ``notebooks/``), and the outputs are stored. Widget state and
-timestamps are dropped and cell ids are numbered, so a rebuild of an unchanged lesson
-changes only timing outputs (and the ids in saved widget state) and the file stays diff-able.
+(working directory ``notebooks/``), and the outputs are stored. Timestamps are
+dropped, cell ids and widget model ids are numbered, prints to one stream are joined and
+bare object addresses dropped (``stable_outputs``), so a rebuild of an unchanged lesson
+changes only measured numbers and the file stays diff-able.
 
 Widget state is *kept* (``metadata.widgets``): with it, a notebook opened without running
 it -- in a trusted JupyterLab, or on the course's static site -- draws every widget as it
@@ -144,9 +145,55 @@ def build(lesson: Path, timeout: int = 120) -> float:
         notebook.metadata["widgets"] = widgets
     for cell in notebook.cells:
         cell.metadata.pop("execution", None)  # nbclient timestamps would churn the diff
+        if cell.cell_type == "code":
+            cell.outputs = stable_outputs(cell.outputs)
     fill_glue(notebook, lesson.name)
-    nbformat.write(notebook, notebook_path(lesson))
+    text = stable_widget_ids(nbformat.writes(notebook))
+    notebook_path(lesson).write_text(text + "\n", encoding="utf-8")
     return elapsed
+
+
+BARE_REPR = re.compile(r"<[\w.]+(?: object)? at 0x[0-9a-fA-F]+>")
+
+
+def stable_outputs(outputs: list) -> list:
+    """Outputs as a rebuild gives them every time: consecutive prints to one stream are one
+    output (the kernel splits them by timing), and a result that is only an object's
+    address (``<matplotlib.legend.Legend at 0x...>``, a cell ending in ``ax.legend()``) is
+    dropped -- it tells a student nothing and changes every run."""
+    kept: list = []
+    for output in outputs:
+        data = output.get("data", {})
+        if output.get("output_type") == "execute_result" and set(data) == {"text/plain"} and (
+                BARE_REPR.fullmatch(str(data["text/plain"]).strip())):
+            continue
+        previous = kept[-1] if kept else None
+        if (output.get("output_type") == "stream" and previous is not None
+                and previous.get("output_type") == "stream"
+                and previous.get("name") == output.get("name")):
+            previous["text"] = "".join(previous["text"]) + "".join(output["text"])
+            continue
+        kept.append(output)
+    return kept
+
+
+def stable_widget_ids(text: str) -> str:
+    """Renumber the widget models' random ids (``4f0c...``, 32 hex digits) in order of first
+    appearance, so the saved widget state of an unchanged lesson is unchanged."""
+    hex_id = re.compile(r"(?<![0-9a-f])[0-9a-f]{32}(?![0-9a-f])")
+    known, ids = set(_widget_model_ids(text)), {}
+    for found in hex_id.finditer(text):
+        if found.group(0) in known:
+            ids.setdefault(found.group(0), f"{len(ids) + 1:032x}")
+    return hex_id.sub(lambda m: ids.get(m.group(0), m.group(0)), text)
+
+
+def _widget_model_ids(text: str) -> list[str]:
+    import json
+
+    state = json.loads(text).get("metadata", {}).get("widgets", {}).get(
+        "application/vnd.jupyter.widget-state+json", {}).get("state", {})
+    return list(state)
 
 
 def current_kernel():

@@ -47,7 +47,7 @@ def check_tour_mlp(net: Any) -> Feedback:
 def _activations(net: Any) -> list[str]:
     """The activation of every Activation (or relu) node of ``net``'s program, in order."""
     from hybridlab import sym
-    from hybridlab.viz.graph import as_graph
+    from hybridlab.lab.graphs import as_graph
 
     graph, _ = as_graph(net(sym.var("data")))
     return [str(dict(node.attrs).get("act_type", node.op)) for node in graph.nodes

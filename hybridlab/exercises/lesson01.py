@@ -50,7 +50,7 @@ def fancy_func(a: Any, b: Any, c: Any, d: Any) -> Any:
 def check_fancy_func_nodes(answer: int) -> Feedback:
     """How many nodes does the graph of ``fancy_func`` on four ``sym.var`` have?"""
     from hybridlab import sym
-    from hybridlab.viz.graph import as_graph
+    from hybridlab.lab.graphs import as_graph
 
     graph, _ = as_graph(fancy_func(*(sym.var(n) for n in "abcd")))
     expected = len(graph.nodes)
@@ -82,7 +82,7 @@ def check_dense_from_primitives(fn: Callable[..., Any]) -> Feedback:
     return Feedback(True, f"same numbers with fine-grained operators {ops}")
 
 
-def three_layers(F: Any, x: Any, params: dict[str, Any], fine: bool) -> Any:  # noqa: N803
+def three_layers(F: Any, x: Any, params: dict[str, Any], fine: bool) -> Any:
     """Lesson 01's three 64-unit ReLU layers, coarse (FullyConnected) or fine (dot + add)."""
     for index in range(3):
         weight, bias = params[f"w{index}"], params[f"b{index}"]

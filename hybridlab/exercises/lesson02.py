@@ -20,7 +20,7 @@ def _block_classes() -> tuple[type, type]:
     class BrokenBlock(nn.HybridBlock):
         """Scales each row to sum to one -- but through numpy, which cannot be traced."""
 
-        def hybrid_forward(self, F, x):  # noqa: N803 -- MXNet's signature
+        def hybrid_forward(self, F, x):
             totals = x.asnumpy().sum(axis=1, keepdims=True)
             return x / nd.array(totals)
 
@@ -31,7 +31,7 @@ def _block_classes() -> tuple[type, type]:
             super().__init__(**kwargs)
             self.calls = 0
 
-        def hybrid_forward(self, F, x):  # noqa: N803 -- MXNet's signature
+        def hybrid_forward(self, F, x):
             self.calls += 1
             return F.relu(x)
 
@@ -97,8 +97,8 @@ def check_arena_bytes(guess: int, batch: int = 16) -> Feedback:
     reuses for the seeds' MLP (512 inputs, Dense(256) and Dense(128) with ReLU, Dense(2))
     on a batch of ``batch``; then read it from the compiled program."""
     from hybridlab import nd
-    from hybridlab.viz.graph import cached_op_of
-    from hybridlab.viz.plots import make_net
+    from hybridlab.lab.graphs import cached_op_of
+    from hybridlab.lab.timing import make_net
 
     if not isinstance(guess, int) or guess < 0:
         return Feedback(False, f"guess a whole number of bytes, not {guess!r}")
