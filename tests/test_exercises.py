@@ -92,8 +92,24 @@ def test_sync_point_answers_that_are_wrong_or_unknown():
 
 def test_ready_count_and_span_wrong_answers():
     assert not exercises.check_ready_after_two_steps(1)
-    assert not exercises.check_span(2, 5)
-    assert exercises.check_span(1, 5)  # one worker: the five tasks one after another
+    assert not exercises.check_makespan(2, 5)
+    assert exercises.check_makespan(1, 5)  # one worker: the five tasks one after another
+    assert not exercises.check_span(5)  # the makespan on one worker is not the span
+    assert "workers" in exercises.check_span(5).message
+
+
+def test_speedup_predictions_far_from_the_measurement_fail_and_say_why():
+    from _clock import scripted_clock
+
+    def clock():  # 1 worker 50 ms, 2 workers 28 ms in every round: 1.79x
+        return scripted_clock([0.050, 0.028])
+
+    assert exercises.check_speedup(1.7, clock=clock(), rounds=3)
+    too_high = exercises.check_speedup(2.5, clock=clock(), rounds=3)
+    assert not too_high and "at most halve" in too_high.message and "1.79x" in too_high.message
+    too_low = exercises.check_speedup(1.0, clock=clock(), rounds=3)
+    assert not too_low and "side by side" in too_low.message and "44% below" in too_low.message
+    assert not exercises.check_speedup(-1)
 
 
 def test_a_block_that_hybridizes_but_computes_the_wrong_rows_fails():

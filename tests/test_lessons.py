@@ -15,6 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 import sync_notebooks  # noqa: E402 -- a tool script, not a package
+from _clock import scripted_clock  # noqa: E402
 
 from hybridlab import exercises, random  # noqa: E402
 
@@ -86,7 +87,10 @@ def test_lesson03_solutions():
 
 def test_lesson04_solutions():
     sol = solution("04_schedules_span_and_devices")
-    assert exercises.check_span(2, sol.SPAN_ON_TWO_WORKERS)
+    assert exercises.check_span(sol.SPAN)
+    assert exercises.check_makespan(1, sol.MAKESPAN_ON_ONE_WORKER)
+    assert exercises.check_makespan(2, sol.MAKESPAN_ON_TWO_WORKERS)
+    assert exercises.check_speedup(sol.SPEEDUP, clock=scripted_clock([0.050, 0.028]), rounds=3)
     assert exercises.check_enough_workers(sol.ENOUGH_WORKERS)
     assert exercises.check_tree_sum(sol.total)
 

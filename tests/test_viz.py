@@ -415,7 +415,7 @@ def test_gantt_draws_one_row_per_worker_with_units():
 
     records = gantt.simulate(*DIAMOND, workers=2)
     assert gantt.describe(records) == (
-        "4 ops on 2 worker(s): span 4000.000 ms, workers busy 62% of it")
+        "4 ops on 2 worker(s): makespan 4000.000 ms (wall-clock), workers busy 62% of it")
     figure = gantt.gantt(records, "diamond")
     (axes,) = figure.axes
     assert [t.get_text() for t in axes.get_yticklabels()] == ["worker 0", "worker 1"]

@@ -140,14 +140,17 @@ def work_and_span(deps: Sequence[Sequence[int]], durations: Sequence[float]
 
 
 def describe(records: Sequence[TaskRecord]) -> str:
-    """One line: how many ops, on how many workers, the time span and how busy they were."""
+    """One line: how many ops, on how many workers, the makespan (wall-clock time from
+    the first op's start to the last op's end -- not the *span*, the critical path) and
+    how busy the workers were during it."""
     if not records:
         return "no ops recorded (turn tracing on with engine.set_tracing(True))"
     workers = {r.worker for r in records}
-    span = max(r.end for r in records) - min(r.start for r in records)
-    busy = sum(r.end - r.start for r in records) / (span * len(workers)) if span > 0 else 1.0
-    return (f"{len(records)} ops on {len(workers)} worker(s): span {span * 1e3:.3f} ms, "
-            f"workers busy {busy:.0%} of it")
+    makespan = max(r.end for r in records) - min(r.start for r in records)
+    busy = (sum(r.end - r.start for r in records) / (makespan * len(workers))
+            if makespan > 0 else 1.0)
+    return (f"{len(records)} ops on {len(workers)} worker(s): makespan {makespan * 1e3:.3f} "
+            f"ms (wall-clock), workers busy {busy:.0%} of it")
 
 
 def op_kind(name: str) -> str:
