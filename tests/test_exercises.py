@@ -335,3 +335,15 @@ def test_lesson08_onnx_check_fails_on_a_fixed_batch_and_other_weights(tmp_path):
     assert lesson08.check_onnx_batch(free, other)
     assert not lesson08.check_onnx_batch(free, net)  # another network's weights
     assert not lesson08.check_onnx_batch(str(tmp_path / "missing.onnx"), net)
+
+
+def test_liveness_bound_predictions_are_measured_and_explained():
+    from hybridlab.exercises import lesson05
+
+    right = (32 * 256 + 32 * 128) * 4
+    for wrong, why in [(right // 4, "4"), (right * 2, "batch 64"), (32 * 256 * 4, "same step"),
+                       (right + 1000, "in place")]:
+        verdict = lesson05.check_liveness_bound(wrong)
+        assert not verdict and why in verdict.message, (wrong, verdict.message)
+        assert f"{abs(wrong - right)} bytes" in verdict.message
+    assert "unplanned" in lesson05.check_liveness_bound(lesson05._mlp_bound(32)[1]).message

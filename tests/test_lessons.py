@@ -100,6 +100,7 @@ def test_lesson05_solutions():
     assert exercises.check_cse_count(sol.CSE_COUNT)
     assert exercises.check_biggest_stage(sol.BIGGEST_STAGE)
     assert exercises.check_times_one_pass(sol.drop_times_one)
+    assert exercises.check_liveness_bound(sol.LIVENESS_BOUND)
 
 
 def test_lesson06_solutions():

@@ -47,7 +47,12 @@ from hybridlab.exercises.lesson04 import (
     check_speedup,
     check_tree_sum,
 )
-from hybridlab.exercises.lesson05 import check_biggest_stage, check_cse_count, check_times_one_pass
+from hybridlab.exercises.lesson05 import (
+    check_biggest_stage,
+    check_cse_count,
+    check_liveness_bound,
+    check_times_one_pass,
+)
 from hybridlab.exercises.lesson06 import (
     block_to_fix,
     check_flatten,
@@ -65,7 +70,7 @@ __all__ = [
     "BARRIER_CHOICES", "SYNC_CANDIDATES", "BrokenBlock", "Feedback", "FlattenBlock",
     "LastColumn", "SignGate", "check_barrier", "check_bounded_loop",
     "check_enough_workers", "check_makespan", "check_speedup", "check_tree_sum",
-    "check_biggest_stage", "check_cse_count",
+    "check_biggest_stage", "check_cse_count", "check_liveness_bound",
     "check_times_one_pass",
     "check_dense_from_primitives", "check_export_roundtrip", "check_fancy_func_nodes",
     "check_fc_count", "check_flatten", "check_gradients", "check_hybridizable",
