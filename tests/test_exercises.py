@@ -347,3 +347,17 @@ def test_liveness_bound_predictions_are_measured_and_explained():
         assert not verdict and why in verdict.message, (wrong, verdict.message)
         assert f"{abs(wrong - right)} bytes" in verdict.message
     assert "unplanned" in lesson05.check_liveness_bound(lesson05._mlp_bound(32)[1]).message
+
+
+def test_retrace_predictions_off_by_more_than_three_fail_and_say_why():
+    from _clock import scripted_clock
+
+    def clock():  # a new shape 8 ms, the same shape again 0.1 ms: 80x
+        return scripted_clock([8e-3, 1e-4])
+
+    assert exercises.check_retrace_cost(30, clock=clock())
+    low = exercises.check_retrace_cost(2, clock=clock())
+    assert not low and "compiles new Python source" in low.message and "80x" in low.message
+    high = exercises.check_retrace_cost(1000, clock=clock())
+    assert not high and "one-off per shape" in high.message
+    assert not exercises.check_retrace_cost(0)

@@ -108,6 +108,7 @@ def test_lesson06_solutions():
     assert exercises.check_sign_gate(sol.SignGate)
     assert exercises.check_flatten(sol.FlattenBlock)
     assert exercises.check_last_column(sol.LastColumn)
+    assert exercises.check_retrace_cost(sol.RETRACE_RATIO, clock=scripted_clock([8e-3, 1e-4]))
 
 
 def test_lesson07_solutions():

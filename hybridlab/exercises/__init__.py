@@ -58,6 +58,7 @@ from hybridlab.exercises.lesson06 import (
     block_to_fix,
     check_flatten,
     check_last_column,
+    check_retrace_cost,
     check_sign_gate,
 )
 from hybridlab.exercises.lesson07 import (
@@ -76,7 +77,7 @@ __all__ = [
     "check_times_one_pass",
     "check_dense_from_primitives", "check_export_roundtrip", "check_fancy_func_nodes",
     "check_fc_count", "check_flatten", "check_gradients", "check_hybridizable",
-    "check_last_column", "check_numeric_gradient", "check_print_count",
+    "check_last_column", "check_retrace_cost", "check_numeric_gradient", "check_print_count",
     "check_ready_after_two_steps", "check_same_outputs", "check_sign_gate", "check_span",
     "check_symbol_program", "check_sync_points", "check_tour_mlp", "check_train_step",
     "energy", "fancy_func",
