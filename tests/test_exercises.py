@@ -361,3 +361,12 @@ def test_retrace_predictions_off_by_more_than_three_fail_and_say_why():
     high = exercises.check_retrace_cost(1000, clock=clock())
     assert not high and "one-off per shape" in high.message
     assert not exercises.check_retrace_cost(0)
+
+
+def test_params_size_says_how_far_off_and_what_was_missed():
+    from hybridlab.exercises import lesson08
+
+    verdict = lesson08.check_params_size(208 - 64)
+    assert not verdict and "64 too few" in verdict.message and "16 float32" in verdict.message
+    assert "too many" in lesson08.check_params_size(300).message
+    assert not lesson08.check_params_size("208")
