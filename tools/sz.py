@@ -172,7 +172,7 @@ BUDGETS: dict[str, int] = {
     "hybridlab/exercises/lesson05.py": 95,  # CSE count, biggest stage, a pass, a bound predicted
     "hybridlab/exercises/lesson06.py": 90,  # three blocks to repair, a retrace cost predicted
     "hybridlab/exercises/lesson07.py": 110,
-    "hybridlab/exercises/lesson08.py": 120,  # .params size (how far off, why), JSON interpreter, batch
+    "hybridlab/exercises/lesson08.py": 120,  # .params size (how far off), JSON interpreter, batch
     "hybridlab/dask.py": 130,  # a graph as a Dask graph, its errors, the task stream as records  # three checks, each on two inputs, float64 refs
 }
 
