@@ -370,3 +370,15 @@ def test_params_size_says_how_far_off_and_what_was_missed():
     assert not verdict and "64 too few" in verdict.message and "16 float32" in verdict.message
     assert "too many" in lesson08.check_params_size(300).message
     assert not lesson08.check_params_size("208")
+
+
+def test_tape_byte_predictions_are_measured_and_explained():
+    from hybridlab.exercises import lesson07
+
+    activation = 32 * 64 * 4
+    assert lesson07.check_tape_bytes(33 * activation)
+    for wrong, why in [(32 * activation, "input"), (17 * activation, "two arrays"),
+                       (33 * activation + 16 * 64 * 64 * 4, "weights")]:
+        verdict = lesson07.check_tape_bytes(wrong)
+        assert not verdict and why in verdict.message, verdict.message
+        assert f"{abs(wrong - 33 * activation)} bytes" in verdict.message

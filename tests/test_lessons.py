@@ -118,6 +118,7 @@ def test_lesson07_solutions():
     assert lesson07.check_gradients(sol.gradients)
     assert lesson07.check_numeric_gradient(sol.numeric_gradient)
     assert lesson07.check_train_step(sol.train_step)
+    assert lesson07.check_tape_bytes(sol.TAPE_BYTES)
 
 
 def test_lesson08_solutions(tmp_path):
