@@ -269,8 +269,10 @@ class Symbol:
 
     # -- saving -------------------------------------------------------------------------
 
-    def tojson(self) -> str:
-        """The graph in MXNet's JSON layout (attributes as strings); see ``load_json``."""
+    def tojson(self, file_attrs: dict[str, str] | None = None) -> str:
+        """The graph in MXNet's JSON layout (attributes as strings); see ``load_json``.
+        ``file_attrs``: more string entries for the top-level ``attrs`` (export's digest of
+        its parameters; MXNet 1.9.1 reads and ignores them)."""
         graph = self.to_graph()
         _check_unique_names(graph.nodes, "tojson")
         index = {id(n): i for i, n in enumerate(graph.nodes)}
@@ -281,7 +283,8 @@ class Symbol:
             "node_row_ptr": list(accumulate([0] + [_output_count(n) for n in graph.nodes])),
             "heads": [[index[id(v.node)], v.index, 0] for v in graph.outputs],
             "attrs": {"mxnet_version": ["int", MXNET_VERSION],
-                      "hybridlab_version": ["str", __version__]},
+                      "hybridlab_version": ["str", __version__],
+                      **{key: ["str", value] for key, value in (file_attrs or {}).items()}},
         }
         body = ",\n".join(f'  "{k}": {json.dumps(v)}' for k, v in document.items())
         listed = ",\n    ".join(json.dumps(n) for n in nodes)
@@ -747,12 +750,14 @@ def _input_value(op: registry.OpDef, node_name: str, input_name: str, given: Any
 
 def load(fname: str) -> Symbol:
     """Read a symbol saved by ``Symbol.save`` / ``HybridBlock.export``."""
-    size = os.path.getsize(fname)
-    if size > MAX_JSON_BYTES:
-        raise errors.ModelFileError(f"{fname}: {size} bytes is larger than the "
-                                    f"{MAX_JSON_BYTES} bytes a symbol file may have")
-    with open(fname, "rb") as file:
-        raw = file.read()
+    from hybridlab.ndarray_io import open_regular_file
+
+    with open_regular_file(fname, errors.ModelFileError) as file:
+        size = os.fstat(file.fileno()).st_size
+        if size > MAX_JSON_BYTES:
+            raise errors.ModelFileError(f"{fname}: {size} bytes is larger than the "
+                                        f"{MAX_JSON_BYTES} bytes a symbol file may have")
+        raw = file.read(MAX_JSON_BYTES + 1)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:

@@ -309,7 +309,7 @@ def test_a_hybridized_block_draws_its_program_with_all_parameters():
             self.dense = nn.Dense(4, activation="relu")
             self.head_weight = self.params.get("head_weight", shape=(2, 4))
 
-        def hybrid_forward(self, F, x, head_weight):  # noqa: N803 -- MXNet's signature
+        def hybrid_forward(self, F, x, head_weight):
             return F.dot(self.dense(x), head_weight, transpose_b=True)
 
     random.seed(0)
@@ -424,14 +424,25 @@ def test_gantt_draws_one_row_per_worker_with_units():
         gantt.gantt([])
 
 
-def test_a_bare_digraph_in_a_notebook_shows_the_hint_without_dot(monkeypatch):
+def test_a_bare_digraph_in_a_notebook_shows_the_hint_without_dot(monkeypatch, tmp_path):
     import hybridlab as mx
 
     monkeypatch.setenv("PATH", "/nonexistent")
     dot = mx.viz.plot_network(fancy_symbol())
     assert dot._repr_mimebundle_() == {"text/plain": vg.INSTALL_HINT}
     with pytest.raises(GraphvizNotFoundError, match="conda install python-graphviz"):
-        dot.render("/tmp/never-written")
+        dot.render(str(tmp_path / "never-written"))  # (a fixed /tmp path fails other users)
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="needs graphviz's dot")
+def test_names_with_backslashes_and_quotes_are_drawn_as_written():
+    import hybridlab as mx
+    from hybridlab import symbol as sym
+
+    x = sym.var("input\\")  # a name ending in a backslash
+    y = sym.relu(x, name='say "hi" \\n not a newline\\')
+    svg = mx.viz.plot_network(y).pipe(format="svg").decode()
+    assert "input\\" in svg and "not a newline\\" in svg and "&quot;hi&quot;" in svg
 
 
 # ---------------------------------------------------------------------------------------

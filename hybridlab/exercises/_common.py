@@ -36,7 +36,7 @@ def run(fn: Callable[[], Any], what: str) -> tuple[Any, Feedback | None]:
     """Call the student's code; an exception becomes feedback instead of a traceback."""
     try:
         return fn(), None
-    except Exception as err:  # noqa: BLE001 -- any error in the student's code is feedback
+    except Exception as err:
         return None, Feedback(False, f"{what} raised {type(err).__name__}: {err}")
 
 

@@ -115,13 +115,13 @@ def network(name: str, width: int = 64, depth: int = 4) -> tuple[int, tuple[int,
 
 def numpy_mlp(net: Any) -> Callable[[np.ndarray], np.ndarray]:
     """The same network as plain numpy, as fast as numpy writes it: the floor. Products
-    by ``np.dot``'s C function (NOTE [np.dot, not @] in ops/linalg.py; hybridlab's kernels
+    by ``np.dot``'s C function (NOTE [np.dot, not @] in ops/products.py; hybridlab's kernels
     call it too) into buffers made once per batch size, bias and relu added in place.
     The weights keep hybridlab's layout, ``(out, in)`` read transposed, and start at a
     64-byte boundary as the network's own do (NOTE [Aligned weights] in parameter.py).
     (The floor returns its own buffer, reused by the next call: fine for timing.)"""
     from hybridlab.gluon.parameter import aligned
-    from hybridlab.ops.linalg import dot_c as dot
+    from hybridlab.ops.products import dot_c as dot
 
     layers = [(aligned(layer.weight.data().asnumpy()).T, aligned(layer.bias.data().asnumpy()))
               for layer in net]
