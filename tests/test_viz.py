@@ -840,3 +840,18 @@ def test_the_simulator_refuses_cycles_and_bad_dependencies():
         schedule_model.simulate(["a"], [[5]], [1.0], 1)
     with pytest.raises(ValueError, match="at least one worker"):
         schedule_model.simulate(["a"], [[]], [1.0], 0)
+
+
+def test_the_gradient_drawing_keeps_a_lowered_forward_in_the_forward_box():
+    from hybridlab import nd, sym
+    from hybridlab.gluon import nn
+
+    net = nn.HybridSequential()
+    net.add(nn.Dense(8, activation="relu"), nn.Dense(1))
+    net.initialize()
+    net(nd.ones((4, 3)))
+    source = vg.draw_gradient(net(sym.var("data", shape=(4, 3))).graph).source
+    forward = source.split("subgraph cluster_forward", 1)[1].split("}", 1)[0]
+    backward = source.split("subgraph cluster_backward", 1)[1].split("}", 1)[0]
+    assert forward.count("FullyConnected") == 2 and "relu" in forward
+    assert "FullyConnected" not in backward and "_greater_scalar" in backward
