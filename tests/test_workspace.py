@@ -51,3 +51,16 @@ def test_refresh_updates_untouched_copies_and_keeps_edited_ones_aside(tmp_path, 
     kept = next((space / "kept").glob("*/01-b.ipynb"))
     assert kept.read_text() == '{"cells": ["my answer"]}'
     assert json.loads((space / "01-b.ipynb").read_text())["cells"][0]["source"] == "new"
+
+
+def test_lab_settings_save_widget_state_and_install_the_save_hook(tmp_path):
+    settings, config = workspace.install_lab_settings(tmp_path)
+    assert settings == tmp_path / "share/jupyter/lab/settings/overrides.d/hybridlab.json"
+    data = json.loads(settings.read_text())
+    assert data["@jupyter-widgets/jupyterlab-manager:plugin"] == {"saveState": True}
+    hook = json.loads(config.read_text())["ContentsManager"]["pre_save_hook"]
+    assert config.parent.name == "jupyter_server_config.d"
+    module, name = hook.rsplit(".", 1)
+    import importlib
+
+    assert callable(getattr(importlib.import_module(module), name))

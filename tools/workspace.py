@@ -11,6 +11,19 @@ opens ``workspace/`` (git-ignored), made on first use:
 * ``solutions``, a link to ``lessons/solutions`` (where every lesson's exercises point);
 * nothing else: test files (nbval's ``conftest.py``) stay out of the student's way.
 
+It also sets up the environment's JupyterLab (:func:`install_lab_settings`) so a saved
+notebook keeps its widgets:
+
+* ``share/jupyter/lab/settings/overrides.d/hybridlab.json`` (the environment's
+  overrides, one file per package beside the user's ``overrides.json``) turns on the
+  widget manager's
+  ``saveState``: every save (autosave too) writes the widgets' state into the notebook,
+  so its outputs never point at models the file does not hold;
+* ``etc/jupyter/jupyter_server_config.d/hybridlab.json`` installs
+  ``hybridlab.viz.bundle.pre_save_hook``: an output whose widget model is still missing
+  (a widget closed before the save, a lab that does not save state) loses only its widget
+  view, so JupyterLab shows its PNG instead of "Error displaying widget: model not found".
+
 ``refresh`` brings in notebooks the course changed since. A notebook the student edited is
 never overwritten: their copy moves to ``workspace/kept/<time>/`` first, and the command
 says where.
@@ -95,6 +108,24 @@ def make(refresh: bool = False) -> list[str]:
     return done
 
 
+WIDGETS_PLUGIN = "@jupyter-widgets/jupyterlab-manager:plugin"
+
+
+def install_lab_settings(prefix: Path = Path(sys.prefix)) -> list[Path]:
+    """Write the widget settings and the save hook into the environment at ``prefix``;
+    return the files written (JupyterLab's settings override, the server's config)."""
+    overrides = prefix / "share" / "jupyter" / "lab" / "settings" / "overrides.d"
+    config = prefix / "etc" / "jupyter" / "jupyter_server_config.d" / "hybridlab.json"
+    settings = {WIDGETS_PLUGIN: {"saveState": True}}
+    hook = {"ContentsManager": {"pre_save_hook": "hybridlab.viz.bundle.pre_save_hook"}}
+    for path, data in ((overrides / "hybridlab.json", settings), (config, hook)):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(".partial")
+        partial.write_text(json.dumps(data, indent=1) + "\n")
+        os.replace(partial, path)
+    return [overrides / "hybridlab.json", config]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--refresh", action="store_true",
@@ -102,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     for line in make(args.refresh):
         print(f"workspace: {line}")
+    install_lab_settings()
     print(WORKSPACE)
     return 0
 

@@ -35,6 +35,36 @@ from typing import Any
 PNG = "image/png"
 TEXT = "text/plain"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+
+
+def drop_dangling_widget_views(notebook: dict[str, Any]) -> int:
+    """Remove the widget view from every output whose model the notebook's saved widget
+    state does not hold and that has another form to show (its PNG); return how many.
+
+    JupyterLab prefers a widget view to every other form of an output, and a view whose
+    model is missing shows "Error displaying widget: model not found" -- the PNG beside
+    it is never shown. Without the view, every reader shows the PNG.
+    """
+    metadata = notebook.get("metadata") or {}
+    state = ((metadata.get("widgets") or {}).get(WIDGET_STATE) or {}).get("state") or {}
+    dropped = 0
+    for cell in notebook.get("cells") or []:
+        for output in cell.get("outputs") or []:
+            data = output.get("data") or {}
+            view = data.get(WIDGET_VIEW)
+            if isinstance(view, dict) and view.get("model_id") not in state and len(data) > 1:
+                del data[WIDGET_VIEW]
+                dropped += 1
+    return dropped
+
+
+def pre_save_hook(model: dict[str, Any], **_: Any) -> None:
+    """A Jupyter server ``ContentsManager.pre_save_hook`` (installed by the workspace):
+    every notebook saved, autosaves included, goes through
+    :func:`drop_dangling_widget_views`."""
+    if model.get("type") == "notebook" and isinstance(model.get("content"), dict):
+        drop_dangling_widget_views(model["content"])
 
 
 def encode_png(png: bytes | None) -> str | None:
