@@ -54,12 +54,16 @@ def test_refresh_updates_untouched_copies_and_keeps_edited_ones_aside(tmp_path, 
 
 
 def test_lab_settings_save_widget_state_and_install_the_save_hook(tmp_path):
+    server = tmp_path / "etc" / "jupyter" / "jupyter_server_config.json"
+    server.parent.mkdir(parents=True)
+    server.write_text(json.dumps({"ServerApp": {"open_browser": False}}))
     settings, config = workspace.install_lab_settings(tmp_path)
     assert settings == tmp_path / "share/jupyter/lab/settings/overrides.d/hybridlab.json"
     data = json.loads(settings.read_text())
     assert data["@jupyter-widgets/jupyterlab-manager:plugin"] == {"saveState": True}
     hook = json.loads(config.read_text())["ContentsManager"]["pre_save_hook"]
-    assert config.parent.name == "jupyter_server_config.d"
+    assert config == server
+    assert json.loads(config.read_text())["ServerApp"] == {"open_browser": False}  # kept
     module, name = hook.rsplit(".", 1)
     import importlib
 

@@ -19,7 +19,8 @@ notebook keeps its widgets:
   widget manager's
   ``saveState``: every save (autosave too) writes the widgets' state into the notebook,
   so its outputs never point at models the file does not hold;
-* ``etc/jupyter/jupyter_server_config.d/hybridlab.json`` installs
+* ``etc/jupyter/jupyter_server_config.json`` (its other settings kept; the server reads
+  no ``ContentsManager`` setting from a ``.d`` folder) installs
   ``hybridlab.viz.bundle.pre_save_hook``: an output whose widget model is still missing
   (a widget closed before the save, a lab that does not save state) loses only its widget
   view, so JupyterLab shows its PNG instead of "Error displaying widget: model not found".
@@ -115,9 +116,10 @@ def install_lab_settings(prefix: Path = Path(sys.prefix)) -> list[Path]:
     """Write the widget settings and the save hook into the environment at ``prefix``;
     return the files written (JupyterLab's settings override, the server's config)."""
     overrides = prefix / "share" / "jupyter" / "lab" / "settings" / "overrides.d"
-    config = prefix / "etc" / "jupyter" / "jupyter_server_config.d" / "hybridlab.json"
+    config = prefix / "etc" / "jupyter" / "jupyter_server_config.json"
     settings = {WIDGETS_PLUGIN: {"saveState": True}}
-    hook = {"ContentsManager": {"pre_save_hook": "hybridlab.viz.bundle.pre_save_hook"}}
+    hook = json.loads(config.read_text()) if config.exists() else {}
+    hook.setdefault("ContentsManager", {})["pre_save_hook"] = "hybridlab.viz.bundle.pre_save_hook"
     for path, data in ((overrides / "hybridlab.json", settings), (config, hook)):
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_suffix(".partial")
