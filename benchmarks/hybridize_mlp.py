@@ -287,7 +287,7 @@ def call_layers(net: Any, calls: int, repeats: int) -> None:
     """Peel the call like an onion: ``hybridlab.viz.breakdown.where_time_goes`` (the one
     implementation the lessons draw too) -- each kernel alone, then what the generated
     function, the CachedOp call and the block add, and the imperative call beside it."""
-    from hybridlab.viz.breakdown import where_time_goes
+    from hybridlab.lab.timing import where_time_goes
 
     for batch in (1, 64):
         data = nd.ones((batch, 512))

@@ -42,10 +42,10 @@ def run(fn: Callable[[], Any], what: str) -> tuple[Any, Feedback | None]:
 
 def ops_in(symbol: Any) -> list[str]:
     """The operator names in a Symbol's graph, in topological order."""
-    from hybridlab.viz.graph import as_graph
+    from hybridlab.lab.graphs import as_graph
 
     graph, _ = as_graph(symbol)
-    return [node.op for node in graph.nodes if node.kind == "call"]
+    return [str(node.op) for node in graph.nodes if node.kind == "call"]
 
 
 def compare_block(block_class: type, reference: Callable[[np.ndarray], np.ndarray],

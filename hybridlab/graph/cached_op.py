@@ -32,7 +32,7 @@ from hybridlab import autograd, config, engine, ndarray, random
 from hybridlab.errors import MissingGradientError
 from hybridlab.graph import autodiff, ir
 from hybridlab.graph.codegen import Program, compile_graph
-from hybridlab.graph.passes import lower_operators, run_pipeline
+from hybridlab.graph.passes import PassContext, lower_operators, run_pipeline
 from hybridlab.graph.passes.eliminate_dead_code import eliminate_dead_code
 from hybridlab.graph.passes.pretranspose_weights import LAYOUT_OF
 from hybridlab.ndarray_io import aligned
@@ -288,7 +288,8 @@ class CachedOp:
                                                for a in avals])
         # the pipeline's first pass, run before the gradient: layer operators have no
         # gradient rule of their own, their lowerings' primitives do
-        graph, _ = lower_operators(graph, training)
+        context = PassContext(training=training)
+        graph, _ = lower_operators(graph, context)
         written = len(traced.writes)
         num_outputs = len(graph.outputs) - written
         saved: tuple[int, ...] = ()
@@ -297,11 +298,11 @@ class CachedOp:
             joint = _keep_gradients(autodiff.gradient_graph(graph), len(graph.outputs), needs)
             split = autodiff.split_joint(joint, len(avals), len(graph.outputs))
             graph, saved = split.forward, split.saved_inputs
-            backward = self._program(split.backward, "backward")
+            backward = self._program(split.backward, "backward", context)
         # normalised once here, so each call can make its results from them as they are
         out_avals = [Aval(tuple(v.aval.shape), np.dtype(v.aval.dtype))  # type: ignore[union-attr]
                      for v in graph.outputs]  # (inferred above: every value has an aval)
-        forward = self._program(graph, "forward")
+        forward = self._program(graph, "forward", context)
         plain = (len(out_avals) == 1 and backward is None and not forward.views
                  and not forward.num_random and not forward.scalar_outputs
                  and not traced.as_tuple)
@@ -309,8 +310,9 @@ class CachedOp:
                       needs, saved, wanted, forward.function if plain else None,
                       _Layouts.of(forward, graph.inputs), traced, traced.feed)
 
-    def _program(self, graph: ir.Graph, name: str) -> Program:
-        optimised, _ = run_pipeline(graph, disabled=self.disabled, passes=self.passes)
+    def _program(self, graph: ir.Graph, name: str, context: PassContext) -> Program:
+        optimised, _ = run_pipeline(graph, disabled=self.disabled, passes=self.passes,
+                                    context=context)
         program = compile_graph(optimised, static_alloc=self.static_alloc,
                                 static_shape=self.static_shape, name=name)
         if config.flag("DEBUG"):  # HYBRIDLAB_DEBUG=1: show every program as it is compiled
