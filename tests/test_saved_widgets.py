@@ -1,9 +1,19 @@
 """What a saved notebook holds for its widgets: a view whose model is missing gives way to
-the PNG beside it (the server's pre-save hook, ``viz.bundle.pre_save_hook``)."""
+the PNG beside it (the server's pre-save hook, ``viz.bundle.pre_save_hook``), and every
+display of an instrument saves its own moment (``viz.bundle.Instrument.moment``)."""
 
 from __future__ import annotations
 
-from hybridlab.viz.bundle import WIDGET_STATE, WIDGET_VIEW, pre_save_hook
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hybridlab import engine, nd
+from hybridlab.lab import queue
+from hybridlab.viz import stepper
+from hybridlab.viz.bundle import SNAPSHOT_NOTICE, TEXT, WIDGET_STATE, WIDGET_VIEW, pre_save_hook
 
 
 def notebook(saved_models: list[str], outputs: list[dict]) -> dict:
@@ -36,3 +46,65 @@ def test_a_notebook_without_widget_state_and_other_files_pass_through():
     text = {"type": "file", "content": "hello"}
     pre_save_hook(text)
     assert text == {"type": "file", "content": "hello"}
+
+
+# -- each display is its own moment ----------------------------------------------------
+STEPS = st.lists(st.sampled_from(["push", "step", "display"]), max_size=14)
+
+
+def tree(state: dict, model_id: str) -> list[dict]:
+    """Every model under ``model_id`` in a saved widget state, depth first."""
+    found, todo = [], [model_id]
+    while todo:
+        model = state[todo.pop(0)]
+        found.append(model)
+        children = model["state"].get("children", [])
+        todo[:0] = [c.removeprefix("IPY_MODEL_") for c in children]
+    return found
+
+
+def counts_in(models: list[dict]) -> tuple[int, int]:
+    """(pushed, done) as the saved counter line of a moment says them."""
+    for model in models:
+        value = model["state"].get("value", "")
+        found = re.search(r"<b>(\d+)</b> pushed · <b>(\d+)</b> done", str(value))
+        if found:
+            return int(found[1]), int(found[2])
+    raise AssertionError("no counter line in the saved moment")
+
+
+@pytest.mark.viz
+@settings(max_examples=25, deadline=None)
+@given(steps=STEPS)
+def test_every_display_saves_the_state_it_showed(steps):
+    """A random run of pushes, steps and displays: in the widget state a notebook would
+    save, each display's view shows the counts and the drawing of its own moment, and
+    only the latest display has controls."""
+    widgets = pytest.importorskip("ipywidgets")
+    arrays: dict = {}
+    with engine.engine_scope(engine.StepEngine()) as eng:
+        view = stepper.QueueStepper(queue.QueueModel(eng, lambda: arrays))
+        shown = []  # (model id, (pushed, done) from the summary, the drawing then)
+        for step in steps + ["display"]:
+            if step == "push":
+                arrays[f"v{len(arrays)}"] = nd.ones((2,)) * (len(arrays) + 1)
+            elif step == "step":
+                view.model.step()
+            else:
+                bundle = view._repr_mimebundle_()
+                first = re.match(r"queue stepper: (\d+) pushed, (\d+) done", bundle[TEXT])
+                shown.append((bundle[WIDGET_VIEW]["model_id"],
+                              (int(first[1]), int(first[2])), view.drawing.value))
+        state = widgets.Widget.get_manager_state(drop_defaults=False)["state"]
+        assert len({model_id for model_id, _, _ in shown}) == len(shown)
+        for index, (model_id, counts, drawing) in enumerate(shown):
+            models = tree(state, model_id)
+            assert counts_in(models) == counts
+            assert any(m["state"].get("value") == drawing for m in models)
+            buttons = [m for m in models if m["model_name"] == "ButtonModel"]
+            assert bool(buttons) == (index == len(shown) - 1)
+            notices = [m for m in models if "hybridlab-notice" in m["state"]["_dom_classes"]]
+            assert len(notices) == 1 and SNAPSHOT_NOTICE in notices[0]["state"]["value"]
+        view.close()
+        eng.wait_all()
+

@@ -125,9 +125,12 @@ BUDGETS: dict[str, int] = {
     "hybridlab/viz/views.py": 140,  # pass and source views, plan notes, wrapping, backward view
     "hybridlab/viz/gantt.py": 83,  # the one Gantt renderer (trace, simulation, Dask), legend
     "hybridlab/viz/plots.py": 101,  # the speed-up plot and its widget (model: lab/timing.py)
-    "hybridlab/viz/palette.py": 50,  # op-kind and task-state colours (Okabe-Ito), defined once
-    "hybridlab/viz/bundle.py": 70,  # widget view + PNG + text: every instrument's output
-    "hybridlab/viz/stepper.py": 141,  # the queue stepper: drawing + widget (model: lab/queue.py)
+    "hybridlab/viz/palette.py": 58,  # op-kind and task-state colours (Okabe-Ito), defined once
+    # + INK and the WCAG contrast ratio the colours are tested with
+    "hybridlab/viz/bundle.py": 140,  # widget view + PNG + text: every instrument's output
+    # + each display its own moment (freeze), the snapshot notice, the pre-save hook
+    "hybridlab/viz/stepper.py": 154,  # the queue stepper: drawing + widget (model: lab/queue.py)
+    # + the Sync on menu's label, placeholder and message
     "hybridlab/viz/schedule.py": 137,  # the explorer: figure, widget (model: lab/schedule.py)
     "hybridlab/viz/pass_explorer.py": 54,  # the pass explorer: drawing + widget (lab/passes.py)
     "hybridlab/viz/breakdown.py": 47,  # where the time goes, drawn (lab/timing.py measures)

@@ -5,7 +5,8 @@ The site is built once per session from the tracked notebooks into a temporary f
 first build and are cached in ``build/site-vendor/``). Chromium opens it from disk in an
 *offline* context, follows the contents to every lesson, and checks that each lesson shows
 its navigation and its first picture, and that saved widgets come back drawn by the
-vendored widget manager (the queue stepper of lesson 03 with its SVG drawing). A crawler
+vendored widget manager (the queue stepper of lesson 03 with its SVG drawing, each display
+saying it is a saved snapshot, its buttons hidden). A crawler
 follows every link of every page (no broken link, no file: path of the building machine),
 widget text is in one font family, and the notebook downloads from disk and over HTTP.
 """
@@ -23,6 +24,8 @@ from threading import Thread
 from urllib.parse import unquote, urlsplit
 
 import pytest
+
+from hybridlab.viz.bundle import SNAPSHOT_NOTICE
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]-*.ipynb"))
@@ -88,7 +91,12 @@ def test_every_lesson_is_reachable_offline_with_its_pictures_and_widgets(site, o
     stepper = page.locator(".hybridlab-queue-stepper").first
     expect(stepper).to_be_visible()
     expect(stepper.locator("svg").first).to_be_visible()
-    expect(stepper.get_by_role("button", name="Step")).to_be_visible()
+    # saved, not live: each moment says so, and the controls that cannot compute are gone
+    moments = page.locator(".hybridlab-moment")
+    expect(moments.first).to_be_visible()
+    for index in range(moments.count()):
+        expect(moments.nth(index).get_by_text(SNAPSHOT_NOTICE)).to_be_visible()
+    expect(stepper.get_by_role("button", name="Step")).to_be_hidden()
     page.locator(".hl-nav a", has_text="next:").click()  # previous/next links work
     expect(page).not_to_have_url((site / "03-lazy-evaluation.html").as_uri())
 
