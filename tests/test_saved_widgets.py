@@ -108,3 +108,42 @@ def test_every_display_saves_the_state_it_showed(steps):
         view.close()
         eng.wait_all()
 
+
+
+# -- legible in both themes ---------------------------------------------------------------
+def test_ink_on_every_fill_of_the_palette_meets_wcag_aa():
+    """Every fill is drawn under INK text (the stepper's chips set it explicitly, so the
+    dark theme's white text never lands on a light fill): at least 4.5:1 on each."""
+    from hybridlab.viz import palette
+
+    assert palette.contrast_ratio("#000000", "#ffffff") == pytest.approx(21.0)
+    assert palette.contrast_ratio("#777777", "#777777") == pytest.approx(1.0)
+    fills = {**palette.STATE_COLOURS, **palette.KIND_COLOURS, **palette.DEVICE_COLOURS,
+             "other": palette.OTHER_COLOUR, "background": palette.BACKGROUND}
+    low = {name: round(palette.contrast_ratio(palette.INK, fill), 2)
+           for name, fill in fills.items() if palette.contrast_ratio(palette.INK, fill) < 4.5}
+    assert not low, f"fills too dark for INK text: {low}"
+    assert palette.contrast_ratio("#ffffff", palette.STATE_COLOURS["ready"]) < 4.5  # why INK
+
+
+@pytest.mark.viz
+def test_chips_carry_ink_and_the_sync_menu_is_never_blank():
+    pytest.importorskip("ipywidgets")
+    from hybridlab.viz.palette import INK
+
+    arrays: dict = {}
+    with engine.engine_scope(engine.StepEngine()) as eng:
+        view = stepper.QueueStepper(queue.QueueModel(eng, lambda: arrays))
+        assert view.choice.value == stepper.NO_CHOICE and view.choice.disabled
+        view.buttons["Sync on"].click()  # nothing to sync: said, not silently ignored
+        assert "no pending task writes a named array" in view.message.value
+        arrays["a"] = nd.ones((2,))
+        arrays["b"] = arrays["a"] * 2
+        view.refresh()
+        assert f"color:{INK}" in view.queues.value
+        view.choice.value = "b"
+        view.buttons["Step"].click()
+        assert view.choice.value == "b" and not view.choice.disabled  # kept after a click
+        assert view.choice.description == "array"
+        view.close()
+        eng.wait_all()
