@@ -82,6 +82,18 @@ def figure_png(figure: Any, dpi: int = 100, tight: bool = True) -> bytes:
     return buffer.getvalue()
 
 
+def canvas_png(canvas: Any) -> bytes:
+    """What an Agg canvas holds now (after ``canvas.draw()``), as PNG: one render, no
+    tight-bbox second pass, zlib's fast level -- for instruments that redraw on a control."""
+    from PIL import Image
+
+    width, height = canvas.get_width_height(physical=True)
+    buffer = io.BytesIO()
+    Image.frombuffer("RGBA", (width, height), canvas.buffer_rgba(), "raw", "RGBA", 0, 1
+                     ).save(buffer, format="png", compress_level=1)
+    return buffer.getvalue()
+
+
 def stack_png(panels: list[tuple[str, bytes | str]], width_px: int = 900) -> bytes:
     """One PNG of several panels, top to bottom: each a heading over a picture (PNG
     bytes) or over monospaced text (a ``str``, e.g. generated source). What an HTML
