@@ -57,7 +57,9 @@ PACKAGE = ROOT / "hybridlab"
 # 18th session: + layer operators and their lowering, views (issue 12), the core typed
 # Then +0.1k: the truth rule's exercises (predict-then-measure checks on an injectable
 # timer, ~0.1k) and the fastest-of-three timing runs: 10.9k.
-TOTAL_BUDGET = 11600  # then the export pair, loader guards, the instruments' models' tests;
+# + 0.1k: instruments as documents (each display a moment, the snapshot notice, the
+# save hook) and controls redrawn by pasting a saved background (<= 300 ms a control)
+TOTAL_BUDGET = 11700  # then the export pair, loader guards, the instruments' models' tests;
 # + a predict-then-measure check for each of lessons 04-08 (+0.15k)
 DEFAULT_BUDGET = 150
 
@@ -134,14 +136,19 @@ BUDGETS: dict[str, int] = {
     # hooks; + highlighting what a pass changed; the kinds key; forward/backward boxes
     "hybridlab/viz/views.py": 140,  # pass and source views, plan notes, wrapping, backward view
     "hybridlab/viz/gantt.py": 83,  # the one Gantt renderer (trace, simulation, Dask), legend
-    "hybridlab/viz/plots.py": 101,  # the speed-up plot and its widget (model: lab/timing.py)
-    "hybridlab/viz/palette.py": 50,  # op-kind and task-state colours (Okabe-Ito), defined once
-    "hybridlab/viz/bundle.py": 70,  # widget view + PNG + text: every instrument's output
-    "hybridlab/viz/stepper.py": 141,  # the queue stepper: drawing + widget (model: lab/queue.py)
+    "hybridlab/viz/plots.py": 121,  # the speed-up plot and its widget (model: lab/timing.py)
+    # + one figure per network, the batch band drawn over a saved background
+    "hybridlab/viz/palette.py": 58,  # op-kind and task-state colours (Okabe-Ito), defined once
+    # + INK and the WCAG contrast ratio the colours are tested with
+    "hybridlab/viz/bundle.py": 147,  # widget view + PNG + text: every instrument's output
+    # + each display its own moment (freeze), the snapshot notice, the pre-save hook
+    "hybridlab/viz/stepper.py": 154,  # the queue stepper: drawing + widget (model: lab/queue.py)
+    # + the Sync on menu's label, placeholder and message
     "hybridlab/viz/schedule.py": 137,  # the explorer: figure, widget (model: lab/schedule.py)
     "hybridlab/viz/pass_explorer.py": 54,  # the pass explorer: drawing + widget (lab/passes.py)
     "hybridlab/viz/breakdown.py": 47,  # where the time goes, drawn (lab/timing.py measures)
-    "hybridlab/viz/memory.py": 104,  # the timeline drawn + its widget (model: lab/memory.py)
+    "hybridlab/viz/memory.py": 141,  # the timeline drawn + its widget (model: lab/memory.py)
+    # + drawn once per program, a step pasted over the background; labels only where they fit
     "hybridlab/model_files.py": 295,  # MXNet's symbol JSON both ways, bounded and validated;
     # the export pair (digest in the JSON) -- moved out of symbol.py and gluon
     "hybridlab/graph/passes/context.py": 15,  # PassContext: what a pass may need to know
