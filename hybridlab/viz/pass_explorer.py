@@ -28,8 +28,10 @@ import html
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from hybridlab.graph.autotune import PRETRANSPOSED
+from hybridlab.graph.passes.pretranspose_weights import pretranspose_weights
 from hybridlab.viz.bundle import Instrument, encode_png
-from hybridlab.viz.graph import Drawing, as_graph, summary, to_dot
+from hybridlab.viz.graph import Drawing, as_graph, cached_op_of, summary, to_dot
 from hybridlab.viz.views import memory_notes
 
 
@@ -67,6 +69,13 @@ class PassModel:
         from hybridlab.graph.passes import run_pipeline
 
         graph, self.params = as_graph(obj, shape)
+        # a block whose CachedOp chose the weights' layout by timing: say what it chose,
+        # and show the layout pass among the stages when it won (graph/autotune.py)
+        cached_op = cached_op_of(obj)
+        self.layout = None if cached_op is None else cached_op.layout
+        if (self.layout is not None and self.layout.chosen == PRETRANSPOSED
+                and pretranspose_weights not in passes):
+            passes = (*passes, pretranspose_weights)
         final, records = run_pipeline(graph, passes=passes)
         self.stages = [Stage("input graph", graph, [], set(), 0)]
         for record in records:
@@ -107,6 +116,8 @@ class PassModel:
         lines = [self.headline(index), *(f"  {change}" for change in stage.changes[:6])]
         if len(stage.changes) > 6:
             lines.append(f"  ... and {len(stage.changes) - 6} more")
+        if self.layout is not None:
+            lines.append(f"layout chosen on the first call: {self.layout}")
         return "\n".join(lines)
 
 
