@@ -98,8 +98,8 @@ BUDGETS: dict[str, int] = {
     "hybridlab/graph/passes/lower_operators.py": 60,  # layer operators -> primitives
     "hybridlab/graph/passes/fuse_elementwise.py": 100,  # the pass only (the op: ops/fused.py)
     "hybridlab/graph/passes/plan_memory.py": 162,  # + workspace, choosing the arena, mypy asserts
-    "hybridlab/graph/codegen.py": 280,  # + fused bodies, arena, source check, 0-d, specialise;
-    # typed for mypy --strict
+    "hybridlab/graph/codegen.py": 287,  # + fused bodies, arena, source check, 0-d, specialise;
+    # typed for mypy --strict; + Program.single: the plain call with an arena from the pool
     "hybridlab/graph/cached_op.py": 293,  # + lowering before the gradient; a block's one
     # cache: graphs from its tracer (Traced: the fed parameters, the statistics written)
     #  # + stats, read grads, inline cache, plain call, 2nd

@@ -144,7 +144,7 @@ class _Tuning:
                 runs = {name: _runner(*pair) for name, pair in self.candidates.items()}
                 entry.layout = self.tuner.choose(runs, arrays)
                 entry.forward, entry.layouts = self.candidates[entry.layout.chosen]
-                entry.plain = entry.forward.function if self.plain else None
+                entry.plain = entry.forward.single() if self.plain else None
                 entry.tuning = None
         results: Sequence[Any] = _runner(entry.forward, entry.layouts)(arrays)
         return results
@@ -264,9 +264,10 @@ class CachedOp:
         if function is None:
             return self._push_program(entry, inputs)
         # NOTE: [The plain call] most calls run a program with one result, no random node,
-        # no arena, no 0-d output and no backward to record (a network's forward in a
-        # loop). Its generated function needs no Program.run around it: the engine op
-        # calls it with the inputs' arrays and stores the one result. The op and its Vars
+        # no 0-d output and no backward to record (a network's forward in a loop). Its
+        # generated function needs no Program.run around it: the engine op calls it with
+        # the inputs' arrays and stores the one result (with static_alloc, through
+        # ``Program.single``, which lends it an arena). The op and its Vars
         # are those _push pushes, minus the steps that would do nothing, and written here
         # rather than in a helper (one Python call less; "Performance notes").
         result = ndarray._new(entry.out_avals[0])  # normalised at compile time
@@ -356,11 +357,10 @@ class CachedOp:
         out_avals = [Aval(tuple(v.aval.shape), np.dtype(v.aval.dtype))  # type: ignore[union-attr]
                      for v in graph.outputs]  # (inferred above: every value has an aval)
         forward = self._program(graph, "forward")
-        plain = (len(out_avals) == 1 and backward is None and not forward.views
-                 and not forward.num_random and not forward.scalar_outputs
-                 and not traced.as_tuple)
+        plain = (len(out_avals) == 1 and backward is None and not forward.num_random
+                 and not forward.scalar_outputs and not traced.as_tuple)
         entry = _Entry(forward, backward, out_avals, num_outputs, avals, training,
-                       needs, saved, wanted, forward.function if plain else None,
+                       needs, saved, wanted, forward.single() if plain else None,
                        _Layouts.of(forward, graph.inputs), traced, traced.feed)
         if self._tunes(entry):  # NOTE [Layout by measurement]
             layout = self._program(graph, "forward", (pretranspose_weights,))
