@@ -55,6 +55,7 @@ import numpy as np
 from hybridlab import random
 from hybridlab.errors import GraphError, ShapeError
 from hybridlab.graph.ir import Graph, Node, Value
+from hybridlab.ndarray_io import aligned_empty
 from hybridlab.ops.fused import FUSED
 from hybridlab.ops.registry import RunContext
 
@@ -234,7 +235,8 @@ class Program:
         try:
             instance = self._free[-1] if keep else self._free.pop()
         except IndexError:
-            arena = np.empty(self.arena_bytes, np.uint8)
+            # at a 64-byte boundary, as the plan's offsets: every slot starts a cache line
+            arena = aligned_empty((self.arena_bytes,), np.uint8)
             scope = dict(self.table)
             for name, (offset, dtype, shape) in self.views.items():
                 count = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize

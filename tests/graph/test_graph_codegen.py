@@ -251,6 +251,7 @@ def test_the_plain_call_of_a_static_program_borrows_an_arena_per_call():
     plain = compile_graph(graph)
     assert plain.single() is plain.function
     program = compile_graph(graph, static_alloc=True)
+    assert program.buffers[0].ctypes.data % 64 == 0  # the arena starts a cache line
     single, args = program.single(), _args(graph, 0)
     want = plain(*args)[0]
     first = single(*args)
