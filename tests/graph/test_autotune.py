@@ -96,7 +96,7 @@ def test_a_layout_must_be_clearly_faster():
 
 
 def test_the_budget_bounds_the_rounds():
-    timer = FakeTimer({AS_STORED: 0.1, PRETRANSPOSED: 0.05})  # one round exceeds 50 ms
+    timer = FakeTimer({AS_STORED: 0.1, PRETRANSPOSED: 0.05})  # one round exceeds the budget
     choice = Tuner(measure=timer).choose({AS_STORED: lambda a: None,
                                           PRETRANSPOSED: lambda a: None}, [])
     assert timer.calls == [AS_STORED, PRETRANSPOSED] and choice.chosen == PRETRANSPOSED
