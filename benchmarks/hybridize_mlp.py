@@ -71,12 +71,12 @@ import numpy as np
 from threadpoolctl import threadpool_info, threadpool_limits
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-import hybridlab as mx  # noqa: E402
-from hybridlab import autograd, engine, gluon, nd  # noqa: E402
-from hybridlab.gluon import nn  # noqa: E402
-from hybridlab.gluon.parameter import aligned  # noqa: E402  (NOTE [Aligned weights])
-from hybridlab.graph.passes.pretranspose_weights import pretranspose_weights  # noqa: E402
-from hybridlab.ops.linalg import dot_c  # noqa: E402
+import hybridlab as mx
+from hybridlab import autograd, engine, gluon, nd
+from hybridlab.gluon import nn
+from hybridlab.gluon.parameter import aligned
+from hybridlab.graph.passes.pretranspose_weights import pretranspose_weights
+from hybridlab.ops.products import dot_c
 
 ENGINES = ("NaiveEngine", "ThreadedEngine")
 BATCHES = (1, 64, 1024)
@@ -139,7 +139,7 @@ def numpy_out_forward(params: list[np.ndarray], batch: int, pretransposed: bool)
     function behind ``np.dot``, without the Python dispatcher that asks whether an
     argument overrides it (``__array_function__``): 0.25 us less per layer. hybridlab's
     FullyConnected kernels call the same function, ``dot_c`` (NOTE [np.dot, not @] in
-    linalg.py). (viz/plots.py's ``numpy_mlp`` is the same floor for any MLP, with a loop
+    products.py). (lab/timing.py's ``numpy_mlp`` is the same floor for any MLP, with a loop
     over the layers; this one is unrolled, as its pre-transposed variant.)"""
     dot = dot_c
     w1, b1, w2, b2, w3, b3 = params
@@ -332,7 +332,7 @@ def call_layers(net: Any, calls: int, repeats: int) -> None:
     """Peel the call like an onion: ``hybridlab.viz.breakdown.where_time_goes`` (the one
     implementation the lessons draw too) -- each kernel alone, then what the generated
     function, the CachedOp call and the block add, and the imperative call beside it."""
-    from hybridlab.viz.breakdown import where_time_goes
+    from hybridlab.lab.timing import where_time_goes
 
     for batch in (1, 64):
         data = nd.ones((batch, 512))

@@ -25,8 +25,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from hybridlab import engine, nd  # noqa: E402
-from hybridlab.viz import stepper  # noqa: E402
+from hybridlab import engine, nd
+from hybridlab.lab import queue
+from hybridlab.viz import stepper
 
 
 def redraw_ms(tasks: int) -> float:
@@ -34,7 +35,7 @@ def redraw_ms(tasks: int) -> float:
     held = engine.StepEngine()
     with engine.engine_scope(held):
         arrays = {"x": nd.zeros((4,))}
-        view = stepper.QueueStepper(stepper.QueueModel(held, lambda: arrays))
+        view = stepper.QueueStepper(queue.QueueModel(held, lambda: arrays))
         for i in range(tasks - 1):
             arrays[f"y{i % 20}"] = arrays["x"] + i  # many readers of x, 20 named results
         view.model.step()
@@ -53,7 +54,7 @@ def push_us(watched: bool, pushes: int = 2000) -> float:
     with engine.engine_scope(held):
         a, b = nd.ones((1, 16)), nd.ones((1, 16))
         held.run()
-        model = stepper.QueueModel(held, lambda: {}) if watched else None
+        model = queue.QueueModel(held, lambda: {}) if watched else None
         gc.collect()  # the previous measurement's garbage is not this one's cost
         start = time.perf_counter()
         for _ in range(pushes):

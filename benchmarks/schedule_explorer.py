@@ -5,7 +5,7 @@ Measured side by side in one run (medians of interleaved repeats):
 1. **A slider move**: the explorer's model re-schedules a 200-task graph and redraws its
    figure in place (``viz.schedule.draw`` on the reused figure, then the PNG the widget
    shows) -- what happens on every control change. Target: <= 200 ms.
-2. **The simulator**: ``gantt.simulate`` on 10 000 tasks (random DAG, up to 3 dependencies
+2. **The simulator**: ``schedule_model.simulate`` on 10 000 tasks (random DAG, up to 3 dependencies
    each) on 16 workers. Target: <= 0.5 s.
 
     python3 benchmarks/schedule_explorer.py [--repeats 7]
@@ -21,9 +21,10 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from hybridlab.viz import gantt  # noqa: E402
-from hybridlab.viz.bundle import figure_png  # noqa: E402
-from hybridlab.viz.schedule import ScheduleModel, TaskGraph, draw  # noqa: E402
+from hybridlab.lab import schedule as schedule_model
+from hybridlab.lab.schedule import ScheduleModel, TaskGraph
+from hybridlab.viz.bundle import figure_png
+from hybridlab.viz.schedule import draw
 
 
 def random_graph(n: int, seed: int = 0) -> TaskGraph:
@@ -43,7 +44,7 @@ def redraw_ms(model: ScheduleModel, figure, workers: int) -> float:
 
 def simulate_s(graph: TaskGraph) -> float:
     start = time.perf_counter()
-    gantt.simulate(graph.names, graph.deps, graph.measured, 16)
+    schedule_model.simulate(graph.names, graph.deps, graph.measured, 16)
     return time.perf_counter() - start
 
 

@@ -23,8 +23,8 @@ when the graph is written: the stream a CachedOp draws when it is called, so Das
 results equal hybridized hybridlab's after the same ``mx.random.seed`` (and Dropout
 under ``training=True`` drops the same elements).
 
-``dask`` and ``distributed`` are an optional extra (``pip install hybridlab[dask]``),
-imported inside the functions that need them.
+``dask`` and ``distributed`` are an optional extra (``pip install -e '.[dask]'`` in the
+checkout), imported inside the functions that need them.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from hybridlab import symbol as sym
 from hybridlab.engine import TaskRecord
 from hybridlab.errors import DaskGraphError
 from hybridlab.graph import ir
+from hybridlab.graph.passes.context import PassContext
 from hybridlab.graph.passes.lower_operators import lower_operators
 from hybridlab.ops import registry
 from hybridlab.ops.registry import Aval, RunContext
@@ -74,7 +75,8 @@ def to_dask(source: Any, inputs: Mapping[str, Any] | None = None, *,
                                  f"pass inputs={{{node.name!r}: array}}")
         if node.kind == "call":
             _check_kernel(node, i)
-    graph, _ = lower_operators(graph, training)  # one task per primitive operator
+    # one task per primitive operator
+    graph, _ = lower_operators(graph, PassContext(training=training))
     try:  # the shapes first: a mismatch is reported here, naming the node, not in a worker
         ir.infer_shapes(graph, [Aval(given[n].shape, given[n].dtype) for n in names])
     except ValueError as error:
@@ -111,6 +113,24 @@ def compute(source: Any, inputs: Mapping[str, Any] | None = None, *, client: Any
     else:
         results = client.get(dask_graph.graph, dask_graph.keys)
     return [ndarray.array(r, dtype=r.dtype) for r in results]
+
+
+def local_cluster(n_workers: int = 2, *, processes: bool = False, **options: Any) -> Any:
+    """A ``distributed.LocalCluster`` on this machine that never looks outward.
+
+    One thread per worker, no dashboard, and every address on the loopback interface over
+    TCP: Dask's default in-process transport names itself after the machine's outward IP
+    address, found by asking the route to 8.8.8.8 -- offline that prints a warning to
+    stderr (and nbval fails the cell). ``processes=True`` gives each worker its own process
+    (real parallelism, pickled data); the default keeps them as threads of this process.
+    ``options`` go to ``LocalCluster`` unchanged.
+    """
+    from distributed import LocalCluster
+
+    settings = {"n_workers": n_workers, "threads_per_worker": 1, "processes": processes,
+                "host": "127.0.0.1", "protocol": "tcp://", "dashboard_address": None,
+                "worker_dashboard_address": None, **options}
+    return LocalCluster(**settings)
 
 
 def stream_records(stream: Sequence[Mapping[str, Any]], ops: Mapping[str, str] | None = None

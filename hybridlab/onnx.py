@@ -14,7 +14,8 @@ and the error names it.
 
 ``dynamic=True`` with ``dynamic_input_shapes=[(None, 512)]`` leaves a dimension free (the
 batch), so one ``.onnx`` file serves every batch size. The ``onnx`` and ``onnxruntime``
-packages are an optional extra (``pip install hybridlab[onnx]``), imported only here.
+packages are an optional extra (``pip install -e '.[onnx]'`` in the checkout), imported
+only here.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import numpy as np
 from hybridlab import ndarray, symbol
 from hybridlab.errors import OnnxExportError
 from hybridlab.graph import ir
+from hybridlab.graph.passes.context import PassContext
 from hybridlab.graph.passes.lower_operators import lower_operators
 from hybridlab.ops.registry import Aval
 
@@ -282,7 +284,8 @@ def export_model(sym: Any, params: Any, in_shapes: Sequence[Sequence[int]] | Non
     avals = {n: Aval(s, np.dtype(t)) for n, s, t in zip(data, shapes, types)}
     avals.update({n: Aval(v.shape, v.dtype) for n, v in values.items()})
     graph = ir.infer_shapes(graph_sym.to_graph(), avals)
-    graph, _ = lower_operators(graph, keep=ONNX_OPS)  # the layer ops ONNX has stay whole
+    # the layer operators ONNX has stay whole
+    graph, _ = lower_operators(graph, PassContext(keep=frozenset(ONNX_OPS)))
     free = list(dynamic_input_shapes) if dynamic and dynamic_input_shapes else shapes
     builder = _Builder(helper, numpy_helper)
     names: dict[tuple[int, int], str] = {}

@@ -7,8 +7,9 @@ import pytest
 import hybridlab as mx
 from hybridlab import nd
 from hybridlab.gluon import nn
-from hybridlab.viz.breakdown import LAYERS, breakdown_figure, where_time_goes
-from hybridlab.viz.graph import cached_op_of
+from hybridlab.lab.graphs import cached_op_of
+from hybridlab.lab.timing import LAYERS, where_time_goes
+from hybridlab.viz.breakdown import breakdown_figure
 
 
 def small_mlp():

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -13,6 +18,8 @@ from hybridlab import dask as hdask
 from hybridlab.errors import DaskGraphError
 from hybridlab.gluon import nn
 from hybridlab.graph import ir
+
+ROOT = Path(__file__).resolve().parent.parent
 
 UNARY = ("relu", "sigmoid", "tanh", "negative", "square")
 BINARY = ("broadcast_add", "broadcast_mul", "broadcast_sub", "broadcast_maximum")
@@ -124,13 +131,12 @@ def test_stream_records_keep_the_operator_tasks_one_row_per_worker_thread():
 
 
 def test_a_local_cluster_computes_the_graph_and_closes_cleanly():
-    from distributed import Client, LocalCluster, get_task_stream
+    from distributed import Client, get_task_stream
 
     mx.random.seed(3)
     net, x = dropout_net(), nd.random.normal(shape=(4, 8))
     expected = net(x).asnumpy()
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                      dashboard_address=None) as cluster, Client(cluster) as client:
+    with hdask.local_cluster(2) as cluster, Client(cluster) as client:
         with get_task_stream(client) as stream:
             (got,) = hdask.compute(net, {"data": x}, client=client)
         graph = hdask.to_dask(net, {"data": x})
@@ -139,3 +145,38 @@ def test_a_local_cluster_computes_the_graph_and_closes_cleanly():
     assert sorted(r.name for r in records) == sorted(graph.ops.values())
     assert set(rows.values()) <= {"dask worker 0", "dask worker 1"}
     assert client.status == "closed" and cluster.status.name == "closed"
+
+
+_OFFLINE_PROBE = """
+from distributed import Client
+from hybridlab import nd, sym, dask as hdask
+
+
+def main():  # (process workers re-import this file: the guard below is required)
+    net = sym.relu(sym.var("x")) * 2
+    for processes in (False, True):
+        with hdask.local_cluster(2, processes=processes) as cluster, Client(cluster) as client:
+            (got,) = hdask.compute(net, {"x": nd.array([-1.0, 3.0])}, client=client)
+        assert got.asnumpy().tolist() == [0.0, 6.0], got
+    print("computed")
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare (util-linux)")
+def test_local_clusters_run_offline_without_looking_outward(tmp_path):
+    # a network namespace with only a loopback interface: a machine with no network
+    probe = tmp_path / "probe.py"
+    probe.write_text(_OFFLINE_PROBE)
+    command = ["unshare", "-rn", "sh", "-c", f"ip link set lo up 2>/dev/null; "
+               f"exec {sys.executable} {probe}"]
+    if subprocess.run(["unshare", "-rn", "true"], capture_output=True).returncode != 0:
+        pytest.skip("unshare -rn is not permitted here")
+    done = subprocess.run(command, capture_output=True, text=True, timeout=240, cwd=ROOT)
+    assert done.returncode == 0 and "computed" in done.stdout, done.stderr[-3000:]
+    assert "8.8.8.8" not in done.stderr and "suitable IP address" not in done.stderr, (
+        done.stderr[-3000:])

@@ -55,10 +55,10 @@ def test_fancy_func_node_count_wrong():
 
 
 def test_dense_with_fully_connected_is_rejected():
-    def coarse(F, x, weight, bias):  # noqa: N803
+    def coarse(F, x, weight, bias):
         return F.FullyConnected(x, weight, bias, num_hidden=3)
 
-    def wrong(F, x, weight, bias):  # noqa: N803
+    def wrong(F, x, weight, bias):
         return F.broadcast_add(F.dot(x, weight, transpose_b=False), bias)
 
     assert "still uses FullyConnected" in exercises.check_dense_from_primitives(coarse).message
@@ -98,7 +98,7 @@ def test_ready_count_and_span_wrong_answers():
 
 def test_a_block_that_hybridizes_but_computes_the_wrong_rows_fails():
     class MaxScaler(nn.HybridBlock):  # divides by the row maximum: hybridizes, wrong numbers
-        def hybrid_forward(self, F, x):  # noqa: N803
+        def hybrid_forward(self, F, x):
             return F.broadcast_div(x, F.max(x, axis=1, keepdims=True))
 
     verdict = exercises.check_hybridizable(MaxScaler)
@@ -148,19 +148,19 @@ def test_the_blocks_to_repair_fail_their_checks_with_a_hint():
 
 def test_plausible_wrong_repairs_fail():
     class Elementwise(nn.HybridBlock):  # decides per element, not on the batch total
-        def hybrid_forward(self, F, x):  # noqa: N803
+        def hybrid_forward(self, F, x):
             return F.where(x > 0, x * 2, x / 2)
 
     class FixedWidth(nn.HybridBlock):  # hard-codes the size of one input
-        def hybrid_forward(self, F, x):  # noqa: N803
+        def hybrid_forward(self, F, x):
             return x.reshape((-1, 12))
 
     class WrongAxis(nn.HybridBlock):  # slices rows instead of columns
-        def hybrid_forward(self, F, x):  # noqa: N803
+        def hybrid_forward(self, F, x):
             return F.slice_axis(x, axis=0, begin=-1, end=None)
 
     class ThirdColumn(nn.HybridBlock):  # right for 3 features only
-        def hybrid_forward(self, F, x):  # noqa: N803
+        def hybrid_forward(self, F, x):
             return F.slice_axis(x, axis=1, begin=2, end=3)
 
     verdict = exercises.check_sign_gate(Elementwise)

@@ -135,3 +135,30 @@ def lesson08_classifier():
     net.hybridize()
     net(nd.ones((2, 5)))
     return net
+
+
+def test_rebuilt_notebooks_keep_no_addresses_split_prints_or_random_widget_ids():
+    import nbformat
+
+    sync = sync_notebooks
+    outputs = [nbformat.v4.new_output("stream", name="stdout", text="a\n"),
+               nbformat.v4.new_output("stream", name="stdout", text="b\n"),
+               nbformat.v4.new_output("stream", name="stderr", text="w\n"),
+               nbformat.v4.new_output("execute_result", execution_count=1,
+                                      data={"text/plain": "<matplotlib.legend.Legend at "
+                                                          "0x7f936dbf4b50>"}),
+               nbformat.v4.new_output("execute_result", execution_count=2,
+                                      data={"text/plain": "3"})]
+    kept = sync.stable_outputs(outputs)
+    assert [(o.output_type, o.get("text") or o["data"]["text/plain"]) for o in kept] == [
+        ("stream", "a\nb\n"), ("stream", "w\n"), ("execute_result", "3")]
+    first, second = "4f0c" + "1" * 28, "9e" + "2" * 30
+    notebook = nbformat.v4.new_notebook()
+    notebook.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {
+        "state": {second: {"state": {"child": f"IPY_MODEL_{first}"}}, first: {}}}}
+    notebook.cells = [nbformat.v4.new_code_cell("w", outputs=[nbformat.v4.new_output(
+        "display_data", data={"application/vnd.jupyter.widget-view+json": {
+            "model_id": second}})])]
+    text = sync.stable_widget_ids(nbformat.writes(notebook))
+    assert first not in text and second not in text
+    assert f'"model_id": "{1:032x}"' in text and f"IPY_MODEL_{2:032x}" in text

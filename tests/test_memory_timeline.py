@@ -6,7 +6,8 @@ import pytest
 
 from hybridlab import nd, sym
 from hybridlab.gluon import nn
-from hybridlab.viz.memory import live_bytes, memory_explorer, memory_timeline, timeline
+from hybridlab.lab.memory import live_bytes, timeline
+from hybridlab.viz.memory import memory_explorer, memory_timeline
 
 
 def mlp(batch):

@@ -6,11 +6,13 @@ import numpy as np
 import pytest
 
 from hybridlab import nd, sym
-from hybridlab.graph.ir import Graph, Node, Value, evaluate, rebuild, with_inputs
+from hybridlab.graph.evaluate import evaluate
+from hybridlab.graph.ir import Graph, Node, Value, rebuild, with_inputs
 from hybridlab.graph.passes import run_pipeline
+from hybridlab.lab.graphs import as_graph
+from hybridlab.lab.passes import PassModel
 from hybridlab.viz.bundle import PNG, TEXT, WIDGET_VIEW
-from hybridlab.viz.graph import as_graph
-from hybridlab.viz.pass_explorer import PassModel, pass_explorer
+from hybridlab.viz.pass_explorer import pass_explorer
 
 
 def drop_times_one(graph: Graph) -> tuple[Graph, list[str]]:

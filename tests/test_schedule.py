@@ -10,8 +10,9 @@ from hypothesis import strategies as st
 
 from hybridlab import engine, nd
 from hybridlab.exercises.lesson04 import chain_sum_graph
+from hybridlab.lab.schedule import ScheduleModel, TaskGraph
 from hybridlab.viz.bundle import PNG, TEXT, WIDGET_VIEW
-from hybridlab.viz.schedule import ScheduleModel, TaskGraph, schedule_explorer
+from hybridlab.viz.schedule import schedule_explorer
 
 
 def chain_sum(n: int) -> TaskGraph:

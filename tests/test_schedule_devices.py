@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hybridlab as mx
-from hybridlab.viz.gantt import simulate
-from hybridlab.viz.schedule import ScheduleModel, TaskGraph, schedule_explorer
+from hybridlab.lab.schedule import ScheduleModel, TaskGraph, simulate
+from hybridlab.viz.schedule import schedule_explorer
 
 KINDS = ("cpu", "gpu", "copy")
 

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hybridlab import engine, nd
+from hybridlab.lab import queue
 from hybridlab.viz import stepper
 from hybridlab.viz.bundle import PNG, TEXT, WIDGET_VIEW
 
@@ -34,7 +35,7 @@ def program(arrays: dict):
 
 def test_the_model_shows_states_queues_and_dependency_kinds(step_engine):
     arrays: dict = {}
-    model = stepper.QueueModel(step_engine, lambda: arrays)
+    model = queue.QueueModel(step_engine, lambda: arrays)
     program(arrays)
     assert model.counts() == {"pushed": 5, "done": 0, "pending": 5, "ready": 2}
     kinds = {(model.number(t), d.seq - model.first_seq, d.kind)
@@ -51,7 +52,7 @@ def test_the_model_shows_states_queues_and_dependency_kinds(step_engine):
 
 def test_sync_runs_exactly_what_the_array_needs(step_engine):
     arrays: dict = {}
-    model = stepper.QueueModel(step_engine, lambda: arrays)
+    model = queue.QueueModel(step_engine, lambda: arrays)
     program(arrays)
     model.sync("c")
     states = [t.state for t in model.tasks]
@@ -63,7 +64,7 @@ def test_sync_runs_exactly_what_the_array_needs(step_engine):
 
 def test_step_wait_all_and_reset(step_engine):
     arrays: dict = {}
-    model = stepper.QueueModel(step_engine, lambda: arrays)
+    model = queue.QueueModel(step_engine, lambda: arrays)
     program(arrays)
     first = model.step()
     assert first is not None and first.state == "done" and model.counts()["done"] == 1
@@ -77,7 +78,7 @@ def test_step_wait_all_and_reset(step_engine):
 
 def test_pinned_bytes_count_existing_inputs_of_pending_tasks(step_engine):
     arrays: dict = {"x": nd.ones((4, 4))}  # pushed before the model: counts as existing
-    model = stepper.QueueModel(step_engine, lambda: arrays)
+    model = queue.QueueModel(step_engine, lambda: arrays)
     model.wait_all()
     arrays["y"] = arrays["x"] * 3  # pending, reads x (64 bytes of float32)
     assert model.pinned_bytes() == 64
@@ -89,7 +90,7 @@ def test_pinned_bytes_count_existing_inputs_of_pending_tasks(step_engine):
 
 def test_a_failed_task_is_drawn_failed_its_dependents_skipped_and_the_error_shown(step_engine):
     arrays: dict = {}
-    model = stepper.QueueModel(step_engine, lambda: arrays)
+    model = queue.QueueModel(step_engine, lambda: arrays)
     arrays["m"] = nd.array([[1.0, 2.0], [2.0, 1.0]])  # not positive definite
     arrays["bad"] = nd.linalg.potrf(arrays["m"])
     arrays["after"] = arrays["bad"] * 2
@@ -105,12 +106,12 @@ def test_a_failed_task_is_drawn_failed_its_dependents_skipped_and_the_error_show
 
 def test_large_queues_are_windowed(step_engine):
     arrays: dict = {"x": nd.zeros((1,))}
-    model = stepper.QueueModel(step_engine, lambda: arrays)
+    model = queue.QueueModel(step_engine, lambda: arrays)
     for _ in range(150):
         arrays["x"] = arrays["x"] + 1
     shown, hidden = model.window()
     # the ready frontier (the first task, making x) + the most recent WINDOW tasks
-    assert len(shown) == stepper.WINDOW + 1 and hidden == 151 - len(shown)
+    assert len(shown) == queue.WINDOW + 1 and hidden == 151 - len(shown)
     assert shown[0] is step_engine.ready[0]
     assert f"({hidden} older tasks hidden)" in model.summary()
     assert any(t in shown for t in step_engine.ready)
@@ -118,7 +119,7 @@ def test_large_queues_are_windowed(step_engine):
 
 def test_a_model_needs_a_step_engine():
     with pytest.raises(TypeError, match="needs a StepEngine"):
-        stepper.QueueModel(engine.NaiveEngine())
+        queue.QueueModel(engine.NaiveEngine())
 
 
 OPS = st.lists(st.tuples(st.sampled_from(["add", "mul", "inplace", "neg"]),
@@ -152,7 +153,7 @@ def test_any_click_sequence_gives_the_naive_engines_values(ops, clicks):
         expected = {k: v.asnumpy() for k, v in expected.items()}
     with engine.engine_scope(engine.StepEngine()) as eng:
         arrays = {k: nd.array(v) for k, v in start.items()}
-        model = stepper.QueueModel(eng, lambda: arrays)
+        model = queue.QueueModel(eng, lambda: arrays)
         model.wait_all()
         run_program(ops, arrays)
         for click in clicks:
@@ -180,7 +181,7 @@ def test_any_click_sequence_gives_the_naive_engines_values(ops, clicks):
 def test_the_widget_bundle_has_view_png_and_text(step_engine):
     pytest.importorskip("ipywidgets")
     arrays: dict = {}
-    view = stepper.QueueStepper(stepper.QueueModel(step_engine, lambda: arrays))
+    view = stepper.QueueStepper(queue.QueueModel(step_engine, lambda: arrays))
     program(arrays)
     view.refresh()
     assert "<svg" in view.drawing.value and "per-array queues" in view.queues.value

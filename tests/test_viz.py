@@ -10,6 +10,9 @@ import pytest
 
 from hybridlab.errors import GraphvizNotFoundError
 from hybridlab.graph import ir
+from hybridlab.lab import graphs as lab_graphs
+from hybridlab.lab import schedule as schedule_model
+from hybridlab.lab import timing
 from hybridlab.ops.registry import Aval
 from hybridlab.viz import graph as vg
 from hybridlab.viz import views
@@ -206,7 +209,7 @@ def test_parameters_are_found_through_the_registry_input_names():
 
     data = sym.var("data")
     out = sym.broadcast_add(data, sym.var("w"))
-    assert vg.as_graph(out)[1] == ()  # "w" feeds an input named rhs: not a parameter
+    assert lab_graphs.as_graph(out)[1] == ()  # "w" feeds an input named rhs: not a parameter
 
 
 def test_unknown_objects_get_a_clear_type_error():
@@ -229,16 +232,16 @@ def test_the_speedup_model_measures_each_setting_once_across_the_slider_range(
 
     from hybridlab.viz import plots
 
-    model = plots.SpeedupModel(repeats=1)
+    model = timing.SpeedupModel(repeats=1)
     measured = []
-    real = plots.network_point
-    monkeypatch.setattr(plots, "network_point", lambda *a: measured.append(a) or real(*a))
-    first = model.measure(plots.CUSTOM, batch_size, width, depth)
-    assert model.measure(plots.CUSTOM, batch_size, width, depth) is first  # cached
+    real = timing.network_point
+    monkeypatch.setattr(timing, "network_point", lambda *a: measured.append(a) or real(*a))
+    first = model.measure(timing.CUSTOM, batch_size, width, depth)
+    assert model.measure(timing.CUSTOM, batch_size, width, depth) is first  # cached
     assert len(measured) == 1 and measured[0][:3] == (batch_size, width,
-                                                      (width,) * depth + (plots.OUTPUTS,))
+                                                      (width,) * depth + (timing.OUTPUTS,))
     assert 2 <= measured[0][3] <= model.repeats or model.repeats < 2
-    name = plots.network_name(width, depth)
+    name = timing.network_name(width, depth)
     figure = plots.draw_speedups(Figure(), model, name, batch_size)
     (axes,) = figure.axes
     assert [len(line.get_xdata()) for line in axes.get_lines()[:3]] == [1, 1, 1]
@@ -249,35 +252,33 @@ def test_the_speedup_model_measures_each_setting_once_across_the_slider_range(
 
 
 def test_speedup_points_accumulate_and_the_seed_network_has_its_own_sizes():
-    from hybridlab.viz import plots
 
-    assert plots.network(plots.SEED) == (512, (256, 128, 2))
-    assert plots.network(plots.CUSTOM, 32, 2) == (32, (32, 32, plots.OUTPUTS))
+    assert timing.network(timing.SEED) == (512, (256, 128, 2))
+    assert timing.network(timing.CUSTOM, 32, 2) == (32, (32, 32, timing.OUTPUTS))
     with pytest.raises(ValueError, match="choose"):
-        plots.network("resnet")
-    model = plots.SpeedupModel(repeats=2)
+        timing.network("resnet")
+    model = timing.SpeedupModel(repeats=2)
     for batch in (4, 1):
-        model.measure(plots.CUSTOM, batch, 16, 1)
-    model.measure(plots.SEED, 1)
-    assert [b for b, _ in model.series(plots.network_name(16, 1))] == [1, 4]
-    assert [b for b, _ in model.series(plots.SEED)] == [1]
+        model.measure(timing.CUSTOM, batch, 16, 1)
+    model.measure(timing.SEED, 1)
+    assert [b for b, _ in model.series(timing.network_name(16, 1))] == [1, 4]
+    assert [b for b, _ in model.series(timing.SEED)] == [1]
     # fewer calls per round for heavier settings, never fewer than 2
     assert model.calls_per_round(1, 16, (16, 10)) == 2 == model.calls_per_round(
         1024, 512, (512,) * 8)
-    assert plots.SpeedupModel(repeats=30).calls_per_round(1, 16, (16, 10)) == 30
+    assert timing.SpeedupModel(repeats=30).calls_per_round(1, 16, (16, 10)) == 30
 
 
 def test_the_numpy_floor_computes_what_the_network_computes():
     """The floor is only a floor if it does the network's arithmetic: same outputs, for
     every batch size (its buffers are per batch size) and depth."""
     from hybridlab import nd, random
-    from hybridlab.viz import plots
 
     random.seed(3)
     for depth in (1, 3):
-        net = plots.make_mlp(24, depth)
+        net = timing.make_mlp(24, depth)
         net(nd.zeros((1, 24)))  # deferred initialisation: the floor copies the weights
-        floor = plots.numpy_mlp(net)
+        floor = timing.numpy_mlp(net)
         for batch in (1, 5, 1):
             x = nd.random.normal(shape=(batch, 24))
             np.testing.assert_allclose(floor(x.asnumpy()), net(x).asnumpy(), rtol=1e-5,
@@ -285,15 +286,14 @@ def test_the_numpy_floor_computes_what_the_network_computes():
 
 
 def test_slider_ranges_cover_the_tested_corners():
-    from hybridlab.viz import plots
 
-    assert plots.BATCH_RANGE == (1, 1024) and plots.WIDTH_RANGE == (16, 512)
-    assert (min(plots.BATCHES), max(plots.BATCHES)) == plots.BATCH_RANGE
-    assert plots.DEPTH_RANGE == (1, 8)
+    assert timing.BATCH_RANGE == (1, 1024) and timing.WIDTH_RANGE == (16, 512)
+    assert (min(timing.BATCHES), max(timing.BATCHES)) == timing.BATCH_RANGE
+    assert timing.DEPTH_RANGE == (1, 8)
 
 
 def test_timing_summary_names_units_and_ratio():
-    from hybridlab.viz.plots import Timing
+    from hybridlab.lab.timing import Timing
 
     text = str(Timing(300.0, 100.0, 50.0))
     assert "µs/call" in text and "x3.0" in text
@@ -309,7 +309,7 @@ def test_a_hybridized_block_draws_its_program_with_all_parameters():
             self.dense = nn.Dense(4, activation="relu")
             self.head_weight = self.params.get("head_weight", shape=(2, 4))
 
-        def hybrid_forward(self, F, x, head_weight):  # noqa: N803 -- MXNet's signature
+        def hybrid_forward(self, F, x, head_weight):
             return F.dot(self.dense(x), head_weight, transpose_b=True)
 
     random.seed(0)
@@ -353,14 +353,14 @@ def test_speedup_widget_displays_widget_png_and_summary_and_redraws_on_change(mo
     from hybridlab.viz import plots
 
     calls = []
-    real = plots.network_point
+    real = timing.network_point
 
     def recording(batch_size, features, units, repeats=1):
         calls.append((batch_size, features, units))
         return real(batch_size, features, units, 1)
 
-    monkeypatch.setattr(plots, "network_point", recording)
-    view = plots.speedup_widget(batch_size=4, width=32, depth=2, network_kind=plots.CUSTOM)
+    monkeypatch.setattr(timing, "network_point", recording)
+    view = plots.speedup_widget(batch_size=4, width=32, depth=2, network_kind=timing.CUSTOM)
     bundle = view._repr_mimebundle_()
     assert bundle["text/plain"].startswith("2 x Dense(32) + Dense(10), batch 4: imperative")
     assert bundle["image/png"].startswith("iVBOR")  # base64 of the PNG signature
@@ -370,7 +370,7 @@ def test_speedup_widget_displays_widget_png_and_summary_and_redraws_on_change(mo
     view.sliders["depth"].value = 3
     view.sliders["depth"].value = 2  # measured before: taken from the model, not re-timed
     assert calls == [(4, 32, (32, 32, 10)), (4, 32, (32, 32, 32, 10))]
-    view.network.value = plots.SEED
+    view.network.value = timing.SEED
     assert view.sliders["width"].disabled and calls[-1] == (4, 512, (256, 128, 2))
     bundle = view._repr_mimebundle_()
     assert bundle["text/plain"].startswith("seed MLP 512-256-128-2, batch 4")
@@ -386,9 +386,8 @@ DIAMOND = (["a", "b", "mul", "add"], [[], [], [0, 1], [2]], [1.0, 1.0, 2.0, 1.0]
 
 @pytest.mark.parametrize("workers,span", [(1, 5.0), (2, 4.0), (8, 4.0)])
 def test_simulate_overlaps_independent_ops_only(workers, span):
-    from hybridlab.viz import gantt
 
-    records = gantt.simulate(*DIAMOND, workers=workers)
+    records = schedule_model.simulate(*DIAMOND, workers=workers)
     by_name = {r.name: r for r in records}
     assert max(r.end for r in records) == span
     assert by_name["mul"].start >= max(by_name["a"].end, by_name["b"].end)
@@ -397,12 +396,11 @@ def test_simulate_overlaps_independent_ops_only(workers, span):
 
 
 def test_simulate_takes_any_dag_order_and_rejects_bad_input():
-    from hybridlab.viz import gantt
 
-    x, y = gantt.simulate(["x", "y"], [[1], []], [1.0, 1.0], workers=2)  # x needs y
+    x, y = schedule_model.simulate(["x", "y"], [[1], []], [1.0, 1.0], workers=2)  # x needs y
     assert x.start == y.end == 1.0
     with pytest.raises(ValueError, match="at least one worker"):
-        gantt.simulate(*DIAMOND, workers=0)
+        schedule_model.simulate(*DIAMOND, workers=0)
 
 
 def test_gantt_draws_one_row_per_worker_with_units():
@@ -413,9 +411,9 @@ def test_gantt_draws_one_row_per_worker_with_units():
 
     from hybridlab.viz import gantt
 
-    records = gantt.simulate(*DIAMOND, workers=2)
-    assert gantt.describe(records) == (
-        "4 ops on 2 worker(s): span 4000.000 ms, workers busy 62% of it")
+    records = schedule_model.simulate(*DIAMOND, workers=2)
+    assert schedule_model.describe(records) == (
+        "4 ops on 2 worker(s): makespan 4000.000 ms, workers busy 62% of it")
     figure = gantt.gantt(records, "diamond")
     (axes,) = figure.axes
     assert [t.get_text() for t in axes.get_yticklabels()] == ["worker 0", "worker 1"]
@@ -480,11 +478,10 @@ def test_every_node_and_every_input_edge_is_drawn_before_and_after_fusion(graph)
 @given(st.lists(st.tuples(st.floats(0.1, 5.0), st.integers(0, 3)), min_size=1, max_size=12),
        st.integers(1, 4))
 def test_simulated_schedules_respect_dependencies_and_bounds(ops, workers):
-    from hybridlab.viz import gantt
 
     deps = [[i - 1 - k for k in range(min(back, i))] for i, (_, back) in enumerate(ops)]
     durations = [d for d, _ in ops]
-    records = gantt.simulate([f"op{i}" for i in range(len(ops))], deps, durations, workers)
+    records = schedule_model.simulate([f"op{i}" for i in range(len(ops))], deps, durations, workers)
     for record, needs in zip(records, deps):
         assert all(record.start >= records[d].end - 1e-12 for d in needs)
     span = max(r.end for r in records)
@@ -562,7 +559,7 @@ def test_vars_declared_learnable_are_drawn_as_parameters():
     weight = sym.var("w", shape=(4, 4), init=mx.init.Normal(0.01))
     scale = sym.var("s", shape=(4,), lr_mult=0.5)
     out = sym.broadcast_mul(sym.dot(sym.var("x", shape=(2, 4)), weight), scale)
-    assert vg.as_graph(out)[1] == ("w", "s")
+    assert lab_graphs.as_graph(out)[1] == ("w", "s")
     assert vg.draw(out).text == "Graph(nodes=5, inputs=1, params=2, ops=[dot, broadcast_mul])"
 
 
@@ -697,15 +694,17 @@ def test_gantt_colours_each_op_by_kind_the_same_in_every_chart_with_a_legend():
         figure = gantt.gantt(records)
         (axes,) = figure.axes
         found = {}
-        for collection, record in zip(axes.collections, records):
-            found.setdefault(record.name, set()).add(to_hex(collection.get_facecolor()[0]))
+        (bars,) = axes.collections  # one collection: a bar per record, in order
+        for face, record in zip(bars.get_facecolors(), records):
+            found.setdefault(record.name, set()).add(to_hex(face))
         legend = [t.get_text() for t in figure.legends[0].get_texts()]
         plt.close(figure)
         return found, legend
 
-    first, legend1 = colours(gantt.simulate(["dot", "broadcast_add"], [[], [0]], [1, 1], 1))
-    second, legend2 = colours(gantt.simulate(["_ones", "relu", "dot", "broadcast_add", "CachedOp"],
-                                             [[], [0], [1], [2], []], [1] * 5, 2))
+    simulate = schedule_model.simulate
+    first, legend1 = colours(simulate(["dot", "broadcast_add"], [[], [0]], [1, 1], 1))
+    second, legend2 = colours(simulate(["_ones", "relu", "dot", "broadcast_add", "CachedOp"],
+                                       [[], [0], [1], [2], []], [1] * 5, 2))
     assert first["dot"] == second["dot"] == {vg.KIND_COLOURS["opaque"]}
     assert first["broadcast_add"] == second["broadcast_add"] == {vg.KIND_COLOURS["broadcast"]}
     assert second["relu"] == {vg.KIND_COLOURS["elementwise"]}
@@ -723,7 +722,7 @@ def test_gantt_labels_only_bars_they_fit_in():
     from hybridlab.viz import gantt
 
     names = ["broadcast_add", "dot", "broadcast_add", "relu"]
-    records = gantt.simulate(names, [[], [0], [1], [2]], [5.0, 0.05, 3.0, 0.02], workers=1)
+    records = schedule_model.simulate(names, [[], [0], [1], [2]], [5.0, 0.05, 3.0, 0.02], workers=1)
     figure = gantt.gantt(records)
     (axes,) = figure.axes
     renderer = figure.canvas.get_renderer()
@@ -745,10 +744,9 @@ def test_every_curve_is_timed_on_one_worker_with_one_blas_thread(monkeypatch):
     from threadpoolctl import threadpool_info
 
     from hybridlab import engine, nd, random
-    from hybridlab.viz import plots
 
     seen = []
-    real = plots.time_round
+    real = timing.time_round
 
     def recording(fn, repeats):
         blas = {info["num_threads"] for info in threadpool_info()
@@ -757,16 +755,16 @@ def test_every_curve_is_timed_on_one_worker_with_one_blas_thread(monkeypatch):
                      getattr(engine.current(), "workers", None), blas))
         return real(fn, repeats)
 
-    monkeypatch.setattr(plots, "time_round", recording)
+    monkeypatch.setattr(timing, "time_round", recording)
     before = engine.current()
     random.seed(0)
-    net = plots.make_mlp(16, 2)
-    timing = plots.measure_speedup(net, nd.ones((2, 16)), repeats=2, rounds=2)
+    net = timing.make_mlp(16, 2)
+    measured = timing.measure_speedup(net, nd.ones((2, 16)), repeats=2, rounds=2)
     blas_found = any(info["user_api"] == "blas" for info in threadpool_info())
     assert len(seen) == 6 and all(blas == ({1} if blas_found else set()) for *_, blas in seen)
     assert {(name, workers) for name, workers, _ in seen} == {("ThreadedEngine", 1)}
     assert engine.current() is before and net._active  # back to the default, left hybridized
-    assert timing.imperative_us > 0 and timing.numpy_us > 0
+    assert measured.imperative_us > 0 and measured.numpy_us > 0
 
 
 @pytest.mark.parametrize("values,limits", [([14.7, 261.2], (10, 500)), ([0.3, 0.9], (0.2, 1)),
@@ -792,16 +790,15 @@ DAGS = st.integers(1, 14).flatmap(lambda n: st.tuples(
 @settings(max_examples=200, deadline=None)
 @given(DAGS, st.integers(1, 5))
 def test_the_list_scheduler_is_work_conserving_and_within_brents_bounds(dag, workers):
-    from hybridlab.viz import gantt
 
     durations, raw = dag
     deps = _dag(durations, raw)
     names = [f"op{i}" for i in range(len(deps))]
-    records = gantt.simulate(names, deps, durations, workers)
-    work, span = gantt.work_and_span(deps, durations)
+    records = schedule_model.simulate(names, deps, durations, workers)
+    work, span = schedule_model.work_and_span(deps, durations)
     makespan = max(r.end for r in records)
     assert max(work / workers, span) - 1e-9 <= makespan <= work / workers + span + 1e-9
-    assert records == gantt.simulate(names, deps, durations, workers)  # deterministic
+    assert records == schedule_model.simulate(names, deps, durations, workers)  # deterministic
     # work-conserving: at every start time, if a worker is idle, no op is ready
     eps = 1e-9  # sums of float durations: two ends meant to be equal may differ by an ulp
     for moment in sorted({r.start for r in records}):
@@ -814,24 +811,22 @@ def test_the_list_scheduler_is_work_conserving_and_within_brents_bounds(dag, wor
 @settings(max_examples=60, deadline=None)
 @given(DAGS)
 def test_one_worker_takes_the_work_and_enough_workers_take_the_span(dag):
-    from hybridlab.viz import gantt
 
     durations, raw = dag
     deps = _dag(durations, raw)
     names = [f"op{i}" for i in range(len(deps))]
-    work, span = gantt.work_and_span(deps, durations)
-    one = gantt.simulate(names, deps, durations, 1)
+    work, span = schedule_model.work_and_span(deps, durations)
+    one = schedule_model.simulate(names, deps, durations, 1)
     assert max(r.end for r in one) == pytest.approx(work)
-    many = gantt.simulate(names, deps, durations, len(deps))
+    many = schedule_model.simulate(names, deps, durations, len(deps))
     assert max(r.end for r in many) == pytest.approx(span)
 
 
 def test_the_simulator_refuses_cycles_and_bad_dependencies():
-    from hybridlab.viz import gantt
 
     with pytest.raises(ValueError, match="form a cycle"):
-        gantt.simulate(["a", "b"], [[1], [0]], [1.0, 1.0], 2)
+        schedule_model.simulate(["a", "b"], [[1], [0]], [1.0, 1.0], 2)
     with pytest.raises(ValueError, match="depends on 5, which is not an op"):
-        gantt.simulate(["a"], [[5]], [1.0], 1)
+        schedule_model.simulate(["a"], [[5]], [1.0], 1)
     with pytest.raises(ValueError, match="at least one worker"):
-        gantt.simulate(["a"], [[]], [1.0], 0)
+        schedule_model.simulate(["a"], [[]], [1.0], 0)

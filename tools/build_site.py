@@ -64,7 +64,12 @@ def npm_pack(package: str) -> Path:
     result = subprocess.run([npm, "pack", package, "--silent"], cwd=VENDOR,
                             capture_output=True, text=True)
     if result.returncode != 0:
-        raise SystemExit(f"site: npm pack {package} failed:\n{result.stderr}")
+        said = (result.stderr.strip() or result.stdout.strip()
+                or f"no message (exit status {result.returncode})")
+        raise SystemExit(f"site: npm pack {package} failed: {said}\n"
+                         f"site: the first build fetches it from the npm registry once "
+                         f"(offline? connect and run `make site` again; later builds use "
+                         f"{VENDOR.relative_to(ROOT)}/ and need no network)")
     return VENDOR / result.stdout.strip().splitlines()[-1]
 
 
@@ -91,15 +96,28 @@ def vendor_assets(static: Path) -> None:
         tarball, partial = npm_pack(package), VENDOR / "mathjax.partial"
         shutil.rmtree(partial, ignore_errors=True)
         with tarfile.open(tarball) as archive:
-            members = [m for m in archive.getmembers() if m.isfile()
-                       and m.name.removeprefix("package/").startswith(wanted)]
-            for member in members:  # plain files under package/: no links, no ../
-                member.name = member.name.removeprefix("package/")
-            archive.extractall(partial, members=members, filter="data")
+            extract_files(archive, wanted, partial)
         shutil.rmtree(mathjax, ignore_errors=True)
         os.replace(partial, mathjax)
         tarball.unlink()
     shutil.copytree(mathjax, static / "mathjax", dirs_exist_ok=True)
+
+
+def extract_files(archive: tarfile.TarFile, wanted: tuple[str, ...], folder: Path) -> None:
+    """Write the plain files of ``package/`` whose names start with one of ``wanted`` into
+    ``folder``. Links, devices and names with ``..`` or a leading ``/`` are never written
+    (by hand: ``extractall(filter="data")`` needs Python 3.11.4, Debian 12 has 3.11.2)."""
+    for member in archive.getmembers():
+        name = member.name.removeprefix("package/")
+        parts = Path(name).parts
+        if not (member.isfile() and name.startswith(wanted)) or ".." in parts or (
+                Path(name).is_absolute()):
+            continue
+        data = archive.extractfile(member)
+        assert data is not None  # (a regular file always has data)
+        target = folder / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data.read())
 
 
 def title_of(notebook: dict, fallback: str) -> str:

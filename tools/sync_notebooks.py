@@ -5,9 +5,10 @@ What this tool keeps true
 ``lessons/NN-name.md`` is the source a reviewer reads; ``notebooks/NN-name.ipynb`` is what
 a student opens and what nbval validates. The notebook is *generated*: jupytext converts
 the lesson, nbclient executes it in a fresh kernel running this very interpreter
-(working directory ``notebooks/``), and the outputs are stored. Widget state and
-timestamps are dropped and cell ids are numbered, so a rebuild of an unchanged lesson
-changes only timing outputs (and the ids in saved widget state) and the file stays diff-able.
+(working directory ``notebooks/``), and the outputs are stored. Timestamps are
+dropped, cell ids and widget model ids are numbered, prints to one stream are joined and
+bare object addresses dropped (``stable_outputs``), so a rebuild of an unchanged lesson
+changes only measured numbers and the file stays diff-able.
 
 Widget state is *kept* (``metadata.widgets``): with it, a notebook opened without running
 it -- in a trusted JupyterLab, or on the course's static site -- draws every widget as it
@@ -21,12 +22,25 @@ not mark it changed.
 
 ``--check`` compares cell types and sources only (never outputs), so it is fast and is
 run by ``tests/test_lessons.py``.
+
+Measured figures in the prose (the truth rule, CONTRIBUTING.md)
+---------------------------------------------------------------
+A lesson never types a measured number: it writes ``{{name}}`` in its text, and the code
+cell that measured the figure calls ``hybridlab.exercises.glue("name", value, fmt)``,
+whose output carries the mime type ``application/vnd.hybridlab.glue+json``
+(``{"name", "text"}``). After executing a notebook, :func:`fill_glue` replaces each
+``{{name}}`` in its markdown cells by ``<!--glue:name-->TEXT<!--/glue-->``: the comments are
+invisible in JupyterLab and on the site, the text is this run's figure. A placeholder whose
+name no cell glued, or one name glued twice, is an error naming the lesson and the name.
+``--check`` turns every filled value back into ``{{name}}`` before comparing, so it still
+compares the notebook with its source, whatever the figures were.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -40,6 +54,13 @@ KERNELSPEC = {"name": KERNEL, "display_name": "Python 3 (ipykernel)", "language"
 LANGUAGE_INFO = {"name": "python", "codemirror_mode": {"name": "ipython", "version": 3},
                  "file_extension": ".py", "mimetype": "text/x-python",
                  "nbconvert_exporter": "python", "pygments_lexer": "ipython3"}
+GLUE_MIME = "application/vnd.hybridlab.glue+json"  # hybridlab.exercises.glue.GLUE_MIME
+PLACEHOLDER = re.compile(r"\{\{([A-Za-z_][A-Za-z0-9_]*)\}\}")
+FILLED = re.compile(r"<!--glue:([A-Za-z_][A-Za-z0-9_]*)-->.*?<!--/glue-->", re.DOTALL)
+
+
+class GlueError(ValueError):
+    """A lesson's ``{{name}}`` placeholders and its ``glue(...)`` calls do not match."""
 
 
 def lesson_paths(prefix: str = "") -> list[Path]:
@@ -52,8 +73,49 @@ def notebook_path(lesson: Path) -> Path:
 
 
 def cell_sources(notebook) -> list[tuple[str, str]]:
-    """(cell type, source) pairs: what must agree between a lesson and its notebook."""
-    return [(cell.cell_type, cell.source.strip()) for cell in notebook.cells]
+    """(cell type, source) pairs: what must agree between a lesson and its notebook.
+    Filled-in glue values count as their placeholder (see the module docstring)."""
+    return [(cell.cell_type, unfill(cell.source).strip()) for cell in notebook.cells]
+
+
+def unfill(source: str) -> str:
+    """``<!--glue:name-->TEXT<!--/glue-->`` back to ``{{name}}``."""
+    return FILLED.sub(lambda match: "{{" + match.group(1) + "}}", source)
+
+
+def glued_values(notebook, lesson_name: str) -> dict[str, str]:
+    """``{name: text}`` from the outputs of ``glue(...)`` calls in the executed notebook."""
+    values: dict[str, str] = {}
+    for index, cell in enumerate(notebook.cells):
+        for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            data = output.get("data", {}).get(GLUE_MIME)
+            if data is None:
+                continue
+            if data["name"] in values:
+                raise GlueError(f"{lesson_name}: glue name {data['name']!r} is glued twice "
+                                f"(again in cell {index}); give each figure its own name")
+            values[data["name"]] = str(data["text"])
+    return values
+
+
+def fill_glue(notebook, lesson_name: str) -> int:
+    """Write each glued figure into the markdown where the lesson says ``{{name}}``;
+    return how many placeholders were filled."""
+    values = glued_values(notebook, lesson_name)
+    filled = 0
+    for cell in notebook.cells:
+        if cell.cell_type != "markdown":
+            continue
+        missing = [name for name in PLACEHOLDER.findall(cell.source) if name not in values]
+        if missing:
+            raise GlueError(f"{lesson_name}: the prose uses {{{{{missing[0]}}}}} but no cell "
+                            f"calls glue({missing[0]!r}, ...); glued names: "
+                            f"{sorted(values) or 'none'}")
+        cell.source, count = PLACEHOLDER.subn(
+            lambda match: f"<!--glue:{match.group(1)}-->{values[match.group(1)]}<!--/glue-->",
+            unfill(cell.source))
+        filled += count
+    return filled
 
 
 def read_lesson(lesson: Path):
@@ -83,8 +145,55 @@ def build(lesson: Path, timeout: int = 120) -> float:
         notebook.metadata["widgets"] = widgets
     for cell in notebook.cells:
         cell.metadata.pop("execution", None)  # nbclient timestamps would churn the diff
-    nbformat.write(notebook, notebook_path(lesson))
+        if cell.cell_type == "code":
+            cell.outputs = stable_outputs(cell.outputs)
+    fill_glue(notebook, lesson.name)
+    text = stable_widget_ids(nbformat.writes(notebook))
+    notebook_path(lesson).write_text(text + "\n", encoding="utf-8")
     return elapsed
+
+
+BARE_REPR = re.compile(r"<[\w.]+(?: object)? at 0x[0-9a-fA-F]+>")
+
+
+def stable_outputs(outputs: list) -> list:
+    """Outputs as a rebuild gives them every time: consecutive prints to one stream are one
+    output (the kernel splits them by timing), and a result that is only an object's
+    address (``<matplotlib.legend.Legend at 0x...>``, a cell ending in ``ax.legend()``) is
+    dropped -- it tells a student nothing and changes every run."""
+    kept: list = []
+    for output in outputs:
+        data = output.get("data", {})
+        if output.get("output_type") == "execute_result" and set(data) == {"text/plain"} and (
+                BARE_REPR.fullmatch(str(data["text/plain"]).strip())):
+            continue
+        previous = kept[-1] if kept else None
+        if (output.get("output_type") == "stream" and previous is not None
+                and previous.get("output_type") == "stream"
+                and previous.get("name") == output.get("name")):
+            previous["text"] = "".join(previous["text"]) + "".join(output["text"])
+            continue
+        kept.append(output)
+    return kept
+
+
+def stable_widget_ids(text: str) -> str:
+    """Renumber the widget models' random ids (``4f0c...``, 32 hex digits) in order of first
+    appearance, so the saved widget state of an unchanged lesson is unchanged."""
+    hex_id = re.compile(r"(?<![0-9a-f])[0-9a-f]{32}(?![0-9a-f])")
+    known, ids = set(_widget_model_ids(text)), {}
+    for found in hex_id.finditer(text):
+        if found.group(0) in known:
+            ids.setdefault(found.group(0), f"{len(ids) + 1:032x}")
+    return hex_id.sub(lambda m: ids.get(m.group(0), m.group(0)), text)
+
+
+def _widget_model_ids(text: str) -> list[str]:
+    import json
+
+    state = json.loads(text).get("metadata", {}).get("widgets", {}).get(
+        "application/vnd.jupyter.widget-state+json", {}).get("state", {})
+    return list(state)
 
 
 def current_kernel():
@@ -140,7 +249,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if problems else 0
     NOTEBOOKS.mkdir(exist_ok=True)
     for lesson in lessons:
-        print(f"{lesson.name}: executed in {build(lesson):.1f} s")
+        try:
+            print(f"{lesson.name}: executed in {build(lesson):.1f} s")
+        except GlueError as err:
+            print(f"error: {err} (the notebook was not written)", file=sys.stderr)
+            return 1
     return 0
 
 

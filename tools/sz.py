@@ -10,12 +10,15 @@ doing two jobs. The rule is "no code golf -- reduce complexity, increase readabi
 * comments, blank lines and docstrings (any statement that is only a string) cost nothing;
 * a statement wrapped over three lines costs three lines -- wrap for the reader anyway.
 
-When a module really needs more room, raise its budget in :data:`BUDGETS` with a one-line
-reason beside it (STYLE.md). A module with no budget gets :data:`DEFAULT_BUDGET` and is
-flagged in the table so someone gives it a real one.
+Budgets only go down: a budget may sit at most :func:`headroom` lines above its module's
+code, so when code shrinks its budget must follow (the check says so). When a module
+really needs more room, raise its budget in :data:`BUDGETS` with a one-line reason beside
+it (CONTRIBUTING.md). A module with no budget gets :data:`DEFAULT_BUDGET` and is flagged in
+the table so someone gives it a real one.
 
-Exit status: 1 when a module is over its budget, the total is over :data:`TOTAL_BUDGET`, or a
-budget names a module that does not exist.
+Exit status: 1 when a module is over its budget, a budget is more than its headroom above
+its module, the total is over :data:`TOTAL_BUDGET`, or a budget names a module that does not
+exist.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "hybridlab"
 
-# STYLE.md's ~3.9k cap sketched ~40 ops and no course code. The issues asked for 135 ops
+# The first sketch's ~3.9k cap planned ~40 ops and no course code. The issues asked for 135 ops
 # (conv, pool, indexing, join), MXNet-JSON validation, contrib control flow, teaching errors
 # and the exercises package (~300 lines): 6.2k. Then +1.0k for what review found missing:
 # out= kernels and a real static arena, attribute bounds, the ast-based hybridization
@@ -55,59 +58,60 @@ PACKAGE = ROOT / "hybridlab"
 TOTAL_BUDGET = 10800
 DEFAULT_BUDGET = 150
 
-# Code-line budgets from STYLE.md section 2, keyed by path relative to the repository root.
+# Code-line budgets, keyed by path relative to the repository root.
 BUDGETS: dict[str, int] = {
-    "hybridlab/__init__.py": 40,
+    "hybridlab/__init__.py": 28,
     "hybridlab/config.py": 50,
     "hybridlab/errors.py": 60,
     "hybridlab/base.py": 10,  # mx.base re-exports MXNetError; nothing else belongs here
     "hybridlab/ops/__init__.py": 30,  # imports 12 op modules so they register, OPS/COMPOSITES views
-    "hybridlab/ops/fused.py": 70,  # _fused: a grouped chain's kernel, shape rule, gradient
+    "hybridlab/ops/fused.py": 66,  # _fused: a grouped chain's kernel, shape rule, gradient
     "hybridlab/ops/registry.py": 420,  # + kernel_out, Attr bounds, composite errors, methods
     # rule, layer operators (OpDef.lower, register_layer, run_lowering)
     "hybridlab/ops/elementwise.py": 240,  # + elemwise_* as MXNet has them (one shape)
     #  # + kernel_out forms and the dtype contract
     "hybridlab/ops/reduce.py": 123,
     "hybridlab/ops/shape.py": 144,
-    "hybridlab/ops/linalg.py": 171,  # + infer_params; kernel_out for dot/FC; dtypes; FC_2d, dot_c
+    "hybridlab/ops/products.py": 171,  # + infer_params; kernel_out for dot/FC; dtypes; FC_2d, dot_c
     "hybridlab/ops/random.py": 40,
     "hybridlab/engine.py": 625,  # + hook-error reports, convoy-free finishing, BLAS, origin cache;
     # + typed for mypy --strict;
     # + the push/fail/skip/clear events and typed dependencies (Dep) every instrument reads
-    "hybridlab/ndarray.py": 460,  # + layer operators run as their lowering, views (NOTE [Views])
+    "hybridlab/ndarray.py": 466,  # + layer operators run as their lowering, views (NOTE [Views])
+    # + _assign_all: a backward pass stores every gradient in one engine op
     #  # + never-computed-array errors, nd.<typo> hints, head_grad
     "hybridlab/ndarray_io.py": 175,  # MXNet's file format: bounded reads, aligned, atomic writes
     "hybridlab/onnx.py": 280,  # + rows for the layer operators ONNX has whole
     #  # ONNX export: the graph walk and one table mapping ~35 operators
     "hybridlab/context.py": 50,  # mx.cpu/gpu/Context: devices exist only for MXNet compatibility
-    "hybridlab/random.py": 40,  # ARCHITECTURE.md: mx.random.seed and the seed stream
+    "hybridlab/random.py": 27,  # ARCHITECTURE.md: mx.random.seed and the seed stream
     "hybridlab/symbol.py": 730,  # + JSON load, Executor, teaching errors, elementwise completion
-    "hybridlab/name.py": 50,  # mx.name: NameManager, Prefix
-    "hybridlab/autograd.py": 170,  # + teaching errors: freed graph, bad VJP, 2nd order, head shape
+    "hybridlab/name.py": 46,  # mx.name: NameManager, Prefix
+    "hybridlab/autograd.py": 159,  # + teaching errors: freed graph, bad VJP, 2nd order, head shape
     "hybridlab/walk.py": 40,  # postorder and the one reverse-mode sweep
     "hybridlab/display.py": 15,  # the display hook viz fills, so the core never imports viz
     "hybridlab/userline.py": 35,  # the one user-line finder (engine, IR, tracing): rules + format
     "hybridlab/graph/frontend.py": 25,  # the F slot symbol fills (graph never imports symbol)
-    "hybridlab/graph/__init__.py": 20,  # re-exports only
+    "hybridlab/graph/__init__.py": 6,  # re-exports only
     "hybridlab/graph/ir.py": 275,  # + shape inference; verify: arity, output refs, names
-    "hybridlab/graph/passes/__init__.py": 70,  # + the lowering pass and its mode
+    "hybridlab/graph/passes/__init__.py": 80,  # + passes that take a context (takes_context)
     #  # + user passes (passes=[...]) and their checks
-    "hybridlab/graph/passes/fold_constants.py": 70,
-    "hybridlab/graph/passes/eliminate_common_subexpressions.py": 60,
-    "hybridlab/graph/passes/eliminate_dead_code.py": 40,
-    "hybridlab/graph/passes/lower_operators.py": 60,  # layer operators -> primitives
-    "hybridlab/graph/passes/fuse_elementwise.py": 100,  # the pass only (the op: ops/fused.py)
+    "hybridlab/graph/passes/fold_constants.py": 42,
+    "hybridlab/graph/passes/eliminate_common_subexpressions.py": 22,
+    "hybridlab/graph/passes/eliminate_dead_code.py": 14,
+    "hybridlab/graph/passes/lower_operators.py": 53,  # layer operators -> primitives
+    "hybridlab/graph/passes/fuse_elementwise.py": 78,  # the pass only (the op: ops/fused.py)
     "hybridlab/graph/passes/plan_memory.py": 162,  # + workspace, choosing the arena, mypy asserts
-    "hybridlab/graph/codegen.py": 287,  # + fused bodies, arena, source check, 0-d, specialise;
+    "hybridlab/graph/codegen.py": 288,  # + fused bodies, arena, source check, 0-d, specialise;
     # typed for mypy --strict; + Program.single: the plain call with an arena from the pool
-    "hybridlab/graph/cached_op.py": 293,  # + lowering before the gradient; a block's one
+    "hybridlab/graph/cached_op.py": 295,  # + lowering before the gradient; a block's one
     # cache: graphs from its tracer (Traced: the fed parameters, the statistics written)
     #  # + stats, read grads, inline cache, plain call, 2nd
-    # order; the transposed weights a layout pass asks for (_Layouts)
+    # order; the transposed weights a layout pass asks for (_Layouts); the pass context
     # + 43: the layout chosen by measurement (_Tuning, its entry fields, layout/layouts)
     "hybridlab/graph/passes/pretranspose_weights.py": 45,  # the layout pass
-    "hybridlab/graph/autotune.py": 60,  # timing two programs, the choice and its report
-    "hybridlab/gluon/__init__.py": 20,  # re-exports only
+    "hybridlab/graph/autotune.py": 50,  # timing two programs, the choice and its report
+    "hybridlab/gluon/__init__.py": 11,  # re-exports only
     "hybridlab/gluon/parameter.py": 190,  # + save/load, regex, grad_req, one NDArray, aligned
     "hybridlab/gluon/block.py": 345,  # + input/flag/trace checks, Symbol calls; one CachedOp
     "hybridlab/gluon/nn/__init__.py": 20,  # re-exports only (nn.py split as MXNet's gluon/nn/)
@@ -115,33 +119,44 @@ BUDGETS: dict[str, int] = {
     "hybridlab/gluon/nn/basic_layers.py": 160,  # + BatchNorm on any axis, slices, MXNet reprs
     "hybridlab/gluon/nn/conv_layers.py": 70,  # + MXNet's reprs of Conv2D and the pools
     "hybridlab/gluon/loss.py": 60,  # STYLE gives loss+trainer+data 180 together; split 60/50/70
-    "hybridlab/gluon/trainer.py": 85,  # sgd (momentum, wd), adam + hyperparameter checks
+    "hybridlab/gluon/trainer.py": 89,  # sgd (momentum, wd), adam + hyperparameter checks;
+    # + one engine op per step for the whole parameter group
     "hybridlab/gluon/data.py": 75,  # + batch_size check
-    "hybridlab/profiler.py": 60,
-    "hybridlab/viz/__init__.py": 20,  # re-exports only
-    "hybridlab/viz/graph.py": 300,  # DOT + adapters + plot_network; unused nodes, display
+    "hybridlab/profiler.py": 46,
+    "hybridlab/viz/__init__.py": 8,  # re-exports only
+    "hybridlab/viz/graph.py": 260,  # DOT + adapters + plot_network; unused nodes, display
     # hooks; + highlighting what a pass changed; the kinds key; forward/backward boxes
     "hybridlab/viz/views.py": 140,  # pass and source views, plan notes, wrapping, backward view
-    "hybridlab/viz/gantt.py": 155,  # + list scheduler (bottom-level first, typed pools), work, span
-    "hybridlab/viz/plots.py": 210,  # + a fair protocol; the floor as the benchmark writes it;
-    # the speed-up instrument: model (cached points, seed MLP) + plot + widget
+    "hybridlab/viz/gantt.py": 83,  # the one Gantt renderer (trace, simulation, Dask), legend
+    "hybridlab/viz/plots.py": 101,  # the speed-up plot and its widget (model: lab/timing.py)
     "hybridlab/viz/palette.py": 50,  # op-kind and task-state colours (Okabe-Ito), defined once
     "hybridlab/viz/bundle.py": 70,  # widget view + PNG + text: every instrument's output
-    "hybridlab/viz/stepper.py": 260,  # the queue stepper: model (state, actions) + its widget
-    "hybridlab/viz/schedule.py": 335,  # explorer: graphs, model, figure, widget, devices, op costs
-    "hybridlab/viz/pass_explorer.py": 114,  # the pass explorer: stages, diffs, widget;
-    # + the layout the CachedOp chose by measurement, shown as a stage
-    "hybridlab/viz/breakdown.py": 145,  # where the time goes: the call peeled, its figure
-    "hybridlab/viz/memory.py": 165,  # the timeline (forward, joint with backward) + its widget
-    # Modules STYLE.md did not list (the issues asked for more than its sketch).
+    "hybridlab/viz/stepper.py": 141,  # the queue stepper: drawing + widget (model: lab/queue.py)
+    "hybridlab/viz/schedule.py": 137,  # the explorer: figure, widget (model: lab/schedule.py)
+    "hybridlab/viz/pass_explorer.py": 54,  # the pass explorer: drawing + widget (lab/passes.py)
+    "hybridlab/viz/breakdown.py": 47,  # where the time goes, drawn (lab/timing.py measures)
+    "hybridlab/viz/memory.py": 104,  # the timeline drawn + its widget (model: lab/memory.py)
+    "hybridlab/graph/passes/context.py": 15,  # PassContext: what a pass may need to know
+    "hybridlab/graph/evaluate.py": 20,  # the reference interpreter: lower, then interpret
+    # the instruments' models (moved out of viz/: the models were 45% of it)
+    "hybridlab/lab/__init__.py": 5,  # the package docstring only
+    "hybridlab/lab/graphs.py": 60,  # anything drawable -> graph IR and parameter names; op kinds
+    "hybridlab/lab/schedule.py": 285,  # list scheduler, bounds, task graphs, devices and streams
+    "hybridlab/lab/queue.py": 125,  # the queue stepper's model: state, actions, summary
+    "hybridlab/lab/memory.py": 72,  # the memory timeline: boxes, live bytes, a step's line
+    "hybridlab/lab/passes.py": 69,  # the pipeline's stages, what changed, diffs; + the
+    # layout the CachedOp chose by measurement, shown as a stage
+    "hybridlab/lab/timing.py": 220,  # speed-ups against the numpy floor; where a call's time goes
+    "hybridlab/exercises/glue.py": 25,  # numbers from outputs into lesson prose; claims
+    # Modules the first sketch did not list (the issues asked for more).
     "hybridlab/ops/_infer.py": 40,  # shared shape-rule helpers (axis normalisation, broadcast)
     "hybridlab/ops/broadcast.py": 60,  # broadcast_to/axis/like and sum_like, their inverse
     "hybridlab/ops/conv.py": 160,  # im2col in bounded chunks, out= kernels, workspace formulas
-    "hybridlab/ops/creation.py": 50,  # ones/zeros/full/arange and *_like
+    "hybridlab/ops/creation.py": 46,  # ones/zeros/full/arange and *_like
     "hybridlab/ops/eager.py": 50,  # every registry op run at once on numpy arrays, no engine
     "hybridlab/ops/indexing.py": 155,  # slice, pick, take, one_hot + scatters and their grads
     "hybridlab/ops/join.py": 78,  # concat, stack, split; _concat_part's own (2nd-order) gradient
-    "hybridlab/ops/la_op.py": 83,  # MXNet's linalg.gemm2 and potrf (+ its backward)
+    "hybridlab/ops/linalg.py": 83,  # MXNet's linalg.gemm2 and potrf (+ its backward)
     "hybridlab/ops/nn.py": 210,  # sigmoid, LeakyReLU, Activation, Dropout, BatchNorm (MXNet's
     # op, lowered), SoftmaxOutput with its cross-entropy gradient
     "hybridlab/ops/pool.py": 112,  # Pooling, its chunked gradient; out= kernels, workspace
@@ -153,16 +168,18 @@ BUDGETS: dict[str, int] = {
     # first values by the operator input fed (gamma, moving_var: ones)
     "hybridlab/contrib.py": 77,  # + the imperative while_loop (a real loop), list data
     "hybridlab/initializer.py": 70,  # mx.init: Uniform, Normal, Xavier, Zero, One, Constant
-    "hybridlab/exercises/__init__.py": 55,  # course: self-check functions, one module per lesson
+    "hybridlab/exercises/__init__.py": 60,  # self-check functions, one module per lesson; + glue, claim
     "hybridlab/exercises/_common.py": 55,  # + compare_block, shared by lessons 02 and 04
-    "hybridlab/exercises/lesson00.py": 60,
-    "hybridlab/exercises/lesson01.py": 70,
-    "hybridlab/exercises/lesson02.py": 90,
+    "hybridlab/exercises/lesson00.py": 44,
+    "hybridlab/exercises/lesson01.py": 59,
+    "hybridlab/exercises/lesson02.py": 66,
     "hybridlab/exercises/lesson03.py": 100,  # + which barrier, a runaway loop measured
     "hybridlab/exercises/lesson04.py": 75,  # span (from lesson 03), enough workers, a tree sum
     "hybridlab/exercises/lesson05.py": 60,  # CSE count, the biggest stage, a student's pass
-    "hybridlab/exercises/lesson06.py": 70,
+    "hybridlab/exercises/lesson06.py": 52,
     "hybridlab/exercises/lesson07.py": 110,  # three checks, each on two inputs, float64 refs
+    "hybridlab/exercises/lesson08.py": 105,  # the .params size, a JSON interpreter, free batch
+    "hybridlab/dask.py": 130,  # a graph as a Dask graph, its errors, the task stream as records
 }
 
 # Tokens that make a line count as code. Comments, NL/NEWLINE and INDENT/DEDENT do not.
@@ -204,6 +221,12 @@ def measure(package: Path = PACKAGE) -> dict[str, int]:
     }
 
 
+def headroom(lines: int) -> int:
+    """How far a budget may sit above its module's code: a budget is a limit, not a
+    reservation, so it follows the code down."""
+    return max(8, lines // 10)
+
+
 def check(sizes: dict[str, int], budgets: dict[str, int] | None = None) -> list[str]:
     """Every budget violation as a readable line; empty when all is within budget.
 
@@ -215,6 +238,10 @@ def check(sizes: dict[str, int], budgets: dict[str, int] | None = None) -> list[
                 for path, lines in sizes.items() if lines > budgets.get(path, DEFAULT_BUDGET)]
     problems += [f"{path}: has a budget in tools/sz.py but no module (remove the entry)"
                  for path in budgets if path not in sizes]
+    problems += [f"{path}: budget {budgets[path]} is more than {headroom(lines)} lines above its "
+                 f"{lines} code lines: lower it to at most {lines + headroom(lines)} (budgets only "
+                 f"go down)" for path, lines in sizes.items()
+                 if path in budgets and budgets[path] > lines + headroom(lines)]
     total = sum(sizes.values())
     if total > TOTAL_BUDGET:
         problems.append(f"total: {total} code lines, budget {TOTAL_BUDGET}")
@@ -223,13 +250,13 @@ def check(sizes: dict[str, int], budgets: dict[str, int] | None = None) -> list[
 
 def _area(path: str) -> str:
     parts = path.split("/")
-    if len(parts) > 2 and parts[1] in ("gluon", "viz"):
+    if len(parts) > 2 and parts[1] in ("gluon", "lab", "viz"):
         return parts[1]
     return "viz" if parts[-1] == "profiler.py" else "core"
 
 
 def print_table(sizes: dict[str, int]) -> None:
-    """Module, code lines and budget, then the totals per area (core, gluon, viz)."""
+    """Module, code lines and budget, then the totals per area (core, gluon, lab, viz)."""
     width = max([len(p) for p in sizes] + [len("module")])
     print(f"{'module':<{width}}  {'lines':>5}  {'budget':>6}")
     for path, lines in sizes.items():
@@ -238,7 +265,7 @@ def print_table(sizes: dict[str, int]) -> None:
         note += "  (no budget in tools/sz.py: default)" if path not in BUDGETS else ""
         print(f"{path:<{width}}  {lines:>5}  {budget:>6}{note}")
     print("-" * (width + 15))
-    for area in ("core", "gluon", "viz"):
+    for area in ("core", "gluon", "lab", "viz"):
         area_lines = sum(n for p, n in sizes.items() if _area(p) == area)
         print(f"{area + ' (viz includes profiler)' if area == 'viz' else area:<{width}}  "
               f"{area_lines:>5}")

@@ -19,6 +19,7 @@ Invariants
 from typing import Any
 
 from hybridlab.exercises._common import Feedback
+from hybridlab.exercises.glue import ClaimError, claim, glue
 from hybridlab.exercises.lesson00 import check_fc_count, check_same_outputs, check_tour_mlp
 from hybridlab.exercises.lesson01 import (
     check_dense_from_primitives,
@@ -56,7 +57,8 @@ from hybridlab.exercises.lesson07 import (
 )
 
 __all__ = [
-    "BARRIER_CHOICES", "SYNC_CANDIDATES", "BrokenBlock", "Feedback", "FlattenBlock",
+    "BARRIER_CHOICES", "SYNC_CANDIDATES", "BrokenBlock", "ClaimError", "Feedback",
+    "FlattenBlock", "claim", "glue",
     "LastColumn", "SignGate", "check_barrier", "check_bounded_loop",
     "check_enough_workers", "check_tree_sum", "check_biggest_stage", "check_cse_count",
     "check_times_one_pass",

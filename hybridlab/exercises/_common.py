@@ -36,16 +36,16 @@ def run(fn: Callable[[], Any], what: str) -> tuple[Any, Feedback | None]:
     """Call the student's code; an exception becomes feedback instead of a traceback."""
     try:
         return fn(), None
-    except Exception as err:  # noqa: BLE001 -- any error in the student's code is feedback
+    except Exception as err:
         return None, Feedback(False, f"{what} raised {type(err).__name__}: {err}")
 
 
 def ops_in(symbol: Any) -> list[str]:
     """The operator names in a Symbol's graph, in topological order."""
-    from hybridlab.viz.graph import as_graph
+    from hybridlab.lab.graphs import as_graph
 
     graph, _ = as_graph(symbol)
-    return [node.op for node in graph.nodes if node.kind == "call"]
+    return [str(node.op) for node in graph.nodes if node.kind == "call"]
 
 
 def compare_block(block_class: type, reference: Callable[[np.ndarray], np.ndarray],

@@ -42,7 +42,7 @@ def fancy_func(a: Any, b: Any, c: Any, d: Any) -> Any:
 def check_fancy_func_nodes(answer: int) -> Feedback:
     """How many nodes does the graph of ``fancy_func`` on four ``sym.var`` have?"""
     from hybridlab import sym
-    from hybridlab.viz.graph import as_graph
+    from hybridlab.lab.graphs import as_graph
 
     graph, _ = as_graph(fancy_func(*(sym.var(n) for n in "abcd")))
     expected = len(graph.nodes)

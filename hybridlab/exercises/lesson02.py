@@ -20,7 +20,7 @@ def _block_classes() -> tuple[type, type]:
     class BrokenBlock(nn.HybridBlock):
         """Scales each row to sum to one -- but through numpy, which cannot be traced."""
 
-        def hybrid_forward(self, F, x):  # noqa: N803 -- MXNet's signature
+        def hybrid_forward(self, F, x):
             totals = x.asnumpy().sum(axis=1, keepdims=True)
             return x / nd.array(totals)
 
@@ -31,7 +31,7 @@ def _block_classes() -> tuple[type, type]:
             super().__init__(**kwargs)
             self.calls = 0
 
-        def hybrid_forward(self, F, x):  # noqa: N803 -- MXNet's signature
+        def hybrid_forward(self, F, x):
             self.calls += 1
             return F.relu(x)
 

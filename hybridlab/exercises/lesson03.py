@@ -103,7 +103,7 @@ def check_bounded_loop(train: Callable[[list], list], batches: int = 8) -> Feedb
     import numpy as np
 
     from hybridlab import engine, nd
-    from hybridlab.viz.stepper import QueueModel
+    from hybridlab.lab.queue import QueueModel
 
     with engine.engine_scope("StepEngine") as step:
         arrays = {f"batch{i}": nd.ones((16, 32)) * i for i in range(batches)}

@@ -22,7 +22,7 @@ def _diamond_tasks() -> list[Any]:
 
 def check_span(workers: int, answer: float) -> Feedback:
     """The span of ``(a + b) * (a - b)`` with unit-time tasks on ``workers`` workers."""
-    from hybridlab.viz.gantt import simulate
+    from hybridlab.lab.schedule import simulate
 
     tasks = _diamond_tasks()
     seqs = [task.seq for task in tasks]
@@ -38,7 +38,7 @@ def check_span(workers: int, answer: float) -> Feedback:
 def chain_sum_graph(n: int = 8) -> Any:
     """The tasks of ``((x0 + x1) + x2) + ...`` over n arrays, as a TaskGraph."""
     from hybridlab import engine, nd
-    from hybridlab.viz.schedule import TaskGraph
+    from hybridlab.lab.schedule import TaskGraph
 
     with engine.engine_scope("StepEngine") as step:
         xs = [nd.ones((2,)) * i for i in range(n)]
@@ -53,7 +53,7 @@ def chain_sum_graph(n: int = 8) -> Any:
 def check_enough_workers(answer: int) -> Feedback:
     """The chain sum of 8 arrays (lesson 04): the fewest workers with the shortest
     schedule, past which more workers change nothing."""
-    from hybridlab.viz.schedule import ScheduleModel
+    from hybridlab.lab.schedule import ScheduleModel
 
     model = ScheduleModel(chain_sum_graph())
     times = {k: max(r.end for r in model.schedule(k)) for k in range(1, 17)}
@@ -74,8 +74,7 @@ def check_tree_sum(total: Callable[[list], Any], n: int = 16) -> Feedback:
     import numpy as np
 
     from hybridlab import engine, nd
-    from hybridlab.viz.gantt import work_and_span
-    from hybridlab.viz.schedule import TaskGraph
+    from hybridlab.lab.schedule import TaskGraph, work_and_span
 
     with engine.engine_scope("StepEngine") as step:
         xs = [nd.full((3,), float(i)) for i in range(n)]

@@ -17,7 +17,7 @@ def _program() -> Any:
 
 def check_cse_count(answer: int) -> Feedback:
     """How many operator calls does common-subexpression elimination remove from it?"""
-    from hybridlab.viz.pass_explorer import PassModel
+    from hybridlab.lab.passes import PassModel
 
     model = PassModel(_program(), shape={"x": (4,)})
     calls = [sum(1 for n in s.graph.nodes if n.kind == "call") for s in model.stages]
@@ -35,9 +35,9 @@ def check_times_one_pass(user_pass: Callable[[Any], Any]) -> Feedback:
     program's results."""
     import numpy as np
 
-    from hybridlab.graph.ir import evaluate
-    from hybridlab.viz.graph import as_graph
-    from hybridlab.viz.pass_explorer import PassModel
+    from hybridlab.graph.evaluate import evaluate
+    from hybridlab.lab.graphs import as_graph
+    from hybridlab.lab.passes import PassModel
 
     symbol = _program()
     try:
@@ -63,7 +63,7 @@ def check_times_one_pass(user_pass: Callable[[Any], Any]) -> Feedback:
 
 def check_biggest_stage(answer: str) -> Feedback:
     """Which pass removes the most operator calls from the exercise program?"""
-    from hybridlab.viz.pass_explorer import PassModel
+    from hybridlab.lab.passes import PassModel
 
     model = PassModel(_program(), shape={"x": (4,)})
     calls = [sum(1 for n in s.graph.nodes if n.kind == "call") for s in model.stages]

@@ -17,7 +17,7 @@ def _block_classes() -> tuple[type, type, type]:
     class SignGate(nn.HybridBlock):
         """Doubles the whole batch when its total is positive, halves it otherwise."""
 
-        def hybrid_forward(self, F, x):  # noqa: N803 -- MXNet's signature
+        def hybrid_forward(self, F, x):
             if x.sum() > 0:
                 return x * 2
             return x / 2
@@ -25,13 +25,13 @@ def _block_classes() -> tuple[type, type, type]:
     class FlattenBlock(nn.HybridBlock):
         """Keeps the batch axis and flattens all the others into one."""
 
-        def hybrid_forward(self, F, x):  # noqa: N803 -- MXNet's signature
+        def hybrid_forward(self, F, x):
             return x.reshape((x.shape[0], -1))
 
     class LastColumn(nn.HybridBlock):
         """The last feature of every example, as a (batch, 1) array."""
 
-        def hybrid_forward(self, F, x):  # noqa: N803 -- MXNet's signature
+        def hybrid_forward(self, F, x):
             return x[:, -1:]
 
     return SignGate, FlattenBlock, LastColumn

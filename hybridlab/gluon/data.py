@@ -106,8 +106,8 @@ def load_digits(test_fraction: float = 0.25, seed: int = 0) -> tuple[ArrayDatase
         from sklearn.datasets import load_digits as sklearn_digits
     except ImportError:
         raise ImportError("the digits data set ships with scikit-learn, which is not "
-                          "installed: pip install scikit-learn  (or pip install "
-                          "'hybridlab[notebooks]')") from None
+                          "installed: pip install scikit-learn  (or, in the hybridlab "
+                          "checkout, pip install -e '.[notebooks]')") from None
     digits = sklearn_digits()
     images = (digits.data / 16.0).astype(np.float32)
     labels = digits.target.astype(np.float32)

@@ -40,9 +40,10 @@ def gradient_graph(graph: Graph) -> Graph:
     ``graph.outputs + one gradient per input`` (shapes must be inferred). Layer operators
     are lowered first (for training): their lowerings' primitives have the rules."""
     from hybridlab import name as names
+    from hybridlab.graph.passes.context import PassContext
     from hybridlab.graph.passes.lower_operators import lower_operators
 
-    graph, _ = lower_operators(graph, training=True)
+    graph, _ = lower_operators(graph, PassContext(training=True))
 
     sym, wrap, unwrap = frontend.current()  # F = sym, installed by symbol (above graph)
     cotangents = [ir.var(f"{v.node.name}_ograd{i}", v.aval) for i, v in enumerate(graph.outputs)]

@@ -34,7 +34,7 @@ from hybridlab.errors import MissingGradientError
 from hybridlab.graph import autodiff, ir
 from hybridlab.graph.autotune import AS_STORED, PRETRANSPOSED, LayoutChoice, Tuner
 from hybridlab.graph.codegen import Program, compile_graph
-from hybridlab.graph.passes import lower_operators, run_pipeline
+from hybridlab.graph.passes import PassContext, lower_operators, run_pipeline
 from hybridlab.graph.passes.eliminate_dead_code import eliminate_dead_code
 from hybridlab.graph.passes.pretranspose_weights import LAYOUT_OF, pretranspose_weights
 from hybridlab.ndarray_io import aligned
@@ -343,7 +343,8 @@ class CachedOp:
                                                for a in avals])
         # the pipeline's first pass, run before the gradient: layer operators have no
         # gradient rule of their own, their lowerings' primitives do
-        graph, _ = lower_operators(graph, training)
+        context = PassContext(training=training)
+        graph, _ = lower_operators(graph, context)
         written = len(traced.writes)
         num_outputs = len(graph.outputs) - written
         saved: tuple[int, ...] = ()
@@ -352,18 +353,18 @@ class CachedOp:
             joint = _keep_gradients(autodiff.gradient_graph(graph), len(graph.outputs), needs)
             split = autodiff.split_joint(joint, len(avals), len(graph.outputs))
             graph, saved = split.forward, split.saved_inputs
-            backward = self._program(split.backward, "backward")
+            backward = self._program(split.backward, "backward", context)
         # normalised once here, so each call can make its results from them as they are
         out_avals = [Aval(tuple(v.aval.shape), np.dtype(v.aval.dtype))  # type: ignore[union-attr]
                      for v in graph.outputs]  # (inferred above: every value has an aval)
-        forward = self._program(graph, "forward")
+        forward = self._program(graph, "forward", context)
         plain = (len(out_avals) == 1 and backward is None and not forward.num_random
                  and not forward.scalar_outputs and not traced.as_tuple)
         entry = _Entry(forward, backward, out_avals, num_outputs, avals, training,
                        needs, saved, wanted, forward.single() if plain else None,
                        _Layouts.of(forward, graph.inputs), traced, traced.feed)
         if self._tunes(entry):  # NOTE [Layout by measurement]
-            layout = self._program(graph, "forward", (pretranspose_weights,))
+            layout = self._program(graph, "forward", context, (pretranspose_weights,))
             if layout.graph.inputs != forward.graph.inputs:  # the pass rewrote a layer
                 entry.tuning, entry.plain = _Tuning(entry, layout, self.tuner, plain), None
         return entry
@@ -376,8 +377,10 @@ class CachedOp:
                 and not (entry.traced and entry.traced.writes)
                 and pretranspose_weights not in self.passes)
 
-    def _program(self, graph: ir.Graph, name: str, extra: tuple[Any, ...] = ()) -> Program:
-        optimised, _ = run_pipeline(graph, disabled=self.disabled, passes=self.passes + extra)
+    def _program(self, graph: ir.Graph, name: str, context: PassContext,
+                 extra: tuple[Any, ...] = ()) -> Program:
+        optimised, _ = run_pipeline(graph, disabled=self.disabled, passes=self.passes + extra,
+                                    context=context)
         program = compile_graph(optimised, static_alloc=self.static_alloc,
                                 static_shape=self.static_shape, name=name)
         if config.flag("DEBUG"):  # HYBRIDLAB_DEBUG=1: show every program as it is compiled

@@ -423,23 +423,6 @@ def _check_call(node: Node, i: int) -> list[str]:
     return []
 
 
-def evaluate(graph: Graph, *arrays: np.ndarray, training: bool = False,
-             rng: np.random.Generator | None = None) -> tuple[np.ndarray, ...]:
-    """The reference interpreter: run each node's kernel in order (the tests' oracle),
-    after lowering the layer operators for the mode asked (``training``)."""
-    from hybridlab.graph.passes.lower_operators import lower_operators  # (graph's own pass)
-
-    if len(arrays) != len(graph.inputs):
-        raise TypeError(f"the graph takes {len(graph.inputs)} inputs "
-                        f"{[n.name for n in graph.inputs]}, got {len(arrays)}")
-    graph, _ = lower_operators(graph, training)
-    context = RunContext(training, rng if rng is not None else np.random.default_rng(0))
-    env: dict[int, tuple[np.ndarray, ...]] = {}
-    for _ in interpret(graph, arrays, context, env):
-        pass
-    return tuple(env[id(v.node)][v.index] for v in graph.outputs)
-
-
 def interpret(graph: Graph, arrays: Sequence[np.ndarray], context: RunContext,
               env: dict[int, tuple[np.ndarray, ...]] | None = None
               ) -> Iterator[tuple[Node, list[np.ndarray]]]:

@@ -206,7 +206,7 @@ def _lower_first(name: str) -> Callable[..., Any]:
     def kernel(*arrays: Any, **attrs: Any) -> Any:
         raise GraphError(f"{name} is a layer operator: it runs as its lowering. Lower the "
                          f"graph first (graph.passes.lower_operators, the compiler's first "
-                         f"pass; ir.evaluate does it for you)")
+                         f"pass; graph.evaluate does it for you)")
 
     kernel.__name__ = f"{name}_needs_lowering"
     return kernel

@@ -1,163 +1,81 @@
-"""Gantt charts of engine traces, and of schedules simulated on k workers.
+"""Gantt charts: the one renderer for the engine's trace, simulated schedules and Dask.
 
 What this module teaches
 ------------------------
 A dependency engine runs an op as soon as the ops it depends on are done and a worker
 is free. Drawing what ran where and when (one row per worker, one bar per op) shows
 laziness and automatic parallelism at a glance: independent ops overlap, dependent ones
-wait. :func:`simulate` replays a list of ops with their dependencies on ``k`` imaginary
-workers, so a lesson can ask "what if there were 4 workers?" on a 2-core machine. It is a
-*list scheduler*, as the engine is: no worker ever idles while an op is ready. Such a
-schedule always lies within Brent's bounds, ``max(work / k, span) <= T_k <= work / k +
-span`` (*work*: the sum of the durations; *span*: the longest chain of dependent ops).
+wait. The schedules themselves -- the list scheduler, work, span and makespan -- are
+computed in :mod:`hybridlab.lab.schedule`; this module only draws.
 
 Invariants
 ----------
-* Reads only :class:`~hybridlab.engine.TaskRecord` s (the engine's records); never the
-  engine itself. Simulated schedules are TaskRecords too, so one drawing serves both.
+* Draws :class:`~hybridlab.engine.TaskRecord` s only: the engine's trace, a simulated
+  schedule and Dask's task stream (``hybridlab.dask.stream_records``) are all records,
+  and :func:`draw_tasks` is the one routine that puts them on axes (the schedule
+  explorer uses it too).
 * Bars are coloured by the registry's ``OpDef.kind`` with the graph drawings' colours,
   so one op has one colour in every chart of the course, never via a table of op
   names; a legend names the ops of each kind. Names are written on bars only where the
-  text measurably fits. matplotlib is imported inside :func:`gantt` only.
+  text fits. matplotlib is imported inside functions only.
 """
 
 from __future__ import annotations
 
-import heapq
 from typing import Any, Mapping, Sequence
 
 from hybridlab.engine import TaskRecord
+from hybridlab.lab.graphs import op_kind
+from hybridlab.lab.schedule import describe
 from hybridlab.viz.palette import KIND_COLOURS, OTHER_COLOUR
 
-
-def simulate(names: Sequence[str], deps: Sequence[Sequence[int]],
-             durations: Sequence[float], workers: int | Mapping[str, int],
-             devices: Sequence[str] | None = None) -> list[TaskRecord]:
-    """Greedy list scheduling of ops ``0..n-1`` on ``workers`` identical workers.
-
-    Op ``i`` takes ``durations[i]`` and may start once the ops ``deps[i]`` are done. The
-    schedule is *work-conserving*: whenever a worker is free and an op is ready, the op
-    starts. When several ops are ready, the one with the longest path to the end of the
-    program (its own duration plus its longest chain of dependents: the *bottom level*)
-    goes first, then the lowest index; a free worker with the lowest number takes it. So
-    the schedule is deterministic, and within Brent's bounds (module docstring). Returns one
-    TaskRecord per op, in op order (times in the durations' unit).
-    O((ops + dependencies) log ops): 10 000 ops take a fraction of a second.
-
-    *Typed workers*: with ``workers={"cpu": 2, "gpu": 1, "copy": 1}`` and ``devices[i]``
-    naming the kind of worker op ``i`` needs, each kind is its own pool, numbered in the
-    mapping's order (cpu 0-1, gpu 2, copy 3). The rule is the same within each pool: a
-    worker never idles while an op of its kind is ready. (Brent's bounds are for identical
-    workers; a typed schedule still never runs two ops on one worker at once.)
-    """
-    n = len(names)
-    pools = dict(workers) if isinstance(workers, Mapping) else {"": workers}
-    if isinstance(workers, Mapping) and devices is None:
-        raise ValueError("simulate: typed workers need devices=[the kind of each op]")
-    if any(not isinstance(k, int) or k < 1 for k in pools.values()):
-        raise ValueError(f"simulate needs at least one worker of each kind, got {workers}")
-    kinds = [""] * n if not isinstance(workers, Mapping) else list(devices or ())
-    if not len(deps) == len(durations) == len(kinds) == n:
-        raise ValueError(f"simulate: {n} names, {len(deps)} dependency lists, "
-                         f"{len(durations)} durations and {len(kinds)} devices: give one of "
-                         f"each per op")
-    if set(kinds) - set(pools):
-        raise ValueError(f"simulate: ops need devices {sorted(set(kinds) - set(pools))} "
-                         f"that have no workers (workers={workers})")
-    if any(d < 0 for d in durations):
-        raise ValueError("simulate: durations must be >= 0")
-    order, dependents = _topological_order(names, deps)
-    bottom = [0.0] * n  # the longest path from each op to the end, its own duration included
-    for i in reversed(order):
-        bottom[i] = durations[i] + max((bottom[j] for j in dependents[i]), default=0.0)
-    waiting = [len(set(d)) for d in deps]
-    ready: dict[str, list[tuple[float, int]]] = {kind: [] for kind in pools}
-    idle: dict[str, list[int]] = {}  # per kind, a heap of free worker numbers
-    for kind, count in pools.items():
-        first = sum(len(free) for free in idle.values())
-        idle[kind] = list(range(first, first + count))
-    for i in range(n):
-        if waiting[i] == 0:
-            ready[kinds[i]].append((-bottom[i], i))
-    for heap in ready.values():
-        heapq.heapify(heap)
-    running: list[tuple[float, int, int]] = []  # (end, op, worker)
-    start, worker_of = [0.0] * n, [0] * n
-    now = 0.0
-    while running or any(ready.values()):
-        for kind, queue in ready.items():  # work-conserving: nothing ready waits beside
-            free = idle[kind]              # a free worker of its kind
-            while queue and free:
-                _, op = heapq.heappop(queue)
-                start[op], worker_of[op] = now, heapq.heappop(free)
-                heapq.heappush(running, (now + durations[op], op, worker_of[op]))
-        now = running[0][0]
-        while running and running[0][0] == now:  # everything finishing now frees together
-            _, op, worker = heapq.heappop(running)
-            heapq.heappush(idle[kinds[op]], worker)
-            for dependent in dependents[op]:
-                waiting[dependent] -= 1
-                if waiting[dependent] == 0:
-                    heapq.heappush(ready[kinds[dependent]], (-bottom[dependent], dependent))
-    return [TaskRecord(names[i], worker_of[i], start[i], start[i] + durations[i], (), ())
-            for i in range(n)]
+BAR = 0.38  # half a bar's height, in rows
+EDGE = "#555555"
 
 
-def _topological_order(names: Sequence[str], deps: Sequence[Sequence[int]]
-                       ) -> tuple[list[int], list[list[int]]]:
-    """A topological order of the ops, and each op's dependents; raises on a cycle or on a
-    dependency that names no op."""
-    n = len(names)
-    dependents: list[list[int]] = [[] for _ in range(n)]
-    for i, needs in enumerate(deps):
-        for d in set(needs):
-            if not 0 <= d < n or d == i:
-                raise ValueError(f"op {i} ({names[i]}) depends on {d}, which is "
-                                 f"{'itself' if d == i else 'not an op'}")
-            dependents[d].append(i)
-    waiting = [len(set(d)) for d in deps]
-    order = [i for i in range(n) if waiting[i] == 0]
-    for op in order:  # Kahn's algorithm: ``order`` grows while it is walked
-        for dependent in dependents[op]:
-            waiting[dependent] -= 1
-            if waiting[dependent] == 0:
-                order.append(dependent)
-    if len(order) < n:
-        stuck = sorted(set(range(n)) - set(order))[:5]
-        raise ValueError(f"simulate: the dependencies form a cycle (ops {stuck} never become "
-                         f"ready)")
-    return order, dependents
+def draw_tasks(axes: Any, records: Sequence[TaskRecord], rows: Sequence[int],
+               colours: Sequence[str], *, edges: Sequence[str] | None = None,
+               linewidths: Sequence[float] | None = None,
+               hatches: Sequence[str] | None = None, origin: float = 0.0,
+               scale: float = 1.0) -> list[tuple[float, float, int, str]]:
+    """Put one bar per record on ``axes``: row ``rows[i]``, from ``(start - origin) *
+    scale`` to ``(end - origin) * scale``, filled with ``colours[i]`` (and hatched with
+    ``hatches[i]``). One collection per hatch, so a redraw is a few artists, not one per
+    bar. Returns ``(left, width, row, name)`` per bar, for :func:`label_tasks`."""
+    from matplotlib.collections import PolyCollection
+
+    bars = [((r.start - origin) * scale, (r.end - r.start) * scale, row, r.name)
+            for r, row in zip(records, rows)]
+    edges = edges or [EDGE] * len(bars)
+    linewidths = linewidths or [0.6] * len(bars)
+    hatches = hatches or [""] * len(bars)
+    for hatch in sorted(set(hatches)):
+        mine = [i for i, h in enumerate(hatches) if h == hatch]
+        axes.add_collection(PolyCollection(
+            [[(left, row - BAR), (left + width, row - BAR), (left + width, row + BAR),
+              (left, row + BAR)] for left, width, row, _ in (bars[i] for i in mine)],
+            facecolors=[colours[i] for i in mine], edgecolors=[edges[i] for i in mine],
+            linewidths=[linewidths[i] for i in mine], hatch=hatch or None))
+    return bars
 
 
-def work_and_span(deps: Sequence[Sequence[int]], durations: Sequence[float]
-                  ) -> tuple[float, float]:
-    """(work, span): the total duration, and the longest chain of dependent ops."""
-    order, _ = _topological_order([str(i) for i in range(len(deps))], deps)
-    finish = [0.0] * len(deps)
-    for i in order:
-        finish[i] = durations[i] + max((finish[d] for d in deps[i]), default=0.0)
-    return float(sum(durations)), max(finish, default=0.0)
+def label_tasks(axes: Any, bars: Sequence[tuple[float, float, int, str]],
+                fontsize: float = 9, shorten: Any = None) -> None:
+    """Write each bar's name on it where the text fits inside the bar (estimated from the
+    font size, so no text is measured: the axes' limits must be set first)."""
+    figure = axes.figure
+    char = 0.6 * fontsize * figure.dpi / 72  # an average glyph's width, in pixels
+    for left, width, row, name in bars:
+        text = shorten(name) if shorten else name
+        x0, x1 = axes.transData.transform([(left, row), (left + width, row)])[:, 0]
+        if len(text) * char < 0.9 * (x1 - x0):
+            axes.text(left + width / 2, row, text, ha="center", va="center",
+                      fontsize=fontsize, clip_on=True)
 
 
-def describe(records: Sequence[TaskRecord]) -> str:
-    """One line: how many ops, on how many workers, the time span and how busy they were."""
-    if not records:
-        return "no ops recorded (turn tracing on with engine.set_tracing(True))"
-    workers = {r.worker for r in records}
-    span = max(r.end for r in records) - min(r.start for r in records)
-    busy = sum(r.end - r.start for r in records) / (span * len(workers)) if span > 0 else 1.0
-    return (f"{len(records)} ops on {len(workers)} worker(s): span {span * 1e3:.3f} ms, "
-            f"workers busy {busy:.0%} of it")
-
-
-def op_kind(name: str) -> str:
-    """The registry's kind of an op name (``OpDef.kind``), or "other" (CachedOp, user ops)."""
-    from hybridlab.ops import registry
-
-    try:
-        return registry.get(name).kind.value
-    except KeyError:  # not a registry operator: a CachedOp, or a task pushed by hand
-        return "other"
+def kind_colours(records: Sequence[TaskRecord]) -> list[str]:
+    """Each record's fill: its operator's kind, as in the graph drawings."""
+    return [KIND_COLOURS.get(op_kind(r.name), OTHER_COLOUR) for r in records]
 
 
 def gantt(records: Sequence[TaskRecord], title: str = "engine trace",
@@ -178,30 +96,29 @@ def gantt(records: Sequence[TaskRecord], title: str = "engine trace",
     figure, axes = plt.subplots(len(charts), 1, figsize=(8, 0.6 + sum(heights)),
                                 layout="constrained", sharex=True, squeeze=False,
                                 height_ratios=heights)
-    bars = []
+    drawn = []
     for (chart, heading), ax in zip(charts, axes[:, 0]):
         origin = min(r.start for r in chart)
         workers = sorted({r.worker for r in chart})
-        for record in chart:
-            row, left = workers.index(record.worker), (record.start - origin) * 1e3
-            width = (record.end - record.start) * 1e3
-            ax.broken_barh([(left, width)], (row - 0.4, 0.8), edgecolor="#555555",
-                           facecolor=KIND_COLOURS.get(op_kind(record.name), OTHER_COLOUR))
-            bars.append((ax, left, width, row, record.name))
+        bars = draw_tasks(ax, chart, [workers.index(r.worker) for r in chart],
+                          kind_colours(chart), origin=origin, scale=1e3)
+        drawn.append((ax, bars))
+        ax.set_ylim(len(workers) - 0.5, -0.5)
         names = rows if rows and chart is records else {}  # ``rows`` name the first chart's
         ax.set_yticks(range(len(workers)), [names.get(w, f"worker {w}") for w in workers])
         ax.set_title(f"{heading}\n{describe(chart)}")
-        ax.invert_yaxis()
-    axes[-1, 0].set_xlabel("time since the first op (ms)")
-    handles = _legend([r for chart, _ in charts for r in chart])
+    right = max(left + width for _, bars in drawn for left, width, _, _ in bars)
+    axes[-1, 0].set(xlim=(0, right * 1.01 or 1.0), xlabel="time since the first op (ms)")
+    handles = legend_handles([r for chart, _ in charts for r in chart])
     figure.legend(handles=handles, loc="outside lower center", ncols=len(handles),
                   fontsize=8, frameon=False)
     figure.draw_without_rendering()  # settles the layout, so labels fit the final bars
-    _label_bars(figure, bars)
+    for ax, bars in drawn:
+        label_tasks(ax, bars, fontsize=8)
     return figure
 
 
-def _legend(records: Sequence[TaskRecord]) -> list[Any]:
+def legend_handles(records: Sequence[TaskRecord]) -> list[Any]:
     """One patch per kind present, naming its ops (so unlabelled narrow bars are readable)."""
     from matplotlib.patches import Patch
 
@@ -210,14 +127,3 @@ def _legend(records: Sequence[TaskRecord]) -> list[Any]:
         names.setdefault(op_kind(name), []).append(name)
     return [Patch(facecolor=KIND_COLOURS.get(kind, OTHER_COLOUR), edgecolor="#555555",
                   label=f"{kind}: {', '.join(ops)}") for kind, ops in sorted(names.items())]
-
-
-def _label_bars(figure: Any, bars: list[tuple[Any, float, float, int, str]]) -> None:
-    """Write each op's name on its bar, only where the text really fits (measured)."""
-    renderer = figure.canvas.get_renderer()
-    for axes, left, width, row, name in bars:
-        text = axes.text(left + width / 2, row, name, ha="center", va="center", fontsize=8,
-                         clip_on=True)
-        x0, x1 = axes.transData.transform([(left, row), (left + width, row)])[:, 0]
-        if text.get_window_extent(renderer).width > 0.9 * (x1 - x0):
-            text.remove()

@@ -34,6 +34,7 @@ from typing import Any, Sequence
 from hybridlab import display
 from hybridlab.errors import GraphvizNotFoundError
 from hybridlab.graph.passes.pretranspose_weights import LAYOUT_OF
+from hybridlab.lab.graphs import as_graph, drawable
 from hybridlab.viz.bundle import rich_bundle
 from hybridlab.viz.palette import BACKGROUND, KIND_COLOURS, OKABE_ITO
 
@@ -46,12 +47,12 @@ LEAF_STYLES = {  # how the non-call nodes look
 KIND_NAMES = {"elementwise": "elementwise", "broadcast": "broadcasting", "reduce": "reduction",
               "opaque": "other (e.g. matrix product)"}  # the legend's words for OpDef.kind
 UNUSED_STYLE = {"style": "dotted", "color": "#888888", "fontcolor": "#666666"}
-LEARNABLE_ATTRS = ("__init__", "__lr_mult__", "__wd_mult__")  # only trainable vars have them
 INSTALL_HINT = ("the graphviz 'dot' program is not installed; install it with "
                 "`apt-get install graphviz` or `conda install python-graphviz` "
                 "(the DOT text is still available as .source)")
 PACKAGE_HINT = ("the graphviz Python package is not installed; install it with "
-                "`pip install graphviz` (or `pip install hybridlab[notebooks]`)")
+                "`pip install graphviz` (or, in the hybridlab checkout, "
+                "`pip install -e '.[notebooks]'`)")
 
 
 def graphviz_class() -> type:
@@ -382,75 +383,3 @@ def plot_network(symbol: Any, title: str = "plot", save_format: str = "pdf",
     dot = to_dot(graph, title, params, node_attrs, hide_weights, names=True)
     dot.format = save_format
     return dot
-
-
-# ---------------------------------------------------------------------------------------
-# Anything drawable -> (graph, parameter names)
-# ---------------------------------------------------------------------------------------
-
-def drawable(obj: Any) -> bool:
-    """A Graph, a Symbol, a CachedOp or a hybridized block that has run."""
-    from hybridlab.graph.ir import Graph
-
-    return isinstance(obj, Graph) or hasattr(obj, "to_graph") or cached_op_of(obj) is not None
-
-
-def as_graph(obj: Any, shape: dict | None = None, dtype: Any = "float32") -> tuple[Any, tuple]:
-    """``(graph, parameter names)`` for anything drawable; ``shape`` fills in the types."""
-    from hybridlab.graph.ir import Graph
-
-    if isinstance(obj, Graph):
-        return obj, parameter_names(obj)
-    if hasattr(obj, "to_graph"):  # a Symbol
-        graph = obj.to_graph()
-        if shape:
-            graph = _with_shapes(obj, graph, shape, dtype)
-        return graph, parameter_names(graph)
-    cached_op = cached_op_of(obj)
-    if cached_op is not None:
-        return cached_op.graph, parameter_names(cached_op.graph) + block_parameters(obj)
-    raise TypeError(f"cannot draw a {type(obj).__name__}: expected a Symbol, a graph.ir.Graph, "
-                    f"a CachedOp, or a hybridized HybridBlock that has been called once")
-
-
-def cached_op_of(obj: Any) -> Any:
-    """The CachedOp itself, or the one a hybridized block compiled for its latest call."""
-    op = getattr(obj, "_cached_op", None)  # a hybridized HybridBlock's one CachedOp
-    if op is not None:
-        return op if op.last_program is not None else None
-    return obj if hasattr(obj, "code") and hasattr(obj, "graph") else None
-
-
-def block_parameters(obj: Any) -> tuple[str, ...]:
-    """A block's own parameter names (covers ``self.params.get`` weights fed to ``dot``)."""
-    collect = getattr(obj, "collect_params", None)
-    return tuple(collect().keys()) if collect is not None else ()
-
-
-def parameter_names(graph: Any) -> tuple[str, ...]:
-    """Vars that feed an input the registry names as a parameter (``weight``), or that
-    carry a learnable var's attributes (``init``, ``lr_mult``, ``wd_mult``)."""
-    from hybridlab.symbol import PARAMETER_INPUTS
-
-    names = [n.name for n in graph.inputs if any(k in LEARNABLE_ATTRS for k, _ in n.attrs)]
-    for node in graph.nodes:
-        if node.kind == "call":
-            slots = node.opdef.input_names(node.attr_dict)
-            names += [v.node.name for v, slot in zip(node.inputs, slots)
-                      if slot in PARAMETER_INPUTS and v.node.kind == "var"]
-    return tuple(dict.fromkeys(names))
-
-
-def _with_shapes(symbol: Any, graph: Any, shape: dict, dtype: Any) -> Any:
-    """``graph`` with every type inferred from the data shapes (parameters' shapes follow)."""
-    import numpy as np
-
-    from hybridlab.graph.ir import infer_shapes
-    from hybridlab.ops.registry import Aval
-
-    arg_shapes, _, aux_shapes = symbol.infer_shape(**shape)
-    names = symbol.list_arguments() + symbol.list_auxiliary_states()
-    known = dict(zip(names, (arg_shapes or []) + (aux_shapes or [])))
-    if any(known.get(n.name) is None for n in graph.inputs):
-        return graph  # not enough shapes given: draw without types rather than fail
-    return infer_shapes(graph, {n: Aval(tuple(s), np.dtype(dtype)) for n, s in known.items()})

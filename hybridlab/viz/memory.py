@@ -13,81 +13,18 @@ which no placement can go below. Results kept in buffers of their own (the outpu
 caller keeps, chains allocated per call) are stacked above the arena. The title adds the
 planned peak and what a fresh array per result would allocate (unplanned).
 
-:func:`timeline` computes the boxes (plain Python, tested); :func:`memory_timeline` draws
-them with matplotlib and returns a bundle-ready figure.
+:func:`~hybridlab.lab.memory.timeline` computes the boxes (the model, in ``hybridlab.lab``);
+:func:`memory_timeline` draws them with matplotlib and returns a bundle-ready figure.
 """
 
 from __future__ import annotations
 
 import html
-import math
-from dataclasses import dataclass
 from typing import Any
 
+from hybridlab.lab.memory import MODES, Box, describe_step, live_bytes, timeline
 from hybridlab.viz.bundle import Instrument, figure_png
-from hybridlab.viz.graph import as_graph
 from hybridlab.viz.palette import KIND_COLOURS, OKABE_ITO, OTHER_COLOUR
-
-
-@dataclass(frozen=True)
-class Box:
-    """One placed result: its node, steps ``[first, last]``, bytes ``[low, high)``."""
-
-    name: str
-    kind: str
-    first: int
-    last: int
-    low: int
-    high: int
-    inplace: bool  # written over its input's bytes
-    backward: bool = False  # computed by the backward part of a joint program
-
-
-def timeline(obj: Any, shape: dict | None = None, backward: bool = False
-             ) -> tuple[list[Box], Any]:
-    """The boxes for ``obj`` (a Symbol with input ``shape``, a graph IR or a hybridized
-    block that ran), and the plan (``MemoryPlan``) they come from. Bytes count from the
-    arena's start, then each buffer of its own (outputs, chains allocated per call)
-    above it, end to end. ``backward=True``: the joint forward + backward program
-    (``graph.autodiff.gradient_graph``), where the activations the backward reads stay
-    alive across the whole forward; its boxes have ``backward`` set."""
-    from hybridlab.graph.autodiff import gradient_graph
-    from hybridlab.graph.passes import run_pipeline
-
-    graph, _ = as_graph(obj, shape)
-    forward_names = {node.name for node in graph.nodes}
-    if backward:
-        if any(node.aval is None for node in graph.nodes):
-            raise ValueError("the backward needs the graph's shapes; give the input shapes "
-                             "(memory_timeline(symbol, shape={'data': (1, 4)}))")
-        graph = gradient_graph(graph)
-    final, _ = run_pipeline(graph)
-    plan = final.meta.get("memory")
-    if plan is None:
-        raise ValueError("no memory plan: the graph's shapes are unknown; give the input "
-                         "shapes (memory_timeline(symbol, shape={'data': (1, 4)}))")
-    step_of = {id(node): step for step, node in enumerate(final.nodes)}
-    last_use = dict(step_of)
-    for step, node in enumerate(final.nodes):
-        for value in node.inputs:
-            last_use[id(value.node)] = max(last_use[id(value.node)], step)
-    end = len(final.nodes)
-    for value in final.outputs:
-        last_use[id(value.node)] = end
-    base = [sum(plan.buffer_bytes[:k]) for k in range(len(plan.buffer_bytes))]
-    boxes = []
-    for node in final.nodes:
-        for index, aval in enumerate(node.aval or ()):
-            key = (id(node), index)
-            if key not in plan.buffer_of:
-                continue  # placed nowhere: a view, a constant, an op without out=
-            low = base[plan.buffer_of[key]] + plan.offset_of[key]
-            size = aval.dtype.itemsize * math.prod(aval.shape)
-            kind = node.opdef.kind.value if node.kind == "call" else "other"
-            boxes.append(Box(node.name, kind, step_of[id(node)], last_use[id(node)], low,
-                             low + size, key in plan.inplace_of,
-                             backward and node.name not in forward_names))
-    return boxes, plan
 
 
 def memory_timeline(obj: Any, shape: dict | None = None, backward: bool = False
@@ -151,22 +88,11 @@ def draw(figure: Any, boxes: list[Box], plan: Any, step: int | None = None) -> A
     return figure
 
 
-def live_bytes(boxes: list[Box], step: int) -> int:
-    """The bytes in use at ``step``: the union of the boxes alive then (written at or
-    before it, read at or after it). A result computed in place shares its input's bytes,
-    so the hand-over step counts them once."""
-    used, end = 0, 0
-    for low, high in sorted((b.low, b.high) for b in boxes if b.first <= step <= b.last):
-        used += max(0, high - max(low, end))
-        end = max(end, high)
-    return used
-
-
 class MemoryExplorer(Instrument):
     """The timeline as a widget: forward or forward + backward, and a step slider that
     names the result computed at that step and the results alive across it."""
 
-    MODES = ("forward", "forward + backward")
+    MODES = MODES
 
     def __init__(self, obj: Any, shape: dict | None = None, backward: bool = False) -> None:
         import ipywidgets as widgets
@@ -198,12 +124,7 @@ class MemoryExplorer(Instrument):
     def describe(self) -> str:
         """The step's line: what it computes, what is alive across it, and the plan."""
         boxes, plan = self.plans[self.mode.value]
-        step = self.step.value
-        made = [box.name for box in boxes if box.first == step]
-        alive = [box.name for box in boxes if box.first <= step <= box.last]
-        computed = ", ".join(made) or "no placed result"
-        return (f"{self.mode.value}: step {step} computes {computed}; {len(alive)} results "
-                f"alive, {live_bytes(boxes, step)} bytes. {plan}")
+        return describe_step(boxes, plan, self.mode.value, self.step.value)
 
     def refresh(self) -> None:
         boxes, plan = self.plans[self.mode.value]

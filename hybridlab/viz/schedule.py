@@ -17,274 +17,28 @@ bounds, and plots the speed-up against the worker count beside the ideal and the
 limit. Its *reduction* switch rewrites every chain of additions ``((a+b)+c)+d`` into a
 balanced tree ``(a+b)+(c+d)``: the same work, a span of ``log n`` instead of ``n``.
 
-Two layers, as every instrument (DESIGN.md section 5): :class:`TaskGraph` and
-:class:`ScheduleModel` are plain Python (tested by pytest); :class:`ScheduleExplorer` is the
-ipywidgets view, displayed through :class:`~hybridlab.viz.bundle.Instrument`.
+Two layers, as every instrument (ARCHITECTURE.md, "Instruments"): the model --
+:class:`~hybridlab.lab.schedule.TaskGraph` and :class:`~hybridlab.lab.schedule.ScheduleModel`
+-- is plain Python in :mod:`hybridlab.lab.schedule`; :class:`ScheduleExplorer` is the
+ipywidgets view, drawn with the one Gantt renderer (:func:`~hybridlab.viz.gantt.draw_tasks`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from hybridlab.engine import Task, TaskRecord
+from hybridlab.engine import TaskRecord
+from hybridlab.lab.schedule import STREAMS, ScheduleModel, TaskGraph
 from hybridlab.viz.bundle import Instrument, figure_png
-from hybridlab.viz.gantt import _legend, op_kind, simulate, work_and_span
-from hybridlab.viz.palette import (
-    DEVICE_COLOURS,
-    DEVICE_HATCHES,
-    KIND_COLOURS,
-    OKABE_ITO,
-    OTHER_COLOUR,
-)
-
-SUMS = ("broadcast_add", "elemwise_add", "_plus", "add")  # what the reduction switch rebalances
-
-
-@dataclass
-class TaskGraph:
-    """Tasks ``0..n-1``: a name (the operator), the tasks each depends on, a duration
-    (seconds, or any unit) for the *measured* cost model when one is known, and the kind of
-    device each task runs on when the graph says (``"cpu"``, ``"gpu"``, ``"copy"``, ...)."""
-
-    names: list[str]
-    deps: list[list[int]]
-    measured: list[float] | None = None
-    notes: list[str] = field(default_factory=list)
-    devices: list[str] | None = None
-    unit: str = "units"  # of ``measured``: seconds for a trace's
-
-    @classmethod
-    def from_tasks(cls, tasks: Sequence[Task | TaskRecord]) -> TaskGraph:
-        """From a StepEngine's tasks or an engine trace's records (their ``seq`` and
-        ``deps``; dependencies on tasks outside the list are dropped)."""
-        ordered = sorted(tasks, key=lambda t: t.seq)
-        index = {t.seq: i for i, t in enumerate(ordered)}
-        if len(index) < len(ordered) or -1 in index:
-            raise ValueError("from_tasks needs tasks with distinct push numbers (seq): an "
-                             "engine's tasks, or the records of a traced engine")
-        deps = [sorted({index[d.seq] for d in t.deps if d.seq in index}) for t in ordered]
-        records = [t for t in ordered if isinstance(t, TaskRecord)]
-        measured = [r.end - r.start for r in records] if len(records) == len(ordered) else None
-        return cls([t.name for t in ordered], deps, measured, unit="s")
-
-    @classmethod
-    def from_dict(cls, tasks: dict[str, tuple]) -> TaskGraph:
-        """From ``{name: (duration, [names it depends on])}`` (listed in any order), or
-        ``{name: (duration, [names], device)}`` to bind each task to a kind of device."""
-        names = list(tasks)
-        shapes = {len(spec) if isinstance(spec, (tuple, list)) else 0
-                  for spec in tasks.values()}
-        if not shapes <= {2, 3} or len(shapes) > 1:
-            raise ValueError("from_dict: give every task as (duration, [dependencies]) or "
-                             "every task as (duration, [dependencies], device)")
-        unknown = {d for spec in tasks.values() for d in spec[1]} - set(names)
-        if unknown:
-            raise ValueError(f"from_dict: dependencies on unknown tasks {sorted(unknown)}")
-        return cls(names, [[names.index(d) for d in spec[1]] for spec in tasks.values()],
-                   [float(spec[0]) for spec in tasks.values()],
-                   devices=[str(spec[2]) for spec in tasks.values()] if shapes == {3} else None)
-
-    @classmethod
-    def from_graph(cls, source: Any) -> TaskGraph:
-        """One task per operator node of a Symbol or a graph IR (``Graph``), depending on
-        the operator nodes it reads (inputs and constants are not tasks)."""
-        from hybridlab.graph.ir import Graph
-
-        graph = source.to_graph() if hasattr(source, "to_graph") else source
-        if not isinstance(graph, Graph):
-            raise TypeError(f"from_graph takes a Symbol or a graph IR, not "
-                            f"{type(source).__name__}")
-        calls = [node for node in graph.nodes if node.kind == "call"]
-        index = {id(node): i for i, node in enumerate(calls)}
-        return cls([str(node.op) for node in calls],
-                   [sorted({index[id(v.node)] for v in node.inputs if id(v.node) in index})
-                    for node in calls])
-
-    def as_tree_reductions(self) -> TaskGraph:
-        """The same graph with every chain of additions rebalanced into a tree.
-
-        A chain is a run of sums where each one's only user is the next sum; its leaves
-        (everything the chain adds up) are then added pairwise, level by level.
-        """
-        users: list[list[int]] = [[] for _ in self.names]
-        for i, needs in enumerate(self.deps):
-            for d in needs:
-                users[d].append(i)
-        is_sum = [name in SUMS and len(set(d)) == 2 for name, d in zip(self.names, self.deps)]
-        deps = [list(d) for d in self.deps]
-        for top in range(len(self.names)):  # the last sum of each chain: no sum uses it
-            if not is_sum[top] or any(is_sum[u] for u in users[top]):
-                continue
-            sums, leaves, todo = [], [], [top]  # type: ignore[var-annotated]
-            while todo:  # a sum whose only user is a sum of the chain belongs to the chain
-                node = todo.pop()
-                sums.append(node)
-                for d in deps[node]:
-                    (todo if is_sum[d] and users[d] == [node] else leaves).append(d)
-            if len(leaves) < 3:
-                continue  # nothing to gain
-            queue = sorted(leaves)  # first in, first out: pairs, then pairs of pairs ...
-            for node in sorted(sums):  # ... reusing the chain's own sums (top comes last)
-                deps[node], queue = queue[:2], queue[2:] + [node]
-        return TaskGraph(list(self.names), deps, list(self.measured) if self.measured else None,
-                         ["additions rebalanced as trees"], self.devices, self.unit)
-
-
-STREAMS = {  # the explorer's device settings, for graphs whose tasks name devices
-    "identical": "identical workers (devices ignored)",
-    "typed": "typed: cpu workers, one stream per device, copies on their own stream",
-    "serialised": "typed, but copies share the compute stream (no overlap)",
-}
-
-
-class ScheduleModel:
-    """A task graph and the explorer's settings; every number the view shows.
-
-    ``cost``: ``"uniform"`` (one unit per task), ``"measured"`` (the trace's durations) or
-    ``"per operator"`` (one cost per operator name: ``op_costs``, or the median measured
-    duration of each operator). ``streams`` (for graphs whose tasks name devices, see
-    :data:`STREAMS`): ``workers`` is then the number of cpu workers, beside one stream per
-    other device.
-    """
-
-    def __init__(self, graph: TaskGraph, workers: int = 2, cost: str = "uniform",
-                 tree: bool = False, op_costs: dict[str, float] | None = None,
-                 streams: str = "identical") -> None:
-        self.graph, self.workers, self.cost, self.tree = graph, workers, cost, tree
-        self.op_costs, self.streams = op_costs, streams
-        self.arrows, self.critical = True, True
-        if cost not in self.costs():
-            raise ValueError(f"cost={cost!r}: this graph offers {self.costs()}")
-        if streams not in self.stream_options():
-            raise ValueError(f"streams={streams!r}: this graph offers {self.stream_options()}"
-                             + ("" if self.graph.devices else " (its tasks name no devices)"))
-
-    def costs(self) -> list[str]:
-        per_op = ["per operator"] if self.op_costs or self.graph.measured else []
-        return ["uniform"] + (["measured"] if self.graph.measured else []) + per_op
-
-    def stream_options(self) -> list[str]:
-        return list(STREAMS) if self.graph.devices else ["identical"]
-
-    def current(self) -> TaskGraph:
-        return self.graph.as_tree_reductions() if self.tree else self.graph
-
-    def durations(self, graph: TaskGraph) -> list[float]:
-        if self.cost == "measured":
-            if not graph.measured:
-                raise ValueError("this graph has no measured durations: use cost='uniform'")
-            return graph.measured
-        if self.cost == "per operator":
-            table = self.op_costs or _median_by_name(graph)
-            missing = sorted(set(graph.names) - set(table))
-            if missing:
-                raise ValueError(f"op_costs gives no cost for {missing}: add them")
-            return [float(table[name]) for name in graph.names]
-        return [1.0] * len(graph.names)
-
-    def pools(self, workers: int | None = None) -> int | dict[str, int]:
-        """The workers: ``k`` identical ones, or ``{"cpu": k, <each device>: 1}``."""
-        k = workers or self.workers
-        if self.streams == "identical":
-            return k
-        return {"cpu": k, **{d: 1 for d in self._devices() if d != "cpu"}}
-
-    def row_names(self) -> list[str]:
-        pools = self.pools()
-        if isinstance(pools, int):
-            return [f"worker {w}" for w in range(pools)]
-        return [f"{kind} {i}" if count > 1 else kind
-                for kind, count in pools.items() for i in range(count)]
-
-    def _devices(self) -> list[str]:
-        """Each task's device under the setting: copies on the compute stream if serialised."""
-        devices = list(self.graph.devices or [])
-        if self.streams == "serialised":
-            compute = next((d for d in devices if d not in ("cpu", "copy")), "cpu")
-            devices = [compute if d == "copy" else d for d in devices]
-        return devices
-
-    def schedule(self, workers: int | None = None) -> list[TaskRecord]:
-        graph = self.current()
-        pools = self.pools(workers)
-        return simulate(graph.names, graph.deps, self.durations(graph), pools,
-                        None if isinstance(pools, int) else self._devices())
-
-    def numbers(self) -> dict[str, float]:
-        """work, span, the makespan, and the bounds every list schedule keeps: Brent's
-        ``max(W/k, S) <= T <= W/k + S``; with typed workers, per pool ``d`` of ``k_d``
-        workers doing work ``W_d``: ``max(S, max W_d/k_d) <= T <= S + sum W_d/k_d``."""
-        graph = self.current()
-        durations = self.durations(graph)
-        work, span = work_and_span(graph.deps, durations)
-        makespan = max((r.end for r in self.schedule()), default=0.0)
-        pools = self.pools()
-        if isinstance(pools, int):
-            shares = [work / pools]
-        else:
-            devices = self._devices()
-            shares = [sum(t for t, d in zip(durations, devices) if d == kind) / count
-                      for kind, count in pools.items()]
-        return {"work": work, "span": span, "makespan": makespan,
-                "lower": max([span, *shares]), "upper": span + sum(shares)}
-
-    def critical_path(self) -> list[int]:
-        """Task indices of one longest chain (the first found, deterministic)."""
-        graph = self.current()
-        durations = self.durations(graph)
-        finish, best = [0.0] * len(graph.names), [-1] * len(graph.names)
-        for i in _order(graph):
-            for d in graph.deps[i]:
-                if finish[d] > finish[i]:
-                    finish[i], best[i] = finish[d], d
-            finish[i] += durations[i]
-        path, node = [], max(range(len(finish)), key=lambda i: (finish[i], -i), default=-1)
-        while node != -1:
-            path.append(node)
-            node = best[node]
-        return path[::-1]
-
-    def speedups(self, up_to: int = 16) -> list[tuple[int, float]]:
-        """(k, T_1 / T_k) for k = 1 .. up_to (cpu) workers."""
-        times = [max(r.end for r in self.schedule(k)) for k in range(1, up_to + 1)]
-        return [(k, times[0] / t) for k, t in enumerate(times, start=1)]
-
-    def summary(self) -> str:
-        n, graph = self.numbers(), self.current()
-        unit = graph.unit if self.cost != "uniform" else "units"
-        where = (f"{self.workers} worker(s)" if self.streams == "identical" else
-                 f"{', '.join(self.row_names())} ({self.streams})")
-        bound = "Brent" if self.streams == "identical" else "bounds"
-        return (f"{len(graph.names)} tasks on {where}, {self.cost} costs"
-                f"{', tree reductions' if self.tree else ''}: work {n['work']:.4g}, span "
-                f"{n['span']:.4g}, makespan {n['makespan']:.4g} {unit}; {bound}: "
-                f"{n['lower']:.4g} <= T <= {n['upper']:.4g}")
-
-
-def _median_by_name(graph: TaskGraph) -> dict[str, float]:
-    """Each operator's median measured duration: one cost per operator name."""
-    import statistics
-
-    if not graph.measured:
-        raise ValueError("per-operator costs need op_costs={name: cost} or a measured trace")
-    by_name: dict[str, list[float]] = {}
-    for name, t in zip(graph.names, graph.measured):
-        by_name.setdefault(name, []).append(t)
-    return {name: statistics.median(ts) for name, ts in by_name.items()}
-
-
-def _order(graph: TaskGraph) -> list[int]:
-    from hybridlab.viz.gantt import _topological_order
-
-    return _topological_order(graph.names, graph.deps)[0]
+from hybridlab.viz.gantt import draw_tasks, kind_colours, label_tasks, legend_handles
+from hybridlab.viz.palette import DEVICE_COLOURS, DEVICE_HATCHES, OKABE_ITO, OTHER_COLOUR
 
 
 def draw(model: ScheduleModel, figure: Any = None) -> Any:
     """The explorer's figure (reused when given): the Gantt chart with arrows and the
     critical path, and the speed-up curve against the ideal and the span limit."""
     import matplotlib.pyplot as plt
-    from matplotlib.collections import LineCollection, PolyCollection
+    from matplotlib.collections import LineCollection
     from matplotlib.patches import Patch
 
     if figure is None:
@@ -295,44 +49,31 @@ def draw(model: ScheduleModel, figure: Any = None) -> Any:
         "left": 0.09, "right": 0.98, "bottom": 0.27, "top": 0.9, "wspace": 0.28})
     graph, records = model.current(), model.schedule()
     critical = set(model.critical_path()) if model.critical else set()
-    boxes, colours, edges = [], [], []
     devices = graph.devices  # bound to devices: colour by device (the names are the user's)
-    for i, r in enumerate(records):
-        boxes.append([(r.start, r.worker - 0.38), (r.end, r.worker - 0.38),
-                      (r.end, r.worker + 0.38), (r.start, r.worker + 0.38)])
-        colours.append(DEVICE_COLOURS.get(devices[i], OTHER_COLOUR) if devices else
-                       KIND_COLOURS.get(op_kind(r.name), OTHER_COLOUR))
-        edges.append(OKABE_ITO["vermillion"] if i in critical else "#555555")
-    widths = [2.2 if i in critical else 0.6 for i in range(len(records))]
-    if devices:  # one collection per device, so that copies can be hatched
-        for kind in sorted(set(devices)):
-            mine = [i for i, d in enumerate(devices) if d == kind]
-            gantt_axes.add_collection(PolyCollection(
-                [boxes[i] for i in mine], facecolors=[colours[i] for i in mine],
-                edgecolors=[edges[i] for i in mine], linewidths=[widths[i] for i in mine],
-                hatch=DEVICE_HATCHES.get(kind, "")))
-    else:
-        gantt_axes.add_collection(PolyCollection(boxes, facecolors=colours, edgecolors=edges,
-                                                 linewidths=widths))
+    colours = ([DEVICE_COLOURS.get(d, OTHER_COLOUR) for d in devices] if devices else
+               kind_colours(records))
+    bars = draw_tasks(gantt_axes, records, [r.worker for r in records], colours,
+                      edges=[OKABE_ITO["vermillion"] if i in critical else "#555555"
+                             for i in range(len(records))],
+                      linewidths=[2.2 if i in critical else 0.6 for i in range(len(records))],
+                      hatches=[DEVICE_HATCHES.get(d, "") for d in devices] if devices else None)
     if model.arrows:
         segments = [[(records[d].end, records[d].worker), (r.start, r.worker)]
                     for r, needs in zip(records, graph.deps) for d in needs]
         gantt_axes.add_collection(LineCollection(segments, colors="#777777", linewidths=0.6))
-    if len(records) <= 40:
-        for r in records:
-            label = r.name.replace("broadcast_", "").replace("_scalar", "").lstrip("_")[:9]
-            gantt_axes.text((r.start + r.end) / 2, r.worker, label,
-                            ha="center", va="center", fontsize=6, clip_on=True)
     n, rows = model.numbers(), model.row_names()
     gantt_axes.set(xlim=(0, max(n["makespan"], 1e-9) * 1.02), ylim=(len(rows) - 0.5, -0.5),
                    xlabel=f"time ({graph.unit})" if model.cost != "uniform" else
                    "time (units of work)",
                    yticks=range(len(rows)), yticklabels=rows)
     where = f"{model.workers} worker(s)" if len(rows) == model.workers else ", ".join(rows)
+    if len(records) <= 40:
+        label_tasks(gantt_axes, bars, fontsize=7, shorten=lambda name: name.replace(
+            "broadcast_", "").replace("_scalar", "").lstrip("_"))
     gantt_axes.set_title(f"makespan {n['makespan']:.4g} on {where}; "
                          f"work {n['work']:.4g}, span {n['span']:.4g}"
                          + (" (red: critical path)" if critical else ""), fontsize=9)
-    handles = _legend(records) if not devices else [
+    handles = legend_handles(records) if not devices else [
         Patch(facecolor=DEVICE_COLOURS.get(kind, OTHER_COLOUR), edgecolor="#555555",
               hatch=DEVICE_HATCHES.get(kind, ""), label=f"{kind} task")
         for kind in sorted(set(devices))]

@@ -25,16 +25,9 @@ import html
 import math
 from typing import Any
 
+from hybridlab.lab.graphs import as_graph, block_parameters, cached_op_of, parameter_names
 from hybridlab.viz.bundle import encode_png, rich_bundle, stack_png
-from hybridlab.viz.graph import (
-    Drawing,
-    as_graph,
-    block_parameters,
-    cached_op_of,
-    parameter_names,
-    summary,
-    to_dot,
-)
+from hybridlab.viz.graph import Drawing, summary, to_dot
 
 CODE_STYLE = ("font-size:12px;line-height:1.35;white-space:pre;overflow-x:auto;"
               "word-break:normal;overflow-wrap:normal;background:#f7f7f7;padding:6px 8px")

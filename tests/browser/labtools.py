@@ -122,6 +122,12 @@ def open_notebook(page, lab: Lab, name: str) -> None:
     workspace = name.replace(".", "-")
     page.goto(f"{lab.url}/lab/workspaces/{workspace}/tree/{name}?reset&token={lab.token}",
               timeout=60_000)
+    wait_kernel_idle(page, lab)
+
+
+def wait_kernel_idle(page, lab: Lab) -> None:
+    """Wait until the current notebook's kernel has handled everything sent to it (cells,
+    widget messages): a state, so a loaded machine only makes the wait longer."""
     kernel_idle = """() => {
         const panel = window.jupyterapp?.shell.currentWidget;
         return panel?.sessionContext?.session?.kernel?.status === "idle";
@@ -129,8 +135,7 @@ def open_notebook(page, lab: Lab, name: str) -> None:
     try:
         page.wait_for_function(kernel_idle, timeout=WIDGET_SECONDS * 1000)
     except Exception as error:
-        pytest.fail(f"the notebook's kernel never became idle ({error}); server log:\n"
-                    f"{lab.log_tail()}")
+        pytest.fail(f"the kernel never became idle ({error}); server log:\n{lab.log_tail()}")
 
 
 def open_and_run(page, lab: Lab, name: str) -> None:

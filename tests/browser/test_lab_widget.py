@@ -18,8 +18,9 @@ from labtools import STEP_MS, WIDGET_SECONDS, Lab, cell_output_text, open_and_ru
 # The smallest network the sliders allow, so each redraw measures in well under a second.
 CELL = """import sys
 print(sys.executable)
+from hybridlab.lab import timing
 from hybridlab.viz import plots
-plots.speedup_widget(batch_size=1, width=16, depth=1, network_kind=plots.CUSTOM)"""
+plots.speedup_widget(batch_size=1, width=16, depth=1, network_kind=timing.CUSTOM)"""
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
 

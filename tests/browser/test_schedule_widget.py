@@ -7,7 +7,8 @@ import pytest
 from labtools import STEP_MS, Lab, run_instrument
 
 CELLS = ["""from hybridlab import engine, nd
-from hybridlab.viz.schedule import TaskGraph, schedule_explorer
+from hybridlab.lab.schedule import TaskGraph
+from hybridlab.viz.schedule import schedule_explorer
 held = engine.StepEngine()
 with engine.engine_scope(held):
     xs = [nd.ones((2,)) * i for i in range(8)]

@@ -9,7 +9,7 @@ them is the legend's) and reads the counter line above the drawing.
 from __future__ import annotations
 
 import pytest
-from labtools import STEP_MS, Lab, run_instrument
+from labtools import STEP_MS, Lab, run_instrument, wait_kernel_idle
 
 from hybridlab.viz.palette import STATE_COLOURS
 
@@ -34,13 +34,20 @@ def test_step_and_sync_change_the_drawing(page, lab: Lab) -> None:
     # the second cell's tasks appear without re-running the first (the post_run_cell hook)
     expect(counter).to_contain_text("4 pushed · 0 done", timeout=STEP_MS)
     expect(done_shapes).to_have_count(1, timeout=STEP_MS)  # only the legend's
+    # every click waits for the kernel to be idle -- both cells run, the last click handled
+    # and the widget redrawn -- so a slow kernel never has a click land on a stale drawing
+    wait_kernel_idle(page, lab)
 
     widget.get_by_role("button", name="Step").click()
 
     expect(counter).to_contain_text("1 done", timeout=STEP_MS)
     expect(done_shapes).to_have_count(2, timeout=STEP_MS)  # a's task is drawn done
+    wait_kernel_idle(page, lab)
 
-    widget.locator("select").select_option("c")
+    select = widget.locator("select")
+    select.select_option("c")
+    expect(select).to_have_value("c", timeout=STEP_MS)  # not reset by a late redraw
+    wait_kernel_idle(page, lab)
     widget.get_by_role("button", name="Sync on").click()
 
     expect(counter).to_contain_text("3 done", timeout=STEP_MS)  # c's two tasks, not b's

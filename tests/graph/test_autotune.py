@@ -12,7 +12,7 @@ import hybridlab as mx
 from hybridlab import autograd, config, engine, nd
 from hybridlab.gluon import nn
 from hybridlab.graph.autotune import AS_STORED, MARGIN, PRETRANSPOSED, LayoutChoice, Tuner
-from hybridlab.viz.pass_explorer import PassModel
+from hybridlab.lab.passes import PassModel
 
 
 class FakeTimer:

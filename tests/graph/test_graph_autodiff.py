@@ -13,6 +13,7 @@ from hybridlab.errors import GraphError
 from hybridlab.graph import autodiff, ir
 from hybridlab.graph.cached_op import CachedOp
 from hybridlab.graph.codegen import compile_graph
+from hybridlab.graph.evaluate import evaluate
 from hybridlab.graph.passes import run_pipeline
 
 SMOOTH = ("tanh", "negative")  # no kinks: central differences are exact enough
@@ -27,7 +28,7 @@ def _loss_weights(graph: ir.Graph, seed: int) -> list[np.ndarray]:
 def _numeric_grads(graph: ir.Graph, arrays: list[np.ndarray], weights: list[np.ndarray],
                    eps: float = 1e-6) -> list[np.ndarray]:
     def loss(values: list[np.ndarray]) -> float:
-        return sum(float((o * w).sum()) for o, w in zip(ir.evaluate(graph, *values), weights))
+        return sum(float((o * w).sum()) for o, w in zip(evaluate(graph, *values), weights))
 
     grads = []
     for i, array in enumerate(arrays):
@@ -62,10 +63,10 @@ def test_split_programs_give_the_joint_results(case):
     weights = _loss_weights(graph, 1)
     joint = autodiff.gradient_graph(graph)
     split = autodiff.split_joint(joint, len(graph.inputs), len(graph.outputs))
-    forward = ir.evaluate(split.forward, *arrays)
+    forward = evaluate(split.forward, *arrays)
     saved = [arrays[i] for i in split.saved_inputs]
-    grads = ir.evaluate(split.backward, *forward[len(graph.outputs):], *saved, *weights)
-    expected = ir.evaluate(joint, *arrays, *weights)
+    grads = evaluate(split.backward, *forward[len(graph.outputs):], *saved, *weights)
+    expected = evaluate(joint, *arrays, *weights)
     for got, want in zip(forward[:len(graph.outputs)] + grads, expected):
         np.testing.assert_allclose(got, want)
 
@@ -123,7 +124,7 @@ def test_the_seed_mlp_training_step_runs_as_planned_and_keeps_the_plans_invarian
     assert plan.planned <= 1.1 * plan.bound  # bytes, deterministic: the plan target
     rng = np.random.default_rng(0)
     arrays = [rng.standard_normal(n.aval[0].shape).astype(np.float32) for n in step.inputs]
-    expected = ir.evaluate(step, *arrays)
+    expected = evaluate(step, *arrays)
     program = compile_graph(optimised, static_alloc=True, name="step")
     for _ in range(2):
         for got, want in zip(program(*arrays), expected):
@@ -137,8 +138,8 @@ def test_fused_graphs_differentiate_like_the_original(case):
     graph, arrays = case
     fused, records = run_pipeline(graph, disabled=("plan_memory",))
     weights = _loss_weights(graph, 1)
-    expected = ir.evaluate(autodiff.gradient_graph(graph), *arrays, *weights)
-    got = ir.evaluate(autodiff.gradient_graph(fused), *arrays, *weights)
+    expected = evaluate(autodiff.gradient_graph(graph), *arrays, *weights)
+    got = evaluate(autodiff.gradient_graph(fused), *arrays, *weights)
     for want, have in zip(expected, got):
         np.testing.assert_allclose(have, want, rtol=1e-9, atol=1e-12)
 
@@ -150,7 +151,7 @@ def test_a_fused_chain_gets_its_real_gradient():
     fused, _ = run_pipeline(graph, disabled=("plan_memory",))
     assert [n.op for n in fused.nodes if n.kind == "call"] == ["_fused"]
     values = np.linspace(-1, 1, 5)
-    grad = ir.evaluate(autodiff.gradient_graph(fused), values, np.ones(5))[1]
+    grad = evaluate(autodiff.gradient_graph(fused), values, np.ones(5))[1]
     np.testing.assert_allclose(grad, 3 * (1 - np.tanh(3 * values) ** 2))
 
 

@@ -10,6 +10,7 @@ import hybridlab as mx
 from hybridlab import engine, nd, sym
 from hybridlab.graph import ir
 from hybridlab.graph.cached_op import CachedOp
+from hybridlab.graph.evaluate import evaluate
 
 
 def _nd(*shape: int, seed: int = 0) -> mx.nd.NDArray:
@@ -31,7 +32,7 @@ def test_results_match_the_reference_interpreter():
     op = CachedOp(bias_relu_chain(), static_alloc=True, static_shape=True)
     for _ in range(2):
         y = op(x, b)
-    expected = ir.evaluate(bias_relu_chain(), x.asnumpy(), b.asnumpy())[0]
+    expected = evaluate(bias_relu_chain(), x.asnumpy(), b.asnumpy())[0]
     np.testing.assert_allclose(y.asnumpy(), expected)
 
 
@@ -189,7 +190,7 @@ def test_integer_maths_compiled_equals_imperative(name, static_alloc, fuse):
         assert got.dtype == np.int32 and got.asnumpy().dtype == np.int32
         np.testing.assert_array_equal(got.asnumpy(), expected.asnumpy())
     graph = op._last.forward.graph
-    assert np.dtype(ir.evaluate(graph, x.asnumpy())[0].dtype) == np.int32
+    assert np.dtype(evaluate(graph, x.asnumpy())[0].dtype) == np.int32
 
 
 def test_int32_plus_float32_is_float32_in_every_mode():
@@ -218,7 +219,7 @@ def test_the_last_signature_fast_path_still_notices_every_change():
     assert op(_nd(2, 8), b).shape == (2, 8) and op(x, b).shape == (4, 8)
     with pytest.raises(TypeError, match=r"takes 2 inputs \['x', 'b'\], got 3"):
         op(x, b, b)
-    expected = ir.evaluate(bias_relu_chain(), x.asnumpy(), b.asnumpy())[0]
+    expected = evaluate(bias_relu_chain(), x.asnumpy(), b.asnumpy())[0]
     np.testing.assert_allclose(op(x, b).asnumpy(), expected)
 
 

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from hybridlab.errors import ShapeError
 from hybridlab.graph import autodiff, ir
 from hybridlab.graph.codegen import Namespace, compile_graph
+from hybridlab.graph.evaluate import evaluate
 from hybridlab.graph.passes import run_pipeline
 from hybridlab.ops import registry
 from hybridlab.ops.registry import Aval
@@ -49,7 +50,7 @@ def test_seed_mlp_code_matches_golden_and_computes_the_same():
     program = compile_graph(graph, static_alloc=True)
     check_golden("code_seed_mlp", program.source)
     args = _args(graph)
-    np.testing.assert_allclose(program(*args)[0], ir.evaluate(seed_mlp(4), *args)[0], rtol=1e-5)
+    np.testing.assert_allclose(program(*args)[0], evaluate(seed_mlp(4), *args)[0], rtol=1e-5)
 
 
 def test_namespace_sanitises_keywords_builtins_and_injection():
@@ -148,7 +149,7 @@ def test_multi_output_nodes_unpack_and_differentiate():
     assert "broadcast_mul(%1, %1.2)" in str(graph) and str(graph).endswith("return %3, %1.1")
     joint = autodiff.gradient_graph(graph)
     args = _args(graph) + [np.ones((4, 2), np.float32)] * 2
-    expected = ir.evaluate(joint, *args)
+    expected = evaluate(joint, *args)
     optimised, _ = run_pipeline(joint, verify=True)
     for static_alloc in (False, True):
         program = compile_graph(optimised, static_alloc=static_alloc)
@@ -302,7 +303,7 @@ def test_specialised_fully_connected_gives_the_bits_of_the_general_kernel(
     first = "FullyConnected_2d_out(x, w, b, out=" if static else "FullyConnected_2d(x, w, b)"
     assert first in program.source and "flatten=" not in program.source
     args = _fill(graph, seed)
-    (result,), (expected,) = program(*args), ir.evaluate(graph, *args)
+    (result,), (expected,) = program(*args), evaluate(graph, *args)
     assert result.dtype == expected.dtype
     np.testing.assert_array_equal(result, expected)
     fc, layer = registry.get("FullyConnected").kernel, args[:3]
@@ -325,4 +326,4 @@ def test_fully_connected_keeps_the_general_kernel_when_the_case_is_not_plain(
         "FullyConnected(x, w, b, flatten=True, no_bias=False,"
     assert call in program.source
     args = _fill(graph, 0)
-    np.testing.assert_array_equal(program(*args)[0], ir.evaluate(graph, *args)[0])
+    np.testing.assert_array_equal(program(*args)[0], evaluate(graph, *args)[0])

@@ -11,6 +11,7 @@ from _helpers import aval, bias_relu_chain, check_golden, has_ops, seed_mlp
 
 from hybridlab.errors import GraphError, ShapeError
 from hybridlab.graph import ir
+from hybridlab.graph.evaluate import evaluate
 
 
 def test_printed_form_of_a_small_graph_matches_golden():
@@ -129,7 +130,7 @@ def test_verify_reports_wrong_arity_and_missing_types():
 def test_evaluate_runs_kernels_in_order():
     x = np.arange(32, dtype=np.float32).reshape(4, 8) - 16
     b = np.ones(8, np.float32)
-    (result,) = ir.evaluate(bias_relu_chain(), x, b)
+    (result,) = evaluate(bias_relu_chain(), x, b)
     np.testing.assert_array_equal(result, np.maximum(x + b, 0) * 2)
 
 

@@ -13,7 +13,8 @@ from hybridlab.errors import GraphError, ShapeError
 from hybridlab.gluon import nn
 from hybridlab.graph import ir
 from hybridlab.graph.cached_op import CachedOp
-from hybridlab.graph.passes import PIPELINE, lower_operators, run_pipeline
+from hybridlab.graph.evaluate import evaluate
+from hybridlab.graph.passes import PIPELINE, PassContext, lower_operators, run_pipeline
 from hybridlab.ops import OPS
 
 LAYER_OPS = sorted(name for name, op in OPS.items() if op.lower is not None)
@@ -61,7 +62,8 @@ def test_one_node_in_the_graph_the_same_numbers_compiled_and_imperative(name, tr
     assert [n.op for n in graph.nodes if n.kind == "call"] == [name]  # kept whole
     assert json.loads(symbol.tojson())["nodes"][-1]["op"] == name
     lowered, changes = lower_operators(ir.infer_shapes(
-        graph, [ir.Aval(a.shape, np.dtype(a.dtype)) for a in arrays]), training)
+        graph, [ir.Aval(a.shape, np.dtype(a.dtype)) for a in arrays]),
+        PassContext(training=training))
     assert name not in {n.op for n in lowered.nodes} and changes[0].startswith(
         f"lowered {graph.outputs[0].node.name} ({name}) to ")
     mx.random.seed(3)
@@ -168,7 +170,7 @@ def test_clear_errors():
     with pytest.raises(GraphError, match="Activation is a layer operator: it runs as its "
                                          "lowering"):
         list(ir.interpret(graph, [np.ones(2, np.float32)], ir.RunContext()))
-    assert ir.evaluate(graph, np.array([-1.0, 2.0], np.float32))[0].tolist() == [0.0, 2.0]
+    assert evaluate(graph, np.array([-1.0, 2.0], np.float32))[0].tolist() == [0.0, 2.0]
     with pytest.raises(ShapeError, match=r"SoftmaxOutput: data \(4, 3\) needs .* label of "
                                          r"shape \(4,\)"):
         nd.SoftmaxOutput(nd.ones((4, 3)), nd.ones((5,)))
@@ -182,5 +184,5 @@ def test_the_pass_explorer_pipeline_shows_the_lowering_first():
     assert records[0].name == "lower_operators" and len(records[0].changes) == 2
     assert {n.op for n in records[0].before.nodes} >= {"Activation", "softmax"}
     assert {"tanh", "exp", "max", "sum"} <= {n.op for n in records[0].after.nodes}
-    np.testing.assert_allclose(ir.evaluate(final, np.zeros((2, 3), np.float32))[0], 1 / 3,
+    np.testing.assert_allclose(evaluate(final, np.zeros((2, 3), np.float32))[0], 1 / 3,
                                rtol=1e-6)

@@ -10,8 +10,10 @@ from hybridlab import autograd, gluon, nd, sym
 from hybridlab.gluon import nn
 from hybridlab.graph import ir
 from hybridlab.graph.cached_op import CachedOp
+from hybridlab.graph.evaluate import evaluate
 from hybridlab.graph.passes import run_pipeline
 from hybridlab.graph.passes.pretranspose_weights import LAYOUT_OF, pretranspose_weights
+from hybridlab.lab.graphs import cached_op_of
 
 
 def mlp(batch=4, features=6):
@@ -39,8 +41,8 @@ def test_the_pass_reads_each_weight_transposed_from_a_new_marked_input():
               for i, n in enumerate(graph.inputs)]
     transposed = [np.ascontiguousarray(arrays[[n.name for n in graph.inputs].index(
         dict(n.attrs)[LAYOUT_OF])].T) for n in extra]
-    expected = ir.evaluate(graph, *arrays)[0]
-    np.testing.assert_allclose(ir.evaluate(rewritten, *arrays, *transposed)[0], expected,
+    expected = evaluate(graph, *arrays)[0]
+    np.testing.assert_allclose(evaluate(rewritten, *arrays, *transposed)[0], expected,
                                rtol=1e-5, atol=1e-6)
     ir.verify(run_pipeline(rewritten)[0])  # the rest of the pipeline takes it
     assert pretranspose_weights(rewritten) == (rewritten, [])  # nothing left to rewrite
@@ -99,4 +101,4 @@ def test_hybridize_takes_passes_and_training_stays_correct():
         net.hybridize(disabled_passes="fuse_elementwise")
     net.hybridize(disabled_passes=["fuse_elementwise"])
     net(x).wait_to_read()
-    assert "fused" not in mx.viz.graph.cached_op_of(net).code
+    assert "fused" not in cached_op_of(net).code

@@ -14,7 +14,8 @@ import pytest
 from test_registry_table import ROWS, Row, _as_tuple, _inputs
 
 from hybridlab import sym
-from hybridlab.graph import autodiff, ir
+from hybridlab.graph import autodiff
+from hybridlab.graph.evaluate import evaluate
 from hybridlab.ops import eager, get
 from hybridlab.ops.eager import Tensor
 
@@ -28,7 +29,7 @@ def test_symbolic_backward_graph_matches_eager_gradients(row: Row):
     outputs = _as_tuple(getattr(eager, row.op)(*arrays, **row.attrs))
     rng = np.random.default_rng(1)
     cotangents = [rng.normal(size=o.data.shape) for o in outputs]
-    results = ir.evaluate(joint, *arrays, *cotangents)
+    results = evaluate(joint, *arrays, *cotangents)
     expected = op.grad(eager, [Tensor(a) for a in arrays], list(outputs),
                        [Tensor(c) for c in cotangents], **op.parse_attrs(row.attrs))
     for which, grad in enumerate(expected):
@@ -66,7 +67,7 @@ def test_composite_gradient_matches_central_differences(key):
     inputs = [sym.var(f"in{i}", shape=s, dtype=np.float64) for i, s in enumerate(shapes)]
     joint = autodiff.gradient_graph(call(sym, *inputs).to_graph())
     cotangent = rng.normal(size=_forward(call, arrays).shape)
-    grads = ir.evaluate(joint, *arrays, cotangent)[1:]
+    grads = evaluate(joint, *arrays, cotangent)[1:]
     for which, array in enumerate(arrays):
         numeric = np.zeros_like(array)
         for index in np.ndindex(array.shape):

@@ -6,17 +6,24 @@ order they run in; :func:`run_pipeline` is the only sequencer. It keeps a
 :class:`PassRecord` (before, after, changes) per pass so lessons can show what each pass
 did, and, when asked (or when the ``VERIFY`` flag is set), runs ``ir.verify`` after
 every pass so a broken invariant is blamed on the pass that broke it.
+
+A pass that needs to know what the program is compiled for takes a second argument, the
+:class:`PassContext` (``training``: BatchNorm lowers differently while training); a pass
+that needs nothing of it takes the graph alone. ``run_pipeline`` asks each pass's
+signature, so no pass is special-cased here.
 """
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from hybridlab import config
 from hybridlab.errors import GraphError
 from hybridlab.graph.ir import Graph
 from hybridlab.graph.ir import verify as verify_graph
+from hybridlab.graph.passes.context import PassContext
 from hybridlab.graph.passes.eliminate_common_subexpressions import eliminate_common_subexpressions
 from hybridlab.graph.passes.eliminate_dead_code import eliminate_dead_code
 from hybridlab.graph.passes.fold_constants import fold_constants
@@ -24,7 +31,7 @@ from hybridlab.graph.passes.fuse_elementwise import fuse_elementwise
 from hybridlab.graph.passes.lower_operators import lower_operators
 from hybridlab.graph.passes.plan_memory import MemoryPlan, plan_memory
 
-Pass = Callable[[Graph], "tuple[Graph, list[str]]"]
+Pass = Callable[..., "tuple[Graph, list[str]]"]  # (graph) or (graph, context)
 
 PIPELINE: tuple[Pass, ...] = (
     lower_operators,  # first: every later pass sees primitive operators only
@@ -47,11 +54,12 @@ class PassRecord:
 
 
 def run_pipeline(graph: Graph, disabled: Sequence[str] = (), verify: bool | None = None,
-                 passes: Sequence[Pass] = (), training: bool = False
+                 passes: Sequence[Pass] = (), context: PassContext | None = None
                  ) -> tuple[Graph, list[PassRecord]]:
     """Run every pass of :data:`PIPELINE` not named in ``disabled``, in order.
 
-    ``training`` is the mode the program will run in: lowering ``BatchNorm`` depends on it.
+    ``context`` says what the program is compiled for (default: prediction,
+    ``PassContext()``); passes that take a second argument receive it.
 
     ``passes`` adds your own passes (pure ``Graph -> (Graph, changes)`` functions, named by
     their ``__name__``): they run after folding, CSE and dead-code elimination, and before
@@ -65,12 +73,13 @@ def run_pipeline(graph: Graph, disabled: Sequence[str] = (), verify: bool | None
         raise ValueError(f"unknown pass(es) {sorted(unknown)}; the pipeline has "
                          f"{[p.__name__ for p in pipeline]}")
     check = bool(config.flag("VERIFY")) if verify is None else verify
+    context = PassContext() if context is None else context
     records: list[PassRecord] = []
     for compiler_pass in pipeline:
         if compiler_pass.__name__ in disabled:
             continue
         before = graph
-        result = (lower_operators(graph, training) if compiler_pass is lower_operators
+        result = (compiler_pass(graph, context) if takes_context(compiler_pass)
                   else compiler_pass(graph))
         if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], Graph)):
             raise TypeError(f"pass {compiler_pass.__name__} must return (Graph, list of "
@@ -85,17 +94,28 @@ def run_pipeline(graph: Graph, disabled: Sequence[str] = (), verify: bool | None
     return graph, records
 
 
-def _with_user_passes(passes: Sequence[Pass]) -> tuple[Pass, ...]:
+def takes_context(compiler_pass: Pass) -> bool:
+    """Whether a pass takes ``(graph, context)`` rather than ``(graph)``."""
+    try:
+        parameters = inspect.signature(compiler_pass).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature: give it the graph
+        return False
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY,
+                                                      p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in parameters)
+
+
+def _with_user_passes(passes: Sequence[Any]) -> tuple[Pass, ...]:
     for extra in passes:
         if not callable(extra) or not getattr(extra, "__name__", "").isidentifier():
-            raise TypeError(f"a pass must be a named function Graph -> (Graph, changes), got "
-                            f"{extra!r}")
+            raise TypeError(f"a pass must be a named function (graph) or (graph, context) -> "
+                            f"(Graph, changes), got {extra!r}")
     at = PIPELINE.index(fuse_elementwise)
     return (*PIPELINE[:at], *passes, *PIPELINE[at:])
 
 
 __all__ = [
-    "PIPELINE", "MemoryPlan", "PassRecord", "eliminate_common_subexpressions",
+    "PIPELINE", "MemoryPlan", "PassContext", "PassRecord", "eliminate_common_subexpressions",
     "eliminate_dead_code", "fold_constants", "fuse_elementwise", "lower_operators", "plan_memory",
-    "run_pipeline",
+    "run_pipeline", "takes_context",
 ]

@@ -16,27 +16,31 @@ only. The last node of a lowering takes the layer node's name (``dense0_relu_fwd
 the helper nodes are named under it (``softmax0_exp0``), so the generated code still
 names the user's layers.
 
-``training`` matters to one operator: ``BatchNorm`` lowers to the batch's statistics
-while training and to the moving ones when predicting. ``CachedOp`` compiles per mode,
-so it lowers with the mode it compiles for. ``keep`` names operators to leave whole
-(the ONNX exporter keeps ``BatchNorm``, which ONNX has as one operator).
+The pass reads its :class:`~hybridlab.graph.passes.context.PassContext`: ``training``
+matters to one operator: ``BatchNorm`` lowers to the batch's statistics while training
+and to the moving ones when predicting. ``CachedOp`` compiles per mode, so it lowers with
+the mode it compiles for. ``keep`` names operators to leave whole (the ONNX exporter
+keeps ``BatchNorm``, which ONNX has as one operator).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Collection, Sequence
+from typing import Any, Sequence
 
 from hybridlab import name as names
 from hybridlab.graph import frontend
 from hybridlab.graph.ir import Graph, Node, Value, rebuild
+from hybridlab.graph.passes.context import PREDICTION, PassContext
 from hybridlab.ops.registry import run_lowering
 from hybridlab.walk import postorder
 
 
-def lower_operators(graph: Graph, training: bool = False, keep: Collection[str] = ()
+def lower_operators(graph: Graph, context: PassContext = PREDICTION
                     ) -> tuple[Graph, list[str]]:
-    """Replace every layer-operator node (not named in ``keep``) by its lowering."""
+    """Replace every layer-operator node (not named in ``context.keep``) by its lowering
+    for ``context.training``."""
+    training, keep = context.training, context.keep
     if not any(n.kind == "call" and n.opdef.lower is not None and n.op not in keep
                for n in graph.nodes):
         return graph, []

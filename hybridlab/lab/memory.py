@@ -1,0 +1,105 @@
+"""The memory timeline's model: where the memory planner put every result, step by step.
+
+What this module teaches
+------------------------
+A compiled program runs its nodes in order; each result lives from the step that writes
+it to the last step that reads it. The planner (``plan_memory``) gives results whose
+lifetimes do not overlap the same bytes of one shared *arena*. With time (the program's
+steps) across and the arena's byte offsets up, every placed result is a :class:`Box`;
+boxes never overlap, and a result computed in place over its input continues that
+input's box at the same height. :func:`live_bytes` is what is in use at one step; its
+largest value, when no kernel needs scratch, is the plan's *liveness bound*, which no
+placement can go below. The drawing is :mod:`hybridlab.viz.memory`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from hybridlab.lab.graphs import as_graph
+
+MODES = ("forward", "forward + backward")  # the programs the memory explorer shows
+
+
+@dataclass(frozen=True)
+class Box:
+    """One placed result: its node, steps ``[first, last]``, bytes ``[low, high)``."""
+
+    name: str
+    kind: str
+    first: int
+    last: int
+    low: int
+    high: int
+    inplace: bool  # written over its input's bytes
+    backward: bool = False  # computed by the backward part of a joint program
+
+
+def timeline(obj: Any, shape: dict[str, Any] | None = None, backward: bool = False
+             ) -> tuple[list[Box], Any]:
+    """The boxes for ``obj`` (a Symbol with input ``shape``, a graph IR or a hybridized
+    block that ran), and the plan (``MemoryPlan``) they come from. Bytes count from the
+    arena's start, then each buffer of its own (outputs, chains allocated per call)
+    above it, end to end. ``backward=True``: the joint forward + backward program
+    (``graph.autodiff.gradient_graph``), where the activations the backward reads stay
+    alive across the whole forward; its boxes have ``backward`` set."""
+    from hybridlab.graph.autodiff import gradient_graph
+    from hybridlab.graph.passes import run_pipeline
+
+    graph, _ = as_graph(obj, shape)
+    forward_names = {node.name for node in graph.nodes}
+    if backward:
+        if any(node.aval is None for node in graph.nodes):
+            raise ValueError("the backward needs the graph's shapes; give the input shapes "
+                             "(memory_timeline(symbol, shape={'data': (1, 4)}))")
+        graph = gradient_graph(graph)
+    final, _ = run_pipeline(graph)
+    plan = final.meta.get("memory")
+    if plan is None:
+        raise ValueError("no memory plan: the graph's shapes are unknown; give the input "
+                         "shapes (memory_timeline(symbol, shape={'data': (1, 4)}))")
+    step_of = {id(node): step for step, node in enumerate(final.nodes)}
+    last_use = dict(step_of)
+    for step, node in enumerate(final.nodes):
+        for value in node.inputs:
+            last_use[id(value.node)] = max(last_use[id(value.node)], step)
+    end = len(final.nodes)
+    for value in final.outputs:
+        last_use[id(value.node)] = end
+    base = [sum(plan.buffer_bytes[:k]) for k in range(len(plan.buffer_bytes))]
+    boxes = []
+    for node in final.nodes:
+        for index, aval in enumerate(node.aval or ()):
+            key = (id(node), index)
+            if key not in plan.buffer_of:
+                continue  # placed nowhere: a view, a constant, an op without out=
+            low = base[plan.buffer_of[key]] + plan.offset_of[key]
+            size = aval.dtype.itemsize * math.prod(aval.shape)
+            kind = node.opdef.kind.value if node.kind == "call" else "other"
+            boxes.append(Box(node.name, kind, step_of[id(node)], last_use[id(node)], low,
+                             low + size, key in plan.inplace_of,
+                             backward and node.name not in forward_names))
+    return boxes, plan
+
+
+def live_bytes(boxes: list[Box], step: int) -> int:
+    """The bytes in use at ``step``: the union of the boxes alive then (written at or
+    before it, read at or after it). A result computed in place shares its input's bytes,
+    so the hand-over step counts them once."""
+    used, end = 0, 0
+    for low, high in sorted((b.low, b.high) for b in boxes if b.first <= step <= b.last):
+        used += max(0, high - max(low, end))
+        end = max(end, high)
+    return used
+
+
+def describe_step(boxes: list[Box], plan: Any, mode: str, step: int) -> str:
+    """One line for ``step`` of the ``mode`` program: what it computes, what is alive
+    across it, and the plan."""
+    made = [box.name for box in boxes if box.first == step]
+    alive = [box.name for box in boxes if box.first <= step <= box.last]
+    computed = ", ".join(made) or "no placed result"
+    return (f"{mode}: step {step} computes {computed}; {len(alive)} results alive, "
+            f"{live_bytes(boxes, step)} bytes. {plan}")

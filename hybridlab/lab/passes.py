@@ -1,0 +1,107 @@
+"""The pass explorer's model: the compiler's pipeline, stage by stage, and what changed.
+
+What this module teaches
+------------------------
+``hybridize()`` hands the traced graph to a pipeline of passes, each a pure function of
+the graph: lowering MXNet's layer operators, constant folding, common-subexpression
+elimination, dead-code elimination, elementwise fusion, and the memory plan.
+:class:`PassModel` runs the pipeline once and keeps every stage: the graph as that pass
+left it, the nodes it created or rewrote, its own list of changes, the printed IR as a
+diff against the stage before, and the Python source generated from the final graph.
+Your own passes join through ``passes=[...]``. The drawing and the widget are
+:mod:`hybridlab.viz.pass_explorer`.
+
+A node counts as *new* in a stage when no node of the stage before has the same name,
+operator, attributes and input names: renumbered SSA values (``%3``) do not count as
+changes; a folded constant, a fused group, or a node whose inputs a pass redirected do.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from hybridlab.graph.autotune import PRETRANSPOSED, LayoutChoice
+from hybridlab.graph.passes.pretranspose_weights import pretranspose_weights
+from hybridlab.lab.graphs import as_graph, cached_op_of
+
+
+@dataclass
+class Stage:
+    """One stage: the graph after a pass (or the input graph), what changed."""
+
+    name: str
+    graph: Any
+    changes: list[str]
+    new: set[int]  # ids of the nodes this pass created or rewrote
+    removed: int  # how many computations of the stage before are gone
+
+
+def signatures(graph: Any) -> dict[int, Any]:
+    """id(node) -> its key: name, operator, attributes and the names of its inputs."""
+    keys: dict[int, Any] = {}
+    for node in graph.nodes:
+        if node.kind == "var":
+            keys[id(node)] = ("var", node.name)
+        elif node.kind == "const":
+            keys[id(node)] = ("const", node.name, node.value.shape, node.value.tobytes())
+        else:
+            keys[id(node)] = (node.name, node.op, repr(node.attrs),
+                              tuple((v.node.name, v.index) for v in node.inputs))
+    return keys
+
+
+class PassModel:
+    """The pipeline's stages for a Symbol, a graph IR or a hybridized block."""
+
+    def __init__(self, obj: Any, passes: Sequence[Any] = (), shape: dict[str, Any] | None = None
+                 ) -> None:
+        from hybridlab.graph.codegen import compile_graph
+        from hybridlab.graph.passes import run_pipeline
+
+        graph, self.params = as_graph(obj, shape)
+        # a block whose CachedOp chose the weights' layout by timing: say what it chose,
+        # and show the layout pass among the stages when it won (graph/autotune.py)
+        cached_op = cached_op_of(obj)
+        self.layout: LayoutChoice | None = None if cached_op is None else cached_op.layout
+        if (self.layout is not None and self.layout.chosen == PRETRANSPOSED
+                and pretranspose_weights not in passes):
+            passes = (*passes, pretranspose_weights)
+        final, records = run_pipeline(graph, passes=passes)
+        self.stages = [Stage("input graph", graph, [], set(), 0)]
+        for record in records:
+            before, after = signatures(record.before), signatures(record.after)
+            old = set(before.values())
+            new = {i for i, key in after.items() if key not in old}
+            removed = len(old - set(after.values()))  # keys are unique: names are
+            self.stages.append(Stage(record.name, record.after, record.changes, new, removed))
+        self.source = compile_graph(final).source
+
+    def diff(self, index: int) -> str:
+        """The printed IR of stage ``index`` against the stage before (unified diff)."""
+        if index == 0:
+            return str(self.stages[0].graph)
+        before, after = self.stages[index - 1], self.stages[index]
+        lines = difflib.unified_diff(str(before.graph).splitlines(),
+                                     str(after.graph).splitlines(),
+                                     before.name, after.name, lineterm="", n=1)
+        return "\n".join(lines) or "(the printed IR is unchanged)"
+
+    def headline(self, index: int) -> str:
+        stage = self.stages[index]
+        calls = sum(1 for n in stage.graph.nodes if n.kind == "call")
+        if index == 0:
+            return f"stage 0/{len(self.stages) - 1}: the input graph, {calls} operator calls"
+        return (f"stage {index}/{len(self.stages) - 1}: {stage.name}: {len(stage.changes)} "
+                f"change(s); {len(stage.new)} node(s) new or rewritten, {stage.removed} "
+                f"replaced or removed; {calls} operator calls")
+
+    def summary(self, index: int) -> str:
+        stage = self.stages[index]
+        lines = [self.headline(index), *(f"  {change}" for change in stage.changes[:6])]
+        if len(stage.changes) > 6:
+            lines.append(f"  ... and {len(stage.changes) - 6} more")
+        if self.layout is not None:
+            lines.append(f"layout chosen on the first call: {self.layout}")
+        return "\n".join(lines)
