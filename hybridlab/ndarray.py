@@ -542,6 +542,23 @@ def _assign(target: NDArray, source: NDArray) -> NDArray:
     return target
 
 
+def _assign_all(targets: list[NDArray], sources: list[NDArray]) -> None:
+    """``_assign`` for many pairs as ONE engine op (a backward pass storing every
+    parameter's gradient: one push, not one per parameter)."""
+    if not targets:
+        return
+    for source in sources:
+        if source._data is None:
+            _check_computed(source)
+
+    def write() -> None:
+        for target, source in zip(targets, sources):
+            target._data = source._data.astype(target.dtype, copy=False)  # type: ignore[union-attr]
+
+    engine.current().push(write, [s._var for s in sources], [t._var for t in targets],
+                          "_copy_to")
+
+
 def _expand(op: OpDef, inputs: list, attrs: dict, name: str | None = None,
             hint: str = "") -> Any:
     """A layer operator run imperatively (``nd.Activation``): its lowering, op by op, each

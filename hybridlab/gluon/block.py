@@ -24,6 +24,7 @@ Invariants: a compiled program is keyed by (training mode, and the input shapes 
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import functools
 import inspect
@@ -221,7 +222,7 @@ class Block:
         raise NotImplementedError(f"{type(self).__name__} must define forward(self, x)")
 
 
-_FLAGS = ("static_alloc", "static_shape", "passes", "disabled_passes")
+_FLAGS = ("static_alloc", "static_shape", "passes", "disabled_passes", "autotune")
 # One trace at a time, in any thread (a trace of a parent traces its children, hence
 # re-entrant): a trace is a one-off of milliseconds, and two threads making a block's
 # first call at once then compile it once, not twice.
@@ -235,7 +236,8 @@ def _check_flags(active: Any, flags: dict[str, Any]) -> None:
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise TypeError(f"hybridize() got an unknown keyword {key!r}{hint} "
                             f"(it takes active, {', '.join(_FLAGS)})")
-    switches = {k: v for k, v in flags.items() if k in ("static_alloc", "static_shape")}
+    switches = {k: v for k, v in flags.items() if k in ("static_alloc", "static_shape")
+                or k == "autotune" and v is not None}
     for key, value in [("active", active), *switches.items()]:
         if not isinstance(value, bool):  # the strings "no" and "False" are true in Python
             raise TypeError(f"hybridize(): {key} must be True or False, got {value!r}")
@@ -332,7 +334,9 @@ class HybridBlock(Block):
         ``static_shape=True`` also compiles one program per input shape, so traced
         Symbols know their shapes; ``passes=[...]`` adds compiler passes (pure
         ``Graph -> (Graph, changes)`` functions, run before fusion and the memory plan)
-        and ``disabled_passes=[...]`` names pipeline passes not to run.
+        and ``disabled_passes=[...]`` names pipeline passes not to run; ``autotune=False``
+        keeps the weights' layout as stored instead of timing both on the first call of
+        each input signature (default: the ``AUTOTUNE`` flag, on; graph/autotune.py).
         """
         _check_flags(active, flags)
         self._active = bool(active)
@@ -349,8 +353,14 @@ class HybridBlock(Block):
         self._cached_op = CachedOp(trace=self._traced, **self._flags)
 
     def hybridization_report(self) -> _report.HybridizationReport | None:
-        """What the last trace ran only once (prints, Python branches, frozen constants)."""
-        return self._report
+        """What the last trace ran only once (prints, Python branches, frozen constants),
+        and the weights' layout measured for each input signature (graph/autotune.py)."""
+        if self._report is None or self._cached_op is None:
+            return self._report
+        from hybridlab.graph.ir import format_type
+        layouts = [f"{', '.join(format_type((a,)) for a in avals)}: {choice}"
+                   for avals, choice in self._cached_op.layouts()]
+        return dataclasses.replace(self._report, layouts=layouts)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
         """In Jupyter: the traced graph once hybridized and called, the layer listing as text."""
