@@ -22,8 +22,8 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-import hybridlab as mx  # noqa: E402
-from hybridlab import engine, nd  # noqa: E402
+import hybridlab as mx
+from hybridlab import engine, nd
 
 
 def per_call(run, calls: int) -> float:
