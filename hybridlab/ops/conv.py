@@ -136,7 +136,12 @@ def _per_image(x: Aval | np.ndarray, grid: Any, dtype: Any, kernel: Any, pad: An
 def _im2col(x: np.ndarray, dtype: Any, kernel: Any, stride: Any, dilate: Any, pad: Any,
             **unused: Any) -> np.ndarray:
     """The windows of the images ``x`` copied into one matrix per image,
-    ``(n, C*kh*kw, OH*OW)``, in ``dtype`` (the one copy im2col makes)."""
+    ``(n, C*kh*kw, OH*OW)``, in ``dtype`` (the one copy im2col makes). A 1x1 window with
+    stride 1 and no padding *is* the image: its matrix is a view, nothing is copied
+    (most of SqueezeNet's and ResNet's convolutions)."""
+    if (tuple(kernel) == (1, 1) and tuple(stride) == (1, 1) and not any(pad)
+            and x.dtype == dtype):
+        return x.reshape(len(x), x.shape[1], x.shape[2] * x.shape[3])
     windows = _windows(pad_image(x, pad), kernel, stride, dilate)  # (n, C, OH, OW, kh, kw)
     n, channels, height, width = windows.shape[:4]
     cols = np.empty((n, channels, *kernel, height, width), dtype)

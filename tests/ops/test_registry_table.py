@@ -262,6 +262,8 @@ ROWS: list[Row] = [
     Row("Convolution", [(1, 2, 6, 5), (3, 2, 2, 2)],
         lambda x, w: _conv_ref(x, w, dilate=(2, 1)),
         {"kernel": (2, 2), "dilate": (2, 1), "num_filter": 3, "no_bias": True}),
+    Row("Convolution", [(2, 3, 4, 4), (5, 3, 1, 1), (5,)],  # 1x1: the image is its matrix
+        lambda x, w, b: _conv_ref(x, w, b), {"kernel": (1, 1), "num_filter": 5}),
     Row("Convolution", [(2, 4, 5, 5), (6, 2, 3, 3), (6,)],  # two groups (NOTE [Groups])
         lambda x, w, b: np.concatenate([_conv_ref(x[:, :2], w[:3], b[:3], pad=(1, 1)),
                                         _conv_ref(x[:, 2:], w[3:], b[3:], pad=(1, 1))], 1),
