@@ -1,6 +1,9 @@
-"""A deterministic clock for the timed exercise checks (their ``timer=`` argument)."""
+"""Deterministic clocks for the exercise checks that time something (their ``timer=`` or
+``clock=`` argument): a clock counting engine tasks, and a scripted one."""
 
 from __future__ import annotations
+
+from typing import Callable, Sequence
 
 from hybridlab import engine
 
@@ -19,3 +22,17 @@ class TaskClock:
             current.set_tracing(True)
             current._task_clock = True
         return len(current.trace) * self.tick
+
+
+def scripted_clock(durations: Sequence[float]) -> Callable[[], float]:
+    """A clock read in (start, end) pairs: the i-th interval measured with it lasts
+    ``durations[i % len(durations)]`` seconds, whatever the code between the reads did."""
+    state = {"now": 0.0, "reads": 0}
+
+    def clock() -> float:
+        if state["reads"] % 2 == 1:  # the end of an interval
+            state["now"] += durations[(state["reads"] // 2) % len(durations)]
+        state["reads"] += 1
+        return state["now"]
+
+    return clock

@@ -15,6 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 import sync_notebooks  # noqa: E402 -- a tool script, not a package
+from _clock import scripted_clock  # noqa: E402
 
 from hybridlab import exercises, random  # noqa: E402
 
@@ -99,7 +100,10 @@ def test_lesson03_solutions():
 
 def test_lesson04_solutions():
     sol = solution("04_schedules_span_and_devices")
-    assert exercises.check_span(2, sol.SPAN_ON_TWO_WORKERS)
+    assert exercises.check_span(sol.SPAN)
+    assert exercises.check_makespan(1, sol.MAKESPAN_ON_ONE_WORKER)
+    assert exercises.check_makespan(2, sol.MAKESPAN_ON_TWO_WORKERS)
+    assert exercises.check_speedup(sol.SPEEDUP, clock=scripted_clock([0.050, 0.028]), rounds=3)
     assert exercises.check_enough_workers(sol.ENOUGH_WORKERS)
     assert exercises.check_tree_sum(sol.total)
 
@@ -109,6 +113,7 @@ def test_lesson05_solutions():
     assert exercises.check_cse_count(sol.CSE_COUNT)
     assert exercises.check_biggest_stage(sol.BIGGEST_STAGE)
     assert exercises.check_times_one_pass(sol.drop_times_one)
+    assert exercises.check_liveness_bound(sol.LIVENESS_BOUND)
 
 
 def test_lesson06_solutions():
@@ -116,6 +121,7 @@ def test_lesson06_solutions():
     assert exercises.check_sign_gate(sol.SignGate)
     assert exercises.check_flatten(sol.FlattenBlock)
     assert exercises.check_last_column(sol.LastColumn)
+    assert exercises.check_retrace_cost(sol.RETRACE_RATIO, clock=scripted_clock([8e-3, 1e-4]))
 
 
 def test_lesson07_solutions():
@@ -125,6 +131,7 @@ def test_lesson07_solutions():
     assert lesson07.check_gradients(sol.gradients)
     assert lesson07.check_numeric_gradient(sol.numeric_gradient)
     assert lesson07.check_train_step(sol.train_step)
+    assert lesson07.check_tape_bytes(sol.TAPE_BYTES)
 
 
 def test_lesson08_solutions(tmp_path):

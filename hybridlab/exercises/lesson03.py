@@ -28,7 +28,7 @@ def _is_sync_point(call: Callable[[Any], Any]) -> bool:
     with engine.engine_scope("StepEngine") as step:
         x = nd.ones((1,)) * 3
         call(x)
-        return all(task.state == "done" for task in step.tasks[:2])  # type: ignore[attr-defined]
+        return all(task.state == "done" for task in step.tasks[:2])
 
 
 def check_sync_points(answer: set[str]) -> Feedback:
@@ -52,10 +52,10 @@ def check_ready_after_two_steps(answer: int) -> Feedback:
     with engine.engine_scope("StepEngine") as step:
         a, b = nd.ones((2, 2)), nd.ones((2, 2))
         (a + b) * (a - b)
-        step.step()  # type: ignore[attr-defined]
-        step.step()  # type: ignore[attr-defined]
-        expected = len(step.ready)  # type: ignore[attr-defined]
-        step.run()  # type: ignore[attr-defined]
+        step.step()
+        step.step()
+        expected = len(step.ready)
+        step.run()
     if answer == expected:
         return Feedback(True, f"{expected}: a + b and a - b read only a and b, so both can run")
     return Feedback(False, f"{answer} is not it: a task is ready when every task it depends "
@@ -77,10 +77,10 @@ def _barrier_effect(choice: Callable[[Any, Any], Any]) -> tuple[bool, bool]:
         loss = (nd.ones((4,)) * 2).sum()
         other = nd.dot(nd.ones((8, 8)), nd.ones((8, 8)))
         choice(loss, other)
-        done = {t.seq for t in step.tasks if t.state == "done"}  # type: ignore[attr-defined]
+        done = {t.seq for t in step.tasks if t.state == "done"}
         loss_done = loss._var._writer.seq in done
         other_pending = other._var._writer.seq not in done
-        step.run()  # type: ignore[attr-defined]
+        step.run()
     return loss_done, other_pending
 
 
@@ -108,13 +108,13 @@ def check_bounded_loop(train: Callable[[list], list], batches: int = 8) -> Feedb
 
     with engine.engine_scope("StepEngine") as step:
         arrays = {f"batch{i}": nd.ones((16, 32)) * i for i in range(batches)}
-        step.run()  # type: ignore[attr-defined]
-        model, peak = QueueModel(step, lambda: arrays), [0]  # type: ignore[arg-type]
+        step.run()
+        model, peak = QueueModel(step, lambda: arrays), [0]
         step.add_callback(engine.Callback(
             push=lambda task: peak.__setitem__(0, max(peak[0], model.pinned_bytes()))))
         try:
             outputs = train(list(arrays.values()))
-            step.run()  # type: ignore[attr-defined]
+            step.run()
             got = [np.asarray(y.asnumpy()) for y in outputs]
         except Exception as exc:  # the student's code: explain, do not raise
             return Feedback(False, f"train raised {type(exc).__name__}: {exc}")
