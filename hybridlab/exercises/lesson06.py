@@ -97,7 +97,7 @@ def check_retrace_cost(prediction: float, clock: Callable[[], float] = time.perf
                                f"{prediction!r}")
 
     class PositiveFraction(nn.HybridBlock):
-        def hybrid_forward(self, F, x):  # noqa: N803 -- MXNet's signature
+        def hybrid_forward(self, F, x):
             return (x > 0).sum(axis=1) / x.shape[1]
 
     block = PositiveFraction()
