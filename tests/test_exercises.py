@@ -37,12 +37,6 @@ def test_wrong_fc_count():
     assert exercises.check_fc_count(net, 2) and not exercises.check_fc_count(net, 3)
 
 
-def test_different_outputs_fail():
-    a, b = nd.ones((2, 2)), nd.zeros((2, 2))
-    assert not exercises.check_same_outputs(a, b)
-    assert "shapes differ" in exercises.check_same_outputs(a, nd.ones((3,))).message
-
-
 def test_symbol_program_mistakes_are_named():
     verdict = exercises.check_symbol_program(lambda a, b, c, d: (a + b) * (c + d))
     assert not verdict and "(a + b)" in verdict.message
@@ -77,11 +71,6 @@ def test_print_count_wrong():
 def test_export_roundtrip_without_files(tmp_path):
     verdict = exercises.check_export_roundtrip(str(tmp_path / "nothing"), None, None)
     assert not verdict and "export" in verdict.message
-
-
-def test_feedback_is_deterministic_numbers():
-    x = nd.array(np.arange(6, dtype=np.float32).reshape(2, 3))
-    assert exercises.check_same_outputs(x, x)
 
 
 def test_sync_point_answers_that_are_wrong_or_unknown():

@@ -60,7 +60,11 @@ def test_lesson00_solutions():
     sol = solution("00_tour")
     assert exercises.check_tour_mlp(sol.tour_mlp())
     assert exercises.check_fc_count(sol.lesson_net(), sol.FC_COUNT)
-    assert exercises.check_same_outputs(*sol.outputs_before_and_after())
+    # a deterministic clock (one tick per engine task): the guess is judged against 5.0
+    from _clock import TaskClock
+
+    assert exercises.check_speedup_guess(sol.lesson_net(), sol.SPEEDUP_GUESS, calls=3,
+                                         rounds=3, timer=TaskClock())
 
 
 def test_lesson01_solutions():
@@ -68,6 +72,10 @@ def test_lesson01_solutions():
     assert exercises.check_symbol_program(sol.exercise_symbol)
     assert exercises.check_fancy_func_nodes(sol.FANCY_FUNC_NODES)
     assert exercises.check_dense_from_primitives(sol.dense_from_primitives)
+    from _clock import TaskClock  # 40 µs per engine task: the guess is judged against 40 µs
+
+    assert exercises.check_operator_cost(sol.OPERATOR_COST_US, calls=3, rounds=3,
+                                         timer=TaskClock(tick=40e-6))
 
 
 def test_lesson02_solutions(tmp_path):
@@ -75,6 +83,7 @@ def test_lesson02_solutions(tmp_path):
     assert exercises.check_hybridizable(sol.RowScaler)
     assert exercises.check_print_count(sol.PRINT_COUNT)
     assert exercises.check_export_roundtrip(*sol.export_roundtrip(str(tmp_path)))
+    assert exercises.check_arena_bytes(sol.ARENA_BYTES)
 
 
 def test_lesson03_solutions():
@@ -83,6 +92,10 @@ def test_lesson03_solutions():
     assert exercises.check_ready_after_two_steps(sol.READY_AFTER_TWO_STEPS)
     assert exercises.check_barrier(sol.BARRIER)
     assert exercises.check_bounded_loop(sol.train)
+    from _clock import TaskClock  # the same tasks either way: the clock measures a ratio of 1
+
+    assert exercises.check_barrier_ratio(sol.BARRIER_RATIO, steps=5, rounds=3,
+                                         timer=TaskClock())
 
 
 def test_lesson04_solutions():

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any, Callable
 
-from hybridlab.exercises._common import Feedback
+from hybridlab.exercises._common import Feedback, how_far_off, interleaved_medians
 
 SYNC_CANDIDATES: dict[str, Callable[[Any], Any]] = {  # what a student may call on x
     "print": str, "asnumpy": lambda x: x.asnumpy(), "asscalar": lambda x: x.asscalar(),
@@ -128,3 +129,34 @@ def check_bounded_loop(train: Callable[[list], list], batches: int = 8) -> Feedb
         return Feedback(False, f"pending tasks pinned {peak[0] // one_batch} batches at once: "
                                "synchronise on each result before pushing more")
     return Feedback(True, f"at most {peak[0] // one_batch} batch(es) pinned at once")
+
+
+def check_barrier_ratio(guess: float, steps: int = 50, rounds: int = 5,
+                        timer: Callable[[], float] = time.perf_counter) -> Feedback:
+    """Predict time per iteration with a barrier in every iteration / time with one at the
+    end, for lesson 03's loop of 64 x 64 products on a one-worker threaded engine."""
+    from hybridlab import engine, nd
+
+    if not isinstance(guess, (int, float)) or not guess > 0:
+        return Feedback(False, f"guess a positive ratio, not {guess!r}")
+
+    def loop(sync_every_iteration: bool) -> Any:
+        x, w = nd.ones((64, 64)), nd.ones((64, 64)) * 0.01
+        for _ in range(steps):
+            x = nd.dot(x, w) + 1
+            if sync_every_iteration:
+                x.wait_to_read()
+        return x.wait_to_read()
+
+    times = interleaved_medians({"sync": lambda: loop(True), "once": lambda: loop(False)},
+                                1, rounds, timer,
+                                engine_factory=lambda: engine.ThreadedEngine(workers=1))
+    measured = times["sync"] / times["once"]
+    close, off = how_far_off(float(guess), measured)
+    per = {name: t / steps * 1e6 for name, t in times.items()}
+    report = (f"measured {measured:.2f} (sync every iteration {per['sync']:.1f} µs, once "
+              f"{per['once']:.1f} µs per iteration, one-worker threaded engine); your guess "
+              f"is {off}. Why: with a barrier each iteration costs t1 + t2 + t3 (push, "
+              "compute, hand-over); without, pushing overlaps computing and the hand-over "
+              "is paid once, so an iteration costs about the larger of t1 and t2")
+    return Feedback(close, report if close else report + " -- within a factor of two counts")
