@@ -118,6 +118,7 @@ class Attr:
     choices: tuple[Any, ...] | None = None
     low: float | None = None  # Attr("int", low=1): num_hidden=0 is refused at the call
     high: float | None = None
+    empty_is_default: bool = False  # a shape "()" is MXNet's unset one: the default applies
 
 
 # The attribute types an operator may declare; each parser accepts the Python value a
@@ -242,6 +243,8 @@ def parse_attr_value(op_name: str, key: str, spec: Attr, value: Any) -> Any:
         raise AttributeValueError(
             f"{op_name}: attribute {key!r} must be of type {spec.type}, got {value!r} ({err})"
         ) from None
+    if parsed == () and spec.empty_is_default:
+        parsed = spec.default  # Convolution(stride="()") in MXNet's files: stride 1
     if spec.choices is not None and parsed not in spec.choices:
         raise AttributeValueError(
             f"{op_name}: attribute {key!r} must be one of {list(spec.choices)}, got {value!r}"
