@@ -350,11 +350,14 @@ def _unfilled(arrays: Any) -> list | None:
     missing = None
     for x in arrays:
         if x._data is None:
-            if isinstance(engine.current(), engine.NaiveEngine):
-                _check_computed(x)
-            missing = missing or []
-            missing.append((x, x._var._writer))
+            missing = _note_unfilled(x, missing)
     return missing
+
+
+def _note_unfilled(x: NDArray, missing: list | None) -> list:
+    if isinstance(engine.current(), engine.NaiveEngine):
+        _check_computed(x)
+    return [*(missing or ()), (x, x._var._writer)]
 
 
 def _refuse_unfilled(missing: list) -> None:
@@ -440,10 +443,12 @@ def _apply(op: OpDef, inputs: list, attrs: dict, name: str | None = None, hint: 
         attrs, out = _split_out_and_ctx(op, attrs)
     attrs = op.parse_attrs(attrs)
     parts: list[Any] = [op]
-    reads = []
+    reads, missing = [], None
     for x in inputs:
         if not isinstance(x, NDArray):
             _explain_bad_input(op, inputs, attrs)
+        if x._data is None:  # pending, or never computed: NOTE [Unfilled inputs]
+            missing = _note_unfilled(x, missing)
         parts += (x.shape, x.dtype)
         reads.append(x._var)
     parts += attrs.items()
@@ -459,7 +464,7 @@ def _apply(op: OpDef, inputs: list, attrs: dict, name: str | None = None, hint: 
     if op.needs_context:  # the seed is drawn now, in program order (see hybridlab.random)
         rt = RunContext(training=_MODE.training, rng=_seed_stream.next_generator())
         kernel_attrs = {**attrs, "rt": rt}
-    run = _runner(op, inputs, outputs, kernel_attrs, _unfilled(inputs))
+    run = _runner(op, inputs, outputs, kernel_attrs, missing)
     engine.current().push(run, reads, [y._var for y in outputs], op.name)
     if _MODE.recording:
         autograd.record_op(op, attrs, inputs, outputs)
