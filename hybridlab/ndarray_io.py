@@ -214,19 +214,20 @@ def _read_names(reader: _Reader, count: int) -> list[str]:
 
 # --- writing ------------------------------------------------------------------------------
 def write_arrays(fname: str, arrays: list[np.ndarray] | dict[str, np.ndarray], *,
-                 commit: bool = True) -> str | None:
+                 commit: bool = True, caller: str = "nd.save") -> str | None:
     """Write a list or dict of arrays in MXNet's format, atomically (temp file + rename).
-    ``commit=False``: only the synced temporary, whose path is returned (``write_temporary``)."""
+    ``commit=False``: only the synced temporary, whose path is returned (``write_temporary``).
+    ``caller`` is what the user called (``nd.save``, ``export``): errors start with it."""
     names, values = (list(arrays), list(arrays.values())) if isinstance(arrays, dict) else (
         [], list(arrays))
     for index, array in enumerate(values):
         where = repr(names[index]) if names else str(index)
         if array.dtype.newbyteorder("=") not in FLAG_OF_DTYPE:
-            raise TypeError(f"nd.save: entry {where} has dtype {array.dtype}, which MXNet's "
+            raise TypeError(f"{caller}: entry {where} has dtype {array.dtype}, which MXNet's "
                             f"format cannot store; convert it (x.astype(...)) to one of "
                             f"{sorted(str(d) for d in FLAG_OF_DTYPE)}")
         if array.ndim == 0:  # MXNet 1.x reads a 0-d array as "None"
-            raise ValueError(f"nd.save: entry {where} is 0-d; MXNet 1.x files cannot hold "
+            raise ValueError(f"{caller}: entry {where} is 0-d; MXNet 1.x files cannot hold "
                              f"a 0-d array, reshape it to (1,)")
 
     def write(file: BinaryIO) -> None:

@@ -24,19 +24,18 @@ Invariants: a compiled program is keyed by (training mode, and the input shapes 
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import functools
-import hashlib
 import inspect
-import os
 import threading
 import warnings
 from collections import OrderedDict
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from hybridlab import autograd, display, ndarray, ndarray_io, symbol
+from hybridlab import autograd, display, model_files, ndarray, symbol
 from hybridlab import name as _name
 from hybridlab.errors import (
     ArrayFileError,
@@ -47,6 +46,9 @@ from hybridlab.errors import (
 )
 from hybridlab.gluon import _report, _trace
 from hybridlab.gluon.parameter import Parameter, ParameterDict
+
+if TYPE_CHECKING:
+    from hybridlab.graph.cached_op import CachedOp
 
 
 class _BlockScope:
@@ -220,7 +222,7 @@ class Block:
         raise NotImplementedError(f"{type(self).__name__} must define forward(self, x)")
 
 
-_FLAGS = ("static_alloc", "static_shape", "passes", "disabled_passes")
+_FLAGS = ("static_alloc", "static_shape", "passes", "disabled_passes", "autotune")
 # One trace at a time, in any thread (a trace of a parent traces its children, hence
 # re-entrant): a trace is a one-off of milliseconds, and two threads making a block's
 # first call at once then compile it once, not twice.
@@ -234,7 +236,8 @@ def _check_flags(active: Any, flags: dict[str, Any]) -> None:
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise TypeError(f"hybridize() got an unknown keyword {key!r}{hint} "
                             f"(it takes active, {', '.join(_FLAGS)})")
-    switches = {k: v for k, v in flags.items() if k in ("static_alloc", "static_shape")}
+    switches = {k: v for k, v in flags.items() if k in ("static_alloc", "static_shape")
+                or k == "autotune" and v is not None}
     for key, value in [("active", active), *switches.items()]:
         if not isinstance(value, bool):  # the strings "no" and "False" are true in Python
             raise TypeError(f"hybridize(): {key} must be True or False, got {value!r}")
@@ -307,7 +310,7 @@ class HybridBlock(Block):
         self._active = False
         self._flags: dict[str, Any] = {"static_alloc": False, "static_shape": False}
         # one CachedOp, the block's one cache (made by hybridize); its traces, by mode
-        self._cached_op: Any = None
+        self._cached_op: CachedOp | None = None
         self._traces: dict[tuple, _Trace] = {}
         self._report: _report.HybridizationReport | None = None
 
@@ -331,7 +334,9 @@ class HybridBlock(Block):
         ``static_shape=True`` also compiles one program per input shape, so traced
         Symbols know their shapes; ``passes=[...]`` adds compiler passes (pure
         ``Graph -> (Graph, changes)`` functions, run before fusion and the memory plan)
-        and ``disabled_passes=[...]`` names pipeline passes not to run.
+        and ``disabled_passes=[...]`` names pipeline passes not to run; ``autotune=False``
+        keeps the weights' layout as stored instead of timing both on the first call of
+        each input signature (default: the ``AUTOTUNE`` flag, on; graph/autotune.py).
         """
         _check_flags(active, flags)
         self._active = bool(active)
@@ -348,8 +353,14 @@ class HybridBlock(Block):
         self._cached_op = CachedOp(trace=self._traced, **self._flags)
 
     def hybridization_report(self) -> _report.HybridizationReport | None:
-        """What the last trace ran only once (prints, Python branches, frozen constants)."""
-        return self._report
+        """What the last trace ran only once (prints, Python branches, frozen constants),
+        and the weights' layout measured for each input signature (graph/autotune.py)."""
+        if self._report is None or self._cached_op is None:
+            return self._report
+        from hybridlab.graph.ir import format_type
+        layouts = [f"{', '.join(format_type((a,)) for a in avals)}: {choice}"
+                   for avals, choice in self._cached_op.layouts()]
+        return dataclasses.replace(self._report, layouts=layouts)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
         """In Jupyter: the traced graph once hybridized and called, the layer listing as text."""
@@ -361,7 +372,7 @@ class HybridBlock(Block):
         if self._active and _only_ndarrays(args) and not _trace._STATE.stack:
             # one cache, the CachedOp's: it asks self._traced on a miss (NOTE [The last
             # signature first] in graph/cached_op.py is the one fast path)
-            return self._cached_op(*args)
+            return self._cached_op(*args)  # type: ignore[misc]  # active: hybridize made one
         if _are_symbols(self, args):  # (the clear errors for anything else are in here)
             return self._trace_call(*args)
         self._finish_deferred_init(*args)
@@ -482,41 +493,8 @@ class HybridBlock(Block):
                 arrays[f"arg:{name}"] = params[name].data()
         for name in graph.list_auxiliary_states():
             arrays[f"aux:{name}"] = params[name].data()
-        write_export_pair(f"{path}-symbol.json", graph, f"{path}-{epoch:04d}.params", arrays)
-
-
-PARAMS_DIGEST = "hybridlab_params_sha256"  # export's JSON attrs: sha256 of the .params file
-
-
-def write_export_pair(symbol_file: str, graph: Any, param_file: str, arrays: dict) -> None:
-    """NOTE [Export pair]: the two files of one export must never mix with another's. Both
-    are written whole to temporaries first (the JSON carries the sha256 of the .params
-    bytes in its top-level ``attrs``), then the params are renamed into place, then the
-    JSON. A kill between the two renames leaves new params beside old JSON, whose digest
-    no longer matches: ``SymbolBlock.imports`` then refuses the pair, naming both files,
-    instead of running old code on new weights."""
-    for array in arrays.values():  # every value computed before either file is touched
-        array.wait_to_read()
-    params_tmp = ndarray.save_temporary(param_file, arrays)
-    try:
-        with open(params_tmp, "rb") as file:
-            digest = hashlib.file_digest(file, "sha256").hexdigest()
-        text = graph.tojson(file_attrs={PARAMS_DIGEST: digest})
-        symbol_tmp = ndarray_io.write_temporary(symbol_file, text)
-    except BaseException:
-        os.unlink(params_tmp)
-        raise
-    try:
-        ndarray_io.commit_temporary(params_tmp, param_file)
-    except BaseException:
-        os.unlink(params_tmp)
-        os.unlink(symbol_tmp)
-        raise
-    try:
-        ndarray_io.commit_temporary(symbol_tmp, symbol_file)
-    except BaseException:
-        os.unlink(symbol_tmp)
-        raise
+        model_files.write_export_pair(f"{path}-symbol.json", graph.to_graph(),
+                                      f"{path}-{epoch:04d}.params", arrays)
 
 
 class _Trace:

@@ -16,13 +16,11 @@ the file is an error, so a file for another graph is not silently half-loaded.
 
 from __future__ import annotations
 
-import hashlib
-import re
 from typing import Any
 
-from hybridlab import ndarray, symbol
-from hybridlab.errors import DeferredInitializationError, ModelFileError
-from hybridlab.gluon.block import PARAMS_DIGEST, HybridBlock, _Trace
+from hybridlab import model_files, ndarray, symbol
+from hybridlab.errors import DeferredInitializationError
+from hybridlab.gluon.block import HybridBlock, _Trace
 from hybridlab.gluon.parameter import ParameterDict
 
 
@@ -61,7 +59,7 @@ class SymbolBlock(HybridBlock):
         names = [input_names] if isinstance(input_names, str) else list(input_names)
         graph = symbol.load(symbol_file)
         if param_file is not None:
-            _check_pair(symbol_file, param_file)
+            model_files.check_export_pair(symbol_file, param_file)
         saved: Any = {} if param_file is None else ndarray.load(param_file)
         stored = {key.partition(":")[2] for key in saved}
         _check_inputs(names, graph.list_inputs(), stored, symbol_file)
@@ -159,26 +157,4 @@ def _roles(graph: Any) -> dict[str, str]:
     return roles
 
 
-# The top-level attrs entry export writes (NOTE [Export pair] in block.py). Only that entry
-# can match: a node's attribute values are strings (load refuses a list there), and a JSON
-# string cannot hold an unescaped quote.
-_DIGEST_ENTRY = re.compile(rb'"' + PARAMS_DIGEST.encode()
-                           + rb'"\s*:\s*\[\s*"str"\s*,\s*"([0-9a-f]{64})"\s*\]')
-
-
-def _check_pair(symbol_file: str, param_file: str) -> None:
-    """Refuse a .params file that is not the one written with this JSON by one export."""
-    with open(symbol_file, "rb") as file:  # (symbol.load has checked its size)
-        found = _DIGEST_ENTRY.search(file.read())
-    if found is None:
-        return  # written by MXNet, or by hybridlab before 0.2: nothing to compare
-    with open(param_file, "rb") as file:
-        digest = hashlib.file_digest(file, "sha256").hexdigest()
-    if digest != found.group(1).decode():
-        raise ModelFileError(
-            f"{symbol_file} and {param_file} are not one export: the JSON records a "
-            f"different .params file (sha256 {found.group(1).decode()[:12]}..., this one is "
-            f"{digest[:12]}...). An export was interrupted between the two files, or they "
-            f"come from different exports. Fix: export the model again, or pass the "
-            f".params file written with this JSON")
 

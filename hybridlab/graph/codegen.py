@@ -57,6 +57,7 @@ import numpy as np
 from hybridlab import random
 from hybridlab.errors import GraphError, ShapeError
 from hybridlab.graph.ir import Graph, Node, Value
+from hybridlab.ndarray_io import aligned_empty
 from hybridlab.ops.fused import FUSED
 from hybridlab.ops.registry import RunContext
 
@@ -207,6 +208,24 @@ class Program:
         finally:
             self._free.append((function, arena))
 
+    def single(self) -> Callable[..., tuple[Any, ...]]:
+        """For a program with one output: a function of the input arrays alone returning
+        ``(result,)`` -- the generated function itself, or, with ``static_alloc``, that
+        function run with an arena of its own from the pool (NOTE [One arena per
+        concurrent call]): what a CachedOp's plain call runs."""
+        if not self.views:
+            return self.function
+        free, take, own = self._free, self._instance, self._own
+
+        def pooled(*arrays: np.ndarray) -> tuple[np.ndarray]:
+            function, arena = take()
+            try:
+                return (own(function(*arrays)[0], arena),)
+            finally:
+                free.append((function, arena))
+
+        return pooled
+
     def _as_arrays(self, results: Sequence[Any]) -> list[np.ndarray]:
         """NOTE: [0-d results] a ufunc given 0-d arrays returns a numpy *scalar*, which is
         not an array (no ``out=``, not writable). Only outputs whose shape is ``()`` (or
@@ -218,7 +237,8 @@ class Program:
         try:
             instance = self._free[-1] if keep else self._free.pop()
         except IndexError:
-            arena = np.empty(self.arena_bytes, np.uint8)
+            # at a 64-byte boundary, as the plan's offsets: every slot starts a cache line
+            arena = aligned_empty((self.arena_bytes,), np.uint8)
             scope = dict(self.table)
             for name, (offset, dtype, shape) in self.views.items():
                 count = math.prod(shape) * dtype.itemsize  # (exact: no int64 wrap)

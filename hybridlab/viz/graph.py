@@ -343,8 +343,8 @@ def draw_gradient(obj: Any, title: str = "plot") -> Drawing:
 
     graph, params = as_graph(obj)
     joint = gradient_graph(graph)
-    forward = {id(node) for node in graph.nodes}
-    groups = {id(node): "forward" if id(node) in forward else "backward"
+    forward = {node.name for node in graph.nodes}  # gradient_graph copies the nodes
+    groups = {id(node): "forward" if node.name in forward else "backward"
               for node in joint.nodes if node.kind == "call"}
     incoming = {id(node): f"d loss / d output {i}"
                 for i, node in enumerate(joint.inputs[len(graph.inputs):])}
