@@ -59,9 +59,9 @@ sync point that depends on it (``wait_for_var`` on a poisoned Var) or at ``wait_
 Once reported, the failure is forgotten: ops pushed *after* the report treat the Var as
 healthy again (its buffer keeps whatever it held, as in MXNet). Deciding by push order
 keeps this deterministic. A buffer that no op ever filled has nothing to read, though:
-the front end asks :func:`reported_failure` and refuses to read it, naming the failed op,
-until an op overwrites it. NaiveEngine raises at the push itself. Op functions must not
-push or wait themselves.
+an op reading it fails when it runs, naming the failed op (the front end's NOTE [Unfilled
+inputs]; ARCHITECTURE.md, "The engine after a failure"), until an op overwrites it.
+NaiveEngine raises at the push itself. Op functions must not push or wait themselves.
 
 Traces: every executed op can be recorded as a :class:`TaskRecord` by callbacks
 (:class:`Callback`, dask's ``start/pretask/posttask/finish`` hooks). Tracing is off by

@@ -312,7 +312,9 @@ class ArrayFileError(MXNetError, ValueError):
     ``nd.save`` writes MXNet's binary NDArray format (``hybridlab.ndarray_io``), read with
     bounded reads and no pickle: loading never runs code. The message names the file,
     the entry (array index) and what was wrong: a bad magic number, a size larger than
-    the file, a truncated file, a dtype or storage type hybridlab cannot hold.
+    the file, a truncated file, a dtype or storage type hybridlab cannot hold, a shape
+    larger than any array, more than ``ndarray_io.MAX_ARRAYS`` arrays, or a path that is
+    not a regular file (a directory, a FIFO, a device: refused before reading).
     Fix: check the path, and re-save the arrays with ``nd.save(fname, list_or_dict)``.
     """
 
@@ -337,8 +339,11 @@ class ModelFileError(ValueError):
     Loading a model must never run code, whatever strings the file holds, so every node
     is checked against the operator registry before a graph is built: known operator,
     known and well-typed attributes, inputs that point to earlier nodes (that is what
-    rules out cycles), unique names, valid heads, sane sizes. The message names the node
-    index and name. Fix: re-export the model (``net.export(path)``) or repair the file.
+    rules out cycles), unique names, valid heads, sane sizes (a shape past 2**60
+    elements), a file whose parse would take more than 4x its size + 64 MiB, a path that
+    is not a regular file, and an export whose ``.params`` file is not the one written
+    with the JSON. The message names the node index and name (or both files). Fix:
+    re-export the model (``net.export(path)``) or repair the file.
     """
 
 

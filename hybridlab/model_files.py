@@ -28,6 +28,7 @@ import hashlib
 import json
 import os
 import re
+import sys
 from itertools import accumulate
 from typing import Any, Sequence
 
@@ -117,13 +118,38 @@ def read_symbol_file(fname: str) -> list[Value]:
         if size > MAX_JSON_BYTES:
             raise errors.ModelFileError(f"{fname}: {size} bytes is larger than the "
                                         f"{MAX_JSON_BYTES} bytes a symbol file may have")
-        raw = file.read(MAX_JSON_BYTES + 1)
+        text = _decode(file.read(size + 1), fname)  # (the bytes go at once)
+    return from_json(text, source=fname)
+
+
+def _decode(raw: bytes, fname: str) -> str:
     try:
-        text = raw.decode("utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError as err:
         raise errors.ModelFileError(f"{fname}: not UTF-8 text at byte {err.start} (a symbol "
                                     f"file is JSON); is it the .params file?") from None
-    return from_json(text, source=fname)
+
+
+# NOTE [Load memory] (the .params side is in ndarray_io): loading peaks below 4x the file's
+# size + 64 MiB. json.loads makes a Python object per value (a 2-byte "[]" is a 56-byte
+# list) and every node then becomes IR objects, so a file is first priced from counts of
+# its characters -- an upper bound of what parsing and building take, calibrated on
+# worst-case files in tests/test_fuzz_loaders.py -- and refused if that is too much.
+_COSTS = {"[": 120, "{": 240, '"': 40, ",": 40, '"op"': 200, "\\": 64}  # bytes per occurrence
+_COMPOSITE_BYTES = 4096  # a composite (softrelu, stack...) expands into several nodes
+
+
+def _check_load_memory(text: str, source: str) -> None:
+    composites = sum(text.count(f'"{name}"') for name in registry.COMPOSITES)
+    cost = 2 * sys.getsizeof(text) + composites * _COMPOSITE_BYTES + sum(
+        text.count(key) * price for key, price in _COSTS.items())
+    limit = 4 * len(text) + 64 * 2**20
+    if cost > limit:
+        raise errors.ModelFileError(
+            f"{source}: loading this file would take about {cost // 2**20} MiB, more than "
+            f"the {limit // 2**20} MiB hybridlab allows for {len(text)} characters (4x the "
+            f"file + 64 MiB): too many nodes or values for its size. A real model file has "
+            f"a few thousand nodes; re-export it, or check where it came from")
 
 
 def from_json(text: str, source: str = "<json>") -> list[Value]:
@@ -140,6 +166,8 @@ def from_json(text: str, source: str = "<json>") -> list[Value]:
     if not isinstance(text, (str, bytes)) or len(text) > MAX_JSON_BYTES:
         raise errors.ModelFileError(f"{source}: expected JSON text of at most "
                                     f"{MAX_JSON_BYTES} bytes")
+    text = _decode(text, source) if isinstance(text, bytes) else text
+    _check_load_memory(text, source)
     try:
         document = json.loads(text, parse_constant=_reject_constant)
     except (ValueError, RecursionError) as err:

@@ -244,12 +244,11 @@ class NDArray:
                              f"shape {target_shape}") from None
         _check_inplace(self, [source])
         full = key == builtins.slice(None) if isinstance(key, builtins.slice) else False
-        for read in ([source] if full else [source, self]):  # x[:] = v heals a failed x
-            if read._data is None:
-                _check_computed(read)
+        missing = _unfilled([source] if full else [source, self])  # x[:] = v heals x
 
         def write() -> None:
-            # (run by the engine after the writers of both: no buffer is None here)
+            if missing is not None:  # NOTE [Unfilled inputs]
+                _refuse_unfilled(missing)
             new = np.empty(self.shape, self.dtype) if full else self._data.copy()  # type: ignore[union-attr]
             new[key] = source._data
             self._data = new
@@ -279,8 +278,6 @@ class _View(NDArray):
 
     @staticmethod
     def of(base: NDArray, start: int, stop: int, shape: tuple) -> NDArray:
-        if base._data is None:  # a view of an array whose op failed: say so now
-            _check_computed(base)
         view = _object_new(_View)
         aval = Aval(tuple(int(n) for n in shape), base.dtype)
         view._aval, view.shape, view.dtype = aval, aval.shape, aval.dtype
@@ -335,14 +332,40 @@ def _raise_never_computed(x: NDArray, failed: engine.Task | None) -> NoReturn:
 
 
 def _check_computed(x: NDArray) -> None:
-    """Refuse to push an op reading an array whose op failed (the failure was reported).
-
-    Only called when ``x._data`` is None. An unreported failure needs no check: the
-    engine skips the op and raises the failure at the next sync point (the rule).
-    """
+    """Refuse an array whose op failed (the failure was reported), now. Only where the
+    answer cannot depend on timing: on a NaiveEngine, or after a wait (``_values``)."""
     failed = engine.reported_failure(x._var)
     if failed is not None:
         _raise_never_computed(x, failed)
+
+
+def _unfilled(arrays: Any) -> list | None:
+    """NOTE: [Unfilled inputs] the inputs of an op being pushed that have no buffer yet,
+    each with the op that was last pushed to write it. Whether that writer has run (or
+    been skipped) by now is timing, so nothing is decided here -- except on a NaiveEngine,
+    where everything pushed has run and the failure is raised at the push as always. The
+    op checks again when it runs (:func:`_refuse_unfilled`): by then its inputs' writers
+    have finished, so the answer depends on push order alone (ARCHITECTURE.md, "The engine
+    after a failure")."""
+    missing = None
+    for x in arrays:
+        if x._data is None:
+            missing = _note_unfilled(x, missing)
+    return missing
+
+
+def _note_unfilled(x: NDArray, missing: list | None) -> list:
+    if isinstance(engine.current(), engine.NaiveEngine):
+        _check_computed(x)
+    return [*(missing or ()), (x, x._var._writer)]
+
+
+def _refuse_unfilled(missing: list) -> None:
+    """In a running op: an input still without a buffer was never computed -- its writer
+    failed, or was skipped, and that failure was reported before this op was pushed."""
+    for x, writer in missing:
+        if x._data is None:
+            _raise_never_computed(x, writer.failure if writer is not None else None)
 
 
 def _one_tuple(args: tuple) -> tuple:
@@ -420,12 +443,12 @@ def _apply(op: OpDef, inputs: list, attrs: dict, name: str | None = None, hint: 
         attrs, out = _split_out_and_ctx(op, attrs)
     attrs = op.parse_attrs(attrs)
     parts: list[Any] = [op]
-    reads = []
+    reads, missing = [], None
     for x in inputs:
         if not isinstance(x, NDArray):
             _explain_bad_input(op, inputs, attrs)
-        if x._data is None:  # pending, or never computed because its op failed
-            _check_computed(x)
+        if x._data is None:  # pending, or never computed: NOTE [Unfilled inputs]
+            missing = _note_unfilled(x, missing)
         parts += (x.shape, x.dtype)
         reads.append(x._var)
     parts += attrs.items()
@@ -441,20 +464,24 @@ def _apply(op: OpDef, inputs: list, attrs: dict, name: str | None = None, hint: 
     if op.needs_context:  # the seed is drawn now, in program order (see hybridlab.random)
         rt = RunContext(training=_MODE.training, rng=_seed_stream.next_generator())
         kernel_attrs = {**attrs, "rt": rt}
-    run = _runner(op, inputs, outputs, kernel_attrs)
+    run = _runner(op, inputs, outputs, kernel_attrs, missing)
     engine.current().push(run, reads, [y._var for y in outputs], op.name)
     if _MODE.recording:
         autograd.record_op(op, attrs, inputs, outputs)
     return outputs[0] if len(outputs) == 1 else outputs
 
 
-def _runner(op: OpDef, inputs: list, outputs: list, attrs: dict) -> Callable[[], None]:
-    """The function the engine runs: the kernel on the inputs' buffers, stored as outputs."""
+def _runner(op: OpDef, inputs: list, outputs: list, attrs: dict,
+            missing: list | None = None) -> Callable[[], None]:
+    """The function the engine runs: the kernel on the inputs' buffers, stored as outputs
+    (``missing``: NOTE [Unfilled inputs])."""
     kernel = op.kernel
     if len(outputs) == 1:
         result = outputs[0]
 
         def run() -> None:
+            if missing is not None:
+                _refuse_unfilled(missing)
             value = kernel(*[x._data for x in inputs], **attrs)
             # builtin dtypes are singletons, so `is not` is a cheap first check
             if value.__class__ is not np.ndarray or value.dtype is not result.dtype \
@@ -465,6 +492,8 @@ def _runner(op: OpDef, inputs: list, outputs: list, attrs: dict) -> Callable[[],
         return run
 
     def run_many() -> None:
+        if missing is not None:
+            _refuse_unfilled(missing)
         values = kernel(*[x._data for x in inputs], **attrs)
         for array_, value in zip(outputs, values):
             array_._data = _conform(op, array_, value)
@@ -532,10 +561,11 @@ def _check_inplace(target: NDArray, sources: list) -> None:
 
 def _assign(target: NDArray, source: NDArray) -> NDArray:
     """Make ``target`` hold ``source``'s values (an engine op; no autograd check)."""
-    if source._data is None:
-        _check_computed(source)
+    missing = _unfilled([source])
 
     def write() -> None:
+        if missing is not None:  # NOTE [Unfilled inputs]
+            _refuse_unfilled(missing)
         target._data = source._data.astype(target.dtype, copy=False)  # type: ignore[union-attr]
 
     engine.current().push(write, [source._var], [target._var], "_copy_to")

@@ -59,6 +59,8 @@ def aligned_empty(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
     """An uninitialised array whose first byte sits at a multiple of 64 (NOTE [Aligned
     weights]): a slice of a slightly larger byte buffer."""
     nbytes = math.prod(shape) * np.dtype(dtype).itemsize  # (math.prod: no array made)
+    if nbytes == 0:  # nothing to align; one small object (NOTE [Load memory])
+        return np.empty(shape, dtype)
     raw = np.empty(nbytes + _ALIGN, np.uint8)
     start = -raw.ctypes.data % _ALIGN
     return raw[start:start + nbytes].view(dtype).reshape(shape)

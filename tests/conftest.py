@@ -19,3 +19,17 @@ from hypothesis import settings
 settings.register_profile("dev", deadline=None)
 settings.register_profile("ci", deadline=None, print_blob=True)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The loaders' fuzz counts (tests/test_fuzz_loaders.py), when it ran."""
+    import sys
+
+    fuzz = sys.modules.get("test_fuzz_loaders")
+    if fuzz is None or not fuzz.TALLY:
+        return
+    terminalreporter.section("loader fuzzing")
+    for key in sorted(fuzz.TALLY):
+        terminalreporter.write_line(f"{key}: {fuzz.TALLY[key]}")
+    terminalreporter.write_line(f"largest peak: 64 MiB + {fuzz.PEAK_RATIO['worst']:.2f} x the "
+                                f"file's size (bound: 64 MiB + 4 x)")

@@ -331,3 +331,25 @@ def test_duplicate_names_fail_at_tojson_and_bind_not_at_load():
         same_ops.eval(a=mx.nd.ones(2), b=mx.nd.ones(2))[0].asnumpy(), [2, 2])
     distinct = sym.relu(sym.var("a"), name="r1") + sym.relu(sym.var("b"), name="r2")
     assert sym.load_json(distinct.tojson()).tojson() == distinct.tojson()
+
+
+def test_files_mxnet_accepts_load_unset_geometry_and_dropout_p_1(tmp_path):
+    import numpy as np
+
+    from hybridlab import autograd, nd, sym
+
+    nodes = [{"op": "null", "name": "data", "inputs": []},
+             {"op": "null", "name": "w", "inputs": []},
+             {"op": "Convolution", "name": "conv", "inputs": [[0, 0, 0], [1, 0, 0]],
+              "attrs": {"kernel": "(1, 1)", "num_filter": "1", "no_bias": "True",
+                        "stride": "()", "dilate": "()", "pad": "()"}},
+             {"op": "Dropout", "name": "drop", "inputs": [[2, 0, 0]], "attrs": {"p": "1"}}]
+    path = tmp_path / "m-symbol.json"
+    path.write_text(json.dumps({"nodes": nodes, "arg_nodes": [0, 1], "heads": [[3, 0, 0]]}))
+    net = sym.load(str(path))
+    x, w = np.arange(8, dtype=np.float32).reshape(1, 2, 2, 2), np.ones((1, 2, 1, 1), np.float32)
+    (out,) = net.eval(data=nd.array(x), w=nd.array(w))
+    np.testing.assert_array_equal(out.asnumpy(), x.sum(axis=1, keepdims=True))  # stride 1
+    with autograd.train_mode():
+        dropped = nd.Dropout(nd.array(x), p=1)
+    assert dropped.shape == x.shape and not dropped.asnumpy().any()  # all dropped

@@ -12,6 +12,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 import workspace
 
+trusted: list[str] = []
+
 
 def course(tmp_path, monkeypatch, names=("00-a.ipynb", "01-b.ipynb")):
     notebooks, space = tmp_path / "notebooks", tmp_path / "workspace"
@@ -26,6 +28,9 @@ def course(tmp_path, monkeypatch, names=("00-a.ipynb", "01-b.ipynb")):
     monkeypatch.setattr(workspace, "NOTEBOOKS", notebooks)
     monkeypatch.setattr(workspace, "WORKSPACE", space)
     monkeypatch.setattr(workspace, "SOLUTIONS", solutions)
+    # `jupyter trust` starts a process per notebook (seconds on a loaded machine); what it
+    # does is Jupyter's business, that the workspace asks for it is checked here
+    monkeypatch.setattr(workspace, "trust", lambda target: trusted.append(target.name))
     monkeypatch.setattr(workspace, "ROOT", tmp_path)
     return notebooks, space
 
@@ -33,8 +38,10 @@ def course(tmp_path, monkeypatch, names=("00-a.ipynb", "01-b.ipynb")):
 def test_first_use_copies_the_notebooks_with_local_metadata_and_the_solutions(
         tmp_path, monkeypatch):
     notebooks, space = course(tmp_path, monkeypatch)
+    trusted.clear()
     assert workspace.make() == ["added 00-a.ipynb", "added 01-b.ipynb",
                                 "added solutions/00_a.py"]
+    assert trusted == ["00-a.ipynb", "01-b.ipynb"]
     assert sorted(p.name for p in space.glob("*.ipynb")) == ["00-a.ipynb", "01-b.ipynb"]
     assert not (space / "conftest.py").exists()
     solution = space / "solutions" / "00_a.py"

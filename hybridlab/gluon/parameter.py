@@ -201,10 +201,11 @@ class Parameter:
             self._data = ndarray.empty_like_aval(Aval(self._shape, np.dtype(self.dtype)))  # type: ignore[arg-type]  # (known by the first value)
             self._attach_grad()
         target = self._data
-        if values._data is None:
-            ndarray._check_computed(values)  # its op failed: refuse, as copyto does
+        missing = ndarray._unfilled([values])
 
         def write() -> None:
+            if missing is not None:  # its op failed: refuse, as copyto does
+                ndarray._refuse_unfilled(missing)
             target._data = aligned(values._data.astype(target.dtype, copy=False))
 
         engine.current().push(write, [values._var], [target._var], "_store")

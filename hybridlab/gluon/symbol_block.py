@@ -77,7 +77,7 @@ class SymbolBlock(HybridBlock):
                                  f"file has keys arg:<name> / aux:<name> of the graph")
             shape = declared.get(name)  # "(256, 0)": 0 is a size the graph leaves open
             if shape is not None:
-                dims = tuple(int(d) for d in shape.strip("()[] ").replace(" ", "").split(",")
+                dims = tuple(int(d) for d in shape.strip().strip("()[]").replace(" ", "").split(",")
                              if d)
                 if len(dims) != len(value.shape) or any(
                         d and d != v for d, v in zip(dims, value.shape)):

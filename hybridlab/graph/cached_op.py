@@ -271,7 +271,9 @@ class CachedOp:
         # are those _push pushes, minus the steps that would do nothing, and written here
         # rather than in a helper (one Python call less; "Performance notes").
         result = ndarray._new(entry.out_avals[0])  # normalised at compile time
-        layouts = entry.layouts
+        layouts, missing = entry.layouts, ndarray._unfilled(inputs)
+        if missing is not None:  # NOTE [Inputs without values]: the general path checks
+            return self._push_program(entry, inputs)
         if layouts is None:
             def run() -> None:
                 result._data = function(*[x._data for x in inputs])[0]
@@ -407,7 +409,6 @@ class _TapeOp:
         entry = self.entry
         result: list[Any] = [None] * len(entry.in_avals)
         grads = [ndarray.empty_like_aval(entry.in_avals[i]) for i in entry.wanted]
-        _check_computed(self.residuals)  # a forward failed and was reported since
         # the values written to fed arrays (running statistics) pass no gradient back
         written = [ndarray.from_numpy(np.zeros(a.shape, a.dtype)) for a in
                    entry.out_avals[entry.num_outputs:entry.num_outputs + len(entry.traced.writes)]
@@ -431,21 +432,9 @@ def _keep_gradients(joint: ir.Graph, num_outputs: int, needs: tuple[bool, ...]) 
 
 
 def _computed(x: Any) -> Any:
-    """The aval of an input whose ``_data`` is None, once NOTE [Inputs without values]
-    found it may be read (its op is pending, not failed)."""
-    ndarray._check_computed(x)
+    """The aval of an input whose ``_data`` is None (NOTE [Inputs without values]: pending,
+    or never computed -- which the pushed op finds out when it runs, as ``nd``'s do)."""
     return x._aval
-
-
-def _check_computed(inputs: Sequence[Any]) -> None:
-    """NOTE: [Inputs without values] an input whose op failed (the failure reported) has
-    no buffer: refuse to push, with ndarray's error, rather than feed None to a program.
-    Checked at the push, where ``nd`` checks its ops, and only for a buffer that is None
-    (one still pending on a ThreadedEngine passes: if its writer fails, the engine
-    skips this op, the rule)."""
-    for x in inputs:
-        if x._data is None:
-            ndarray._check_computed(x)
 
 
 def _push(program: Program | _Tuning, inputs: Sequence[Any], outputs: Sequence[Any],
@@ -454,11 +443,14 @@ def _push(program: Program | _Tuning, inputs: Sequence[Any], outputs: Sequence[A
     """One engine op: run ``program`` on the inputs' data, fill the outputs' data (those
     in ``align``, parameters, aligned as every parameter value: NOTE [Aligned weights])."""
 
+    missing = ndarray._unfilled(inputs)  # NOTE: [Inputs without values] as ndarray's
+
     def run() -> None:
         # A result may be an input's own array (a graph returning its input, or a view
         # of it): NOTE [Immutable buffers] in ndarray.py lets them share it, since no
-        # array's data is ever written after it was stored. No ``_data`` here is None:
-        # NOTE [Inputs without values] (the engine ran or skipped their writers first).
+        # array's data is ever written after it was stored.
+        if missing is not None:  # an input never computed: ndarray's error, not numpy's
+            ndarray._refuse_unfilled(missing)
         arrays = [x._data for x in inputs]
         if layouts is not None:
             arrays = layouts.extend(arrays)

@@ -241,7 +241,7 @@ class Program:
             arena = aligned_empty((self.arena_bytes,), np.uint8)
             scope = dict(self.table)
             for name, (offset, dtype, shape) in self.views.items():
-                count = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+                count = math.prod(shape) * dtype.itemsize  # (exact: no int64 wrap)
                 scope[name] = arena[offset:offset + count].view(dtype).reshape(shape)
             exec(self.code, scope)
             instance = (scope[self.entry], [arena])

@@ -40,8 +40,10 @@ from hybridlab.errors import ShapeError
 from hybridlab.ops._infer import promote
 from hybridlab.ops.registry import Attr, Aval, Kind, OpDef, register
 
-_GEOMETRY = {"kernel": Attr("shape", low=1), "stride": Attr("shape", (1, 1), low=1),
-             "dilate": Attr("shape", (1, 1), low=1), "pad": Attr("shape", (0, 0), low=0)}
+_GEOMETRY = {"kernel": Attr("shape", low=1),
+             "stride": Attr("shape", (1, 1), low=1, empty_is_default=True),
+             "dilate": Attr("shape", (1, 1), low=1, empty_is_default=True),
+             "pad": Attr("shape", (0, 0), low=0, empty_is_default=True)}
 _CONV_ATTRS = {**_GEOMETRY, "num_filter": Attr("int", low=1),
                "num_group": Attr("int", 1, low=1),
                "no_bias": Attr("bool", False), "layout": Attr("str", "NCHW", ("NCHW",))}

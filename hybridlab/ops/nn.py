@@ -110,14 +110,16 @@ def _dropout_mask(x: np.ndarray, p: float, mode: str, axes: Any, rt: RunContext)
     shape = _mask_infer(Aval(x.shape, x.dtype), p, mode, axes)[0].shape
     if p == 0 or not (rt.training or mode == "always"):
         return np.ones(shape, x.dtype)
+    if p == 1:  # (MXNet accepts it: everything is dropped)
+        return np.zeros(shape, x.dtype)
     keep = rt.rng.random(shape) >= p  # type: ignore[union-attr]  # (needs_context: rt has an rng)
     return (keep / (1.0 - p)).astype(x.dtype)
 
 
 def _mask_infer(x: Aval, p: float, mode: str, axes: tuple[int, ...]) -> list[Aval]:
     """The mask has length 1 along ``axes``: one draw shared along them (variational)."""
-    if not 0 <= p < 1:
-        raise AttributeValueError(f"Dropout: p={p} must be in [0, 1): the probability of "
+    if not 0 <= p <= 1:
+        raise AttributeValueError(f"Dropout: p={p} must be in [0, 1]: the probability of "
                                   f"dropping an element")
     shared = {a % len(x.shape) for a in axes if -len(x.shape) <= a < len(x.shape)}
     return [Aval(tuple(1 if i in shared else n for i, n in enumerate(x.shape)), x.dtype)]

@@ -29,7 +29,8 @@ from hybridlab.ops.registry import Attr, Aval, Kind, OpDef, register
 
 _POOL_ATTRS = {"kernel": Attr("shape", (), low=1),
                "pool_type": Attr("str", "max", ("max", "avg", "sum")),
-               "stride": Attr("shape", (1, 1), low=1), "pad": Attr("shape", (0, 0), low=0),
+               "stride": Attr("shape", (1, 1), low=1, empty_is_default=True),
+               "pad": Attr("shape", (0, 0), low=0, empty_is_default=True),
                "global_pool": Attr("bool", False),
                "pooling_convention": Attr("str", "valid", ("valid", "full")),
                "count_include_pad": Attr("bool", True), "layout": Attr("str", "NCHW", ("NCHW",))}

@@ -69,6 +69,7 @@ from __future__ import annotations
 import difflib
 import enum
 import inspect
+import math
 import types
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -117,6 +118,7 @@ class Attr:
     choices: tuple[Any, ...] | None = None
     low: float | None = None  # Attr("int", low=1): num_hidden=0 is refused at the call
     high: float | None = None
+    empty_is_default: bool = False  # a shape "()" is MXNet's unset one: the default applies
 
 
 # The attribute types an operator may declare; each parser accepts the Python value a
@@ -241,6 +243,8 @@ def parse_attr_value(op_name: str, key: str, spec: Attr, value: Any) -> Any:
         raise AttributeValueError(
             f"{op_name}: attribute {key!r} must be of type {spec.type}, got {value!r} ({err})"
         ) from None
+    if parsed == () and spec.empty_is_default:
+        parsed = spec.default  # Convolution(stride="()") in MXNet's files: stride 1
     if spec.choices is not None and parsed not in spec.choices:
         raise AttributeValueError(
             f"{op_name}: attribute {key!r} must be one of {list(spec.choices)}, got {value!r}"
@@ -302,16 +306,25 @@ def _parse_float(value: Any) -> float:
     raise TypeError("expected a number")
 
 
+MAX_ELEMENTS = 2**60  # NOTE [Shape sizes]: 8-byte elements then still count in int64 bytes
+
+
 def _parse_shape(value: Any) -> tuple[int, ...]:
-    """A shape: an int, a tuple/list of ints, or MXNet's string form "(2, 3)"."""
+    """A shape: an int, a tuple/list of ints, or MXNet's string form "(2, 3)". Its sizes
+    (reshape's codes count as 1) may multiply to at most ``MAX_ELEMENTS``: a larger array
+    cannot exist, and int64 arithmetic on its size would silently wrap."""
     if isinstance(value, str):
         text = value.strip().strip("()[]").strip()
-        return tuple(_parse_int(p) for p in text.split(",") if p.strip()) if text else ()
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-        return (int(value),)
-    if isinstance(value, (tuple, list)):
-        return tuple(_parse_int(v) for v in value)
-    raise TypeError("expected a shape such as (2, 3)")
+        dims = tuple(_parse_int(p) for p in text.split(",") if p.strip()) if text else ()
+    elif isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        dims = (int(value),)
+    elif isinstance(value, (tuple, list)):
+        dims = tuple(_parse_int(v) for v in value)
+    else:
+        raise TypeError("expected a shape such as (2, 3)")
+    if math.prod(d for d in dims if d > 0) > MAX_ELEMENTS:
+        raise ValueError(f"{dims} has more than 2**60 elements; no array is that large")
+    return dims
 
 
 def _parse_axis(value: Any) -> int | tuple[int, ...] | None:

@@ -17,6 +17,7 @@ dtype come entirely from attributes (``dtype`` defaults to float32).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -78,12 +79,12 @@ def reshape_codes(shape_in: tuple[int, ...], codes: tuple[int, ...], reverse: bo
         else:
             raise fail(f"unknown code {code}")
         i += 1
-    total, known = int(np.prod(shape_in)), int(np.prod(out))
+    total, known = math.prod(shape_in), math.prod(out)  # (Python ints: never wrap)
     if infer_at is not None:
         if known == 0 or total % known:
             raise fail(f"{total} elements cannot be split evenly for the -1")
         out[infer_at] = total // known
-    if int(np.prod(out)) != total:
+    if math.prod(out) != total:
         raise fail(f"{total} elements do not fit in {tuple(out[::-1] if reverse else out)}")
     return tuple(out[::-1] if reverse else out) or (1,)  # never 0-d, as in MXNet
 

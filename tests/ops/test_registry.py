@@ -322,9 +322,9 @@ def test_dropout_axes_share_one_draw_along_them():
     assert all(len(set(row)) == 1 for row in rows)
 
 
-def test_dropout_probability_must_be_below_one():
-    with pytest.raises(AttributeValueError, match=r"Dropout: p=1.0 must be in \[0, 1\)"):
-        eager.Dropout(X23, p=1.0)
+def test_dropout_probability_must_be_between_zero_and_one():
+    with pytest.raises(AttributeValueError, match=r"Dropout: attribute .p. must be >= 0 and <= 1"):
+        eager.Dropout(X23, p=1.5)
 
 
 def test_reshape_to_a_single_element_never_makes_a_0d_array():

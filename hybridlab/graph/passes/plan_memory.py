@@ -53,6 +53,7 @@ The plan is stored in ``graph.meta["memory"]`` (a :class:`MemoryPlan`); codegen 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -182,7 +183,7 @@ class _Values:
         for index in range(node.num_outputs):
             key = (id(node), index)
             aval = node.aval[index]
-            self.nbytes[key] = int(np.prod(aval.shape, dtype=np.int64)) * aval.dtype.itemsize
+            self.nbytes[key] = math.prod(aval.shape) * aval.dtype.itemsize
             self.start[key] = self.end[key] = step
         if node.opdef.view and node.inputs:
             first = node.inputs[0]
