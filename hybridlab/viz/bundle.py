@@ -36,6 +36,10 @@ PNG = "image/png"
 TEXT = "text/plain"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+# An instrument's picture at its natural size (a column box would stretch it to the output's
+# width, blurred), shrunk only when the output is narrower.
+NATURAL_SIZE = {"align_self": "flex-start", "max_width": "100%", "height": "auto"}
+AUTO_BUTTONS = {"button_width": "auto"}  # toggle buttons as wide as their labels, never cut
 
 
 def drop_dangling_widget_views(notebook: dict[str, Any]) -> int:

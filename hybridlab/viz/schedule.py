@@ -29,7 +29,7 @@ from typing import Any, Sequence
 
 from hybridlab.engine import TaskRecord
 from hybridlab.lab.schedule import STREAMS, ScheduleModel, TaskGraph
-from hybridlab.viz.bundle import Instrument, figure_png
+from hybridlab.viz.bundle import AUTO_BUTTONS, NATURAL_SIZE, Instrument, figure_png
 from hybridlab.viz.gantt import draw_tasks, kind_colours, label_tasks, legend_handles
 from hybridlab.viz.palette import DEVICE_COLOURS, DEVICE_HATCHES, OKABE_ITO, OTHER_COLOUR
 
@@ -107,17 +107,19 @@ class ScheduleExplorer(Instrument):
                                      description="costs")
         self.tree = widgets.ToggleButtons(options=["chain", "tree"],
                                           value="tree" if model.tree else "chain",
-                                          description="sums")
+                                          description="sums", style=AUTO_BUTTONS)
         self.streams = widgets.Dropdown(
             options=[(label, key) for key, label in STREAMS.items()
                      if key in model.stream_options()],
-            value=model.streams, description="devices", layout={"width": "34em"})
+            value=model.streams, description="devices", layout={"width": "auto"})
         if len(model.stream_options()) == 1:  # no devices in this graph: nothing to choose
             self.streams.layout.display = "none"
+        if len(model.costs()) == 1:  # one cost model: a menu of one is no choice
+            self.cost.layout.display = "none"
         self.arrows = widgets.Checkbox(value=model.arrows, description="dependency arrows")
         self.critical = widgets.Checkbox(value=model.critical, description="critical path")
         self.numbers = widgets.HTML()
-        self.image = widgets.Image(format="png")
+        self.image = widgets.Image(format="png", layout=NATURAL_SIZE)
         # not through pyplot: a pyplot figure stays registered, and the inline backend
         # would show it again under the next cell that draws a plot
         self.figure = Figure(figsize=(9, 3.6))
