@@ -1,8 +1,9 @@
-"""How quickly do the memory explorer and the speed-up widget follow their controls?
+"""How quickly do the instruments follow their controls?
 
 At the lessons' own sizes: the memory explorer over lesson 05's MLP (512 -> 256 -> 128 ->
 10, batch 64), moving its step slider across the forward and the forward + backward
-programs and switching the program; the speed-up widget of lesson 02 (its default
+programs and switching the program; lesson 04's schedule explorers (workers, switches,
+devices menu); the speed-up widget of lesson 02 (its default
 network), moving each slider, redrawn from measurements it already has (the widget
 measures a new point once, in the background of a click's redraw; what a control must
 do quickly is redraw). Measured: the median time of one control change, every control
@@ -79,11 +80,52 @@ def speedup_controls(rounds: int) -> dict[str, list[float]]:
     return times
 
 
+def schedule_controls(rounds: int) -> dict[str, list[float]]:
+    """Lesson 04's two explorers: the sum of eight arrays as a chain (workers slider, the
+    sums switch, arrows, critical path) and the four-stage device pipeline (devices menu)."""
+    from hybridlab import engine
+    from hybridlab.lab.schedule import TaskGraph
+    from hybridlab.viz.schedule import schedule_explorer
+
+    held = engine.StepEngine()
+    with engine.engine_scope(held):
+        xs = [nd.ones((256, 256)) * i for i in range(8)]
+        total = xs[0]
+        for x in xs[1:]:
+            total = total + x
+        chain_sum = TaskGraph.from_tasks(held.tasks)
+        held.run()
+    steps = {}
+    for i in range(4):
+        steps[f"matmul{i}"] = (3.0, [f"matmul{i - 1}"] if i else [], "gpu")
+        steps[f"copy{i}"] = (2.0, [f"matmul{i}"], "copy")
+        steps[f"post{i}"] = (1.0, [f"copy{i}"], "cpu")
+    chain = schedule_explorer(chain_sum, workers=2)
+    devices = schedule_explorer(TaskGraph.from_dict(steps), workers=1, cost="measured",
+                                streams="typed")
+    times: dict[str, list[float]] = {"schedule: workers slider": [], "schedule: switches": [],
+                                     "schedule: devices menu": []}
+    for _ in range(rounds):
+        for workers in (1, 3, 5, 8, 2):
+            times["schedule: workers slider"].append(timed(
+                lambda w=workers: setattr(chain.workers, "value", w)))
+        for control, value in ((chain.tree, "tree"), (chain.arrows, False),
+                               (chain.critical, False), (chain.tree, "chain"),
+                               (chain.arrows, True), (chain.critical, True)):
+            times["schedule: switches"].append(timed(
+                lambda c=control, v=value: setattr(c, "value", v)))
+        for option in [*devices.streams.options, devices.streams.options[0]]:
+            times["schedule: devices menu"].append(timed(
+                lambda o=option[1]: setattr(devices.streams, "value", o)))
+    return times
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args(argv)
-    results = {**memory_controls(args.rounds), **speedup_controls(args.rounds)}
+    results = {**memory_controls(args.rounds), **speedup_controls(args.rounds),
+               **schedule_controls(args.rounds)}
     worst = 0.0
     print(f"{'control':34s} {'median ms':>10s} {'max ms':>8s} {'n':>4s}")
     for name, values in results.items():

@@ -29,7 +29,7 @@ from typing import Any, Sequence
 
 from hybridlab.engine import TaskRecord
 from hybridlab.lab.schedule import STREAMS, ScheduleModel, TaskGraph
-from hybridlab.viz.bundle import AUTO_BUTTONS, NATURAL_SIZE, Instrument, figure_png
+from hybridlab.viz.bundle import AUTO_BUTTONS, NATURAL_SIZE, Instrument, canvas_png
 from hybridlab.viz.gantt import draw_tasks, kind_colours, label_tasks, legend_handles
 from hybridlab.viz.palette import DEVICE_COLOURS, DEVICE_HATCHES, OKABE_ITO, OTHER_COLOUR
 
@@ -60,7 +60,9 @@ def draw(model: ScheduleModel, figure: Any = None) -> Any:
     if model.arrows:
         segments = [[(records[d].end, records[d].worker), (r.start, r.worker)]
                     for r, needs in zip(records, graph.deps) for d in needs]
-        gantt_axes.add_collection(LineCollection(segments, colors="#777777", linewidths=0.6))
+        # under the bars (zorder): an arrow shows in the gaps, never across a bar's label
+        gantt_axes.add_collection(LineCollection(segments, colors="#777777", linewidths=0.6,
+                                                 zorder=0.5))
     n, rows = model.numbers(), model.row_names()
     gantt_axes.set(xlim=(0, max(n["makespan"], 1e-9) * 1.02), ylim=(len(rows) - 0.5, -0.5),
                    xlabel=f"time ({graph.unit})" if model.cost != "uniform" else
@@ -68,7 +70,7 @@ def draw(model: ScheduleModel, figure: Any = None) -> Any:
                    yticks=range(len(rows)), yticklabels=rows)
     where = f"{model.workers} worker(s)" if len(rows) == model.workers else ", ".join(rows)
     if len(records) <= 40:
-        label_tasks(gantt_axes, bars, fontsize=7, shorten=lambda name: name.replace(
+        label_tasks(gantt_axes, bars, fontsize=9, shorten=lambda name: name.replace(
             "broadcast_", "").replace("_scalar", "").lstrip("_"))
     gantt_axes.set_title(f"makespan {n['makespan']:.4g} on {where}; "
                          f"work {n['work']:.4g}, span {n['span']:.4g}"
@@ -78,7 +80,7 @@ def draw(model: ScheduleModel, figure: Any = None) -> Any:
               hatch=DEVICE_HATCHES.get(kind, ""), label=f"{kind} task")
         for kind in sorted(set(devices))]
     gantt_axes.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.22),
-                      ncols=len(handles), fontsize=7, frameon=False)
+                      ncols=len(handles), fontsize=9, frameon=False)
     ks, speeds = zip(*model.speedups())
     curve_axes.plot(ks, speeds, "o-", color=OKABE_ITO["blue"], markersize=3, label="simulated")
     curve_axes.plot(ks, ks, ":", color="#999999", label="ideal (k)")
@@ -89,7 +91,7 @@ def draw(model: ScheduleModel, figure: Any = None) -> Any:
     curve_axes.set(xlabel="workers" if len(rows) == model.workers else "cpu workers",
                    ylabel="speed-up over 1 worker",
                    ylim=(0, max(speeds) * 1.3 + 0.5))
-    curve_axes.legend(fontsize=7, loc="upper left")
+    curve_axes.legend(fontsize=9, loc="upper left")
     return figure
 
 
@@ -98,6 +100,7 @@ class ScheduleExplorer(Instrument):
 
     def __init__(self, model: ScheduleModel) -> None:
         import ipywidgets as widgets
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
 
         self.model = model
@@ -123,6 +126,7 @@ class ScheduleExplorer(Instrument):
         # not through pyplot: a pyplot figure stays registered, and the inline backend
         # would show it again under the next cell that draws a plot
         self.figure = Figure(figsize=(9, 3.6))
+        FigureCanvasAgg(self.figure)
         for control in (self.workers, self.cost, self.tree, self.streams, self.arrows,
                         self.critical):
             control.observe(self._changed, names="value")
@@ -140,7 +144,8 @@ class ScheduleExplorer(Instrument):
 
     def refresh(self) -> None:
         """Redraw in place: the same figure, a new PNG in the same Image widget."""
-        self.png = figure_png(draw(self.model, self.figure), tight=False)
+        draw(self.model, self.figure).canvas.draw()  # one render, a fast PNG
+        self.png = canvas_png(self.figure.canvas)
         self.image.value = self.png
         self.numbers.value = f"<code>{self.model.summary()}</code>"
 
