@@ -123,7 +123,7 @@ def stack_png(panels: list[tuple[str, bytes | str]], width_px: int = 900) -> byt
         ax.set_axis_off()
         ax.set_title(heading, loc="left", fontsize=10, fontweight="bold")
         if isinstance(body, str):
-            ax.text(0, 1, body, family="monospace", fontsize=8, va="top", ha="left",
+            ax.text(0, 1, body, family="monospace", fontsize=9, va="top", ha="left",
                     transform=ax.transAxes)
         else:
             ax.imshow(body, interpolation="antialiased")
