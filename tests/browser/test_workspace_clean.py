@@ -25,7 +25,7 @@ def test_a_workspace_copy_stays_clean_when_its_kernel_starts(page, lab: Lab) -> 
     from playwright.sync_api import expect
 
     source = sorted((ROOT / "notebooks").glob("[0-9][0-9]-*.ipynb"))[0]
-    workspace.install_copy(source, lab.root / "clean.ipynb")
+    workspace.write_new(lab.root / "clean.ipynb", workspace.notebook_copy(source))
     open_notebook(page, lab, "clean.ipynb")  # returns once the kernel is idle
     page.wait_for_timeout(2000)  # let the kernel info reach the notebook model
     tab = page.locator(".lm-TabBar-tab", has_text="clean.ipynb")
