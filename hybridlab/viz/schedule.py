@@ -88,7 +88,7 @@ def draw(model: ScheduleModel, figure: Any = None) -> Any:
     curve_axes.set(xlabel="workers" if len(rows) == model.workers else "cpu workers",
                    ylabel="speed-up over 1 worker",
                    ylim=(0, max(speeds) * 1.3 + 0.5))
-    curve_axes.legend(fontsize=9, loc="upper left")
+    curve_axes.legend(fontsize=9, loc="lower right")  # the curves rise on the left
     return figure
 
 
