@@ -17,9 +17,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from hybridlab import ndarray as nd  # noqa: E402
-from hybridlab import symbol as sym  # noqa: E402
-from hybridlab.graph.cached_op import CachedOp  # noqa: E402
+from hybridlab import ndarray as nd
+from hybridlab import symbol as sym
+from hybridlab.graph.cached_op import CachedOp
 
 TARGETS = {10_000: 2.0, 100_000: 20.0}
 

@@ -28,10 +28,10 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-import hybridlab as mx  # noqa: E402
-from hybridlab import dask as hdask  # noqa: E402
-from hybridlab import engine  # noqa: E402
-from hybridlab import ndarray as nd  # noqa: E402
+import hybridlab as mx
+from hybridlab import dask as hdask
+from hybridlab import engine
+from hybridlab import ndarray as nd
 
 
 def tree_sum(F, values):

@@ -30,7 +30,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from hybridlab import engine  # noqa: E402
+from hybridlab import engine
 
 try:
     from hybridlab import ndarray as nd

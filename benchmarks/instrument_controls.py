@@ -23,8 +23,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from hybridlab import ndarray as nd  # noqa: E402
-from hybridlab.gluon import nn  # noqa: E402
+from hybridlab import ndarray as nd
+from hybridlab.gluon import nn
 
 TARGET_MS = 300.0
 Times = dict[str, list[tuple[float, float]]]  # control -> (wall ms, CPU ms) of each change

@@ -20,11 +20,11 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from hybridlab import gluon  # noqa: E402
-from hybridlab import ndarray as nd  # noqa: E402
-from hybridlab.gluon import nn  # noqa: E402
-from hybridlab.lab.passes import PassModel  # noqa: E402
-from hybridlab.viz.pass_explorer import PassExplorer  # noqa: E402
+from hybridlab import gluon
+from hybridlab import ndarray as nd
+from hybridlab.gluon import nn
+from hybridlab.lab.passes import PassModel
+from hybridlab.viz.pass_explorer import PassExplorer
 
 
 class LeNet(gluon.HybridBlock):

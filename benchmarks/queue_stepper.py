@@ -25,9 +25,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from hybridlab import engine, nd  # noqa: E402
+from hybridlab import engine, nd
 from hybridlab.lab import queue
-from hybridlab.viz import stepper  # noqa: E402
+from hybridlab.viz import stepper
 
 
 def redraw_ms(tasks: int) -> float:

@@ -22,9 +22,9 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from hybridlab.lab import schedule as schedule_model
-from hybridlab.lab.schedule import ScheduleModel, TaskGraph  # noqa: E402
-from hybridlab.viz.bundle import figure_png  # noqa: E402
-from hybridlab.viz.schedule import draw  # noqa: E402
+from hybridlab.lab.schedule import ScheduleModel, TaskGraph
+from hybridlab.viz.bundle import figure_png
+from hybridlab.viz.schedule import draw
 
 
 def random_graph(n: int, seed: int = 0) -> TaskGraph:

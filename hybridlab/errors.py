@@ -352,6 +352,13 @@ class OnnxExportError(AttributeError):
     """
 
 
+class OnnxImportError(ValueError):
+    """An ONNX file hybridlab cannot read (``mx.contrib.onnx.import_model``): not a model,
+    an operator with no row in ``hybridlab.onnx.IMPORTERS``, or a form of one hybridlab's
+    operators cannot take (asymmetric pads). The message names the node, the operator and
+    the model's opset."""
+
+
 class DaskGraphError(ValueError):
     """A graph that cannot be handed to Dask as it is (``hybridlab.dask``).
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
-import build_site  # noqa: E402
+import build_site
 
 
 def _tarball(path: Path) -> None:

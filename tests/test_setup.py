@@ -220,7 +220,7 @@ def test_a_built_wheel_holds_the_package_and_nothing_else(tmp_path):
     assert built.returncode == 0, built.stderr
     wheel = next(tmp_path.glob("hybridlab-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
-    for module in ("hybridlab/__init__.py", "hybridlab/viz/stepper.py", "hybridlab/ops/la_op.py",
+    for module in ("hybridlab/__init__.py", "hybridlab/viz/stepper.py", "hybridlab/ops/linalg.py",
                    "hybridlab/graph/passes/plan_memory.py", "hybridlab/exercises/lesson03.py"):
         assert module in names, module
     assert not [n for n in names if n.startswith(("tests/", "lessons/", "tools/"))]

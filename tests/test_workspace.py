@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
-import workspace  # noqa: E402
+import workspace
 
 
 def course(tmp_path, monkeypatch, names=("00-a.ipynb", "01-b.ipynb")):

@@ -5,4 +5,4 @@ CachedOp``. Submodules are imported lazily by their users; importing this packag
 imports only the IR.
 """
 
-from hybridlab.graph import ir  # noqa: F401
+from hybridlab.graph import ir

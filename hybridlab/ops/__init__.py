@@ -4,7 +4,7 @@
 importing it after this package guarantees every operator is registered when it is built.
 """
 
-from hybridlab.ops import (  # noqa: F401  (each registers its operators)
+from hybridlab.ops import (
     broadcast,
     conv,
     creation,
@@ -12,15 +12,15 @@ from hybridlab.ops import (  # noqa: F401  (each registers its operators)
     fused,
     indexing,
     join,
-    la_op,
     linalg,
     nn,
     pool,
+    products,
     random,
     reduce,
     shape,
 )
-from hybridlab.ops.registry import (  # noqa: F401
+from hybridlab.ops.registry import (
     COMPOSITES,
     OPS,
     Attr,

@@ -77,6 +77,6 @@ def test_a_matrix_that_is_not_positive_definite_fails_at_the_sync_point_not_the_
         bad = nd.linalg.potrf(nd.array([[1.0, 2.0], [2.0, 1.0]]))  # pushed: returns at once
         fine = nd.ones((2,)) * 3
         with pytest.raises(MXNetError, match="not positive definite.*\\n  pushed at .*"
-                                             "test_la_op.py"):
+                                             "test_linalg.py"):
             bad.wait_to_read()
         np.testing.assert_array_equal(fine.asnumpy(), [3.0, 3.0])  # unrelated: still valid
