@@ -33,6 +33,8 @@ from hybridlab.viz.bundle import AUTO_BUTTONS, NATURAL_SIZE, Instrument, canvas_
 from hybridlab.viz.gantt import draw_tasks, kind_colours, label_tasks, legend_handles
 from hybridlab.viz.palette import DEVICE_COLOURS, DEVICE_HATCHES, OKABE_ITO, OTHER_COLOUR
 
+BAND = "workers-band"  # the curve panel's mark of the chosen number of workers
+
 
 def draw(model: ScheduleModel, figure: Any = None) -> Any:
     """The explorer's figure (reused when given): the Gantt chart with arrows and the
@@ -84,7 +86,8 @@ def draw(model: ScheduleModel, figure: Any = None) -> Any:
     one_worker = max((r.end for r in model.schedule(1)), default=0.0)  # = W if identical
     curve_axes.axhline(one_worker / max(n["span"], 1e-12), color=OKABE_ITO["vermillion"],
                        linestyle="--", label="span limit T1/S")
-    curve_axes.axvline(model.workers, color="#cccccc", linewidth=4, zorder=0)
+    curve_axes.axvline(model.workers, color="#999999", alpha=0.4, linewidth=4, zorder=0,
+                       gid=BAND)
     curve_axes.set(xlabel="workers" if len(rows) == model.workers else "cpu workers",
                    ylabel="speed-up over 1 worker",
                    ylim=(0, max(speeds) * 1.3 + 0.5))
@@ -142,6 +145,8 @@ class ScheduleExplorer(Instrument):
         # would show it again under the next cell that draws a plot
         self.figure = Figure(figsize=(9, 3.6))
         FigureCanvasAgg(self.figure)
+        self._curve_key: Any = None  # what the saved curve panel was drawn for (refresh)
+        self._background: Any = None
         for control in (self.workers, self.cost, self.tree, self.streams, self.arrows,
                         self.critical):
             control.observe(self._changed, names="value")
@@ -158,9 +163,28 @@ class ScheduleExplorer(Instrument):
         self.refresh()
 
     def refresh(self) -> None:
-        """Redraw in place: the same figure, a new PNG in the same Image widget."""
-        draw(self.model, self.figure).canvas.draw()  # one render, a fast PNG
-        self.png = canvas_png(self.figure.canvas)
+        """Redraw in place: the same figure, a new PNG in the same Image widget. The
+        speed-up curve depends only on the costs, the sums and the devices: while they
+        stay, the curve panel is pasted from a saved background and only the Gantt chart
+        and the workers band are rendered (text rendering is most of a redraw)."""
+        model, figure = self.model, self.figure
+        draw(model, figure)
+        gantt_axes, curve_axes = figure.axes
+        band = next(line for line in curve_axes.lines if line.get_gid() == BAND)
+        key = (model.cost, model.tree, model.streams)
+        canvas = figure.canvas
+        if key != self._curve_key:  # a new curve: render it once, without the Gantt chart
+            gantt_axes.set_visible(False)
+            band.set_visible(False)
+            canvas.draw()
+            self._background = canvas.copy_from_bbox(figure.bbox)
+            gantt_axes.set_visible(True)
+            band.set_visible(True)
+            self._curve_key = key
+        canvas.restore_region(self._background)
+        figure.draw_artist(gantt_axes)
+        curve_axes.draw_artist(band)
+        self.png = canvas_png(canvas)
         self.image.value = self.png
         self.numbers.value = f"<code>{self.model.summary()}</code>"
 
