@@ -144,7 +144,7 @@ class ScheduleExplorer(Instrument):
         # not through pyplot: a pyplot figure stays registered, and the inline backend
         # would show it again under the next cell that draws a plot
         self.figure = Figure(figsize=(9, 3.6))
-        FigureCanvasAgg(self.figure)
+        self._canvas: Any = FigureCanvasAgg(self.figure)
         self._curve_key: Any = None  # what the saved curve panel was drawn for (refresh)
         self._background: Any = None
         for control in (self.workers, self.cost, self.tree, self.streams, self.arrows,
@@ -171,8 +171,7 @@ class ScheduleExplorer(Instrument):
         draw(model, figure)
         gantt_axes, curve_axes = figure.axes
         band = next(line for line in curve_axes.lines if line.get_gid() == BAND)
-        key = (model.cost, model.tree, model.streams)
-        canvas = figure.canvas
+        key, canvas = (model.cost, model.tree, model.streams), self._canvas
         if key != self._curve_key:  # a new curve: render it once, without the Gantt chart
             gantt_axes.set_visible(False)
             band.set_visible(False)
