@@ -246,11 +246,8 @@ def _grouped_forward(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, 
                      out: np.ndarray, num_group: int, **attrs: Any) -> np.ndarray:
     if num_group == 1:
         return _convolution_out(x, w, b, out=out, **attrs)
-    inputs, filters = x.shape[1] // num_group, len(w) // num_group
-    for group in range(num_group):
-        cs, fs = slice(group * inputs, (group + 1) * inputs), slice(group * filters,
-                                                                    (group + 1) * filters)
-        part = np.empty((len(x), filters, *out.shape[2:]), out.dtype)
+    for cs, fs in _groups(num_group, x.shape[1], len(w)):
+        part = np.empty((len(x), fs.stop - fs.start, *out.shape[2:]), out.dtype)
         out[:, fs] = _convolution_out(x[:, cs], w[fs], None if b is None else b[fs],
                                       out=part, **attrs)
     return out
@@ -260,23 +257,23 @@ def _grouped_data_grad(g: np.ndarray, w: np.ndarray, x: np.ndarray, *, out: np.n
                        num_group: int, **attrs: Any) -> np.ndarray:
     if num_group == 1:
         return _conv_data_grad_out(g, w, x, out=out, **attrs)
-    inputs, filters = x.shape[1] // num_group, len(w) // num_group
-    for group in range(num_group):
-        cs, fs = slice(group * inputs, (group + 1) * inputs), slice(group * filters,
-                                                                    (group + 1) * filters)
-        part = np.empty((len(x), inputs, *x.shape[2:]), out.dtype)
+    for cs, fs in _groups(num_group, x.shape[1], len(w)):
+        part = np.empty((len(x), cs.stop - cs.start, *x.shape[2:]), out.dtype)
         out[:, cs] = _conv_data_grad_out(g[:, fs], w[fs], x[:, cs], out=part, **attrs)
     return out
 
 
 def _grouped_weight_grad(g: np.ndarray, x: np.ndarray, *, out: np.ndarray, num_group: int,
                          **attrs: Any) -> np.ndarray:
-    inputs, filters = x.shape[1] // num_group, len(out) // num_group
-    for group in range(num_group):  # out[fs] is contiguous: each group writes in place
-        fs = slice(group * filters, (group + 1) * filters)
-        _conv_weight_grad_out(g[:, fs], x[:, group * inputs:(group + 1) * inputs],
-                              out=out[fs], **attrs)
+    for cs, fs in _groups(num_group, x.shape[1], len(out)):  # out[fs]: contiguous, in place
+        _conv_weight_grad_out(g[:, fs], x[:, cs], out=out[fs], **attrs)
     return out
+
+
+def _groups(count: int, channels: int, filters: int) -> list[tuple[slice, slice]]:
+    """Each group's (channels, filters) slices."""
+    c, f = channels // count, filters // count
+    return [(slice(i * c, (i + 1) * c), slice(i * f, (i + 1) * f)) for i in range(count)]
 
 
 def _conv_grad(F: Any, inputs: list[Any], outputs: list[Any], out_grads: list[Any], **attrs: Any
