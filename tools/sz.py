@@ -152,11 +152,13 @@ BUDGETS: dict[str, int] = {
     # + one figure per network, the batch band drawn over a saved background
     "hybridlab/viz/palette.py": 58,  # op-kind and task-state colours (Okabe-Ito), defined once
     # + INK and the WCAG contrast ratio the colours are tested with
-    "hybridlab/viz/bundle.py": 147,  # widget view + PNG + text: every instrument's output
+    "hybridlab/viz/bundle.py": 150,  # widget view + PNG + text: every instrument's output
     # + each display its own moment (freeze), the snapshot notice, the pre-save hook
     "hybridlab/viz/stepper.py": 154,  # the queue stepper: drawing + widget (model: lab/queue.py)
     # + the Sync on menu's label, placeholder and message
-    "hybridlab/viz/schedule.py": 137,  # the explorer: figure, widget (model: lab/schedule.py)
+    "hybridlab/viz/schedule.py": 170,  # the explorer: figure, widget (model: lab/schedule.py)
+    # + axes kept between redraws, the curve panel pasted while its settings stay, a one-option
+    # menu hidden
     "hybridlab/viz/pass_explorer.py": 54,  # the pass explorer: drawing + widget (lab/passes.py)
     "hybridlab/viz/breakdown.py": 47,  # where the time goes, drawn (lab/timing.py measures)
     "hybridlab/viz/memory.py": 141,  # the timeline drawn + its widget (model: lab/memory.py)

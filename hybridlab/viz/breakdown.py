@@ -42,7 +42,7 @@ def breakdown_figure(panels: dict[str, list[tuple[str, Breakdown]]]) -> Any:
                 axes.barh(row, width, left=left, height=0.6, color=LAYER_COLOURS[name],
                           hatch="///", edgecolor="white", linewidth=0.5)
                 left += width
-            axes.text(left, row, f" {breakdown.total * 1e6:.0f} µs", va="center", fontsize=8)
+            axes.text(left, row, f" {breakdown.total * 1e6:.0f} µs", va="center", fontsize=9)
         axes.set_yticks(range(len(rows)), [label for label, _ in rows])
         axes.invert_yaxis()
         axes.margins(x=0.18)
@@ -54,6 +54,6 @@ def breakdown_figure(panels: dict[str, list[tuple[str, Breakdown]]]) -> Any:
     handles += [Patch(facecolor=colour, hatch="///", edgecolor="white", label=name)
                 for name, colour in LAYER_COLOURS.items()
                 if any(name == n for b in every for n, _ in b.layers)]
-    figure.legend(handles=handles, loc="outside lower center", ncols=3, fontsize=7,
+    figure.legend(handles=handles, loc="outside lower center", ncols=3, fontsize=9,
                   frameon=False)
     return figure

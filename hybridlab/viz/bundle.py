@@ -36,6 +36,10 @@ PNG = "image/png"
 TEXT = "text/plain"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+# An instrument's picture at its natural size (a column box would stretch it to the output's
+# width, blurred), shrunk only when the output is narrower.
+NATURAL_SIZE = {"align_self": "flex-start", "max_width": "100%", "height": "auto"}
+AUTO_BUTTONS = {"button_width": "auto"}  # toggle buttons as wide as their labels, never cut
 
 
 def drop_dangling_widget_views(notebook: dict[str, Any]) -> int:
@@ -119,7 +123,7 @@ def stack_png(panels: list[tuple[str, bytes | str]], width_px: int = 900) -> byt
         ax.set_axis_off()
         ax.set_title(heading, loc="left", fontsize=10, fontweight="bold")
         if isinstance(body, str):
-            ax.text(0, 1, body, family="monospace", fontsize=8, va="top", ha="left",
+            ax.text(0, 1, body, family="monospace", fontsize=9, va="top", ha="left",
                     transform=ax.transAxes)
         else:
             ax.imshow(body, interpolation="antialiased")

@@ -61,14 +61,15 @@ def draw_tasks(axes: Any, records: Sequence[TaskRecord], rows: Sequence[int],
 
 def label_tasks(axes: Any, bars: Sequence[tuple[float, float, int, str]],
                 fontsize: float = 9, shorten: Any = None) -> None:
-    """Write each bar's name on it where the text fits inside the bar (estimated from the
-    font size, so no text is measured: the axes' limits must be set first)."""
+    """Write each bar's name on it where the text fits inside the bar with a margin
+    (estimated from the font size, so no text is measured: the axes' limits must be set
+    first); neighbouring labels never run together."""
     figure = axes.figure
     char = 0.6 * fontsize * figure.dpi / 72  # an average glyph's width, in pixels
     for left, width, row, name in bars:
         text = shorten(name) if shorten else name
         x0, x1 = axes.transData.transform([(left, row), (left + width, row)])[:, 0]
-        if len(text) * char < 0.9 * (x1 - x0):
+        if len(text) * char + 8 < 0.9 * (x1 - x0):
             axes.text(left + width / 2, row, text, ha="center", va="center",
                       fontsize=fontsize, clip_on=True)
 
@@ -111,10 +112,10 @@ def gantt(records: Sequence[TaskRecord], title: str = "engine trace",
     axes[-1, 0].set(xlim=(0, right * 1.01 or 1.0), xlabel="time since the first op (ms)")
     handles = legend_handles([r for chart, _ in charts for r in chart])
     figure.legend(handles=handles, loc="outside lower center", ncols=len(handles),
-                  fontsize=8, frameon=False)
+                  fontsize=9, frameon=False)
     figure.draw_without_rendering()  # settles the layout, so labels fit the final bars
     for ax, bars in drawn:
-        label_tasks(ax, bars, fontsize=8)
+        label_tasks(ax, bars, fontsize=9)
     return figure
 
 

@@ -23,7 +23,7 @@ import html
 from typing import Any
 
 from hybridlab.lab.memory import MODES, Box, describe_step, live_bytes, timeline
-from hybridlab.viz.bundle import Instrument, canvas_png
+from hybridlab.viz.bundle import AUTO_BUTTONS, NATURAL_SIZE, Instrument, canvas_png
 from hybridlab.viz.palette import KIND_COLOURS, OKABE_ITO, OTHER_COLOUR
 
 
@@ -134,11 +134,12 @@ class MemoryExplorer(Instrument):
 
         self.plans = {mode: timeline(obj, shape, mode != "forward") for mode in self.MODES}
         self.mode = widgets.ToggleButtons(options=list(self.MODES),
-                                          value=self.MODES[int(backward)], description="program")
+                                          value=self.MODES[int(backward)], description="program",
+                                          style=AUTO_BUTTONS)
         self.step = widgets.IntSlider(value=0, min=0, description="step",
                                       continuous_update=False)
         self.text = widgets.HTML()
-        self.image = widgets.Image(format="png")
+        self.image = widgets.Image(format="png", layout=NATURAL_SIZE)
         # one figure per program, drawn once here: a control then only pastes and draws
         self._drawn = {mode: self._draw_mode(mode, Figure(figsize=(8, 3.2)))
                        for mode in self.MODES}

@@ -30,7 +30,7 @@ from typing import Any, Sequence
 from hybridlab.lab.passes import PassModel
 from hybridlab.viz.bundle import Instrument, encode_png
 from hybridlab.viz.graph import Drawing, summary, to_dot
-from hybridlab.viz.views import memory_notes
+from hybridlab.viz.views import CODE_STYLE, memory_notes
 
 
 def stage_drawing(model: PassModel, index: int) -> Drawing:
@@ -66,16 +66,17 @@ class PassExplorer(Instrument):
         index, model = self.slider.value, self.model
         self.headline.value = f"<b>{html.escape(model.headline(index))}</b>"
         png = stage_drawing(model, index).png()
-        self.picture.value = (f'<img src="data:image/png;base64,{encode_png(png)}" '
-                              f'style="max-width:480px"/>' if png else
+        # at its natural size (its text as drawn), scrolled when wider than its half
+        self.picture.value = (f'<div style="max-width:600px;overflow:auto">'
+                              f'<img src="data:image/png;base64,{encode_png(png)}" '
+                              f'style="max-width:none"/></div>' if png else
                               f"<pre>{html.escape(stage_drawing(model, index).text)}</pre>")
         text = model.diff(index)
         if index == len(model.stages) - 1:
             text += "\n\n# generated source\n" + model.source
         changes = "".join(f"<li>{html.escape(c)}</li>" for c in model.stages[index].changes)
         self.text.value = (f"<div style='margin-left:1em;max-width:560px'><ul>{changes}</ul>"
-                           f"<pre style='font-size:11px;overflow-x:auto'>{html.escape(text)}"
-                           f"</pre></div>")
+                           f"<pre style='{CODE_STYLE}'>{html.escape(text)}</pre></div>")
 
     def summary(self) -> str:
         return self.model.summary(self.slider.value)

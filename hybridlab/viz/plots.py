@@ -23,7 +23,7 @@ from hybridlab.lab.timing import (
     WIDTH_RANGE,
     SpeedupModel,
 )
-from hybridlab.viz.bundle import Instrument, canvas_png
+from hybridlab.viz.bundle import AUTO_BUTTONS, NATURAL_SIZE, Instrument, canvas_png
 from hybridlab.viz.palette import OKABE_ITO
 
 SERIES = (("imperative_us", "imperative", OKABE_ITO["vermillion"]),  # field, label, colour
@@ -95,7 +95,7 @@ class _SpeedupView(Instrument):
 
         self.model = SpeedupModel()
         self.network = widgets.ToggleButtons(options=[SEED, CUSTOM], value=network_kind,
-                                             description="network")
+                                             description="network", style=AUTO_BUTTONS)
         self.sliders = {
             "batch_size": widgets.SelectionSlider(options=list(BATCHES), value=batch_size,
                                                   description="batch",
@@ -106,7 +106,7 @@ class _SpeedupView(Instrument):
                                        description="depth", continuous_update=False),
         }
         self.status = widgets.HTML()  # the summary line, above the controls
-        self.image = widgets.Image(format="png")
+        self.image = widgets.Image(format="png", layout=NATURAL_SIZE)
         self._drawn: dict[str, tuple[Any, Any, int]] = {}  # see _render
         self.text, self.png = "", b""
         self.network.observe(self.redraw, names="value")

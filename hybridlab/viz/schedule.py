@@ -29,9 +29,11 @@ from typing import Any, Sequence
 
 from hybridlab.engine import TaskRecord
 from hybridlab.lab.schedule import STREAMS, ScheduleModel, TaskGraph
-from hybridlab.viz.bundle import Instrument, figure_png
+from hybridlab.viz.bundle import AUTO_BUTTONS, NATURAL_SIZE, Instrument, canvas_png
 from hybridlab.viz.gantt import draw_tasks, kind_colours, label_tasks, legend_handles
 from hybridlab.viz.palette import DEVICE_COLOURS, DEVICE_HATCHES, OKABE_ITO, OTHER_COLOUR
+
+BAND = "workers-band"  # the curve panel's mark of the chosen number of workers
 
 
 def draw(model: ScheduleModel, figure: Any = None) -> Any:
@@ -43,10 +45,7 @@ def draw(model: ScheduleModel, figure: Any = None) -> Any:
 
     if figure is None:
         figure = plt.figure(figsize=(9, 3.6))
-    figure.clear()
-    # fixed margins, not a layout engine: a redraw stays one render (a slider must be quick)
-    gantt_axes, curve_axes = figure.subplots(1, 2, width_ratios=[3, 1], gridspec_kw={
-        "left": 0.09, "right": 0.98, "bottom": 0.27, "top": 0.9, "wspace": 0.28})
+    gantt_axes, curve_axes = _axes(figure)
     graph, records = model.current(), model.schedule()
     critical = set(model.critical_path()) if model.critical else set()
     devices = graph.devices  # bound to devices: colour by device (the names are the user's)
@@ -60,7 +59,9 @@ def draw(model: ScheduleModel, figure: Any = None) -> Any:
     if model.arrows:
         segments = [[(records[d].end, records[d].worker), (r.start, r.worker)]
                     for r, needs in zip(records, graph.deps) for d in needs]
-        gantt_axes.add_collection(LineCollection(segments, colors="#777777", linewidths=0.6))
+        # under the bars (zorder): an arrow shows in the gaps, never across a bar's label
+        gantt_axes.add_collection(LineCollection(segments, colors="#777777", linewidths=0.6,
+                                                 zorder=0.5))
     n, rows = model.numbers(), model.row_names()
     gantt_axes.set(xlim=(0, max(n["makespan"], 1e-9) * 1.02), ylim=(len(rows) - 0.5, -0.5),
                    xlabel=f"time ({graph.unit})" if model.cost != "uniform" else
@@ -68,7 +69,7 @@ def draw(model: ScheduleModel, figure: Any = None) -> Any:
                    yticks=range(len(rows)), yticklabels=rows)
     where = f"{model.workers} worker(s)" if len(rows) == model.workers else ", ".join(rows)
     if len(records) <= 40:
-        label_tasks(gantt_axes, bars, fontsize=7, shorten=lambda name: name.replace(
+        label_tasks(gantt_axes, bars, fontsize=9, shorten=lambda name: name.replace(
             "broadcast_", "").replace("_scalar", "").lstrip("_"))
     gantt_axes.set_title(f"makespan {n['makespan']:.4g} on {where}; "
                          f"work {n['work']:.4g}, span {n['span']:.4g}"
@@ -78,19 +79,38 @@ def draw(model: ScheduleModel, figure: Any = None) -> Any:
               hatch=DEVICE_HATCHES.get(kind, ""), label=f"{kind} task")
         for kind in sorted(set(devices))]
     gantt_axes.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.22),
-                      ncols=len(handles), fontsize=7, frameon=False)
+                      ncols=len(handles), fontsize=9, frameon=False)
     ks, speeds = zip(*model.speedups())
     curve_axes.plot(ks, speeds, "o-", color=OKABE_ITO["blue"], markersize=3, label="simulated")
     curve_axes.plot(ks, ks, ":", color="#999999", label="ideal (k)")
     one_worker = max((r.end for r in model.schedule(1)), default=0.0)  # = W if identical
     curve_axes.axhline(one_worker / max(n["span"], 1e-12), color=OKABE_ITO["vermillion"],
                        linestyle="--", label="span limit T1/S")
-    curve_axes.axvline(model.workers, color="#cccccc", linewidth=4, zorder=0)
+    curve_axes.axvline(model.workers, color="#999999", alpha=0.4, linewidth=4, zorder=0,
+                       gid=BAND)
     curve_axes.set(xlabel="workers" if len(rows) == model.workers else "cpu workers",
                    ylabel="speed-up over 1 worker",
                    ylim=(0, max(speeds) * 1.3 + 0.5))
-    curve_axes.legend(fontsize=7, loc="upper left")
+    curve_axes.legend(fontsize=9, loc="lower right")  # the curves rise on the left
     return figure
+
+
+def _axes(figure: Any) -> tuple[Any, Any]:
+    """The figure's two axes, emptied. Made once per figure (fixed margins, not a layout
+    engine, so a redraw is one render); a redraw removes only what it drew, so the axes
+    and their ticks are reused: clearing and making them again took half a redraw."""
+    if getattr(figure, "_hybridlab_schedule", None) != tuple(figure.axes) or \
+            len(figure.axes) != 2:
+        figure.clear()
+        figure.subplots(1, 2, width_ratios=[3, 1], gridspec_kw={
+            "left": 0.09, "right": 0.98, "bottom": 0.27, "top": 0.9, "wspace": 0.28})
+        figure._hybridlab_schedule = tuple(figure.axes)
+    for axes in figure.axes:
+        for artist in [*axes.collections, *axes.lines, *axes.texts, *axes.patches]:
+            artist.remove()
+        if axes.get_legend() is not None:
+            axes.get_legend().remove()
+    return figure.axes[0], figure.axes[1]
 
 
 class ScheduleExplorer(Instrument):
@@ -98,6 +118,7 @@ class ScheduleExplorer(Instrument):
 
     def __init__(self, model: ScheduleModel) -> None:
         import ipywidgets as widgets
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
 
         self.model = model
@@ -107,20 +128,25 @@ class ScheduleExplorer(Instrument):
                                      description="costs")
         self.tree = widgets.ToggleButtons(options=["chain", "tree"],
                                           value="tree" if model.tree else "chain",
-                                          description="sums")
+                                          description="sums", style=AUTO_BUTTONS)
         self.streams = widgets.Dropdown(
             options=[(label, key) for key, label in STREAMS.items()
                      if key in model.stream_options()],
-            value=model.streams, description="devices", layout={"width": "34em"})
+            value=model.streams, description="devices", layout={"width": "auto"})
         if len(model.stream_options()) == 1:  # no devices in this graph: nothing to choose
             self.streams.layout.display = "none"
+        if len(model.costs()) == 1:  # one cost model: a menu of one is no choice
+            self.cost.layout.display = "none"
         self.arrows = widgets.Checkbox(value=model.arrows, description="dependency arrows")
         self.critical = widgets.Checkbox(value=model.critical, description="critical path")
         self.numbers = widgets.HTML()
-        self.image = widgets.Image(format="png")
+        self.image = widgets.Image(format="png", layout=NATURAL_SIZE)
         # not through pyplot: a pyplot figure stays registered, and the inline backend
         # would show it again under the next cell that draws a plot
         self.figure = Figure(figsize=(9, 3.6))
+        self._canvas: Any = FigureCanvasAgg(self.figure)
+        self._curve_key: Any = None  # what the saved curve panel was drawn for (refresh)
+        self._background: Any = None
         for control in (self.workers, self.cost, self.tree, self.streams, self.arrows,
                         self.critical):
             control.observe(self._changed, names="value")
@@ -137,8 +163,27 @@ class ScheduleExplorer(Instrument):
         self.refresh()
 
     def refresh(self) -> None:
-        """Redraw in place: the same figure, a new PNG in the same Image widget."""
-        self.png = figure_png(draw(self.model, self.figure), tight=False)
+        """Redraw in place: the same figure, a new PNG in the same Image widget. The
+        speed-up curve depends only on the costs, the sums and the devices: while they
+        stay, the curve panel is pasted from a saved background and only the Gantt chart
+        and the workers band are rendered (text rendering is most of a redraw)."""
+        model, figure = self.model, self.figure
+        draw(model, figure)
+        gantt_axes, curve_axes = figure.axes
+        band = next(line for line in curve_axes.lines if line.get_gid() == BAND)
+        key, canvas = (model.cost, model.tree, model.streams), self._canvas
+        if key != self._curve_key:  # a new curve: render it once, without the Gantt chart
+            gantt_axes.set_visible(False)
+            band.set_visible(False)
+            canvas.draw()
+            self._background = canvas.copy_from_bbox(figure.bbox)
+            gantt_axes.set_visible(True)
+            band.set_visible(True)
+            self._curve_key = key
+        canvas.restore_region(self._background)
+        figure.draw_artist(gantt_axes)
+        curve_axes.draw_artist(band)
+        self.png = canvas_png(canvas)
         self.image.value = self.png
         self.numbers.value = f"<code>{self.model.summary()}</code>"
 

@@ -16,6 +16,8 @@ import urllib.request
 import pytest
 from labtools import STEP_MS, WIDGET_SECONDS, Lab, open_and_run, open_notebook, write_notebook
 
+from hybridlab.viz.bundle import SNAPSHOT_NOTICE
+
 VIEW = "application/vnd.jupyter.widget-view+json"
 STATE = "application/vnd.jupyter.widget-state+json"
 CELLS = ["""from hybridlab import nd
@@ -78,6 +80,10 @@ def test_a_saved_notebook_reopens_with_its_widgets_or_their_pictures(page, brows
     stepper = reopened.locator(".hybridlab-queue-stepper").first
     expect(stepper).to_be_visible(timeout=WIDGET_SECONDS * 1000)
     expect(stepper.locator("svg").first).to_be_visible(timeout=STEP_MS)
+    # restored, not live: it says so, and its buttons are gone
+    moment = reopened.locator(".hybridlab-moment").first
+    expect(moment.get_by_text(SNAPSHOT_NOTICE)).to_be_visible(timeout=STEP_MS)
+    expect(stepper.get_by_role("button", name="Step")).to_be_hidden()
     second = reopened.locator(".jp-Cell").nth(1).locator(".jp-OutputArea-output")
     expect(second.locator("img[src^='data:image/png']")).to_be_visible(timeout=STEP_MS)
     assert reopened.get_by_text("model not found").count() == 0

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -46,11 +45,14 @@ def test_lesson_03_unrun_and_trusted_shows_each_moment_as_a_snapshot(page, lab: 
 
     expected = saved_moments()
     assert len(expected) >= 6 and len(set(expected)) >= 5, expected
-    target = lab.root / LESSON.name
-    shutil.copy(LESSON, target)
+    # trust is by content: a marked copy, so the untrusted test's own copy stays untrusted
+    notebook = json.loads(LESSON.read_text(encoding="utf-8"))
+    notebook["metadata"]["hybridlab_test"] = "the trusted copy of the moments test"
+    target = lab.root / "moments-03.ipynb"
+    target.write_text(json.dumps(notebook), encoding="utf-8")
     subprocess.run([sys.executable, "-m", "jupyter", "trust", str(target)],
                    env=jupyter_env(lab.root), check=True, capture_output=True)
-    open_notebook(page, lab, LESSON.name)
+    open_notebook(page, lab, target.name)
     moments = page.locator(".jp-OutputArea-output .hybridlab-moment")
     expect(moments).to_have_count(len(expected), timeout=WIDGET_SECONDS * 1000)
     shown = []

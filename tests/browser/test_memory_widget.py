@@ -33,6 +33,11 @@ def test_the_step_slider_and_the_program_switch(page, lab: Lab) -> None:
     expect(line).to_contain_text("forward: step 0 computes", timeout=STEP_MS)
     picture = widget.locator("img").first
     before = picture.get_attribute("src")
+    natural, shown = picture.evaluate("img => [img.naturalWidth, img.width]")
+    assert shown == natural, f"the picture is drawn {shown} px wide, not its own {natural} px"
+    cut = widget.locator("button").evaluate_all(
+        "buttons => buttons.filter(b => b.scrollWidth > b.clientWidth).map(b => b.innerText)")
+    assert not cut, f"button labels cut off: {cut}"
 
     start = time.perf_counter()
     widget.locator(".widget-hslider", has_text="step").locator(".noUi-handle").press("End")

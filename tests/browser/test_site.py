@@ -87,6 +87,10 @@ def test_every_lesson_is_reachable_offline_with_its_pictures_and_widgets(site, o
             assert first_picture.evaluate("img => img.naturalWidth") > 0, notebook.name
         if has_widgets(notebook):  # drawn from saved state by the vendored widget manager
             expect(page.locator(".jp-OutputArea-output .widget-box").first).to_be_visible()
+        # no control that cannot compute: an instrument's buttons, menus, sliders are gone
+        controls = page.locator(".hybridlab-moment :is(.widget-button, .widget-dropdown, "
+                                ".widget-slider, .widget-toggle-buttons, .widget-checkbox)")
+        assert not any(c.is_visible() for c in controls.all()), notebook.name
     page.goto((site / "03-lazy-evaluation.html").as_uri())
     stepper = page.locator(".hybridlab-queue-stepper").first
     expect(stepper).to_be_visible()

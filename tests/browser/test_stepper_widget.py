@@ -15,6 +15,7 @@ import re
 import pytest
 from labtools import STEP_MS, Lab, run_instrument, wait_kernel_idle
 
+from hybridlab.viz.bundle import SNAPSHOT_NOTICE
 from hybridlab.viz.palette import STATE_COLOURS, contrast_ratio
 
 CELLS = ["""from hybridlab import nd
@@ -38,6 +39,8 @@ def test_step_and_sync_change_the_drawing(page, lab: Lab) -> None:
     # the second cell's tasks appear without re-running the first (the post_run_cell hook)
     expect(counter).to_contain_text("4 pushed · 0 done", timeout=STEP_MS)
     expect(done_shapes).to_have_count(1, timeout=STEP_MS)  # only the legend's
+    moment = page.locator(".hybridlab-moment").first  # live: no snapshot notice
+    expect(moment.get_by_text(SNAPSHOT_NOTICE)).to_be_hidden()
     # every click waits for the kernel to be idle -- both cells run, the last click handled
     # and the widget redrawn -- so a slow kernel never has a click land on a stale drawing
     wait_kernel_idle(page, lab)
