@@ -662,6 +662,21 @@ def waitall() -> None:
 
 def save(fname: str, data: NDArray | list | tuple | dict) -> None:
     """Save a list or dict of NDArrays in MXNet's binary format (``ndarray_io``), atomically."""
+    ndarray_io.write_arrays(fname, _numpy_arrays(data))
+
+
+def save_temporary(fname: str, data: NDArray | list | tuple | dict, caller: str = "nd.save"
+                   ) -> str:
+    """``save``'s first half, for a save of several files (export): the whole file in a
+    synced temporary beside ``fname``; ``ndarray_io.commit_temporary`` renames it. Errors
+    start with ``caller``, what the user called."""
+    temporary = ndarray_io.write_arrays(fname, _numpy_arrays(data, caller), commit=False,
+                                        caller=caller)
+    assert temporary is not None
+    return temporary
+
+
+def _numpy_arrays(data: NDArray | list | tuple | dict, caller: str = "nd.save") -> list | dict:
     if isinstance(data, NDArray):
         data = [data]
     if isinstance(data, dict):
@@ -669,13 +684,12 @@ def save(fname: str, data: NDArray | list | tuple | dict) -> None:
     elif isinstance(data, (list, tuple)):
         items = list(enumerate(data))
     else:
-        raise TypeError(f"nd.save: data must be an NDArray, list or dict, got {type(data)}")
+        raise TypeError(f"{caller}: data must be an NDArray, list or dict, got {type(data)}")
     for key, value in items:
         if (isinstance(data, dict) and not isinstance(key, str)) or not isinstance(value, NDArray):
-            raise TypeError(f"nd.save: entry {key!r} must be a str key and an NDArray value")
+            raise TypeError(f"{caller}: entry {key!r} must be a str key and an NDArray value")
     values = [value._values() for _, value in items]  # written as they are: no copy
-    ndarray_io.write_arrays(fname, dict(zip(data, values)) if isinstance(data, dict)
-                            else values)
+    return dict(zip(data, values)) if isinstance(data, dict) else values
 
 
 def load(fname: str) -> list[NDArray] | dict[str, NDArray]:

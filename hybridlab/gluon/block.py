@@ -31,13 +31,14 @@ import inspect
 import threading
 import warnings
 from collections import OrderedDict
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from hybridlab import autograd, display, ndarray, ndarray_io, symbol
+from hybridlab import autograd, display, model_files, ndarray, symbol
 from hybridlab import name as _name
 from hybridlab.errors import (
+    ArrayFileError,
     BlockInputError,
     DeferredInitializationError,
     NonHybridChildError,
@@ -45,6 +46,9 @@ from hybridlab.errors import (
 )
 from hybridlab.gluon import _report, _trace
 from hybridlab.gluon.parameter import Parameter, ParameterDict
+
+if TYPE_CHECKING:
+    from hybridlab.graph.cached_op import CachedOp
 
 
 class _BlockScope:
@@ -172,6 +176,10 @@ class Block:
         ``dtype_source='current'`` casts to the parameter's dtype, ``'saved'`` keeps the
         file's."""
         loaded, params = ndarray.load(filename), self._params_by_path()
+        if not isinstance(loaded, dict):
+            raise ArrayFileError(f"{filename}: holds a list of {len(loaded)} unnamed arrays "
+                                 f"(nd.save of a list), not named parameters. Fix: load it "
+                                 f"with nd.load, or save the network with save_parameters")
         missing = sorted(set(params) - set(loaded))
         extra = sorted(set(loaded) - set(params))  # type: ignore[type-var]  # (a dict: checked above)
         if missing and not allow_missing:
@@ -302,7 +310,7 @@ class HybridBlock(Block):
         self._active = False
         self._flags: dict[str, Any] = {"static_alloc": False, "static_shape": False}
         # one CachedOp, the block's one cache (made by hybridize); its traces, by mode
-        self._cached_op: Any = None
+        self._cached_op: CachedOp | None = None
         self._traces: dict[tuple, _Trace] = {}
         self._report: _report.HybridizationReport | None = None
 
@@ -364,7 +372,7 @@ class HybridBlock(Block):
         if self._active and _only_ndarrays(args) and not _trace._STATE.stack:
             # one cache, the CachedOp's: it asks self._traced on a miss (NOTE [The last
             # signature first] in graph/cached_op.py is the one fast path)
-            return self._cached_op(*args)
+            return self._cached_op(*args)  # type: ignore[misc]  # active: hybridize made one
         if _are_symbols(self, args):  # (the clear errors for anything else are in here)
             return self._trace_call(*args)
         self._finish_deferred_init(*args)
@@ -479,16 +487,14 @@ class HybridBlock(Block):
             with autograd.predict_mode():
                 trace = self._trace([ndarray.zeros(s, dtype=d) for s, d in avals])
         graph = trace.exported_symbol()
-        text, params, arrays = graph.tojson(), self.collect_params(), {}
+        params, arrays = self.collect_params(), {}
         for name in graph.list_arguments():
             if name in params:
                 arrays[f"arg:{name}"] = params[name].data()
         for name in graph.list_auxiliary_states():
             arrays[f"aux:{name}"] = params[name].data()
-        for array in arrays.values():  # every value computed before either file is touched
-            array.wait_to_read()
-        ndarray_io.atomic_write(f"{path}-symbol.json", text)  # atomic, like nd.save below
-        ndarray.save(f"{path}-{epoch:04d}.params", arrays)
+        model_files.write_export_pair(f"{path}-symbol.json", graph.to_graph(),
+                                      f"{path}-{epoch:04d}.params", arrays)
 
 
 class _Trace:

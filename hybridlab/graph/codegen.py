@@ -34,7 +34,8 @@ parses the result and refuses any name we did not create, any string constant an
 attribute access, so a slip in this module fails loudly instead of running a file's text.
 
 The source is registered in ``linecache`` under a unique file name, so a traceback
-through a compiled program shows the generated line that failed.
+through a compiled program shows the generated line that failed; the entry is dropped when
+the program is garbage (2 000 compiles do not keep 2 000 sources).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ import linecache
 import math
 import re
 import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -291,6 +293,8 @@ def compile_graph(graph: Graph, static_alloc: bool = False, static_shape: bool =
     program = Program(source, scope.get(name), graph,  # type: ignore[arg-type]
                       static_shape or static_alloc, filename, writer.num_random, code,
                       writer.table, writer.views, writer.arena_bytes, name, scalars)
+    # the source stays readable for tracebacks while the program lives, and no longer
+    weakref.finalize(program, linecache.cache.pop, filename, None)
     if writer.views:
         program.function = program._instance(keep=True)[0]
     return program

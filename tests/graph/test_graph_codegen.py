@@ -327,3 +327,20 @@ def test_fully_connected_keeps_the_general_kernel_when_the_case_is_not_plain(
     assert call in program.source
     args = _fill(graph, 0)
     np.testing.assert_array_equal(program(*args)[0], evaluate(graph, *args)[0])
+
+
+def test_a_programs_linecache_entry_lives_as_long_as_the_program():
+    import gc
+
+    graph, _ = run_pipeline(bias_relu_chain())
+    kept = compile_graph(graph)
+    names = []
+    for _ in range(50):
+        names.append(compile_graph(graph).filename)  # compiled and dropped at once
+    gc.collect()
+    assert not [n for n in names if n in linecache.cache]
+    assert linecache.getline(kept.filename, 1).strip()  # the live one stays readable
+    filename = kept.filename
+    del kept
+    gc.collect()
+    assert filename not in linecache.cache
