@@ -294,14 +294,18 @@ class CachedOp:
         if writes:  # the program's values for them become the fed arrays' next buffers
             fed = inputs[len(inputs) - len(entry.feed):]
             results[count:count + len(writes)] = [fed[i] for i in writes]
+        # read once, before the program: the first call's engine op may end the tuning
+        # meanwhile, and then forward and layouts are already the chosen ones (it sets them
+        # before clearing ``tuning``)
+        tuning = entry.tuning
         program, contexts = entry.forward, ()  # type: tuple[Program, tuple[RunContext, ...]]
         if program.num_random:  # (most graphs have none: skip the generator expression)
             # one generator per random node, drawn now in node order: the stream the
             # imperative engine would draw, so hybridize() does not change the numbers
             contexts = tuple(RunContext(entry.training, random.next_generator())
                              for _ in range(program.num_random))
-        _push(entry.tuning or program, inputs, results, contexts, "CachedOp",
-              None if entry.tuning else entry.layouts, range(count, count + len(writes)))
+        _push(tuning or program, inputs, results, contexts, "CachedOp",
+              None if tuning else entry.layouts, range(count, count + len(writes)))
         outputs = results[:count]
         if entry.backward is not None:
             saved = results[count + len(writes):] + [inputs[i] for i in entry.saved_inputs]

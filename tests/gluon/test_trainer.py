@@ -76,3 +76,33 @@ def test_a_step_leaves_arrays_sharing_the_old_weights_alone(optimizer):
         gluon.Trainer([w], optimizer, {"learning_rate": 0.1}).step(2)
         np.testing.assert_array_equal(old.asnumpy(), [1.0, -2.0])
         assert shared and not np.allclose(w.data().asnumpy(), [1.0, -2.0])
+
+
+def test_a_step_is_one_engine_op_and_backward_stores_every_gradient_in_one():
+    """Two parameters: ``backward()`` stores both gradients in one ``_copy_to`` op and the
+    Trainer updates both in one ``multi_sgd_update`` op, each reading and writing every
+    parameter's Var (so the engine orders them as the per-parameter ops were)."""
+    from hybridlab import engine
+
+    with engine.engine_scope("NaiveEngine") as eng:
+        w, b = gluon.Parameter("w", shape=(2,)), gluon.Parameter("b", shape=(2,))
+        for param, value in ((w, [1.0, -2.0]), (b, [0.5, 0.5])):
+            param.initialize()
+            param.set_data(nd.array(value))
+        trainer = gluon.Trainer([w, b], "sgd", {"learning_rate": 0.1})
+        with autograd.record():
+            loss = (w.data() * nd.array([2.0, 4.0]) + b.data()).sum()
+        eng.set_tracing(True)
+        eng.clear_trace()
+        loss.backward()
+        trainer.step(2)
+        records = list(eng.trace)
+        eng.set_tracing(False)
+    stores = [r for r in records if r.name == "_copy_to"]
+    updates = [r for r in records if r.name.endswith("_update")]
+    assert len(stores) == 1 and len(updates) == 1 and updates[0].name == "multi_sgd_update"
+    grads = {str(w.grad()._var), str(b.grad()._var)}
+    assert set(stores[0].writes) == grads and set(updates[0].reads) == grads
+    assert set(updates[0].writes) == {str(w.data()._var), str(b.data()._var)}
+    np.testing.assert_allclose(w.data().asnumpy(), [0.9, -2.2], rtol=1e-6)  # g = [1, 2]
+    np.testing.assert_allclose(b.data().asnumpy(), [0.45, 0.45], rtol=1e-6)  # g = 1/2

@@ -158,3 +158,20 @@ def test_the_flag_reads_its_environment_variable(monkeypatch):
     assert isinstance(config._int_from_env("HYBRIDLAB_AUTOTUNE", 1, 0, 1, ""), config.Invalid)
     with pytest.raises(TypeError, match="autotune must be True or False"):
         nn.Dense(2).hybridize(autotune="no")
+
+
+def test_calls_queued_before_the_first_ran_use_the_choice_it_made():
+    """On a StepEngine every call is queued before any runs: the second queued call holds
+    the tuning too, finds it ended by the first, and runs the chosen program."""
+    with engine.engine_scope("StepEngine") as eng:
+        net, x, expected, timer = mlp(True)
+        first, second = net(x), net(x)
+        entry = net._cached_op._last
+        assert entry.tuning is not None and len(eng.ready) >= 2
+        eng.run()
+        assert entry.tuning is None and entry.layout.chosen == PRETRANSPOSED
+        third = net(x)  # after the choice: the plain call, with the layout copies
+        eng.run()
+    for result in (first, second, third):
+        np.testing.assert_allclose(result.asnumpy(), expected, rtol=1e-5, atol=1e-6)
+    assert len(timer.calls) == 2 * Tuner().rounds  # measured once
