@@ -110,7 +110,7 @@ def test_hide_weights_removes_parameters_and_their_edges():
 
 
 def test_summary_is_stable_text():
-    assert vg.summary(small_graph(), ["w"]) == (
+    assert lab_graphs.summary(small_graph(), ["w"]) == (
         "Graph(nodes=7, inputs=1, params=1, ops=[broadcast_add x2, relu, _mul_scalar])")
 
 
@@ -513,7 +513,7 @@ def test_displaying_a_drawing_again_does_not_repeat_the_hint(monkeypatch):
     drawing = vg.draw(small_graph())
     texts = [drawing._repr_mimebundle_()["text/plain"] for _ in range(3)]
     assert texts[0] == texts[2] and texts[0].count("apt-get install graphviz") == 1
-    assert drawing.text == repr(drawing) == vg.summary(small_graph())
+    assert drawing.text == repr(drawing) == lab_graphs.summary(small_graph())
 
 
 def test_mimebundle_keeps_the_callers_text_and_adds_the_hint_without_dot(monkeypatch):
@@ -584,7 +584,7 @@ def test_unused_nodes_are_dotted_and_disconnected_pieces_packed():
     source = vg.to_dot(folded).source
     assert source.count("unused") == 6 and source.count("dotted") == 6
     assert "pack=true" in source and "packmode=array_3" in source
-    assert vg.summary(folded).endswith("ops=[], unused=6)")
+    assert lab_graphs.summary(folded).endswith("ops=[], unused=6)")
 
 
 def test_fused_clusters_are_labelled_in_the_drawing_font_at_the_bottom():

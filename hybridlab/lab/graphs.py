@@ -89,3 +89,25 @@ def op_kind(name: str) -> str:
         return registry.get(name).kind.value
     except KeyError:  # not a registry operator: a CachedOp, or a task pushed by hand
         return "other"
+
+
+def unused_nodes(graph: Graph) -> set[int]:
+    """Ids of the nodes that no graph output depends on (dead code)."""
+    used = {id(v.node) for v in graph.outputs} | {id(n) for n in graph.inputs}
+    for node in reversed(graph.nodes):
+        if id(node) in used:
+            used.update(id(v.node) for v in node.inputs)
+    return {id(n) for n in graph.nodes} - used
+
+
+def summary(graph: Graph, params: Any = ()) -> str:
+    """A one-line description that does not depend on graphviz (nbval compares it)."""
+    counts: dict[str, int] = {}
+    for node in graph.nodes:
+        if node.kind == "call":
+            counts[str(node.op)] = counts.get(str(node.op), 0) + 1
+    ops = ", ".join(f"{op} x{n}" if n > 1 else op for op, n in counts.items())
+    n_params = sum(1 for n in graph.inputs if n.name in set(params))
+    unused = len(unused_nodes(graph))
+    return (f"Graph(nodes={len(graph.nodes)}, inputs={len(graph.inputs) - n_params}, "
+            f"params={n_params}, ops=[{ops}]{f', unused={unused}' if unused else ''})")

@@ -103,3 +103,29 @@ def describe_step(boxes: list[Box], plan: Any, mode: str, step: int) -> str:
     computed = ", ".join(made) or "no placed result"
     return (f"{mode}: step {step} computes {computed}; {len(alive)} results alive, "
             f"{live_bytes(boxes, step)} bytes. {plan}")
+
+
+def memory_notes(graph: Any) -> dict[int, str]:
+    """id(node) -> where ``plan_memory`` put its result: a byte range of the shared arena,
+    or a buffer of its own (graph outputs, which the caller keeps)."""
+    plan = graph.meta.get("memory")
+    if plan is None:
+        return {}
+    notes = {}
+    outputs = {(id(v.node), v.index) for v in graph.outputs}
+    output_buffers = {plan.buffer_of.get(key) for key in outputs}
+    for node in graph.nodes:  # one line per node: its first result stands for the others
+        buffer = plan.buffer_of.get((id(node), 0))
+        if buffer is None:  # not placed: a view, a constant, or an op without ``out=``
+            continue
+        if buffer == 0:
+            start = plan.offset_of[(id(node), 0)]
+            size = node.aval[0].dtype.itemsize * math.prod(node.aval[0].shape)
+            notes[id(node)] = f"arena bytes {start}-{start + size}"
+        elif (id(node), 0) in outputs:
+            notes[id(node)] = f"own buffer {buffer} (output)"
+        elif buffer in output_buffers:  # an earlier link of an in-place chain to an output
+            notes[id(node)] = f"in place in buffer {buffer} (the output's)"
+        else:  # pinned, or left out of the arena (_choose_arena)
+            notes[id(node)] = f"own buffer {buffer} (allocated on each call)"
+    return notes

@@ -34,7 +34,7 @@ from typing import Any, Sequence
 from hybridlab import display
 from hybridlab.errors import GraphvizNotFoundError
 from hybridlab.graph.passes.pretranspose_weights import LAYOUT_OF
-from hybridlab.lab.graphs import as_graph, drawable
+from hybridlab.lab.graphs import as_graph, drawable, summary, unused_nodes
 from hybridlab.viz.bundle import rich_bundle
 from hybridlab.viz.palette import BACKGROUND, KIND_COLOURS, OKABE_ITO
 
@@ -166,15 +166,6 @@ def _calls(graph: Any) -> list[Any]:
     return found
 
 
-def unused_nodes(graph: Any) -> set[int]:
-    """Ids of the nodes that no graph output depends on (dead code)."""
-    used = {id(v.node) for v in graph.outputs} | {id(n) for n in graph.inputs}
-    for node in reversed(graph.nodes):
-        if id(node) in used:
-            used.update(id(v.node) for v in node.inputs)
-    return {id(n) for n in graph.nodes} - used
-
-
 def _draw_nodes(target: Any, graph: Any, prefix: str, bound: dict, canvas: _Canvas
                 ) -> dict[int, str]:
     """Add ``graph``'s nodes to ``target``; returns id(node) -> DOT id (``bound`` first)."""
@@ -268,19 +259,6 @@ def _style(node: Any, canvas: _Canvas) -> dict[str, str]:
     if id(node) in canvas.highlight:
         style = {**style, "color": OKABE_ITO["vermillion"], "penwidth": "2.5"}
     return style
-
-
-def summary(graph: Any, params: Any = ()) -> str:
-    """A one-line description that does not depend on graphviz (nbval compares it)."""
-    counts: dict[str, int] = {}
-    for node in graph.nodes:
-        if node.kind == "call":
-            counts[node.op] = counts.get(node.op, 0) + 1
-    ops = ", ".join(f"{op} x{n}" if n > 1 else op for op, n in counts.items())
-    n_params = sum(1 for n in graph.inputs if n.name in set(params))
-    unused = len(unused_nodes(graph))
-    return (f"Graph(nodes={len(graph.nodes)}, inputs={len(graph.inputs) - n_params}, "
-            f"params={n_params}, ops=[{ops}]{f', unused={unused}' if unused else ''})")
 
 
 # ---------------------------------------------------------------------------------------

@@ -27,10 +27,12 @@ from __future__ import annotations
 import html
 from typing import Any, Sequence
 
+from hybridlab.lab.graphs import summary
+from hybridlab.lab.memory import memory_notes
 from hybridlab.lab.passes import PassModel
 from hybridlab.viz.bundle import Instrument, encode_png
-from hybridlab.viz.graph import Drawing, summary, to_dot
-from hybridlab.viz.views import CODE_STYLE, memory_notes
+from hybridlab.viz.graph import Drawing, to_dot
+from hybridlab.viz.views import CODE_STYLE
 
 
 def stage_drawing(model: PassModel, index: int) -> Drawing:

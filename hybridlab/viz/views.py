@@ -22,12 +22,12 @@ Invariants
 from __future__ import annotations
 
 import html
-import math
 from typing import Any
 
-from hybridlab.lab.graphs import as_graph, block_parameters, cached_op_of, parameter_names
+from hybridlab.lab.graphs import as_graph, block_parameters, cached_op_of, parameter_names, summary
+from hybridlab.lab.memory import memory_notes
 from hybridlab.viz.bundle import encode_png, rich_bundle, stack_png
-from hybridlab.viz.graph import Drawing, summary, to_dot
+from hybridlab.viz.graph import Drawing, to_dot
 
 CODE_STYLE = ("font-size:12px;line-height:1.35;white-space:pre;overflow-x:auto;"
               "word-break:normal;overflow-wrap:normal;background:#f7f7f7;padding:6px 8px")
@@ -116,32 +116,6 @@ def draw_passes(obj: Any, only_changed: bool = True) -> HtmlView:
         lines.append(f"{heading}: {drawing.text}")
     layout = '<div style="display:flex;flex-wrap:wrap;align-items:flex-start">'
     return HtmlView(layout + "".join(parts) + "</div>", "\n".join(lines), panels)  # type: ignore[arg-type]
-
-
-def memory_notes(graph: Any) -> dict[int, str]:
-    """id(node) -> where ``plan_memory`` put its result: a byte range of the shared arena,
-    or a buffer of its own (graph outputs, which the caller keeps)."""
-    plan = graph.meta.get("memory")
-    if plan is None:
-        return {}
-    notes = {}
-    outputs = {(id(v.node), v.index) for v in graph.outputs}
-    output_buffers = {plan.buffer_of.get(key) for key in outputs}
-    for node in graph.nodes:  # one line per node: its first result stands for the others
-        buffer = plan.buffer_of.get((id(node), 0))
-        if buffer is None:  # not placed: a view, a constant, or an op without ``out=``
-            continue
-        if buffer == 0:
-            start = plan.offset_of[(id(node), 0)]
-            size = node.aval[0].dtype.itemsize * math.prod(node.aval[0].shape)
-            notes[id(node)] = f"arena bytes {start}-{start + size}"
-        elif (id(node), 0) in outputs:
-            notes[id(node)] = f"own buffer {buffer} (output)"
-        elif buffer in output_buffers:  # an earlier link of an in-place chain to an output
-            notes[id(node)] = f"in place in buffer {buffer} (the output's)"
-        else:  # pinned, or left out of the arena (_choose_arena)
-            notes[id(node)] = f"own buffer {buffer} (allocated on each call)"
-    return notes
 
 
 def draw_with_source(obj: Any, width: int = 96, which: str = "forward") -> HtmlView:

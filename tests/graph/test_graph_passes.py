@@ -460,7 +460,7 @@ def test_a_big_short_lived_value_is_left_out_of_the_arena():
     plan = graph.meta["memory"]
     a = next((id(n), 0) for n in graph.nodes if n.name == "a")
     assert plan.buffer_of[a] != 0  # not the arena: its kernel allocates it on each call
-    from hybridlab.viz.views import memory_notes  # the drawing says so (not "the output's")
+    from hybridlab.lab.memory import memory_notes  # the drawing says so (not "the output's")
     note = memory_notes(graph)[a[0]]
     assert note.endswith("(allocated on each call)"), note
     assert plan.planned == plan.bound == (64 * 256 + 256) * 4  # a or out, and s
