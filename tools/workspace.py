@@ -104,6 +104,12 @@ def notebook_copy(source: Path) -> bytes:
     return (json.dumps(notebook, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
 
 
+def install_copy(source: Path, target: Path) -> None:
+    """Copy one course notebook with local metadata, atomically, then trust it."""
+    write_new(target, notebook_copy(source))
+    trust(target)
+
+
 def trust(target: Path) -> None:
     command = [sys.executable, "-m", "jupyter", "trust", str(target)]
     if subprocess.run(command, capture_output=True).returncode != 0:
@@ -180,10 +186,10 @@ def make(refresh: bool = False) -> list[str]:
                 (kept / name).parent.mkdir(parents=True, exist_ok=True)
                 shutil.move(str(target), kept / name)
                 done.append(f"kept your edited {name} in {kept.relative_to(ROOT)}")
-        notebook = name.endswith(".ipynb")
-        write_new(target, notebook_copy(source) if notebook else source.read_bytes())
-        if notebook:
-            trust(target)
+        if name.endswith(".ipynb"):
+            install_copy(source, target)
+        else:
+            write_new(target, source.read_bytes())
         stamps[name] = {"course": course, "copy": digest(target)}
         done.append(f"{'updated' if refresh else 'added'} {name}")
     write_new(stamps_path, (json.dumps(stamps, indent=1) + "\n").encode("utf-8"))
