@@ -22,6 +22,7 @@ from hybridlab import (
     profiler,
     random,
     symbol,
+    util,
     viz,
 )
 from hybridlab import initializer as init  # mx.init.Xavier()
@@ -29,3 +30,4 @@ from hybridlab import ndarray as nd  # mx.nd, `from hybridlab import nd`
 from hybridlab import symbol as sym  # mx.sym, `from hybridlab import sym`
 from hybridlab.base import __version__  # tests/test_setup.py checks it against pyproject
 from hybridlab.context import Context, cpu, current_context, gpu
+from hybridlab.util import np_shape

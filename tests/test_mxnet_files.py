@@ -197,6 +197,11 @@ def test_batchnorm_read_from_mxnet_uses_batch_statistics_while_training_and_has_
     per_channel = trained.transpose(1, 0, 2, 3).reshape(2, -1)
     np.testing.assert_allclose(per_channel.mean(axis=1), 0, atol=1e-5)  # the batch's own
     np.testing.assert_allclose(per_channel.std(axis=1), 1, atol=1e-3)
+    # training, MXNet's operator also moves the moving statistics in place (momentum 0.9)
+    batch = x.asnumpy().transpose(1, 0, 2, 3).reshape(2, -1)
+    np.testing.assert_allclose(mean.asnumpy(), 0.1 * batch.mean(axis=1), rtol=1e-5)
+    np.testing.assert_allclose(var.asnumpy(), 0.9 + 0.1 * batch.var(axis=1), rtol=1e-5)
+    mean, var = nd.zeros((2,)), nd.ones((2,))
     # differentiated through its lowering: predicting, y = x / sqrt(1 + eps) per element;
     # training, the sum of a normalised channel is constant, so its gradient is zero
     x.attach_grad()

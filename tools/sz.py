@@ -55,7 +55,7 @@ PACKAGE = ROOT / "hybridlab"
 # imported and loaded parameters checked against the graph (shapes, dtypes): 10.1k.
 # The per-module budgets bind; this cap only stops silent growth.
 # 18th session: + layer operators and their lowering, views (issue 12), the core typed
-TOTAL_BUDGET = 10800
+TOTAL_BUDGET = 11800  # + MXNet's own unit tests (issue 24): Executor, model zoo, layers
 DEFAULT_BUDGET = 150
 
 # Code-line budgets, keyed by path relative to the repository root.
@@ -63,12 +63,14 @@ BUDGETS: dict[str, int] = {
     "hybridlab/__init__.py": 28,
     "hybridlab/config.py": 50,
     "hybridlab/errors.py": 60,
+    "hybridlab/util.py": 20,  # mx.util: the np_shape switch
     "hybridlab/base.py": 10,  # mx.base re-exports MXNetError; nothing else belongs here
     "hybridlab/ops/__init__.py": 30,  # imports 12 op modules so they register, OPS/COMPOSITES views
     "hybridlab/ops/fused.py": 66,  # _fused: a grouped chain's kernel, shape rule, gradient
     "hybridlab/ops/registry.py": 420,  # + kernel_out, Attr bounds, composite errors, methods
     # rule, layer operators (OpDef.lower, register_layer, run_lowering)
-    "hybridlab/ops/elementwise.py": 240,  # + elemwise_* as MXNet has them (one shape)
+    "hybridlab/ops/elementwise.py": 265,  # + elemwise_* as MXNet has them (one shape)
+    # (+ BlockGrad, MakeLoss, relu's NaN-keeping gradient: MXNet's unit tests, issue 24)
     #  # + kernel_out forms and the dtype contract
     "hybridlab/ops/reduce.py": 123,
     "hybridlab/ops/shape.py": 144,
@@ -77,14 +79,16 @@ BUDGETS: dict[str, int] = {
     "hybridlab/engine.py": 625,  # + hook-error reports, convoy-free finishing, BLAS, origin cache;
     # + typed for mypy --strict;
     # + the push/fail/skip/clear events and typed dependencies (Dep) every instrument reads
-    "hybridlab/ndarray.py": 460,  # + layer operators run as their lowering, views (NOTE [Views])
+    "hybridlab/ndarray.py": 475,  # + layer operators run as their lowering, views (NOTE [Views])
+    # (+ nd.BatchNorm moving its statistics in place, b[0] = [v]: issue 24)
     #  # + never-computed-array errors, nd.<typo> hints, head_grad
     "hybridlab/ndarray_io.py": 175,  # MXNet's file format: bounded reads, aligned, atomic writes
     "hybridlab/onnx.py": 280,  # + rows for the layer operators ONNX has whole
     #  # ONNX export: the graph walk and one table mapping ~35 operators
     "hybridlab/context.py": 50,  # mx.cpu/gpu/Context: devices exist only for MXNet compatibility
     "hybridlab/random.py": 27,  # ARCHITECTURE.md: mx.random.seed and the seed stream
-    "hybridlab/symbol.py": 730,  # + JSON load, Executor, teaching errors, elementwise completion
+    "hybridlab/symbol.py": 790,  # + JSON load, Executor, teaching errors, elementwise completion
+    # (+ simple_bind, Executor outputs at bind and grad_req per argument: issue 24)
     "hybridlab/name.py": 46,  # mx.name: NameManager, Prefix
     "hybridlab/autograd.py": 159,  # + teaching errors: freed graph, bad VJP, 2nd order, head shape
     "hybridlab/walk.py": 40,  # postorder and the one reverse-mode sweep
@@ -110,7 +114,8 @@ BUDGETS: dict[str, int] = {
     "hybridlab/graph/passes/pretranspose_weights.py": 45,  # the layout pass
     "hybridlab/gluon/__init__.py": 11,  # re-exports only
     "hybridlab/gluon/parameter.py": 190,  # + save/load, regex, grad_req, one NDArray, aligned
-    "hybridlab/gluon/block.py": 345,  # + input/flag/trace checks, Symbol calls; one CachedOp
+    "hybridlab/gluon/block.py": 360,  # + input/flag/trace checks, Symbol calls; one CachedOp
+    # (+ MXNet's attribute-type check and blocks-in-a-list warning: issue 24)
     "hybridlab/gluon/nn/__init__.py": 20,  # re-exports only (nn.py split as MXNet's gluon/nn/)
     "hybridlab/gluon/nn/activations.py": 25,
     "hybridlab/gluon/nn/basic_layers.py": 160,  # + BatchNorm on any axis, slices, MXNet reprs
@@ -144,7 +149,7 @@ BUDGETS: dict[str, int] = {
     "hybridlab/lab/timing.py": 220,  # speed-ups against the numpy floor; where a call's time goes
     "hybridlab/exercises/glue.py": 25,  # numbers from outputs into lesson prose; claims
     # Modules the first sketch did not list (the issues asked for more).
-    "hybridlab/ops/_infer.py": 40,  # shared shape-rule helpers (axis normalisation, broadcast)
+    "hybridlab/ops/_infer.py": 45,  # shared shape-rule helpers (axis normalisation, broadcast)
     "hybridlab/ops/broadcast.py": 60,  # broadcast_to/axis/like and sum_like, their inverse
     "hybridlab/ops/conv.py": 160,  # im2col in bounded chunks, out= kernels, workspace formulas
     "hybridlab/ops/creation.py": 46,  # ones/zeros/full/arange and *_like
@@ -152,7 +157,7 @@ BUDGETS: dict[str, int] = {
     "hybridlab/ops/indexing.py": 155,  # slice, pick, take, one_hot + scatters and their grads
     "hybridlab/ops/join.py": 78,  # concat, stack, split; _concat_part's own (2nd-order) gradient
     "hybridlab/ops/linalg.py": 83,  # MXNet's linalg.gemm2 and potrf (+ its backward)
-    "hybridlab/ops/nn.py": 210,  # sigmoid, LeakyReLU, Activation, Dropout, BatchNorm (MXNet's
+    "hybridlab/ops/nn.py": 215,  # sigmoid, LeakyReLU, Activation, Dropout, BatchNorm (MXNet's
     # op, lowered), SoftmaxOutput with its cross-entropy gradient
     "hybridlab/ops/pool.py": 112,  # Pooling, its chunked gradient; out= kernels, workspace
     "hybridlab/graph/autodiff.py": 110,  # backward graph; cheap residuals recomputed; lowering
@@ -161,7 +166,7 @@ BUDGETS: dict[str, int] = {
     "hybridlab/gluon/symbol_block.py": 105,  # + shared Parameters sized from the graph, checks,
     # first values by the operator input fed (gamma, moving_var: ones)
     "hybridlab/contrib.py": 77,  # + the imperative while_loop (a real loop), list data
-    "hybridlab/initializer.py": 70,  # mx.init: Uniform, Normal, Xavier, Zero, One, Constant
+    "hybridlab/initializer.py": 75,  # mx.init: Uniform, Normal, Xavier, Zero, One, Constant, ==
     "hybridlab/exercises/__init__.py": 60,  # self-check functions, one module per lesson; + glue, claim
     "hybridlab/exercises/_common.py": 55,  # + compare_block, shared by lessons 02 and 04
     "hybridlab/exercises/lesson00.py": 44,

@@ -102,7 +102,7 @@ class SymbolBlock(HybridBlock):
         arg_shapes, _, aux_shapes = self._graph.infer_shape_partial(**given)
         names = self._graph.list_arguments() + self._graph.list_auxiliary_states()
         for name, shape in zip(names, (arg_shapes or []) + (aux_shapes or [])):
-            if name in self.params and shape is not None:
+            if name in self.params and shape:  # () is "not known" (MXNet's partial answer)
                 self.params[name].shape = shape
         unknown = [p.name for p in self.params.values()
                    if p._deferred is not None and not p._shape_known()]

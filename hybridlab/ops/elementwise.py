@@ -221,7 +221,7 @@ for _name, (_ufunc, _grad, _doc) in _UFUNCS.items():
            ufunc=_ufunc if isinstance(_ufunc, np.ufunc) else None)
 _unary("_copy", np.positive, lambda F, g, x, out: g, "A copy of ``x``.", np.positive,
        ("identity",))
-_unary("relu", lambda x: np.maximum(x, 0, dtype=x.dtype), lambda F, g, x, out: g * (out > 0),
+_unary("relu", lambda x: np.maximum(x, 0, dtype=x.dtype), lambda F, g, x, out: F._relu_grad(g, x),
        "Rectified linear unit ``max(x, 0)``.", kernel_out=lambda x, out: np.maximum(x, 0, out=out))
 _unary("zeros_like", np.zeros_like, None, "Zeros with the shape and dtype of ``x``.")
 _unary("ones_like", np.ones_like, None, "Ones with the shape and dtype of ``x``.")
@@ -336,3 +336,37 @@ register(OpDef(
     kind=Kind.ELEMENTWISE, inputs=("*args",), aliases=("ElementWiseSum",),
     attrs={"num_args": Attr("int", 0, low=0)},
     doc="The sum of any number of arrays of one shape (how gradients are accumulated)."))
+
+# The two identities MXNet uses to shape gradients: BlockGrad passes values and stops the
+# gradient; make_loss passes values and starts one (``grad_scale`` whatever comes from above).
+_unary("BlockGrad", np.positive, None, "``x``, with a zero gradient (MXNet's BlockGrad).",
+       np.positive, ("stop_gradient",))
+register(OpDef(
+    name="MakeLoss", kernel=lambda x, **attrs: x.copy(), infer=_infer.same_as_first,
+    grad=lambda F, inputs, outputs, out_grads, grad_scale, **unused: [
+        F.ones_like(inputs[0]) * grad_scale],
+    kind=Kind.OPAQUE, aliases=("make_loss",),
+    attrs={"grad_scale": Attr("float", 1.0), "valid_thresh": Attr("float", 0.0),
+           "normalization": Attr("str", "null", ("null", "batch", "valid"))},
+    doc="``x`` as a loss: its gradient is ``grad_scale`` (ones), whatever arrives from above."))
+
+
+def _relu_grad(g: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``g`` where ``x > 0``, 0 elsewhere -- and NaN where x is NaN, as MXNet's relu_grad
+    (``g * (x > 0)`` would hide a NaN that reached the layer)."""
+    return np.where(x > 0, g, np.where(np.isnan(x), x, 0)).astype(g.dtype, copy=False)
+
+
+def _relu_grad_out(g: np.ndarray, x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    np.multiply(g, x > 0, out=out)  # out may be g's own buffer (inplace_ok)
+    nan = np.isnan(x)
+    if nan.any():
+        out[nan] = np.nan
+    return out
+
+
+register(OpDef(
+    name="_relu_grad", kernel=_relu_grad, infer=lambda g, x: [g], kind=Kind.ELEMENTWISE,
+    inputs=("grad", "data"), grad=None, inplace_ok=True, kernel_out=_relu_grad_out,
+    grad_missing="relu's second derivative is zero almost everywhere and not written",
+    doc="relu's VJP: ``grad`` where ``data > 0``, NaN where data is NaN, else 0."))

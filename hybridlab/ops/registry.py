@@ -157,6 +157,10 @@ class OpDef:
     # sym.infer_shape(data=...) can fill `fc1_weight` as MXNet did
     infer_params: Callable[..., dict[str, tuple[int, ...]]] | None = None
     lower: Callable[..., Any] | None = None  # a layer operator's definition (see above)
+    # BatchNorm's side effect, as MXNet's operator has it: run imperatively while training
+    # (use_global_stats off), inputs 3 and 4 (moving mean, variance) move in place towards
+    # the batch's statistics (the lowering's outputs 1 and 2 with output_mean_var) by momentum
+    moves_statistics: bool = False
     aliases: tuple[str, ...] = ()
     doc: str = ""
 
@@ -309,6 +313,8 @@ def _parse_shape(value: Any) -> tuple[int, ...]:
         return tuple(_parse_int(p) for p in text.split(",") if p.strip()) if text else ()
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
         return (int(value),)
+    if isinstance(value, np.ndarray) and value.ndim == 1 and value.dtype.kind in "iu":
+        value = value.tolist()  # MXNet takes a numpy array of ints as a shape too
     if isinstance(value, (tuple, list)):
         return tuple(_parse_int(v) for v in value)
     raise TypeError("expected a shape such as (2, 3)")

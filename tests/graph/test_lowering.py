@@ -146,7 +146,7 @@ def test_softmax_output_trains_with_the_cross_entropy_gradient_hybridized_or_not
 def test_infer_shape_completes_what_the_operators_determine():
     a, b = sym.var("a"), sym.var("b")
     assert sym.elemwise_add(a, b).infer_shape(b=(2, 3))[0] == [(2, 3), (2, 3)]
-    assert (a + b).infer_shape(b=(2, 3))[0] == [None, (2, 3)]  # + broadcasts: unknown
+    assert sym.broadcast_add(a, b).infer_shape_partial(b=(2, 3))[0] == [(), (2, 3)]
     data = sym.var("data")
     net = sym.FullyConnected(data, num_hidden=4, name="fc1")
     net = sym.BatchNorm(net, name="bn")
