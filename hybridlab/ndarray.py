@@ -99,6 +99,11 @@ class NDArray:
         return self.transpose()
 
     @property
+    def stype(self) -> str:
+        """The storage type: always ``'default'`` (dense; hybridlab has no sparse storage)."""
+        return "default"
+
+    @property
     def grad(self) -> NDArray | None:
         """The gradient buffer made by ``attach_grad`` (None for other arrays)."""
         return self._ag.grad if isinstance(self._ag, autograd.Leaf) else None

@@ -723,7 +723,8 @@ def _apply(op: registry.OpDef, inputs: list, attrs: dict, name: str | None, hint
               for input_name, given in zip(names, inputs)]
     node = ir.call(op.name, values, parsed, name=node_name, origin=ir.user_origin(),
                    parsed=True)
-    return Symbol([node.out(i) for i in range(op.output_count(parsed))])
+    kind = _GraphSymbol if any(type(x) is _GraphSymbol for x in inputs) else Symbol
+    return kind([node.out(i) for i in range(op.output_count(parsed))])
 
 
 def _foreign_operand(symbol: Symbol, other: Any, dunder: str) -> None:
@@ -1084,11 +1085,14 @@ class Executor:
                                  f"{self._symbol.list_arguments()}")
             _to_ndarray(value).copyto(self.arg_dict[key])
         feed = {**self.arg_dict, **self.aux_dict}
-        scope = autograd.record(train_mode=True) if is_train else autograd.predict_mode()
+        # recorded whenever there are gradients to give: MXNet's executor can run backward
+        # after forward(is_train=False) too (dropout off, the same gradient rules)
+        recorded = is_train or bool(self.grad_dict)
+        scope = autograd.record(train_mode=is_train) if recorded else autograd.predict_mode()
         with scope:
             results = self._program(*[feed[n] for n in self._symbol.list_inputs()])
         self.outputs = list(results) if isinstance(results, (list, tuple)) else [results]
-        self._trained = is_train
+        self._recorded = recorded
         return self.outputs
 
     def backward(self, out_grads: Any = None, is_train: bool = True) -> None:
@@ -1096,8 +1100,9 @@ class Executor:
         dtype as MXNet does: a float gradient into an int32 output is truncated) into
         ``grad_dict``."""
         from hybridlab import autograd
-        if not getattr(self, "_trained", False):
-            raise RuntimeError("backward() needs forward(is_train=True) first")
+        if not getattr(self, "_recorded", False):
+            raise RuntimeError("backward() needs forward() first, bound with gradients "
+                               "(args_grad, or simple_bind with a grad_req other than 'null')")
         heads = None if out_grads is None else [
             _to_ndarray(g).astype(out.dtype, copy=False) for g, out in zip(
                 out_grads if isinstance(out_grads, (list, tuple)) else [out_grads],
@@ -1146,8 +1151,17 @@ def _to_ndarray(value: Any) -> Any:
 # NOTE: [Shadowed builtins] this puts sym.sum, sym.min, sym.max, sym.abs, sym.round and
 # sym.slice into this module's globals, so code above must not call those builtins.
 registry.populate(sys.modules[__name__], _apply, _compose)
-registry.install_dunders(Symbol, _apply, _foreign_operand)
+registry.install_dunders(Symbol, _apply, _foreign_operand, registry.ELEMENTWISE_DUNDERS)
 registry.install_methods(Symbol, sys.modules[__name__])  # x.relu(): the rule NDArray uses
+
+
+class _GraphSymbol(Symbol):
+    """The compiler's Symbol: its ``+ - * /`` broadcast, as NDArray's do, because gradient
+    rules and lowerings are written once for both (``g * b`` with b broadcast). User code
+    never sees it; ``_apply`` keeps the class through every operator it feeds."""
+
+
+registry.install_dunders(_GraphSymbol, _apply, _foreign_operand)
 # The compiler (graph.autodiff) writes gradient nodes with this module as F.
-frontend.install(sys.modules[__name__], lambda value: Symbol([value]),
+frontend.install(sys.modules[__name__], lambda value: _GraphSymbol([value]),
                  lambda symbol: symbol._outputs[0])

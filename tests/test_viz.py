@@ -174,17 +174,17 @@ def fancy_symbol():
 
 def test_a_symbol_displays_as_its_graph():
     bundle = vg.mimebundle(fancy_symbol())
-    assert bundle["text/plain"] == "Graph(nodes=7, inputs=4, params=0, ops=[broadcast_add x3])"
+    assert bundle["text/plain"] == "Graph(nodes=7, inputs=4, params=0, ops=[elemwise_add x3])"
     if HAS_DOT:
         bundle = fancy_symbol()._repr_mimebundle_()  # what Jupyter calls
-        assert bundle["image/svg+xml"].count("broadcast_add") >= 3
+        assert bundle["image/svg+xml"].count("elemwise_add") >= 3
 
 
 def test_plot_network_infers_types_from_the_data_shapes():
     import hybridlab as mx
 
     dot = mx.viz.plot_network(fancy_symbol(), shape={n: (2, 3) for n in "abcd"})
-    assert dot.source.count(r"broadcast_add\nfloat32[2,3]") == 3
+    assert dot.source.count(r"elemwise_add\nfloat32[2,3]") == 3
     assert dot.format == "pdf"  # MXNet's default save_format
     untyped = mx.viz.plot_network(fancy_symbol()).source
     assert "float32" not in untyped and "?" not in untyped

@@ -645,14 +645,26 @@ def _method(function: Callable[..., Any]) -> Callable[..., Any]:
     return method
 
 
-def install_dunders(cls: type, apply: Apply, foreign: Foreign | None = None) -> None:
+# MXNet's Symbol: ``a + b`` of two Symbols is the elementwise ``_Plus`` (one shape, no
+# broadcasting; F.broadcast_add broadcasts). NDArray's operators broadcast, as in MXNet.
+ELEMENTWISE_DUNDERS: dict[str, str] = {
+    "__add__": "elemwise_add", "__radd__": "elemwise_add", "__sub__": "elemwise_sub",
+    "__rsub__": "elemwise_sub", "__mul__": "elemwise_mul", "__rmul__": "elemwise_mul",
+    "__truediv__": "elemwise_div", "__rtruediv__": "elemwise_div",
+}
+
+
+def install_dunders(cls: type, apply: Apply, foreign: Foreign | None = None,
+                    tensor_ops: dict[str, str] | None = None) -> None:
     """Give ``cls`` its arithmetic operators, all routed through ``apply``.
 
     ``foreign(self, other, dunder)``, when given, sees an operand that is neither a
     ``cls`` nor a number before Python's ``TypeError``, and may raise a clearer error
-    (``sym``: an NDArray inside a traced ``hybrid_forward``).
+    (``sym``: an NDArray inside a traced ``hybrid_forward``). ``tensor_ops`` replaces the
+    operator of some dunders between two tensors (``sym``: ``ELEMENTWISE_DUNDERS``).
     """
     for dunder, (tensor_name, scalar_name, hint) in DUNDERS.items():
+        tensor_name = (tensor_ops or {}).get(dunder, tensor_name)
         setattr(cls, dunder, _dunder(cls, dunder, tensor_name, scalar_name, hint, apply,
                                      foreign))
     # defining __eq__ would otherwise remove hashing

@@ -23,8 +23,8 @@ X = RNG.normal(size=(4, 3, 5)).astype(np.float32)
 
 
 def test_the_layer_operators_are_mxnets():
-    assert LAYER_OPS == ["Activation", "BatchNorm", "Dropout", "Embedding", "elemwise_add",
-                         "elemwise_div", "elemwise_mul", "elemwise_sub", "log_softmax", "softmax"]
+    assert LAYER_OPS == ["Activation", "BatchNorm", "Dropout", "Embedding", "log_softmax",
+                         "softmax"]
     assert PIPELINE[0] is lower_operators
 
 
@@ -34,10 +34,6 @@ CASES = {
     "softmax": (lambda F, x: F.softmax(x, axis=1, temperature=2.0), [X]),
     "log_softmax": (lambda F, x: F.log_softmax(x), [X]),
     "Dropout": (lambda F, x: F.Dropout(x, p=0.5), [X]),
-    "elemwise_add": (lambda F, a, b: F.elemwise_add(a, b), [X, X * 2]),
-    "elemwise_sub": (lambda F, a, b: F.elemwise_sub(a, b), [X, X * 2]),
-    "elemwise_mul": (lambda F, a, b: F.elemwise_mul(a, b), [X, X * 2]),
-    "elemwise_div": (lambda F, a, b: F.elemwise_div(a, b), [X, np.abs(X) + 1]),
     "Embedding": (lambda F, i, w: F.Embedding(i, w, input_dim=4, output_dim=3),
                   [np.array([[2.0, 0.0], [3.0, 3.0]], np.float32),
                    RNG.normal(size=(4, 3)).astype(np.float32)]),
