@@ -4,8 +4,9 @@ The network is the seed's (512 -> 256 relu -> 128 relu -> 2). For batch sizes 1,
 1024 we time ``net(x)`` (forward only, ending with ``nd.waitall()``):
 
 * imperative (every operator pushed to the engine one by one),
-* hybridized (one CachedOp call = one engine op),
-* hybridized with ``static_alloc=True, static_shape=True``,
+* hybridized (one CachedOp call = one engine op; the default: the weights' layout chosen
+  by measurement on the first call, ``graph/autotune.py``),
+* hybridized with ``static_alloc=True, static_shape=True`` (also autotuned),
 
 under the NaiveEngine and the ThreadedEngine, next to hand-written numpy and numpy with
 preallocated ``out=`` buffers: the *floor*, the same maths on the same weight layout
@@ -13,11 +14,20 @@ preallocated ``out=`` buffers: the *floor*, the same maths on the same weight la
 framework at all. One more row stores each weight transposed once (``x @ Wt``): that
 layout alone is faster in OpenBLAS at batch 64, and shows what a framework that kept
 its weights that way would gain; ratios are to the same-layout floor. The row
-``pre-transposed / NaiveEngine`` is hybridlab doing that: ``hybridize(passes=
-[pretranspose_weights])``, the layout pass (weights transposed once, kept by CachedOp).
+``pre-transposed / NaiveEngine`` is hybridlab doing that always: ``hybridize(passes=
+[pretranspose_weights])``, the layout pass (weights transposed once, kept by CachedOp);
+``as stored / NaiveEngine`` never (``hybridize(autotune=False)``); the default rows do it
+where the first call measured it faster, and the table prints what each chose.
 PyTorch eager
 and TorchScript rows appear when torch is installed. Then one training step (forward,
-loss, backward, SGD) imperative vs hybridized vs static at batch 1 and 64.
+loss, backward, SGD) at batch 1 and 64: imperative; hybridized (net and loss each
+hybridized); the net and its loss hybridized as one block (``WithLoss``: one CachedOp, so
+one forward and one compiled backward program a step); and that block with static_alloc.
+
+The BLAS kernel decides what pays (the layout pass pays with OpenBLAS's SkylakeX kernel,
+not with its Haswell one), so the table's header names it (threadpoolctl). Run with
+``OPENBLAS_CORETYPE`` and ``OPENBLAS_L2_SIZE`` unset to measure the kernel OpenBLAS picks
+for the machine: ``env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python3 ...``.
 
 Fairness: every forward row reads the very same weight buffers, each placed at a 64-byte
 boundary (``aligned``): where a weight matrix starts moves a batch-1 forward by about 5%
@@ -83,13 +93,27 @@ def get_net(mode: str, shared: list[np.ndarray] | None = None) -> nn.HybridSeque
     for param, values in zip(net.collect_params().values(), shared or ()):
         nd.from_numpy(values).copyto(param.data())  # same dtype: the buffer is shared
     nd.waitall()
-    if mode == "hybridized":
-        net.hybridize()
-    elif mode == "pre-transposed":  # the layout pass: weights read as (in, out)
+    if mode == "hybridized":  # the default: the layout measured on the first call
+        net.hybridize(autotune=True)
+    elif mode == "as stored":  # the weights read as stored, (out, in): no measurement
+        net.hybridize(autotune=False)
+    elif mode == "pre-transposed":  # the layout pass always: weights read as (in, out)
         net.hybridize(passes=[pretranspose_weights])
     elif mode == "static":
-        net.hybridize(static_alloc=True, static_shape=True)
+        net.hybridize(static_alloc=True, static_shape=True, autotune=True)
     return net
+
+
+class WithLoss(gluon.HybridBlock):
+    """A network and its loss as one block: hybridized, one CachedOp computes the loss
+    (one forward program, one compiled backward program per training step)."""
+
+    def __init__(self, net: Any, loss: Any) -> None:
+        super().__init__()
+        self.net, self.loss = net, loss
+
+    def hybrid_forward(self, F: Any, x: Any, y: Any) -> Any:
+        return self.loss(self.net(x), y)
 
 
 def weights(net: nn.HybridSequential) -> list[np.ndarray]:
@@ -145,12 +169,18 @@ def blas_threads() -> int:
                default=0)
 
 
+def blas_kernel() -> str:
+    """numpy's BLAS, its version and the kernel it chose for this CPU (threadpoolctl)."""
+    return ", ".join(f"{i['internal_api']} {i['version']} {i.get('architecture', '?')}"
+                     for i in threadpool_info() if i["user_api"] == "blas")
+
+
 def time_calls(function: Callable, argument: Any, calls: int, sync: Callable,
                blas: int) -> tuple[float, int]:
     """Seconds per call, and the BLAS threads in force at the end of the timing."""
-    function(argument)  # warm-up: traces and compiles the hybridized block
-    sync()
     with threadpool_limits(blas, user_api="blas"):  # after the engine set its own limit
+        function(argument)  # warm-up: traces, compiles (and measures the layouts)
+        sync()
         start = time.perf_counter()
         for _ in range(calls):
             function(argument)
@@ -195,8 +225,8 @@ def forward_table(calls: int, repeats: int, blas: int) -> list[Row]:
         params = weights(get_net("imperative"))  # read by every row below
         cases = {f"{mode} / {name}": (name, get_net(mode, params)) for name in ENGINES
                  for mode in ("imperative", "hybridized", "static")}
-        cases["pre-transposed / NaiveEngine"] = ("NaiveEngine", get_net("pre-transposed",
-                                                                        params))
+        for mode in ("as stored", "pre-transposed"):
+            cases[f"{mode} / NaiveEngine"] = ("NaiveEngine", get_net(mode, params))
         plain = {"numpy": numpy_forward(params),
                  FLOOR: numpy_out_forward(params, batch, pretransposed=False),
                  "numpy out=, W pre-transposed": numpy_out_forward(params, batch, True)}
@@ -211,7 +241,14 @@ def forward_table(calls: int, repeats: int, blas: int) -> list[Row]:
                 samples[label].append(time_calls(run, x_np, n, lambda: None, blas))
         rows += [(label, batch, statistics.median(t for t, _ in v), min(b for _, b in v))
                  for label, v in samples.items()]
+        for label, (_, net) in cases.items():
+            layout = getattr(net._cached_op, "layout", None) if net._active else None
+            if layout is not None:
+                CHOICES.append(f"batch {batch:4d} {label:28s} {layout}")
     return rows
+
+
+CHOICES: list[str] = []  # what each autotuned row's first call measured and chose
 
 
 def training_times(repeats: int, batch: int, blas: int, steps: int = 200) -> dict[str, float]:
@@ -219,12 +256,17 @@ def training_times(repeats: int, batch: int, blas: int, steps: int = 200) -> dic
     x = nd.array(np.random.default_rng(0).normal(size=(batch, 512)).astype(np.float32))
     y = nd.array(np.random.default_rng(1).integers(0, 2, size=batch).astype(np.float32))
     steppers = {}
-    for mode in ("imperative", "hybridized", "static"):
-        net = get_net(mode)
+    for mode in ("imperative", "hybridized", "net+loss", "net+loss static"):
+        net = get_net("imperative" if mode == "imperative" else "hybridized")
         loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
-        if mode != "imperative":
-            loss_fn.hybridize(static_alloc=mode == "static")
         trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.01})
+        if mode.startswith("net+loss"):  # one block, one CachedOp: x, y -> loss
+            both = WithLoss(net, loss_fn)
+            both.hybridize(static_alloc=mode.endswith("static"))
+            steppers[mode] = make_step(lambda z: z, both, trainer, x, y)
+            continue
+        if mode != "imperative":
+            loss_fn.hybridize()
         steppers[mode] = make_step(net, loss_fn, trainer, x, y)
     samples: dict[str, list[float]] = {mode: [] for mode in steppers}
     with engine.engine_scope("NaiveEngine"):
@@ -250,7 +292,7 @@ def print_tables(rows: list[Row], train: dict[int, dict[str, float]], calls: int
     imperative = {(b, label.split(" / ")[1]): t for label, b, t, _ in rows
                   if label.startswith("imperative")}
     print(f"\nforward of the seed MLP, median time per call ({calls} calls; batch 1024: "
-          f"{max(calls // 10, 10)} calls); BLAS threads asked: {blas}")
+          f"{max(calls // 10, 10)} calls); BLAS threads asked: {blas}; BLAS: {blas_kernel()}")
     print(f"{'row':34s} {'batch':>5s} {'us/call':>10s} {'x floor':>8s} {'speed-up':>9s} "
           f"{'BLAS':>5s}")
     for label, batch, seconds, threads in rows:
@@ -259,6 +301,9 @@ def print_tables(rows: list[Row], train: dict[int, dict[str, float]], calls: int
         speed_text = f"{speed / seconds:8.2f}x" if speed and "imperative" not in label else ""
         print(f"{label:34s} {batch:5d} {seconds * 1e6:10.1f} {seconds / floor[batch]:7.2f}x "
               f"{speed_text:>9s} {threads:5d}")
+    print("\nthe weights' layout each autotuned row chose on its first call (graph/autotune.py)")
+    for line in CHOICES:
+        print(f"  {line}")
     print("\ntraining step (forward + loss + backward + SGD), NaiveEngine, us per step")
     for batch, times in train.items():
         base = times["imperative"]

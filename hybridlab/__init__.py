@@ -11,6 +11,7 @@ from hybridlab import (
     base,
     config,
     context,
+    contrib,
     engine,
     errors,
     gluon,
@@ -31,3 +32,8 @@ from hybridlab import symbol as sym  # mx.sym, `from hybridlab import sym`
 from hybridlab.base import __version__  # tests/test_setup.py checks it against pyproject
 from hybridlab.context import Context, cpu, current_context, gpu
 from hybridlab.util import np_shape
+
+# MXNet 1.9 read ONNX through ``mx.contrib.onnx``; hybridlab's importer lives beside the
+# exporter in ``hybridlab.onnx`` (above gluon: it builds SymbolBlocks), so the package root
+# -- above every layer -- hands it to ``contrib`` (ARCHITECTURE.md, "Layers").
+contrib.onnx = onnx  # type: ignore[attr-defined]

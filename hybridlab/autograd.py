@@ -256,10 +256,13 @@ def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False,
     heads = _as_list(heads)
     head_grads = [None] * len(heads) if head_grads is None else _as_list(head_grads)
     grads = _backpropagate(heads, head_grads, retain_graph, False, train_mode)
+    targets, sources = [], []
     for array, grad in grads.values():
         leaf = array._ag
         if isinstance(leaf, Leaf) and leaf.grad_req != "null":
-            nd._assign(leaf.grad, grad if leaf.grad_req == "write" else leaf.grad + grad)
+            targets.append(leaf.grad)
+            sources.append(grad if leaf.grad_req == "write" else leaf.grad + grad)
+    nd._assign_all(targets, sources)  # one engine op stores every gradient
 
 
 def grad(heads: Any, variables: Any, head_grads: Any = None, retain_graph: bool | None = None,

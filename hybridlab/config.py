@@ -8,6 +8,8 @@
 | HYBRIDLAB_DEBUG         | 0 quiet, 1 print compiled programs            | 0                |
 | HYBRIDLAB_VERIFY        | 1: verify the graph after every compiler pass | 0                |
 | HYBRIDLAB_MAX_LOAD_BYTES| largest .params / nd.save file read (bytes)   | 0 (no limit)     |
+| HYBRIDLAB_AUTOTUNE      | 1: time the weights' layouts on a signature's | 1                |
+|                         | first call and keep the faster; 0: as stored  |                  |
 
 Whatever the limit, a file's arrays are never allocated beyond the bytes the file holds
 (each declared size is checked against what is left to read).
@@ -60,6 +62,8 @@ FLAGS: dict[str, Any] = {
                                     "ThreadedEngine worker threads"),
     "DEBUG": _int_from_env("HYBRIDLAB_DEBUG", 0, 0, 1, "1 prints compiled programs"),
     "VERIFY": _int_from_env("HYBRIDLAB_VERIFY", 0, 0, 1, "1 verifies every pass"),
+    "AUTOTUNE": _int_from_env("HYBRIDLAB_AUTOTUNE", 1, 0, 1,
+                              "1 chooses the weights' layout by timing; 0 keeps it as stored"),
     "MAX_LOAD_BYTES": _int_from_env("HYBRIDLAB_MAX_LOAD_BYTES", 0, 0, 2**62,
                                     "the largest array file to read; 0: no limit"),
 }

@@ -80,7 +80,17 @@ import traceback
 from dataclasses import dataclass
 from queue import SimpleQueue
 from time import perf_counter
-from typing import Any, Callable, Iterable, Iterator, NamedTuple
+from typing import (
+    Any,
+    Callable,
+    ContextManager,
+    Iterable,
+    Iterator,
+    Literal,
+    NamedTuple,
+    TypeVar,
+    overload,
+)
 
 from hybridlab import config
 from hybridlab.errors import MXNetError, UnknownEngineError
@@ -935,9 +945,27 @@ def unfollow(callback: Callback) -> None:
     current().remove_callback(callback)
 
 
+AnEngine = TypeVar("AnEngine", bound=Engine)
+
+
+@overload
+def engine_scope(name_or_engine: Literal["StepEngine"]) -> ContextManager[StepEngine]: ...
+@overload
+def engine_scope(name_or_engine: Literal["ThreadedEngine"]) -> ContextManager[ThreadedEngine]: ...
+@overload
+def engine_scope(name_or_engine: Literal["NaiveEngine"]) -> ContextManager[NaiveEngine]: ...
+@overload
+def engine_scope(name_or_engine: AnEngine) -> ContextManager[AnEngine]: ...
+@overload
+def engine_scope(name_or_engine: str) -> ContextManager[Engine]: ...
+def engine_scope(name_or_engine: str | Engine) -> ContextManager[Engine]:
+    """``with engine_scope("NaiveEngine"):`` runs the block on that engine, then switches back;
+    ``as`` gives the engine, typed as the class named (a StepEngine has ``step``)."""
+    return _engine_scope(name_or_engine)
+
+
 @contextlib.contextmanager
-def engine_scope(name_or_engine: str | Engine) -> Iterator[Engine]:
-    """``with engine_scope("NaiveEngine"):`` runs the block on that engine, then switches back."""
+def _engine_scope(name_or_engine: str | Engine) -> Iterator[Engine]:
     previous = current()
     engine = set_engine(name_or_engine)
     try:

@@ -347,6 +347,13 @@ class OnnxExportError(MXNetError, AttributeError):
     """
 
 
+class OnnxImportError(MXNetError, ValueError):
+    """An ONNX file hybridlab cannot read (``mx.contrib.onnx.import_model``): not a model,
+    an operator with no row in ``hybridlab.onnx.IMPORTERS``, or a form of one hybridlab's
+    operators cannot take (asymmetric pads). The message names the node, the operator and
+    the model's opset."""
+
+
 class DaskGraphError(MXNetError, ValueError):
     """A graph that cannot be handed to Dask as it is (``hybridlab.dask``).
 

@@ -551,6 +551,23 @@ def _assign(target: NDArray, source: NDArray) -> NDArray:
     return target
 
 
+def _assign_all(targets: list[NDArray], sources: list[NDArray]) -> None:
+    """``_assign`` for many pairs as ONE engine op (a backward pass storing every
+    parameter's gradient: one push, not one per parameter)."""
+    if not targets:
+        return
+    for source in sources:
+        if source._data is None:
+            _check_computed(source)
+
+    def write() -> None:
+        for target, source in zip(targets, sources):
+            target._data = source._data.astype(target.dtype, copy=False)  # type: ignore[union-attr]
+
+    engine.current().push(write, [s._var for s in sources], [t._var for t in targets],
+                          "_copy_to")
+
+
 def _expand(op: OpDef, inputs: list, attrs: dict, name: str | None = None,
             hint: str = "") -> Any:
     """A layer operator run imperatively (``nd.Activation``): its lowering, op by op, each
@@ -671,6 +688,21 @@ def waitall() -> None:
 
 def save(fname: str, data: NDArray | list | tuple | dict) -> None:
     """Save a list or dict of NDArrays in MXNet's binary format (``ndarray_io``), atomically."""
+    ndarray_io.write_arrays(fname, _numpy_arrays(data))
+
+
+def save_temporary(fname: str, data: NDArray | list | tuple | dict, caller: str = "nd.save"
+                   ) -> str:
+    """``save``'s first half, for a save of several files (export): the whole file in a
+    synced temporary beside ``fname``; ``ndarray_io.commit_temporary`` renames it. Errors
+    start with ``caller``, what the user called."""
+    temporary = ndarray_io.write_arrays(fname, _numpy_arrays(data, caller), commit=False,
+                                        caller=caller)
+    assert temporary is not None
+    return temporary
+
+
+def _numpy_arrays(data: NDArray | list | tuple | dict, caller: str = "nd.save") -> list | dict:
     if isinstance(data, NDArray):
         data = [data]
     if isinstance(data, dict):
@@ -678,13 +710,12 @@ def save(fname: str, data: NDArray | list | tuple | dict) -> None:
     elif isinstance(data, (list, tuple)):
         items = list(enumerate(data))
     else:
-        raise TypeError(f"nd.save: data must be an NDArray, list or dict, got {type(data)}")
+        raise TypeError(f"{caller}: data must be an NDArray, list or dict, got {type(data)}")
     for key, value in items:
         if (isinstance(data, dict) and not isinstance(key, str)) or not isinstance(value, NDArray):
-            raise TypeError(f"nd.save: entry {key!r} must be a str key and an NDArray value")
+            raise TypeError(f"{caller}: entry {key!r} must be a str key and an NDArray value")
     values = [value._values() for _, value in items]  # written as they are: no copy
-    ndarray_io.write_arrays(fname, dict(zip(data, values)) if isinstance(data, dict)
-                            else values)
+    return dict(zip(data, values)) if isinstance(data, dict) else values
 
 
 def load(fname: str) -> list[NDArray] | dict[str, NDArray]:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 import os
+import stat
 import struct
 import tempfile
 from typing import Any, BinaryIO, Callable
@@ -47,6 +48,11 @@ _STORAGE_NAMES = {1: "row_sparse", 2: "csr"}
 _MAX_NDIM = 32  # MXNet's own limit on dimensions
 _SMALLEST_ENTRY = 12  # magic, storage type and ndim: the least bytes an array can take
 _ALIGN = 64  # bytes: a cache line, and the widest vector load (AVX-512)
+_MAX_BYTES = 2**63 - 1  # numpy's limit on an array's bytes, even with a 0 in its shape
+# NOTE [Load memory]: loading peaks below 4x the file's size + 64 MiB (tests/
+# test_fuzz_loaders.py measures it). Data goes straight into its array (1x); what is not
+# data -- an array object and a name per entry, ~300 bytes -- is bounded by this cap.
+MAX_ARRAYS = 100_000
 
 
 def aligned_empty(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
@@ -99,9 +105,28 @@ class _Reader:
         self.left -= view.nbytes
 
 
+def open_regular_file(fname: str, error: type[Exception]) -> BinaryIO:
+    """``open(fname, "rb")``, refusing at once what is not a regular file: a directory, a
+    FIFO (reading would block forever) or a device (``/dev/zero`` never ends)."""
+    try:
+        handle = os.open(fname, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except IsADirectoryError:
+        raise error(f"{fname}: is a directory, not a model file; give the file's path") from None
+    mode = os.fstat(handle).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(handle)
+        kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO (named pipe)"
+                if stat.S_ISFIFO(mode) else "a device or socket")
+        raise error(f"{fname}: is {kind}, not a regular file; hybridlab reads models only "
+                    f"from files (copy the data into one first)")
+    if hasattr(os, "set_blocking"):
+        os.set_blocking(handle, True)
+    return os.fdopen(handle, "rb")
+
+
 def read_arrays(fname: str) -> list[np.ndarray] | dict[str, np.ndarray]:
     """The arrays of an MXNet NDArray file: a list, or a dict when the file names them."""
-    with open(fname, "rb") as file:
+    with open_regular_file(fname, ArrayFileError) as file:
         reader = _Reader(file, fname)
         cap = config.flag("MAX_LOAD_BYTES")
         if cap and reader.left > cap:
@@ -118,9 +143,9 @@ def read_arrays(fname: str) -> list[np.ndarray] | dict[str, np.ndarray]:
             raise reader.fail(f"starts with {magic:#x}, not MXNet's array-list magic "
                               f"{LIST_MAGIC:#x}: not a file written by nd.save or export")
         (count,) = reader.unpack("<Q", "the number of arrays")
-        if count * _SMALLEST_ENTRY > reader.left:
+        if count * _SMALLEST_ENTRY > reader.left or count > MAX_ARRAYS:
             raise reader.fail(f"declares {count} arrays, more than its {reader.left} bytes "
-                              f"can hold")
+                              f"can hold or the {MAX_ARRAYS} a file may have")
         arrays = []
         for index in range(count):
             reader.entry = f"array {index}"
@@ -151,6 +176,9 @@ def _read_array(reader: _Reader) -> np.ndarray:
     shape = reader.unpack(f"<{ndim}q", "the shape")
     if any(size < 0 for size in shape):
         raise reader.fail(f"shape {shape} has a negative size")
+    if math.prod(size for size in shape if size) * 8 > _MAX_BYTES:  # (8: widest itemsize)
+        raise reader.fail(f"shape {shape} is larger than any array can be (its sizes "
+                          f"multiply past 2**63 bytes)")
     device, _device_id, flag = reader.unpack("<iii", "the device and dtype")
     if device not in (1, 2, 3):
         raise reader.fail(f"device type {device} (MXNet writes 1 cpu, 2 gpu, 3 cpu_pinned)")
@@ -183,18 +211,21 @@ def _read_names(reader: _Reader, count: int) -> list[str]:
 
 
 # --- writing ------------------------------------------------------------------------------
-def write_arrays(fname: str, arrays: list[np.ndarray] | dict[str, np.ndarray]) -> None:
-    """Write a list or dict of arrays in MXNet's format, atomically (temp file + rename)."""
+def write_arrays(fname: str, arrays: list[np.ndarray] | dict[str, np.ndarray], *,
+                 commit: bool = True, caller: str = "nd.save") -> str | None:
+    """Write a list or dict of arrays in MXNet's format, atomically (temp file + rename).
+    ``commit=False``: only the synced temporary, whose path is returned (``write_temporary``).
+    ``caller`` is what the user called (``nd.save``, ``export``): errors start with it."""
     names, values = (list(arrays), list(arrays.values())) if isinstance(arrays, dict) else (
         [], list(arrays))
     for index, array in enumerate(values):
         where = repr(names[index]) if names else str(index)
         if array.dtype.newbyteorder("=") not in FLAG_OF_DTYPE:
-            raise TypeError(f"nd.save: entry {where} has dtype {array.dtype}, which MXNet's "
+            raise TypeError(f"{caller}: entry {where} has dtype {array.dtype}, which MXNet's "
                             f"format cannot store; convert it (x.astype(...)) to one of "
                             f"{sorted(str(d) for d in FLAG_OF_DTYPE)}")
         if array.ndim == 0:  # MXNet 1.x reads a 0-d array as "None"
-            raise ValueError(f"nd.save: entry {where} is 0-d; MXNet 1.x files cannot hold "
+            raise ValueError(f"{caller}: entry {where} is 0-d; MXNet 1.x files cannot hold "
                              f"a 0-d array, reshape it to (1,)")
 
     def write(file: BinaryIO) -> None:
@@ -206,7 +237,10 @@ def write_arrays(fname: str, arrays: list[np.ndarray] | dict[str, np.ndarray]) -
             encoded = name.encode("utf-8")
             file.write(struct.pack("<Q", len(encoded)) + encoded)
 
+    if not commit:
+        return write_temporary(fname, write)
     atomic_write(fname, write)
+    return None
 
 
 def atomic_write(fname: str, write: Callable[[BinaryIO], None] | bytes | str) -> None:
@@ -215,22 +249,111 @@ def atomic_write(fname: str, write: Callable[[BinaryIO], None] | bytes | str) ->
     over ``fname`` (``os.replace`` is atomic). A failure -- or a kill -- before the rename
     leaves the previous file as it was. ``write`` is the content (str: UTF-8), or a
     function that writes it to the open binary file. Every file hybridlab writes goes
-    through here (parameters, symbols, exports, profiler traces)."""
+    through here (parameters, symbols, exports, profiler traces).
+
+    As ``open(fname, "w")`` would: a symlink is written through (its target is replaced,
+    the link stays), an existing file keeps its mode, and a read-only file (no write bit
+    for its owner, even for root) is refused with ``PermissionError``. The temporary is
+    named ``.tmp-<name>.<pid>-<random>``; a save removes the temporaries of the same file
+    that a killed process left (its pid no longer runs): see
+    :func:`remove_stale_temporaries`.
+    """
+    temporary = write_temporary(fname, write)
+    try:
+        commit_temporary(temporary, fname)
+    except BaseException:
+        _unlink_quietly(temporary)
+        raise
+
+
+def write_temporary(fname: str, write: Callable[[BinaryIO], None] | bytes | str) -> str:
+    """The first half of :func:`atomic_write`: the whole content in a synced temporary
+    beside ``fname``'s real file, with the mode ``fname`` will have; returns its path.
+    ``commit_temporary`` renames it into place (two files written by one save -- export's
+    -- are both made first, then both renamed)."""
     if not callable(write):
         content = write.encode("utf-8") if isinstance(write, str) else write
         write = lambda file: file.write(content)  # type: ignore[assignment,misc]  # noqa: E731
-    folder = os.path.dirname(os.path.abspath(fname))
-    handle, temporary = tempfile.mkstemp(prefix=".tmp-", dir=folder)
+    target = os.path.realpath(fname)  # through symlinks, as open(fname, "w") writes
+    mode = _mode_for(fname, target)
+    remove_stale_temporaries(target)
+    folder, base = os.path.split(target)
+    handle, temporary = tempfile.mkstemp(prefix=f"{_temporary_prefix(base)}{os.getpid()}-",
+                                         dir=folder)
     try:
         with os.fdopen(handle, "wb") as file:
             write(file)  # type: ignore[operator]  # (made callable above)
             file.flush()
             os.fsync(file.fileno())
-        os.chmod(temporary, 0o666 & ~_umask())
-        os.replace(temporary, fname)
+        os.chmod(temporary, mode)
     except BaseException:
-        os.unlink(temporary)
+        _unlink_quietly(temporary)
         raise
+    return temporary
+
+
+def commit_temporary(temporary: str, fname: str) -> None:
+    """Rename a temporary from :func:`write_temporary` over ``fname``'s real file."""
+    os.replace(temporary, os.path.realpath(fname))
+
+
+def remove_stale_temporaries(fname: str) -> list[str]:
+    """Remove the temporaries of ``fname`` that a killed save left behind: those whose
+    writer (the pid in the name) no longer runs on this machine. Returns what it removed.
+    Saves call it; call it yourself to clean up without saving."""
+    folder, base = os.path.split(os.path.realpath(fname))
+    prefix = _temporary_prefix(base)
+    removed: list[str] = []
+    try:
+        names = os.listdir(folder or ".")
+    except OSError:
+        return removed
+    for name in names:
+        rest = name[len(prefix):] if name.startswith(prefix) else ""
+        pid = rest.partition("-")[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _running(int(pid)):
+            path = os.path.join(folder, name)
+            if not os.path.islink(path) and os.path.isfile(path):
+                _unlink_quietly(path)
+                removed.append(path)
+    return removed
+
+
+def _temporary_prefix(base: str) -> str:
+    return f".tmp-{base[:160]}."  # (a long name is cut: the temporary must fit 255 bytes)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def _mode_for(fname: str, target: str) -> int:
+    """The mode the saved file gets: the existing file's (refusing a read-only one), else
+    the usual 0666 less the umask (a temp file starts as 0600)."""
+    try:
+        mode = os.stat(target).st_mode
+    except FileNotFoundError:
+        return 0o666 & ~_umask()
+    if not stat.S_ISREG(mode):
+        raise IsADirectoryError(f"{fname}: not a regular file (a folder or a device); "
+                                f"save to a file name instead")
+    if not mode & stat.S_IWUSR:
+        raise PermissionError(f"{fname} is read-only (mode {stat.S_IMODE(mode):04o}); make "
+                              f"it writable (chmod u+w) to replace it, or save elsewhere")
+    return stat.S_IMODE(mode)
+
+
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
 
 
 def _write_array(file: BinaryIO, array: np.ndarray) -> None:

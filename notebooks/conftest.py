@@ -15,6 +15,11 @@ ROOT = str(Path(__file__).resolve().parent.parent)
 os.environ["PYTHONPATH"] = os.pathsep.join(
     [ROOT, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])
 
+# The generated sources the lessons print must not depend on a timing: the weights' layout
+# is kept as stored unless a cell asks for the measurement (hybridize(autotune=True)).
+# tools/sync_notebooks.py builds the stored outputs the same way.
+os.environ["HYBRIDLAB_AUTOTUNE"] = "0"
+
 IMAGE_TYPES = ("image/svg+xml", "image/png", "text/html")
 
 

@@ -12,10 +12,10 @@ import time
 import numpy as np
 import pytest
 
-from hybridlab import engine, nd, profiler, sym
-from hybridlab.errors import MXNetError
-from hybridlab.gluon import nn
-from hybridlab.ndarray_io import atomic_write
+from hybridlab import engine, model_files, nd, profiler, sym
+from hybridlab.errors import ModelFileError, MXNetError
+from hybridlab.gluon import SymbolBlock, nn
+from hybridlab.ndarray_io import atomic_write, remove_stale_temporaries
 
 
 def test_a_failure_while_writing_leaves_the_old_file(tmp_path):
@@ -57,10 +57,10 @@ def test_symbol_save_and_export_make_everything_before_touching_the_files(tmp_pa
     net.export(prefix)
     before = {name: (tmp_path / name).read_bytes() for name in os.listdir(tmp_path)}
 
-    def broken(self):
+    def broken(graph, file_attrs=None):
         raise RuntimeError("cannot serialise")
 
-    monkeypatch.setattr(sym.Symbol, "tojson", broken)
+    monkeypatch.setattr(model_files, "to_json", broken)  # the one JSON writer
     with pytest.raises(RuntimeError, match="cannot serialise"):
         net.export(prefix)
     with pytest.raises(RuntimeError, match="cannot serialise"):
@@ -103,3 +103,99 @@ def test_a_save_killed_midway_leaves_the_previous_file_loadable(tmp_path):
     child.wait(timeout=30)
     time.sleep(0.1)
     np.testing.assert_array_equal(nd.load(str(path))["w"].asnumpy(), np.ones(4))
+
+
+def test_saving_keeps_the_mode_refuses_read_only_and_writes_through_links(tmp_path):
+    private = tmp_path / "private.params"
+    nd.save(str(private), [nd.ones((2,))])
+    private.chmod(0o600)
+    nd.save(str(private), [nd.zeros((2,))])
+    assert private.stat().st_mode & 0o777 == 0o600
+    frozen = tmp_path / "frozen-symbol.json"
+    sym.var("a").save(str(frozen))
+    frozen.chmod(0o444)
+    with pytest.raises(PermissionError, match="read-only .mode 0444.*chmod u\\+w"):
+        sym.var("b").save(str(frozen))
+    assert sym.load(str(frozen)).list_arguments() == ["a"]
+    real = tmp_path / "real" / "w.params"
+    real.parent.mkdir()
+    nd.save(str(real), [nd.ones((1,))])
+    link = tmp_path / "link.params"
+    link.symlink_to(real)
+    nd.save(str(link), [nd.full((1,), 7)])
+    assert link.is_symlink() and nd.load(str(real))[0].asnumpy().tolist() == [7.0]
+    dangling = tmp_path / "dangling.params"
+    dangling.symlink_to(tmp_path / "real" / "new.params")
+    nd.save(str(dangling), [nd.ones((1,))])  # creates the target, as open(..., "w") does
+    assert dangling.is_symlink() and (tmp_path / "real" / "new.params").is_file()
+    assert sorted(os.listdir(tmp_path / "real")) == ["new.params", "w.params"]
+
+
+def test_the_next_save_removes_temporaries_a_killed_save_left(tmp_path):
+    path = tmp_path / "big.params"
+    nd.save(str(path), {"w": nd.ones((4,))})
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    stale = tmp_path / f".tmp-big.params.{dead}-abc123"
+    stale.write_bytes(b"x" * 1000)  # what a save killed before its rename leaves
+    other = tmp_path / f".tmp-other.params.{dead}-abc123"  # another file's: not ours
+    other.write_bytes(b"y")
+    live = tmp_path / f".tmp-big.params.{os.getppid()}-def456"  # a save still running
+    live.write_bytes(b"z")
+    nd.save(str(path), {"w": nd.zeros((4,))})
+    assert not stale.exists() and other.exists() and live.exists()
+    assert remove_stale_temporaries(str(tmp_path / "other.params")) == [str(other)]
+
+
+def _export_pair(tmp_path, value):
+    net = nn.Dense(2, in_units=3)
+    net.initialize()
+    net.weight.set_data(nd.full((2, 3), value))
+    net.hybridize()
+    net(nd.ones((1, 3)))
+    prefix = str(tmp_path / "net")
+    net.export(prefix)
+    return prefix + "-symbol.json", prefix + "-0000.params"
+
+
+def test_imports_refuses_json_and_params_from_different_exports(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    symbol_file, param_file = _export_pair(tmp_path / "a", 1.0)
+    _, other_params = _export_pair(tmp_path / "b", 2.0)
+    net = SymbolBlock.imports(symbol_file, "data", param_file)
+    assert net(nd.ones((1, 3))).asnumpy().tolist() == [[3.0, 3.0]]
+    with pytest.raises(ModelFileError) as refused:
+        SymbolBlock.imports(symbol_file, "data", other_params)
+    assert symbol_file in str(refused.value) and other_params in str(refused.value)
+    assert "not one export" in str(refused.value)
+
+
+def test_an_export_killed_between_its_two_files_is_detected(tmp_path):
+    prefix = str(tmp_path / "net")
+    script = textwrap.dedent(f"""
+        import os, time
+        import hybridlab.ndarray_io as io
+        from hybridlab import nd
+        from hybridlab.gluon import nn
+        net = nn.Dense(2, in_units=3)
+        net.initialize()
+        net.hybridize()
+        net(nd.ones((1, 3)))
+        net.export({prefix!r})
+        net.weight.set_data(nd.full((2, 3), 5.0))
+        real = io.commit_temporary
+        def commit(temporary, fname):
+            real(temporary, fname)
+            if fname.endswith(".params"):
+                print("params renamed", flush=True)
+                time.sleep(30)  # killed here: new params, the old JSON
+        io.commit_temporary = commit
+        net.export({prefix!r})
+    """)
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "params renamed"
+    child.send_signal(signal.SIGKILL)
+    child.wait(timeout=30)
+    with pytest.raises(ModelFileError, match="not one export"):
+        SymbolBlock.imports(prefix + "-symbol.json", "data", prefix + "-0000.params")

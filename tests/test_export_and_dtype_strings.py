@@ -51,3 +51,18 @@ def test_a_dtype_string_numpy_cannot_parse_is_a_model_file_error(dtype):
     document["nodes"][0]["attrs"] = {"__dtype__": dtype}
     with pytest.raises(ModelFileError, match="bad __shape__ or __dtype__"):
         sym.load_json(json.dumps(document))
+
+
+def test_export_errors_name_export_not_nd_save(tmp_path):
+    """One error vocabulary for MXNet's files: a parameter export cannot store is reported
+    as export's, whatever helper writes it (it used to say "nd.save:")."""
+    import pytest
+
+    from hybridlab import model_files, nd, sym
+
+    graph = sym.FullyConnected(sym.var("data"), num_hidden=2, name="fc").to_graph()
+    arrays = {"arg:fc_weight": nd.zeros((2, 3), dtype="uint16")}  # no dtype flag in MXNet
+    with pytest.raises(TypeError, match=r"^export: entry 'arg:fc_weight' has dtype uint16"):
+        model_files.write_export_pair(str(tmp_path / "m-symbol.json"), graph,
+                                      str(tmp_path / "m-0000.params"), arrays)
+    assert list(tmp_path.iterdir()) == []  # nothing written, no temporary left

@@ -15,6 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 import sync_notebooks  # noqa: E402 -- a tool script, not a package
+from _clock import scripted_clock  # noqa: E402
 
 from hybridlab import exercises, random  # noqa: E402
 
@@ -59,7 +60,11 @@ def test_lesson00_solutions():
     sol = solution("00_tour")
     assert exercises.check_tour_mlp(sol.tour_mlp())
     assert exercises.check_fc_count(sol.lesson_net(), sol.FC_COUNT)
-    assert exercises.check_same_outputs(*sol.outputs_before_and_after())
+    # a deterministic clock (one tick per engine task): the guess is judged against 5.0
+    from _clock import TaskClock
+
+    assert exercises.check_speedup_guess(sol.lesson_net(), sol.SPEEDUP_GUESS, calls=3,
+                                         rounds=3, timer=TaskClock())
 
 
 def test_lesson01_solutions():
@@ -67,6 +72,10 @@ def test_lesson01_solutions():
     assert exercises.check_symbol_program(sol.exercise_symbol)
     assert exercises.check_fancy_func_nodes(sol.FANCY_FUNC_NODES)
     assert exercises.check_dense_from_primitives(sol.dense_from_primitives)
+    from _clock import TaskClock  # 40 µs per engine task: the guess is judged against 40 µs
+
+    assert exercises.check_operator_cost(sol.OPERATOR_COST_US, calls=3, rounds=3,
+                                         timer=TaskClock(tick=40e-6))
 
 
 def test_lesson02_solutions(tmp_path):
@@ -74,6 +83,7 @@ def test_lesson02_solutions(tmp_path):
     assert exercises.check_hybridizable(sol.RowScaler)
     assert exercises.check_print_count(sol.PRINT_COUNT)
     assert exercises.check_export_roundtrip(*sol.export_roundtrip(str(tmp_path)))
+    assert exercises.check_arena_bytes(sol.ARENA_BYTES)
 
 
 def test_lesson03_solutions():
@@ -82,11 +92,18 @@ def test_lesson03_solutions():
     assert exercises.check_ready_after_two_steps(sol.READY_AFTER_TWO_STEPS)
     assert exercises.check_barrier(sol.BARRIER)
     assert exercises.check_bounded_loop(sol.train)
+    from _clock import TaskClock  # the same tasks either way: the clock measures a ratio of 1
+
+    assert exercises.check_barrier_ratio(sol.BARRIER_RATIO, steps=5, rounds=3,
+                                         timer=TaskClock())
 
 
 def test_lesson04_solutions():
     sol = solution("04_schedules_span_and_devices")
-    assert exercises.check_span(2, sol.SPAN_ON_TWO_WORKERS)
+    assert exercises.check_span(sol.SPAN)
+    assert exercises.check_makespan(1, sol.MAKESPAN_ON_ONE_WORKER)
+    assert exercises.check_makespan(2, sol.MAKESPAN_ON_TWO_WORKERS)
+    assert exercises.check_speedup(sol.SPEEDUP, clock=scripted_clock([0.050, 0.028]), rounds=3)
     assert exercises.check_enough_workers(sol.ENOUGH_WORKERS)
     assert exercises.check_tree_sum(sol.total)
 
@@ -96,6 +113,7 @@ def test_lesson05_solutions():
     assert exercises.check_cse_count(sol.CSE_COUNT)
     assert exercises.check_biggest_stage(sol.BIGGEST_STAGE)
     assert exercises.check_times_one_pass(sol.drop_times_one)
+    assert exercises.check_liveness_bound(sol.LIVENESS_BOUND)
 
 
 def test_lesson06_solutions():
@@ -103,6 +121,7 @@ def test_lesson06_solutions():
     assert exercises.check_sign_gate(sol.SignGate)
     assert exercises.check_flatten(sol.FlattenBlock)
     assert exercises.check_last_column(sol.LastColumn)
+    assert exercises.check_retrace_cost(sol.RETRACE_RATIO, clock=scripted_clock([8e-3, 1e-4]))
 
 
 def test_lesson07_solutions():
@@ -112,6 +131,7 @@ def test_lesson07_solutions():
     assert lesson07.check_gradients(sol.gradients)
     assert lesson07.check_numeric_gradient(sol.numeric_gradient)
     assert lesson07.check_train_step(sol.train_step)
+    assert lesson07.check_tape_bytes(sol.TAPE_BYTES)
 
 
 def test_lesson08_solutions(tmp_path):

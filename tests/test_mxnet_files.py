@@ -171,7 +171,10 @@ def test_mxnet_ran_hybridlabs_layer_operators_to_the_same_outputs():
     BatchNorm with its auxiliary states, Dropout, elemwise_add): MXNet 1.9.1 ran the file
     (tools/mxnet_fixtures.py mxnet-reads) and computed hybridlab's outputs."""
     with open(_fixture("from_hybridlab", "convnet-symbol.json")) as f:
-        ops = {node["op"] for node in json.load(f)["nodes"]}
+        document = json.load(f)
+    ops = {node["op"] for node in document["nodes"]}
+    # the export-pair digest (NOTE [Export pair]) is in the file MXNet ran
+    assert document["attrs"]["hybridlab_params_sha256"][0] == "str"
     assert {"Activation", "BatchNorm", "Dropout", "elemwise_add", "LeakyReLU"} <= ops
     assert not ops & {"relu", "broadcast_add", "_dropout_mask", "broadcast_mul"}
     io = np.load(_fixture("from_hybridlab", "convnet-io.npz"))

@@ -151,3 +151,58 @@ def test_any_corrupted_bytes_load_or_give_an_array_file_error(tmp_path_factory, 
     else:
         arrays = loaded.values() if isinstance(loaded, dict) else loaded
         assert sum(a.size * a.dtype.itemsize for a in arrays) <= len(content)
+
+
+@pytest.mark.timeout(30)  # before the fix a FIFO blocked forever and /dev/zero ran out of memory
+@pytest.mark.parametrize("kind", ["fifo", "device", "directory"])
+def test_what_is_not_a_regular_file_is_refused_at_once(tmp_path, kind):
+    from hybridlab import sym
+    from hybridlab.errors import ModelFileError
+
+    path = tmp_path / "thing"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "device":
+        path = "/dev/zero"
+    else:
+        path.mkdir()
+    words = {"fifo": "FIFO", "device": "device", "directory": "directory"}[kind]
+    with pytest.raises(ArrayFileError, match=words):
+        nd.load(str(path))
+    with pytest.raises(ModelFileError, match=words):
+        sym.load(str(path))
+
+
+def _one_array_file(shape: tuple[int, ...]) -> bytes:
+    header = struct.pack("<QQQ", ndarray_io.LIST_MAGIC, 0, 1)
+    entry = struct.pack(f"<Iii{len(shape)}qiii", ndarray_io.ARRAY_MAGIC_V2, 0, len(shape),
+                        *shape, 1, 0, 0)
+    return header + entry + struct.pack("<Q", 0)
+
+
+def test_a_zero_size_array_with_a_huge_other_size_is_an_array_file_error(tmp_path):
+    path = tmp_path / "z.params"
+    path.write_bytes(_one_array_file((0, 2**62)))
+    with pytest.raises(ArrayFileError, match="larger than any array"):
+        nd.load(str(path))
+    path.write_bytes(_one_array_file((0, 5)))  # a plain empty array still loads
+    assert nd.load(str(path))[0].shape == (0, 5)
+
+
+def test_more_arrays_than_the_cap_are_refused_before_reading_them(tmp_path, monkeypatch):
+    monkeypatch.setattr(ndarray_io, "MAX_ARRAYS", 3)
+    path = tmp_path / "many.params"
+    nd.save(str(path), [nd.ones((1,))] * 4)
+    with pytest.raises(ArrayFileError, match="the 3 a file may have"):
+        nd.load(str(path))
+
+
+def test_load_parameters_of_a_list_file_says_it_holds_no_names(tmp_path):
+    from hybridlab.gluon import nn
+
+    path = tmp_path / "list.params"
+    nd.save(str(path), [nd.ones((2, 3)), nd.ones((2,))])
+    net = nn.Dense(2, in_units=3)
+    net.initialize()
+    with pytest.raises(ArrayFileError, match="list of 2 unnamed arrays"):
+        net.load_parameters(str(path))

@@ -10,8 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hybridlab as mx
-from hybridlab import errors, sym
-from hybridlab import symbol as symbol_module
+from hybridlab import errors, model_files, sym
 from hybridlab.name import NameManager
 from hybridlab.ops import registry
 
@@ -228,12 +227,12 @@ def test_malformed_files_are_refused_clearly_without_running_anything(
 
 
 def test_too_many_nodes_and_too_large_files_are_refused(tmp_path, monkeypatch):
-    monkeypatch.setattr(symbol_module, "MAX_NODES", 3)
+    monkeypatch.setattr(model_files, "MAX_NODES", 3)
     with pytest.raises(errors.ModelFileError, match="needs 1..3 nodes"):
         sym.load_json(json.dumps(MXNET_FILE))
     path = tmp_path / "big.json"
     path.write_text(json.dumps(MXNET_FILE))
-    monkeypatch.setattr(symbol_module, "MAX_JSON_BYTES", 10)
+    monkeypatch.setattr(model_files, "MAX_JSON_BYTES", 10)
     with pytest.raises(errors.ModelFileError, match="larger than"):
         sym.load(str(path))
 

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 import sync_notebooks  # noqa: E402 -- a tool script, not a package
 
-from hybridlab.exercises import glue as glue_module  # noqa: E402
+from hybridlab.exercises.glue import GLUE_MIME, ClaimError, claim, glue  # noqa: E402
 
 
 def glue_output(name: str, text: str) -> nbformat.NotebookNode:
@@ -28,7 +28,7 @@ def executed(*outputs, prose="The loop took {{loop_ms}} per step; {{loop_ms}} ag
 
 
 def test_the_tool_and_the_module_agree_on_the_mime_type():
-    assert sync_notebooks.GLUE_MIME == glue_module.GLUE_MIME
+    assert sync_notebooks.GLUE_MIME == GLUE_MIME
 
 
 def test_placeholders_are_filled_with_the_glued_text():
@@ -68,16 +68,16 @@ def test_a_name_glued_twice_is_an_error():
 
 
 def test_glue_formats_and_rejects_a_bad_name(capsys):
-    assert glue_module.glue("ratio", 1.8345, "{:.1f}x") == "1.8x"
+    assert glue("ratio", 1.8345, "{:.1f}x") == "1.8x"
     with pytest.raises(ValueError, match="not a valid name"):
-        glue_module.glue("two words", 1)
+        glue("two words", 1)
 
 
 def test_claim_passes_silently_true_and_fails_loudly_false(capsys):
-    glue_module.claim(2 > 1, "two is more than one")
+    claim(2 > 1, "two is more than one")
     assert "checked: two is more than one" in capsys.readouterr().out
-    with pytest.raises(glue_module.ClaimError, match="the lesson says: 'one is more'"):
-        glue_module.claim(1 > 2, "one is more")
+    with pytest.raises(ClaimError, match="the lesson says: 'one is more'"):
+        claim(1 > 2, "one is more")
 
 
 def test_filled_text_renders_as_the_figure_alone_on_the_site():

@@ -123,3 +123,20 @@ def test_odd_files_in_the_workspace_give_a_message_not_a_traceback(tmp_path, mon
     assert message.startswith("workspace: ") and "Traceback" not in message
     assert "run this again" in message
     assert not (tmp_path / "elsewhere.ipynb").exists()
+
+
+def test_lab_settings_save_widget_state_and_install_the_save_hook(tmp_path):
+    server = tmp_path / "etc" / "jupyter" / "jupyter_server_config.json"
+    server.parent.mkdir(parents=True)
+    server.write_text(json.dumps({"ServerApp": {"open_browser": False}}))
+    settings, config = workspace.install_lab_settings(tmp_path)
+    assert settings == tmp_path / "share/jupyter/lab/settings/overrides.d/hybridlab.json"
+    data = json.loads(settings.read_text())
+    assert data["@jupyter-widgets/jupyterlab-manager:plugin"] == {"saveState": True}
+    hook = json.loads(config.read_text())["ContentsManager"]["pre_save_hook"]
+    assert config == server
+    assert json.loads(config.read_text())["ServerApp"] == {"open_browser": False}  # kept
+    module, name = hook.rsplit(".", 1)
+    import importlib
+
+    assert callable(getattr(importlib.import_module(module), name))

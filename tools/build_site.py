@@ -12,8 +12,11 @@ alone is several MB) and copied
 into ``site/_static/``, so the built site opens with no network at all.
 
 Each page gets the course's navigation: a table of contents, previous / next links, and a
-link to download the notebook. ``api.html`` is the API reference, generated from the
-docstrings of the modules a student reads (pydoc).
+link to download the notebook (the notebook itself, inside the link as a ``data:`` URL with
+a ``download`` name: a browser downloads it from disk, where it ignores ``download`` on a
+plain file link and shows the JSON, as well as over HTTP). ``api.html`` is the API
+reference, generated from the docstrings of the modules a student reads, linking only to
+itself. Every link of the site resolves (``tests/browser/test_site.py`` crawls them all).
 
     python3 tools/build_site.py [--out site]
 """
@@ -21,14 +24,17 @@ docstrings of the modules a student reads (pydoc).
 from __future__ import annotations
 
 import argparse
+import base64
 import html
+import inspect
 import json
 import os
-import pydoc
+import re
 import shutil
 import subprocess
 import sys
 import tarfile
+import textwrap
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,11 +52,17 @@ API_MODULES = ["hybridlab.engine", "hybridlab.ndarray", "hybridlab.symbol",
                "hybridlab.graph.codegen", "hybridlab.graph.cached_op", "hybridlab.gluon.block",
                "hybridlab.gluon.parameter", "hybridlab.viz.stepper", "hybridlab.viz.gantt",
                "hybridlab.viz.graph", "hybridlab.viz.bundle", "hybridlab.viz.palette"]
+# One font family for everything a widget writes (the widget manager's defaults mix a serif
+# for HTML widgets, Arial for buttons and the drawings' Helvetica).
 STYLE = """<style>
 .hl-nav{font:14px/1.5 system-ui,sans-serif;background:#f4f4f4;border-bottom:1px solid #ddd;
 padding:8px 16px;display:flex;gap:16px;flex-wrap:wrap;align-items:center}
 .hl-nav a{color:#0072b2;text-decoration:none}.hl-nav .hl-here{font-weight:bold}
 .hl-page{max-width:960px;margin:24px auto;font:15px/1.6 system-ui,sans-serif}
+.hl-api{margin:1.5em 0}.hl-api h3,.hl-api h4{font-size:15px;margin:1em 0 .3em}
+.hl-api-member{margin-left:2em}
+.jupyter-widgets,.jupyter-widgets :not(script):not(style){font-family:system-ui,-apple-system,
+"Segoe UI",Helvetica,Arial,sans-serif !important}
 </style>"""
 
 
@@ -129,8 +141,9 @@ def title_of(notebook: dict, fallback: str) -> str:
     return fallback
 
 
-def navigation(pages: list[tuple[str, str]], index: int | None) -> str:
-    """The bar on top of every page: contents, previous / next, the notebook's download."""
+def navigation(pages: list[tuple[str, str]], index: int | None, download: str = "") -> str:
+    """The bar on top of every page: contents, previous / next, the notebook's download
+    (``download``: the notebook's data: URL, on a lesson's page)."""
     links = ['<a href="index.html">Contents</a>']
     if index is not None:
         if index > 0:
@@ -140,8 +153,8 @@ def navigation(pages: list[tuple[str, str]], index: int | None) -> str:
         if index + 1 < len(pages):
             links.append(f'<a href="{pages[index + 1][0]}.html">next: '
                          f'{html.escape(pages[index + 1][1])} &rarr;</a>')
-        links.append(f'<a href="notebooks/{pages[index][0]}.ipynb" download>download the '
-                     f'notebook</a>')
+        links.append(f'<a id="hl-download" href="{download}" '
+                     f'download="{pages[index][0]}.ipynb">download the notebook</a>')
     links.append('<a href="api.html">API reference</a>')
     return f'<nav class="hl-nav">{" · ".join(links)}</nav>'
 
@@ -176,7 +189,8 @@ def build(out: Path, only: list[str] | None = None) -> list[Path]:
     written = []
     for index, source in enumerate(sources):
         body, _ = exporter.from_filename(str(source))
-        nav = navigation(pages, index)
+        data = base64.b64encode(source.read_bytes()).decode("ascii")
+        nav = navigation(pages, index, f"data:application/x-ipynb+json;base64,{data}")
         body = body.replace("</head>", STYLE + "</head>", 1)
         body = body.replace("<body", "<body data-hybridlab-page", 1)
         start = body.index(">", body.index("<body")) + 1
@@ -187,7 +201,7 @@ def build(out: Path, only: list[str] | None = None) -> list[Path]:
         written.append(target)
         print(f"site: {target.name}")
     rows = "".join(f'<li><a href="{stem}.html">{html.escape(title)}</a> '
-                   f'(<a href="notebooks/{stem}.ipynb" download>notebook</a>)</li>'
+                   f'(<a href="{stem}.html#hl-download">download on its page</a>)</li>'
                    for stem, title in pages)
     write(out / "index.html", page("hybridlab: the course", navigation(pages, None),
                                    f"<h1>hybridlab: the course</h1><ol>{rows}</ol>"))
@@ -197,16 +211,131 @@ def build(out: Path, only: list[str] | None = None) -> list[Path]:
 
 
 def api_reference() -> str:
-    """The docstrings of the modules a student reads, as pydoc renders them."""
+    """The docstrings of the modules a student reads, as one page of text.
+
+    Every name documented gets an anchor (``#hybridlab.engine.StepEngine``); a
+    cross-reference in a docstring (``:class:`~hybridlab.engine.Var```) becomes a link
+    only when its target is on this page, else plain code. No other page is linked (pydoc
+    would link every imported module's page, and file: paths of the building machine).
+    """
     import importlib
 
-    doc, parts = pydoc.HTMLDoc(), ["<h1>API reference</h1>"]
-    parts.append("<ul>" + "".join(f'<li><a href="#{m}">{m}</a></li>' for m in API_MODULES)
-                 + "</ul>")
-    for name in API_MODULES:
-        module = importlib.import_module(name)
-        parts.append(f'<section id="{name}">{doc.docmodule(module)}</section>')
+    modules = [importlib.import_module(name) for name in API_MODULES]
+    entries = {name: [] for name in API_MODULES}  # type: dict[str, list]
+    for module in modules:
+        for name, obj in sorted(vars(module).items()):
+            if name.startswith("_") or getattr(obj, "__module__", None) != module.__name__:
+                continue
+            if inspect.isclass(obj) or inspect.isfunction(obj):
+                entries[module.__name__].append((name, obj))
+    anchors = set(API_MODULES) | {f"{m}.{n}" for m, items in entries.items()
+                                  for n, _ in items}
+    for module_name, items in entries.items():
+        for name, obj in items:
+            if inspect.isclass(obj):
+                anchors |= {f"{module_name}.{name}.{m}" for m, _ in public_methods(obj)}
+    parts = ["<h1>API reference</h1>", "<ul>"]
+    parts += [f'<li><a href="#{m}">{m}</a></li>' for m in API_MODULES]
+    parts.append("</ul>")
+    for module in modules:
+        name = module.__name__
+        parts.append(f'<section id="{name}"><h2>{name}</h2>'
+                     f"{docstring_html(module.__doc__, anchors, name)}")
+        for item, obj in entries[name]:
+            parts.append(entry_html(f"{name}.{item}", item, obj, anchors, name))
+        parts.append("</section>")
     return "\n".join(parts)
+
+
+def public_methods(cls: type) -> list[tuple[str, object]]:
+    """The public methods and properties a class defines itself (not inherited)."""
+    return [(n, v) for n, v in vars(cls).items()
+            if not n.startswith("_") and (inspect.isfunction(v) or isinstance(v, property))]
+
+
+def signature(obj: object) -> str:
+    try:
+        return str(inspect.signature(obj))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return "(...)"
+
+
+def entry_html(anchor: str, name: str, obj: object, anchors: set[str], module: str) -> str:
+    """One class (with its own methods) or function: signature and docstring."""
+    kind = "class" if inspect.isclass(obj) else "def"
+    parts = [f'<div class="hl-api" id="{anchor}"><h3><code>{kind} '
+             f"{html.escape(name + signature(obj))}</code></h3>"
+             f"{docstring_html(inspect.getdoc(obj), anchors, module)}"]
+    if inspect.isclass(obj):
+        for method, value in public_methods(obj):
+            shown = method if isinstance(value, property) else method + signature(value)
+            doc = value.__doc__ if isinstance(value, property) else inspect.getdoc(value)
+            parts.append(f'<div class="hl-api-member" id="{anchor}.{method}"><h4><code>'
+                         f"{html.escape(shown)}</code></h4>"
+                         f"{docstring_html(doc, anchors, module)}</div>")
+    parts.append("</div>")
+    return "".join(parts)
+
+
+ROLE = re.compile(r":[a-z]+:`(~?)([^`<]*?)(?:\s*<([^`>]+)>)?`")
+LITERAL = re.compile(r"``(.+?)``")
+
+
+def docstring_html(doc: str | None, anchors: set[str], module: str) -> str:
+    """A docstring as HTML text, block by block (blocks are separated by blank lines): a
+    heading (a line underlined with dashes), a list (lines starting ``* `` or ``- ``), an
+    indented block (preformatted, as after ``::``) or a paragraph; inside them, literal
+    code and cross-reference roles resolved to this page's anchors."""
+    if not doc:
+        return ""
+    out = []
+    for block in re.split(r"\n\s*\n", inspect.cleandoc(doc)):
+        lines = block.splitlines()
+        if len(lines) >= 2 and lines[1].strip() and set(lines[1].strip()) <= set("-=~"):
+            out.append(f"<h5>{inline(lines[0].strip(), anchors, module)}</h5>")
+            lines = lines[2:]
+        if not lines:
+            continue
+        if all(line.startswith((" ", "\t")) for line in lines):
+            out.append(f"<pre>{html.escape(textwrap.dedent(chr(10).join(lines)))}</pre>")
+        elif lines[0].lstrip().startswith(("* ", "- ")):
+            items = []  # type: list[str]
+            for line in lines:
+                if line.lstrip().startswith(("* ", "- ")):
+                    items.append(line.lstrip()[2:])
+                else:
+                    items[-1] += " " + line.strip()
+            out.append("<ul>" + "".join(f"<li>{inline(i, anchors, module)}</li>"
+                                        for i in items) + "</ul>")
+        else:
+            text = " ".join(line.strip() for line in lines)
+            out.append(f"<p>{inline(text, anchors, module)}</p>")
+    return "".join(out)
+
+
+def inline(text: str, anchors: set[str], module: str) -> str:
+    """Inline markup of one paragraph: roles and double-backtick literals become code."""
+    text = text.replace("::", ":")
+    pieces, last = [], 0
+    for match in re.finditer(f"{ROLE.pattern}|{LITERAL.pattern}", text):
+        pieces.append(emphasis(text[last:match.start()]))
+        last = match.end()
+        if match.group(0).startswith("``"):
+            pieces.append(f"<code>{html.escape(match.group(4))}</code>")
+            continue
+        tilde, shown, target = match.group(1), match.group(2).strip(), match.group(3)
+        target = (target or shown).strip()
+        label = target.rsplit(".", 1)[-1] if tilde and not match.group(3) else shown
+        code = f"<code>{html.escape(label)}</code>"
+        resolved = next((t for t in (target, f"{module}.{target}") if t in anchors), None)
+        pieces.append(f'<a href="#{resolved}">{code}</a>' if resolved else code)
+    pieces.append(emphasis(text[last:]))
+    return "".join(pieces)
+
+
+def emphasis(text: str) -> str:
+    """Plain docstring text, escaped, with ``*word*`` as emphasis."""
+    return re.sub(r"(?<![\w*])\*(\S[^*]*?)\*(?![\w*])", r"<em>\1</em>", html.escape(text))
 
 
 def main(argv: list[str] | None = None) -> int:

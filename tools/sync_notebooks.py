@@ -208,7 +208,10 @@ def current_kernel():
 
 
 def use_this_checkout() -> None:
-    """Let kernels import this checkout's hybridlab even when it is not pip-installed."""
+    """Let kernels import this checkout's hybridlab even when it is not pip-installed, and
+    keep the weights' layout as stored (as nbval runs them: notebooks/conftest.py), so a
+    printed source never depends on a timing."""
+    os.environ["HYBRIDLAB_AUTOTUNE"] = "0"
     paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
     if str(ROOT) not in paths:
         os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, paths)])

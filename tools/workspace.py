@@ -20,8 +20,23 @@ and the command says where.
 Safety: every file is written to a fresh temporary (``O_EXCL``: never an existing file,
 never through a link) and renamed into place; a link or a folder where a copy belongs,
 a file named ``kept`` or a corrupt ``.course-versions.json`` stops with a message saying
-what to move away -- nothing outside ``workspace/`` is ever written. (Older versions made
+what to move away -- nothing outside ``workspace/`` is ever written but the two lab
+settings below. (Older versions made
 ``solutions`` a link into ``lessons/``; that link is replaced by the copy.)
+
+It also sets up the environment's JupyterLab (:func:`install_lab_settings`) so a saved
+notebook keeps its widgets:
+
+* ``share/jupyter/lab/settings/overrides.d/hybridlab.json`` (the environment's
+  overrides, one file per package beside the user's ``overrides.json``) turns on the
+  widget manager's
+  ``saveState``: every save (autosave too) writes the widgets' state into the notebook,
+  so its outputs never point at models the file does not hold;
+* ``etc/jupyter/jupyter_server_config.json`` (its other settings kept; the server reads
+  no ``ContentsManager`` setting from a ``.d`` folder) installs
+  ``hybridlab.viz.bundle.pre_save_hook``: an output whose widget model is still missing
+  (a widget closed before the save, a lab that does not save state) loses only its widget
+  view, so JupyterLab shows its PNG instead of "Error displaying widget: model not found".
 
     python3 tools/workspace.py            # make it if missing; print its path
     python3 tools/workspace.py --refresh  # bring in new course versions, keeping edits
@@ -175,6 +190,25 @@ def make(refresh: bool = False) -> list[str]:
     return done
 
 
+WIDGETS_PLUGIN = "@jupyter-widgets/jupyterlab-manager:plugin"
+
+
+def install_lab_settings(prefix: Path = Path(sys.prefix)) -> list[Path]:
+    """Write the widget settings and the save hook into the environment at ``prefix``;
+    return the files written (JupyterLab's settings override, the server's config)."""
+    overrides = prefix / "share" / "jupyter" / "lab" / "settings" / "overrides.d"
+    config = prefix / "etc" / "jupyter" / "jupyter_server_config.json"
+    settings = {WIDGETS_PLUGIN: {"saveState": True}}
+    hook = json.loads(config.read_text()) if config.exists() else {}
+    hook.setdefault("ContentsManager", {})["pre_save_hook"] = "hybridlab.viz.bundle.pre_save_hook"
+    for path, data in ((overrides / "hybridlab.json", settings), (config, hook)):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(".partial")
+        partial.write_text(json.dumps(data, indent=1) + "\n")
+        os.replace(partial, path)
+    return [overrides / "hybridlab.json", config]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--refresh", action="store_true",
@@ -187,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     for line in lines:
         print(f"workspace: {line}")
+    install_lab_settings()
     print(WORKSPACE)
     return 0
 

@@ -20,15 +20,17 @@ from typing import Any
 
 from hybridlab.exercises._common import Feedback
 from hybridlab.exercises.glue import ClaimError, claim, glue
-from hybridlab.exercises.lesson00 import check_fc_count, check_same_outputs, check_tour_mlp
+from hybridlab.exercises.lesson00 import check_fc_count, check_speedup_guess, check_tour_mlp
 from hybridlab.exercises.lesson01 import (
     check_dense_from_primitives,
     check_fancy_func_nodes,
+    check_operator_cost,
     check_symbol_program,
     fancy_func,
 )
 from hybridlab.exercises.lesson02 import (
     broken_block,
+    check_arena_bytes,
     check_export_roundtrip,
     check_hybridizable,
     check_print_count,
@@ -37,16 +39,29 @@ from hybridlab.exercises.lesson03 import (
     BARRIER_CHOICES,
     SYNC_CANDIDATES,
     check_barrier,
+    check_barrier_ratio,
     check_bounded_loop,
     check_ready_after_two_steps,
     check_sync_points,
 )
-from hybridlab.exercises.lesson04 import check_enough_workers, check_span, check_tree_sum
-from hybridlab.exercises.lesson05 import check_biggest_stage, check_cse_count, check_times_one_pass
+from hybridlab.exercises.lesson04 import (
+    check_enough_workers,
+    check_makespan,
+    check_span,
+    check_speedup,
+    check_tree_sum,
+)
+from hybridlab.exercises.lesson05 import (
+    check_biggest_stage,
+    check_cse_count,
+    check_liveness_bound,
+    check_times_one_pass,
+)
 from hybridlab.exercises.lesson06 import (
     block_to_fix,
     check_flatten,
     check_last_column,
+    check_retrace_cost,
     check_sign_gate,
 )
 from hybridlab.exercises.lesson07 import (
@@ -57,17 +72,17 @@ from hybridlab.exercises.lesson07 import (
 )
 
 __all__ = [
-    "BARRIER_CHOICES", "SYNC_CANDIDATES", "BrokenBlock", "ClaimError", "Feedback",
-    "FlattenBlock", "claim", "glue",
-    "LastColumn", "SignGate", "check_barrier", "check_bounded_loop",
-    "check_enough_workers", "check_tree_sum", "check_biggest_stage", "check_cse_count",
-    "check_times_one_pass",
-    "check_dense_from_primitives", "check_export_roundtrip", "check_fancy_func_nodes",
-    "check_fc_count", "check_flatten", "check_gradients", "check_hybridizable",
-    "check_last_column", "check_numeric_gradient", "check_print_count",
-    "check_ready_after_two_steps", "check_same_outputs", "check_sign_gate", "check_span",
-    "check_symbol_program", "check_sync_points", "check_tour_mlp", "check_train_step",
-    "energy", "fancy_func",
+    "BARRIER_CHOICES", "BrokenBlock", "ClaimError", "Feedback", "FlattenBlock",
+    "LastColumn", "SYNC_CANDIDATES", "SignGate", "check_arena_bytes", "check_barrier",
+    "check_barrier_ratio", "check_biggest_stage", "check_bounded_loop", "check_cse_count",
+    "check_dense_from_primitives", "check_enough_workers", "check_export_roundtrip",
+    "check_fancy_func_nodes", "check_fc_count", "check_flatten", "check_gradients",
+    "check_hybridizable", "check_last_column", "check_liveness_bound", "check_makespan",
+    "check_numeric_gradient", "check_operator_cost", "check_print_count",
+    "check_ready_after_two_steps", "check_retrace_cost",
+    "check_sign_gate", "check_span", "check_speedup", "check_speedup_guess",
+    "check_symbol_program", "check_sync_points", "check_times_one_pass", "check_tour_mlp",
+    "check_train_step", "check_tree_sum", "claim", "energy", "fancy_func", "glue",
 ]
 
 

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+import time
+from typing import Any, Callable
 
 import numpy as np
 
-from hybridlab.exercises._common import Feedback, inputs, ops_in, run
+from hybridlab.exercises._common import (
+    Feedback,
+    how_far_off,
+    inputs,
+    interleaved_medians,
+    ops_in,
+    run,
+)
 
 
 def check_tour_mlp(net: Any) -> Feedback:
@@ -24,10 +32,26 @@ def check_tour_mlp(net: Any) -> Feedback:
     if out.shape != (5, 3) or units != [32, 16, 3]:
         return Feedback(False, f"the layers have {units} units and give shape {out.shape}; "
                                "wanted Dense(32), Dense(16), Dense(3) and output (5, 3)")
+    activations = _activations(net)
+    if activations != ["relu", "relu"]:
+        return Feedback(False, f"the activations between the layers are {activations}; "
+                               "wanted a ReLU after each hidden layer (Dense(32, "
+                               "activation='relu'), ...) and none after the last: without "
+                               "them the three layers collapse into one linear map")
     net.hybridize()
     if not np.allclose(net(x).asnumpy(), out.asnumpy(), atol=1e-5):
         return Feedback(False, "the hybridized network gives different numbers")
     return Feedback(True, "32 -> 16 -> 3 units, and hybridizing keeps the outputs")
+
+
+def _activations(net: Any) -> list[str]:
+    """The activation of every Activation (or relu) node of ``net``'s program, in order."""
+    from hybridlab import sym
+    from hybridlab.lab.graphs import as_graph
+
+    graph, _ = as_graph(net(sym.var("data")))
+    return [str(dict(node.attrs).get("act_type", node.op)) for node in graph.nodes
+            if node.kind == "call" and node.op in ("Activation", "relu", "sigmoid", "tanh")]
 
 
 def check_fc_count(net: Any, answer: int) -> Feedback:
@@ -44,12 +68,49 @@ def check_fc_count(net: Any, answer: int) -> Feedback:
                            "each becomes one FullyConnected node (ReLU is a separate node)")
 
 
-def check_same_outputs(before: Any, after: Any) -> Feedback:
-    """Outputs of one network on one input, before and after ``hybridize()``."""
-    a, b = before.asnumpy(), after.asnumpy()
-    if a.shape != b.shape:
-        return Feedback(False, f"shapes differ ({a.shape} vs {b.shape}): same input both times?")
-    if not np.allclose(a, b, atol=1e-5):
-        return Feedback(False, "the values differ: did you re-create or re-initialise the "
-                               "network between the two calls?")
-    return Feedback(True, "hybridize changes how the network runs, not what it computes")
+def check_speedup_guess(net: Any, guess: float, batch: int = 1, calls: int = 100,
+                        rounds: int = 5, timer: Callable[[], float] = time.perf_counter
+                        ) -> Feedback:
+    """Predict imperative time / hybridized time of ``net`` on a batch of ``batch``, then
+    measure it (the course's protocol, lesson 00): right within a factor of two."""
+    from hybridlab import nd
+
+    if not isinstance(guess, (int, float)) or not guess > 0:
+        return Feedback(False, f"guess a positive number (how many times faster), not {guess!r}")
+    if not hasattr(net, "hybridize") or not len(net):
+        return Feedback(False, "pass the tour's network, a HybridSequential of Dense layers")
+    features = net[0].weight.shape[1]
+    if not features:
+        return Feedback(False, "call the network once first, so its layers know their sizes")
+    x = nd.random.normal(shape=(batch, features))
+    operators = len(ops_in_call(net, x))
+    times = interleaved_medians(
+        {"imperative": lambda: net(x), "hybridized": lambda: net(x)}, calls, rounds, timer,
+        switches={"imperative": lambda: net.hybridize(active=False),
+                  "hybridized": lambda: net.hybridize()})
+    net.hybridize()
+    measured = times["imperative"] / times["hybridized"]
+    close, off = how_far_off(float(guess), measured)
+    why = (f"the imperative call runs {operators} engine operations, each paying the "
+           "framework's Python (the layer's call, its parameters, the dispatch, the push); the "
+           "hybridized call runs one, a generated function calling the same kernels")
+    if measured > 1.5 * operators:
+        why += (f" -- so more than {operators} times faster: an imperative operation costs "
+                "more than the whole compiled call")
+    elif measured < 2:
+        why += " -- but here the arithmetic dominates, and it is the same in both"
+    report = (f"measured {measured:.1f} (imperative {times['imperative'] * 1e6:.1f} µs, "
+              f"hybridized {times['hybridized'] * 1e6:.1f} µs per call on a batch of {batch}, "
+              f"naive engine); your guess {guess} is {off}. Why: {why}")
+    return Feedback(close, report if close else report + " -- within a factor of two counts")
+
+
+def ops_in_call(net: Any, x: Any) -> list[str]:
+    """The engine operations of one imperative call of ``net`` on ``x``."""
+    from hybridlab import engine
+
+    net.hybridize(active=False)
+    with engine.engine_scope(engine.NaiveEngine()) as naive:
+        naive.set_tracing(True)
+        net(x).wait_to_read()
+        return [record.name for record in naive.trace]

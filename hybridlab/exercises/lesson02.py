@@ -90,3 +90,29 @@ def check_export_roundtrip(prefix: str, net: Any, x: Any, epoch: int = 0) -> Fee
         return Feedback(False, "the loaded model gives different outputs: were the "
                                "parameters changed (trained, re-initialised) after export?")
     return Feedback(True, "the JSON graph and the parameters reproduce the network")
+
+
+def check_arena_bytes(guess: int, batch: int = 16) -> Feedback:
+    """Predict the bytes of the arena ``hybridize(static_alloc=True, static_shape=True)``
+    reuses for the seeds' MLP (512 inputs, Dense(256) and Dense(128) with ReLU, Dense(2))
+    on a batch of ``batch``; then read it from the compiled program."""
+    from hybridlab import nd
+    from hybridlab.lab.graphs import cached_op_of
+    from hybridlab.lab.timing import make_net
+
+    if not isinstance(guess, int) or guess < 0:
+        return Feedback(False, f"guess a whole number of bytes, not {guess!r}")
+    net = make_net((256, 128, 2))
+    net.hybridize(static_alloc=True, static_shape=True)
+    net(nd.ones((batch, 512))).wait_to_read()
+    measured = cached_op_of(net).last_program.arena_bytes
+    hidden = batch * (256 + 128) * 4
+    why = (f"the arena holds the intermediate results the program keeps between its lines: "
+           f"the two hidden layers' outputs, {batch} x 256 and {batch} x 128 float32 "
+           f"(4 bytes each) = {hidden} bytes; each relu writes in place into its layer's "
+           "output, and the last layer's result is handed to you, not kept in the arena")
+    if guess == measured:
+        return Feedback(True, f"{measured} bytes: {why}")
+    off = (f"{guess / measured:.2f} times the real size" if measured else "not zero")
+    return Feedback(abs(guess - measured) <= 0.05 * measured,
+                    f"the arena is {measured} bytes, your guess {guess} is {off}. Why: {why}")

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any, Callable
 
-from hybridlab.exercises._common import Feedback
+from hybridlab.exercises._common import Feedback, how_far_off, interleaved_medians
 
 SYNC_CANDIDATES: dict[str, Callable[[Any], Any]] = {  # what a student may call on x
     "print": str, "asnumpy": lambda x: x.asnumpy(), "asscalar": lambda x: x.asscalar(),
@@ -27,7 +28,7 @@ def _is_sync_point(call: Callable[[Any], Any]) -> bool:
     with engine.engine_scope("StepEngine") as step:
         x = nd.ones((1,)) * 3
         call(x)
-        return all(task.state == "done" for task in step.tasks[:2])  # type: ignore[attr-defined]
+        return all(task.state == "done" for task in step.tasks[:2])
 
 
 def check_sync_points(answer: set[str]) -> Feedback:
@@ -51,10 +52,10 @@ def check_ready_after_two_steps(answer: int) -> Feedback:
     with engine.engine_scope("StepEngine") as step:
         a, b = nd.ones((2, 2)), nd.ones((2, 2))
         (a + b) * (a - b)
-        step.step()  # type: ignore[attr-defined]
-        step.step()  # type: ignore[attr-defined]
-        expected = len(step.ready)  # type: ignore[attr-defined]
-        step.run()  # type: ignore[attr-defined]
+        step.step()
+        step.step()
+        expected = len(step.ready)
+        step.run()
     if answer == expected:
         return Feedback(True, f"{expected}: a + b and a - b read only a and b, so both can run")
     return Feedback(False, f"{answer} is not it: a task is ready when every task it depends "
@@ -76,10 +77,10 @@ def _barrier_effect(choice: Callable[[Any, Any], Any]) -> tuple[bool, bool]:
         loss = (nd.ones((4,)) * 2).sum()
         other = nd.dot(nd.ones((8, 8)), nd.ones((8, 8)))
         choice(loss, other)
-        done = {t.seq for t in step.tasks if t.state == "done"}  # type: ignore[attr-defined]
+        done = {t.seq for t in step.tasks if t.state == "done"}
         loss_done = loss._var._writer.seq in done
         other_pending = other._var._writer.seq not in done
-        step.run()  # type: ignore[attr-defined]
+        step.run()
     return loss_done, other_pending
 
 
@@ -107,13 +108,13 @@ def check_bounded_loop(train: Callable[[list], list], batches: int = 8) -> Feedb
 
     with engine.engine_scope("StepEngine") as step:
         arrays = {f"batch{i}": nd.ones((16, 32)) * i for i in range(batches)}
-        step.run()  # type: ignore[attr-defined]
-        model, peak = QueueModel(step, lambda: arrays), [0]  # type: ignore[arg-type]
+        step.run()
+        model, peak = QueueModel(step, lambda: arrays), [0]
         step.add_callback(engine.Callback(
             push=lambda task: peak.__setitem__(0, max(peak[0], model.pinned_bytes()))))
         try:
             outputs = train(list(arrays.values()))
-            step.run()  # type: ignore[attr-defined]
+            step.run()
             got = [np.asarray(y.asnumpy()) for y in outputs]
         except Exception as exc:  # the student's code: explain, do not raise
             return Feedback(False, f"train raised {type(exc).__name__}: {exc}")
@@ -128,3 +129,34 @@ def check_bounded_loop(train: Callable[[list], list], batches: int = 8) -> Feedb
         return Feedback(False, f"pending tasks pinned {peak[0] // one_batch} batches at once: "
                                "synchronise on each result before pushing more")
     return Feedback(True, f"at most {peak[0] // one_batch} batch(es) pinned at once")
+
+
+def check_barrier_ratio(guess: float, steps: int = 50, rounds: int = 5,
+                        timer: Callable[[], float] = time.perf_counter) -> Feedback:
+    """Predict time per iteration with a barrier in every iteration / time with one at the
+    end, for lesson 03's loop of 64 x 64 products on a one-worker threaded engine."""
+    from hybridlab import engine, nd
+
+    if not isinstance(guess, (int, float)) or not guess > 0:
+        return Feedback(False, f"guess a positive ratio, not {guess!r}")
+
+    def loop(sync_every_iteration: bool) -> Any:
+        x, w = nd.ones((64, 64)), nd.ones((64, 64)) * 0.01
+        for _ in range(steps):
+            x = nd.dot(x, w) + 1
+            if sync_every_iteration:
+                x.wait_to_read()
+        return x.wait_to_read()
+
+    times = interleaved_medians({"sync": lambda: loop(True), "once": lambda: loop(False)},
+                                1, rounds, timer,
+                                engine_factory=lambda: engine.ThreadedEngine(workers=1))
+    measured = times["sync"] / times["once"]
+    close, off = how_far_off(float(guess), measured)
+    per = {name: t / steps * 1e6 for name, t in times.items()}
+    report = (f"measured {measured:.2f} (sync every iteration {per['sync']:.1f} µs, once "
+              f"{per['once']:.1f} µs per iteration, one-worker threaded engine); your guess "
+              f"is {off}. Why: with a barrier each iteration costs t1 + t2 + t3 (push, "
+              "compute, hand-over); without, pushing overlaps computing and the hand-over "
+              "is paid once, so an iteration costs about the larger of t1 and t2")
+    return Feedback(close, report if close else report + " -- within a factor of two counts")

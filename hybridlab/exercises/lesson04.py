@@ -1,8 +1,15 @@
-"""Exercise checks for lesson 04 (schedules: work, span, workers, reductions)."""
+"""Exercise checks for lesson 04 (schedules: work, span, makespan, workers, reductions).
+
+The *span* is a property of the task graph (its critical path); the *makespan* is the
+length of one schedule of it (the wall-clock time from the first start to the last
+end). The checks keep the two apart.
+"""
 
 from __future__ import annotations
 
 import math
+import statistics
+import time
 from typing import Any, Callable
 
 from hybridlab.exercises._common import Feedback
@@ -15,24 +22,99 @@ def _diamond_tasks() -> list[Any]:
     with engine.engine_scope("StepEngine") as step:
         a, b = nd.ones((2, 2)), nd.ones((2, 2))
         (a + b) * (a - b)
-        tasks = list(step.tasks)  # type: ignore[attr-defined]
-        step.run()  # type: ignore[attr-defined]
+        tasks = list(step.tasks)
+        step.run()
     return tasks
 
 
-def check_span(workers: int, answer: float) -> Feedback:
-    """The span of ``(a + b) * (a - b)`` with unit-time tasks on ``workers`` workers."""
-    from hybridlab.lab.schedule import simulate
+def _diamond_schedule(workers: int) -> tuple[float, float]:
+    """(span, makespan on ``workers`` workers) of the diamond, one time unit per task."""
+    from hybridlab.lab.schedule import simulate, work_and_span
 
     tasks = _diamond_tasks()
     seqs = [task.seq for task in tasks]
     deps = [[seqs.index(d.seq) for d in task.deps if d.seq in seqs] for task in tasks]
     records = simulate([t.name for t in tasks], deps, [1.0] * len(tasks), workers)
-    expected = max(r.end for r in records)
+    _, span = work_and_span(deps, [1.0] * len(tasks))
+    return span, max(r.end for r in records)
+
+
+def check_span(answer: float) -> Feedback:
+    """The span (critical path, in unit-time tasks) of ``(a + b) * (a - b)``, the two
+    arrays' creation included."""
+    span, _ = _diamond_schedule(1)
+    if answer == span:
+        return Feedback(True, f"the longest chain of dependent tasks is {span:g} long, "
+                              "whatever the number of workers")
+    return Feedback(False, f"{answer} is not it: the span is the longest chain of tasks that "
+                           "wait for each other (count tasks on it, not tasks in all); it "
+                           "does not depend on the number of workers")
+
+
+def check_makespan(workers: int, answer: float) -> Feedback:
+    """The makespan of ``(a + b) * (a - b)`` with unit-time tasks on ``workers``
+    workers: how long the list schedule takes from the first start to the last end."""
+    span, expected = _diamond_schedule(workers)
     if answer == expected:
-        return Feedback(True, f"{expected:g} time units on {workers} worker(s)")
+        return Feedback(True, f"{expected:g} time units on {workers} worker(s) (the span is "
+                              f"{span:g}: {'reached' if expected == span else 'not reached'})")
     return Feedback(False, f"{answer} is not it: draw the tasks as a graph; no task may start "
                            f"before its inputs are done, and at most {workers} run at once")
+
+
+def _two_chains_seconds(workers: int, clock: Callable[[], float], length: int = 8) -> float:
+    """Seconds for two independent chains of ``length`` 300x300 products on a
+    ``workers``-worker ThreadedEngine, one BLAS thread per product."""
+    import numpy as np
+    from threadpoolctl import threadpool_limits
+
+    from hybridlab import engine, nd
+
+    matrix = (np.random.default_rng(0).normal(size=(300, 300)) / 300).astype(np.float32)
+    with threadpool_limits(1), engine.engine_scope(engine.ThreadedEngine(workers=workers)):
+        a = nd.array(matrix)
+        nd.waitall()
+        start = clock()
+        left = right = a
+        for _ in range(length):
+            left, right = nd.dot(left, a), nd.dot(right, a)
+        nd.waitall()
+        return clock() - start
+
+
+def check_speedup(prediction: float, clock: Callable[[], float] = time.perf_counter,
+                  rounds: int = 5) -> Feedback:
+    """Predict-then-measure: the time of two independent chains of products on one
+    worker divided by their time on two workers (one BLAS thread each). Measured in
+    ``rounds`` interleaved rounds (one worker, then two), medians compared; ``clock``
+    is the timer (injectable, so a test can fix the durations). Within 20% counts."""
+    import os
+
+    if not isinstance(prediction, (int, float)) or not prediction > 0:
+        return Feedback(False, f"predict a positive ratio (one worker's time / two workers' "
+                               f"time), not {prediction!r}")
+    times: dict[int, list[float]] = {1: [], 2: []}
+    for _ in range(rounds):
+        for workers in (1, 2):
+            times[workers].append(_two_chains_seconds(workers, clock))
+    one, two = statistics.median(times[1]), statistics.median(times[2])
+    measured = one / two
+    off = prediction / measured - 1
+    line = (f"you predicted {prediction:.2f}x; measured {measured:.2f}x (1 worker "
+            f"{one * 1e3:.1f} ms, 2 workers {two * 1e3:.1f} ms, medians of {rounds}), "
+            f"{abs(off):.0%} {'above' if off > 0 else 'below'}")
+    if abs(off) <= 0.2:
+        return Feedback(True, line)
+    if prediction > 2:
+        why = ("two workers can at most halve the time: each chain is a sequence, so the "
+               "best is one chain per worker")
+    elif off > 0:
+        why = (f"the cores ({os.cpu_count()} here) also run Python, the engine's bookkeeping "
+               "and other programs; whatever they take, the two workers do not get")
+    else:
+        why = ("the chains never meet, so two workers run them side by side: with two free "
+               "cores the time comes close to half")
+    return Feedback(False, f"{line}: {why}")
 
 
 def chain_sum_graph(n: int = 8) -> Any:
@@ -45,8 +127,8 @@ def chain_sum_graph(n: int = 8) -> Any:
         total = xs[0]
         for x in xs[1:]:
             total = total + x
-        graph = TaskGraph.from_tasks(step.tasks)  # type: ignore[attr-defined]
-        step.run()  # type: ignore[attr-defined]
+        graph = TaskGraph.from_tasks(step.tasks)
+        step.run()
     return graph
 
 
@@ -78,12 +160,12 @@ def check_tree_sum(total: Callable[[list], Any], n: int = 16) -> Feedback:
 
     with engine.engine_scope("StepEngine") as step:
         xs = [nd.full((3,), float(i)) for i in range(n)]
-        step.run()  # type: ignore[attr-defined]
-        step.clear()  # type: ignore[attr-defined]
+        step.run()
+        step.clear()
         try:
             result = total(xs)
-            graph = TaskGraph.from_tasks(step.tasks)  # type: ignore[attr-defined]
-            step.run()  # type: ignore[attr-defined]
+            graph = TaskGraph.from_tasks(step.tasks)
+            step.run()
             value = result.asnumpy()
         except Exception as exc:  # the student's code: explain, do not raise
             return Feedback(False, f"total raised {type(exc).__name__}: {exc}")

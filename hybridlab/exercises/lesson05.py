@@ -75,3 +75,47 @@ def check_biggest_stage(answer: str) -> Feedback:
         return Feedback(False, f"{answer!r} is not a stage; the stages are {list(drops)}")
     return Feedback(False, f"{answer} removes {drops[answer]} call(s); another pass removes "
                            "more -- count the calls at each stage in the explorer")
+
+
+def _mlp_bound(batch: int) -> tuple[int, int]:
+    """(liveness bound, unplanned bytes) of section 3's MLP forward at ``batch`` rows."""
+    from hybridlab import nd
+    from hybridlab.gluon import nn
+    from hybridlab.lab.memory import timeline
+
+    net = nn.HybridSequential()
+    net.add(nn.Dense(256, activation="relu"), nn.Dense(128, activation="relu"), nn.Dense(10))  # type: ignore[misc]
+    net.initialize()
+    net.hybridize()
+    net(nd.ones((batch, 512)))
+    plan = timeline(net)[1]
+    return plan.bound, plan.unplanned
+
+
+def check_liveness_bound(prediction: int, batch: int = 32) -> Feedback:
+    """Predict-then-measure: the liveness bound in bytes (the most bytes of results alive
+    at one step) of section 3's MLP, ``Dense(256, relu) -> Dense(128, relu) -> Dense(10)``
+    on 512 inputs, at ``batch`` rows; the plan is computed and compared."""
+    bound, unplanned = _mlp_bound(batch)
+    if prediction == bound:
+        return Feedback(True, f"{bound} bytes: the first layer's {batch}x256 activations are "
+                              f"still alive while the second layer writes its {batch}x128")
+    off = prediction - bound
+    line = (f"you predicted {prediction} bytes; the plan's bound is {bound} "
+            f"({abs(off)} bytes, {abs(off) / bound:.0%} {'too many' if off > 0 else 'too few'})")
+    if prediction == unplanned:
+        why = "that is every result in a buffer of its own (unplanned); most die early"
+    elif prediction == batch * 512 * 4:
+        why = ("that is the input's bytes; the bound counts the program's results, and the "
+               "input is not one")
+    elif prediction * 4 == bound:
+        why = "count bytes, not numbers: a float32 takes 4"
+    elif prediction == _mlp_bound(64)[0]:
+        why = f"that is the bound at batch 64; this asks for batch {batch}"
+    elif off < 0:
+        why = ("a product cannot write over the input it is still reading: its input and its "
+               "output are alive at the same step")
+    else:
+        why = ("a result computed in place (relu over its input) shares its input's bytes, "
+               "and the final output is small: find the one step where the most is alive")
+    return Feedback(False, f"{line}: {why}")

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import functools
+import statistics
+import time
+from typing import Callable
 
 import numpy as np
 
@@ -77,3 +80,48 @@ def check_last_column(block_class: type) -> Feedback:
                          "slice with an operator: F.slice_axis counts from the end "
                          "when begin is negative",
                          success="F.slice_axis picks the last column at any width")
+
+
+def check_retrace_cost(prediction: float, clock: Callable[[], float] = time.perf_counter,
+                       rounds: int = 5) -> Feedback:
+    """Predict-then-measure: under ``hybridize(static_shape=True)``, how many times longer
+    does a call with a new input shape take than a second call with the same shape? Each
+    round calls a fresh shape, then repeats it; the medians are compared (``clock`` is
+    the timer, injectable for tests). Within a factor of 3 counts: it is the order of
+    magnitude that decides whether a varying shape is affordable."""
+    from hybridlab import nd
+    from hybridlab.gluon import nn
+
+    if not isinstance(prediction, (int, float)) or not prediction > 0:
+        return Feedback(False, f"predict a positive ratio (new shape / same shape), not "
+                               f"{prediction!r}")
+
+    class PositiveFraction(nn.HybridBlock):
+        def hybrid_forward(self, F, x):
+            return (x > 0).sum(axis=1) / x.shape[1]
+
+    block = PositiveFraction()
+    block.initialize()
+    block.hybridize(static_shape=True)
+    block(nd.ones((4, 2))).wait_to_read()  # warm up: the first compile of the session
+    new: list[float] = []
+    same: list[float] = []
+    for width in range(3, 3 + rounds):
+        x = nd.ones((4, width))
+        for times in (new, same):
+            start = clock()
+            block(x).wait_to_read()
+            times.append(clock() - start)
+    measured = statistics.median(new) / statistics.median(same)
+    line = (f"you predicted {prediction:g}x; measured {measured:.0f}x (new shape "
+            f"{statistics.median(new) * 1e6:.0f} µs, same shape "
+            f"{statistics.median(same) * 1e6:.0f} µs, medians of {rounds})")
+    if measured / 3 <= prediction <= measured * 3:
+        return Feedback(True, f"{line}: a new shape pays for a whole trace and compile")
+    if prediction < measured:
+        why = ("a new shape traces hybrid_forward again, runs every pass and generates and "
+               "compiles new Python source: far more than running the cached program")
+    else:
+        why = ("a repeated shape finds its program in the cache and only runs it; the trace "
+               "and compile, though slow, are a one-off per shape")
+    return Feedback(False, f"{line}, off by more than a factor of 3: {why}")

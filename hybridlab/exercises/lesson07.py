@@ -149,3 +149,50 @@ def check_train_step(fn: Callable[..., Any]) -> Feedback:
                                    f"not {expected} ({depth} forward + {depth - last} recomputed: "
                                    f"all but the last segment's {last})")
     return Feedback(True, "same gradients, and the last segment is computed only once")
+
+
+def tape_bytes(depth: int, width: int, batch: int) -> int:
+    """Bytes of the distinct arrays the tape keeps (weights left out) after recording
+    ``depth`` layers ``h = tanh(h . W)`` of ``width`` units on a float32 ``batch``."""
+    from hybridlab import autograd, nd
+
+    weights = [nd.random.normal(scale=width ** -0.5, shape=(width, width)) for _ in range(depth)]
+    for w in weights:
+        w.attach_grad()
+    h = nd.random.normal(shape=(batch, width))
+    h.attach_grad()
+    with autograd.record():
+        for w in weights:
+            h = nd.tanh(nd.dot(h, w))
+    calls = autograd.postorder([h._ag[0]], lambda call: [  # type: ignore[union-attr]
+        a._ag[0] for a in call.inputs if isinstance(a._ag, tuple)])
+    parameters = {id(w) for w in weights}
+    kept = {id(a): a for call in calls for a in (*call.inputs, *call.outputs)
+            if id(a) not in parameters}
+    return sum(a.size * a.dtype.itemsize for a in kept.values())
+
+
+def check_tape_bytes(prediction: int, depth: int = 16, width: int = 64,
+                     batch: int = 32) -> Feedback:
+    """Predict-then-measure: how many bytes does the tape keep for a chain of ``depth``
+    layers ``tanh(h . W)`` (section 4's chain, smaller), weights not counted? The chain
+    is recorded and its tape measured."""
+    measured = tape_bytes(depth, width, batch)
+    activation = batch * width * 4
+    if prediction == measured:
+        return Feedback(True, f"{measured} bytes: {measured // activation} activations of "
+                              f"{activation} bytes, 2 per layer plus the input")
+    off = prediction - measured
+    line = (f"you predicted {prediction} bytes; the tape keeps {measured} ({abs(off)} "
+            f"bytes, {abs(off) / measured:.0%} {'too many' if off > 0 else 'too few'})")
+    hints = {-activation: "the chain's input is on the tape too: the first dot reads it",
+             -depth * activation: "each layer leaves two arrays: the dot's result (tanh "
+                                  "reads it) and the tanh output (the next dot reads it)",
+             -(depth + 1) * activation: "each layer leaves two arrays: the dot's result "
+                                        "and the tanh output",
+             -measured * 3 // 4: "float32: 4 bytes a number"}
+    why = hints.get(off, f"count the arrays the backward will read: one activation is "
+                         f"{batch} x {width} float32 = {activation} bytes")
+    if off > 0 and off % (width * width * 4) == 0:
+        why = "the weights are not counted: they are in memory for inference too"
+    return Feedback(False, f"{line}: {why}")

@@ -54,10 +54,25 @@ def check_params_size(answer: int) -> Feedback:
         return Feedback(True, f"{expected} bytes: 24 of file header, 28 + 8 x ndim of header "
                               "per array before its data, the data (4 bytes a float), then "
                               "the names, each with its 8-byte length")
-    return Feedback(False, f"{answer} is not it: add the file header (three 8-byte numbers), "
-                           "per array its header (magic, storage type, ndim: 4 bytes each; "
-                           "8 per dimension; device type and id; dtype flag) and its data, "
-                           "then the number of names and each name with its 8-byte length")
+    if not isinstance(answer, int) or isinstance(answer, bool):
+        return Feedback(False, f"give a whole number of bytes, not {answer!r}")
+    off = answer - expected
+    data = (4 * 3 + 4) * 4  # the float32 weight and bias
+    names = sum(8 + len(k) for k in ("arg:fc_weight", "arg:fc_bias"))
+    hints = {-data: "the data: 16 float32 numbers, 4 bytes each",
+             -names: "the names: each is its 8-byte length, then its characters",
+             -8: "one 8-byte count: the number of names (or of arrays)",
+             -(data * 3 // 4): "the data are float32: 4 bytes a number, not 1",
+             -24: "the file header: magic, reserved and the number of arrays, 8 bytes each",
+             -2 * 28 - 8 * 3: "the array headers: magic, storage type, ndim, 8 bytes per "
+                              "dimension, device type and id, dtype flag"}
+    why = hints.get(off, "add the file header (three 8-byte numbers), per array its header "
+                         "(magic, storage type, ndim: 4 bytes each; 8 per dimension; device "
+                         "type and id; dtype flag) and its data, then the number of names and "
+                         "each name with its 8-byte length")
+    return Feedback(False, f"you predicted {answer} bytes; the file has {expected} "
+                           f"({abs(off)} {'too many' if off > 0 else 'too few'}): "
+                           f"{'missing: ' if off < 0 and off in hints else ''}{why}")
 
 
 def _models() -> list[tuple[str, str, dict[str, np.ndarray], np.ndarray, np.ndarray]]:

@@ -49,6 +49,9 @@ class HybridizationReport:
 
     block: str
     entries: list[tuple[str, str, str]] = field(default_factory=list)  # (kind, where, text)
+    # not dropped or frozen, but chosen at the first call: the weights' layout per input
+    # signature, with the times measured (NOTE [Layout by measurement] in cached_op.py)
+    layouts: list[str] = field(default_factory=list)
 
     def add(self, kind: str, where: str, text: str) -> None:
         if (kind, where, text) not in self.entries:
@@ -59,9 +62,11 @@ class HybridizationReport:
 
     def __str__(self) -> str:
         if not self.entries:
-            return f"hybridization report for {self.block}: nothing was dropped or frozen"
-        lines = [f"hybridization report for {self.block} (these ran once, at trace time):"]
+            lines = [f"hybridization report for {self.block}: nothing was dropped or frozen"]
+        else:
+            lines = [f"hybridization report for {self.block} (these ran once, at trace time):"]
         lines += [f"  [{kind}] {where}: {text}" for kind, where, text in self.entries]
+        lines += [f"  [layout] {text}" for text in self.layouts]
         return "\n".join(lines)
 
 

@@ -24,19 +24,21 @@ Invariants: a compiled program is keyed by (training mode, and the input shapes 
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import functools
 import inspect
 import threading
 import warnings
 from collections import OrderedDict
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from hybridlab import autograd, display, ndarray, ndarray_io, symbol
+from hybridlab import autograd, display, model_files, ndarray, symbol
 from hybridlab import name as _name
 from hybridlab.errors import (
+    ArrayFileError,
     BlockInputError,
     DeferredInitializationError,
     NonHybridChildError,
@@ -44,6 +46,9 @@ from hybridlab.errors import (
 )
 from hybridlab.gluon import _report, _trace
 from hybridlab.gluon.parameter import Parameter, ParameterDict
+
+if TYPE_CHECKING:
+    from hybridlab.graph.cached_op import CachedOp
 
 
 class _BlockScope:
@@ -200,6 +205,10 @@ class Block:
         ``dtype_source='current'`` casts to the parameter's dtype, ``'saved'`` keeps the
         file's."""
         loaded, params = ndarray.load(filename), self._params_by_path()
+        if not isinstance(loaded, dict):
+            raise ArrayFileError(f"{filename}: holds a list of {len(loaded)} unnamed arrays "
+                                 f"(nd.save of a list), not named parameters. Fix: load it "
+                                 f"with nd.load, or save the network with save_parameters")
         missing = sorted(set(params) - set(loaded))
         extra = sorted(set(loaded) - set(params))  # type: ignore[type-var]  # (a dict: checked above)
         if missing and not allow_missing:
@@ -242,7 +251,7 @@ class Block:
         raise NotImplementedError(f"{type(self).__name__} must define forward(self, x)")
 
 
-_FLAGS = ("static_alloc", "static_shape", "passes", "disabled_passes")
+_FLAGS = ("static_alloc", "static_shape", "passes", "disabled_passes", "autotune")
 # One trace at a time, in any thread (a trace of a parent traces its children, hence
 # re-entrant): a trace is a one-off of milliseconds, and two threads making a block's
 # first call at once then compile it once, not twice.
@@ -256,7 +265,8 @@ def _check_flags(active: Any, flags: dict[str, Any]) -> None:
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise TypeError(f"hybridize() got an unknown keyword {key!r}{hint} "
                             f"(it takes active, {', '.join(_FLAGS)})")
-    switches = {k: v for k, v in flags.items() if k in ("static_alloc", "static_shape")}
+    switches = {k: v for k, v in flags.items() if k in ("static_alloc", "static_shape")
+                or k == "autotune" and v is not None}
     for key, value in [("active", active), *switches.items()]:
         if not isinstance(value, bool):  # the strings "no" and "False" are true in Python
             raise TypeError(f"hybridize(): {key} must be True or False, got {value!r}")
@@ -329,7 +339,7 @@ class HybridBlock(Block):
         self._active = False
         self._flags: dict[str, Any] = {"static_alloc": False, "static_shape": False}
         # one CachedOp, the block's one cache (made by hybridize); its traces, by mode
-        self._cached_op: Any = None
+        self._cached_op: CachedOp | None = None
         self._traces: dict[tuple, _Trace] = {}
         self._report: _report.HybridizationReport | None = None
 
@@ -353,7 +363,9 @@ class HybridBlock(Block):
         ``static_shape=True`` also compiles one program per input shape, so traced
         Symbols know their shapes; ``passes=[...]`` adds compiler passes (pure
         ``Graph -> (Graph, changes)`` functions, run before fusion and the memory plan)
-        and ``disabled_passes=[...]`` names pipeline passes not to run.
+        and ``disabled_passes=[...]`` names pipeline passes not to run; ``autotune=False``
+        keeps the weights' layout as stored instead of timing both on the first call of
+        each input signature (default: the ``AUTOTUNE`` flag, on; graph/autotune.py).
         """
         _check_flags(active, flags)
         self._active = bool(active)
@@ -370,8 +382,14 @@ class HybridBlock(Block):
         self._cached_op = CachedOp(trace=self._traced, **self._flags)
 
     def hybridization_report(self) -> _report.HybridizationReport | None:
-        """What the last trace ran only once (prints, Python branches, frozen constants)."""
-        return self._report
+        """What the last trace ran only once (prints, Python branches, frozen constants),
+        and the weights' layout measured for each input signature (graph/autotune.py)."""
+        if self._report is None or self._cached_op is None:
+            return self._report
+        from hybridlab.graph.ir import format_type
+        layouts = [f"{', '.join(format_type((a,)) for a in avals)}: {choice}"
+                   for avals, choice in self._cached_op.layouts()]
+        return dataclasses.replace(self._report, layouts=layouts)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
         """In Jupyter: the traced graph once hybridized and called, the layer listing as text."""
@@ -383,7 +401,7 @@ class HybridBlock(Block):
         if self._active and _only_ndarrays(args) and not _trace._STATE.stack:
             # one cache, the CachedOp's: it asks self._traced on a miss (NOTE [The last
             # signature first] in graph/cached_op.py is the one fast path)
-            return self._cached_op(*args)
+            return self._cached_op(*args)  # type: ignore[misc]  # active: hybridize made one
         if _are_symbols(self, args):  # (the clear errors for anything else are in here)
             return self._trace_call(*args)
         self._finish_deferred_init(*args)
@@ -498,16 +516,14 @@ class HybridBlock(Block):
             with autograd.predict_mode():
                 trace = self._trace([ndarray.zeros(s, dtype=d) for s, d in avals])
         graph = trace.exported_symbol()
-        text, params, arrays = graph.tojson(), self.collect_params(), {}
+        params, arrays = self.collect_params(), {}
         for name in graph.list_arguments():
             if name in params:
                 arrays[f"arg:{name}"] = params[name].data()
         for name in graph.list_auxiliary_states():
             arrays[f"aux:{name}"] = params[name].data()
-        for array in arrays.values():  # every value computed before either file is touched
-            array.wait_to_read()
-        ndarray_io.atomic_write(f"{path}-symbol.json", text)  # atomic, like nd.save below
-        ndarray.save(f"{path}-{epoch:04d}.params", arrays)
+        model_files.write_export_pair(f"{path}-symbol.json", graph.to_graph(),
+                                      f"{path}-{epoch:04d}.params", arrays)
 
 
 class _Trace:

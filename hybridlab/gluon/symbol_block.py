@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hybridlab import ndarray, symbol
+from hybridlab import model_files, ndarray, symbol
 from hybridlab.errors import DeferredInitializationError
 from hybridlab.gluon.block import HybridBlock, _Trace
 from hybridlab.gluon.parameter import ParameterDict
@@ -58,6 +58,8 @@ class SymbolBlock(HybridBlock):
         """Load ``export()``'s files: validated JSON graph, pickle-free parameters."""
         names = [input_names] if isinstance(input_names, str) else list(input_names)
         graph = symbol.load(symbol_file)
+        if param_file is not None:
+            model_files.check_export_pair(symbol_file, param_file)
         saved: Any = {} if param_file is None else ndarray.load(param_file)
         stored = {key.partition(":")[2] for key in saved}
         _check_inputs(names, graph.list_inputs(), stored, symbol_file)
@@ -153,3 +155,6 @@ def _roles(graph: Any) -> dict[str, str]:
             roles.update((v.node.name, role) for v, role in zip(node.inputs, names)
                          if v.node.kind == "var" and not role.startswith("*"))
     return roles
+
+
+

@@ -23,6 +23,7 @@ Inputs are given in ``graph.inputs`` order (``symbol.list_inputs()``).
 from __future__ import annotations
 
 import operator
+import threading
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -31,10 +32,11 @@ import numpy as np
 from hybridlab import autograd, config, engine, ndarray, random
 from hybridlab.errors import MissingGradientError
 from hybridlab.graph import autodiff, ir
+from hybridlab.graph.autotune import AS_STORED, PRETRANSPOSED, LayoutChoice, Tuner
 from hybridlab.graph.codegen import Program, compile_graph
 from hybridlab.graph.passes import PassContext, lower_operators, run_pipeline
 from hybridlab.graph.passes.eliminate_dead_code import eliminate_dead_code
-from hybridlab.graph.passes.pretranspose_weights import LAYOUT_OF
+from hybridlab.graph.passes.pretranspose_weights import LAYOUT_OF, pretranspose_weights
 from hybridlab.ndarray_io import aligned
 from hybridlab.ops.registry import Aval, RunContext
 
@@ -76,6 +78,8 @@ class _Entry:
     layouts: _Layouts | None = None  # NOTE [Weights in the kernel's layout]
     traced: Traced | None = None  # the graph it was compiled from, and how to feed it
     feed: tuple[Any, ...] = ()  # (traced.feed: read on every call)
+    tuning: _Tuning | None = None  # NOTE [Layout by measurement]: until the first call ran
+    layout: LayoutChoice | None = None  # what that measurement found
 
 
 class _Layouts:
@@ -117,17 +121,56 @@ class _Layouts:
         return arrays
 
 
+class _Tuning:
+    """NOTE: [Layout by measurement] in inference, a program whose dense layers the layout
+    pass can rewrite is compiled both ways (``graph/autotune.py`` says why). Its entry
+    holds this object until the signature's first call runs: that call's engine op times
+    the two programs on its own inputs (``Tuner.choose``), puts the faster in the entry --
+    its forward, its layout copies, and the plain call when the entry allows one -- and
+    returns that program's results. Later calls run the chosen program alone; calls pushed
+    before the choice was made (a ThreadedEngine) wait on the lock, then run it too.
+    """
+
+    def __init__(self, entry: _Entry, layout: Program, tuner: Tuner, plain: bool) -> None:
+        self.entry, self.tuner, self.plain, self.lock = entry, tuner, plain, threading.Lock()
+        self.candidates = {AS_STORED: (entry.forward, entry.layouts),
+                           PRETRANSPOSED: (layout, _Layouts.of(layout, entry.forward.graph.inputs))}
+
+    def run(self, arrays: Sequence[Any], contexts: tuple[RunContext, ...] = ()
+            ) -> Sequence[Any]:
+        entry = self.entry
+        with self.lock:
+            if entry.tuning is self:  # the first call: measure, then keep the faster
+                runs = {name: _runner(*pair) for name, pair in self.candidates.items()}
+                entry.layout = self.tuner.choose(runs, arrays)
+                entry.forward, entry.layouts = self.candidates[entry.layout.chosen]
+                entry.plain = entry.forward.single() if self.plain else None
+                entry.tuning = None
+        results: Sequence[Any] = _runner(entry.forward, entry.layouts)(arrays)
+        return results
+
+
+def _runner(program: Program, layouts: _Layouts | None) -> Any:
+    """A function of the call's input arrays running ``program`` (with its layout copies)."""
+    if layouts is None:
+        return program.run
+    return lambda arrays: program.run(layouts.extend(list(arrays)))
+
+
 class CachedOp:
     """``CachedOp(symbol_or_graph, static_alloc=False, static_shape=False,
     disabled_passes=(), passes=())(*ndarrays)``: ``passes`` adds passes to the pipeline
     (see ``run_pipeline``; e.g. ``pretranspose_weights``, NOTE [Weights in the kernel's
     layout]); ``disabled_passes`` names pipeline passes not to run. ``trace=`` instead of a
     graph: ``trace(training, avals) -> Traced``, asked on each miss (a hybridized block's
-    own tracer: its CachedOp is the block's one cache)."""
+    own tracer: its CachedOp is the block's one cache). ``autotune``: choose the weights'
+    layout by measurement (NOTE [Layout by measurement]); None follows the ``AUTOTUNE``
+    flag (``HYBRIDLAB_AUTOTUNE``, on unless set to 0); ``.tuner`` times the candidates."""
 
     def __init__(self, symbol_or_graph: Any = None, static_alloc: bool = False,
                  static_shape: bool = False, disabled_passes: Sequence[str] = (),
-                 passes: Sequence[Any] = (), trace: Any = None) -> None:
+                 passes: Sequence[Any] = (), trace: Any = None,
+                 autotune: bool | None = None) -> None:
         if trace is None:
             graph = symbol_or_graph
             fixed = Traced(graph.to_graph() if hasattr(graph, "to_graph") else graph)
@@ -139,6 +182,7 @@ class CachedOp:
         self.static_alloc, self.static_shape = static_alloc, static_shape
         self.disabled = tuple(disabled_passes)  # names of pipeline passes not to run
         self.passes = tuple(passes)  # your own passes (run_pipeline's ``passes``)
+        self.autotune, self.tuner = autotune, Tuner()
         self._calls, self._misses = 0, 0  # see ``stats``
         self._cache: dict[tuple[Any, ...], _Entry] = {}
         self._last: _Entry | None = None
@@ -156,6 +200,16 @@ class CachedOp:
     def stats(self) -> dict[str, int]:
         """``{"hits": calls that reused a program, "misses": calls that compiled one}``."""
         return {"hits": self._calls - self._misses, "misses": self._misses}
+
+    @property
+    def layout(self) -> LayoutChoice | None:
+        """The layout measured for the last call's signature (None: not measured)."""
+        return None if self._last is None else self._last.layout
+
+    def layouts(self) -> list[tuple[list[Aval], LayoutChoice]]:
+        """Every signature whose layout was measured, with what was found."""
+        return [(e.in_avals[:len(e.in_avals) - len(e.feed)], e.layout)
+                for e in self._cache.values() if e.layout is not None]
 
     @property
     def last_program(self) -> Program | None:
@@ -210,9 +264,10 @@ class CachedOp:
         if function is None:
             return self._push_program(entry, inputs)
         # NOTE: [The plain call] most calls run a program with one result, no random node,
-        # no arena, no 0-d output and no backward to record (a network's forward in a
-        # loop). Its generated function needs no Program.run around it: the engine op
-        # calls it with the inputs' arrays and stores the one result. The op and its Vars
+        # no 0-d output and no backward to record (a network's forward in a loop). Its
+        # generated function needs no Program.run around it: the engine op calls it with
+        # the inputs' arrays and stores the one result (with static_alloc, through
+        # ``Program.single``, which lends it an arena). The op and its Vars
         # are those _push pushes, minus the steps that would do nothing, and written here
         # rather than in a helper (one Python call less; "Performance notes").
         result = ndarray._new(entry.out_avals[0])  # normalised at compile time
@@ -243,8 +298,8 @@ class CachedOp:
             # imperative engine would draw, so hybridize() does not change the numbers
             contexts = tuple(RunContext(entry.training, random.next_generator())
                              for _ in range(program.num_random))
-        _push(program, inputs, results, contexts, "CachedOp", entry.layouts,
-              range(count, count + len(writes)))
+        _push(entry.tuning or program, inputs, results, contexts, "CachedOp",
+              None if entry.tuning else entry.layouts, range(count, count + len(writes)))
         outputs = results[:count]
         if entry.backward is not None:
             saved = results[count + len(writes):] + [inputs[i] for i in entry.saved_inputs]
@@ -303,15 +358,28 @@ class CachedOp:
         out_avals = [Aval(tuple(v.aval.shape), np.dtype(v.aval.dtype))  # type: ignore[union-attr]
                      for v in graph.outputs]  # (inferred above: every value has an aval)
         forward = self._program(graph, "forward", context)
-        plain = (len(out_avals) == 1 and backward is None and not forward.views
-                 and not forward.num_random and not forward.scalar_outputs
-                 and not traced.as_tuple)
-        return _Entry(forward, backward, out_avals, num_outputs, avals, training,
-                      needs, saved, wanted, forward.function if plain else None,
-                      _Layouts.of(forward, graph.inputs), traced, traced.feed)
+        plain = (len(out_avals) == 1 and backward is None and not forward.num_random
+                 and not forward.scalar_outputs and not traced.as_tuple)
+        entry = _Entry(forward, backward, out_avals, num_outputs, avals, training,
+                       needs, saved, wanted, forward.single() if plain else None,
+                       _Layouts.of(forward, graph.inputs), traced, traced.feed)
+        if self._tunes(entry):  # NOTE [Layout by measurement]
+            layout = self._program(graph, "forward", context, (pretranspose_weights,))
+            if layout.graph.inputs != forward.graph.inputs:  # the pass rewrote a layer
+                entry.tuning, entry.plain = _Tuning(entry, layout, self.tuner, plain), None
+        return entry
 
-    def _program(self, graph: ir.Graph, name: str, context: PassContext) -> Program:
-        optimised, _ = run_pipeline(graph, disabled=self.disabled, passes=self.passes,
+    def _tunes(self, entry: _Entry) -> bool:
+        """Whether to measure the layouts: autotune on, inference, no random node (timing
+        would draw numbers), nothing written back, and no layout pass asked for already."""
+        wanted = bool(config.flag("AUTOTUNE")) if self.autotune is None else self.autotune
+        return (wanted and entry.backward is None and not entry.forward.num_random
+                and not (entry.traced and entry.traced.writes)
+                and pretranspose_weights not in self.passes)
+
+    def _program(self, graph: ir.Graph, name: str, context: PassContext,
+                 extra: tuple[Any, ...] = ()) -> Program:
+        optimised, _ = run_pipeline(graph, disabled=self.disabled, passes=self.passes + extra,
                                     context=context)
         program = compile_graph(optimised, static_alloc=self.static_alloc,
                                 static_shape=self.static_shape, name=name)
@@ -380,7 +448,7 @@ def _check_computed(inputs: Sequence[Any]) -> None:
             ndarray._check_computed(x)
 
 
-def _push(program: Program, inputs: Sequence[Any], outputs: Sequence[Any],
+def _push(program: Program | _Tuning, inputs: Sequence[Any], outputs: Sequence[Any],
           contexts: tuple[RunContext, ...], name: str, layouts: _Layouts | None = None,
           align: range = range(0)) -> None:
     """One engine op: run ``program`` on the inputs' data, fill the outputs' data (those

@@ -34,7 +34,8 @@ parses the result and refuses any name we did not create, any string constant an
 attribute access, so a slip in this module fails loudly instead of running a file's text.
 
 The source is registered in ``linecache`` under a unique file name, so a traceback
-through a compiled program shows the generated line that failed.
+through a compiled program shows the generated line that failed; the entry is dropped when
+the program is garbage (2 000 compiles do not keep 2 000 sources).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ import linecache
 import math
 import re
 import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -55,6 +57,7 @@ import numpy as np
 from hybridlab import random
 from hybridlab.errors import GraphError, ShapeError
 from hybridlab.graph.ir import Graph, Node, Value
+from hybridlab.ndarray_io import aligned_empty
 from hybridlab.ops.fused import FUSED
 from hybridlab.ops.registry import RunContext
 
@@ -205,6 +208,24 @@ class Program:
         finally:
             self._free.append((function, arena))
 
+    def single(self) -> Callable[..., tuple[Any, ...]]:
+        """For a program with one output: a function of the input arrays alone returning
+        ``(result,)`` -- the generated function itself, or, with ``static_alloc``, that
+        function run with an arena of its own from the pool (NOTE [One arena per
+        concurrent call]): what a CachedOp's plain call runs."""
+        if not self.views:
+            return self.function
+        free, take, own = self._free, self._instance, self._own
+
+        def pooled(*arrays: np.ndarray) -> tuple[np.ndarray]:
+            function, arena = take()
+            try:
+                return (own(function(*arrays)[0], arena),)
+            finally:
+                free.append((function, arena))
+
+        return pooled
+
     def _as_arrays(self, results: Sequence[Any]) -> list[np.ndarray]:
         """NOTE: [0-d results] a ufunc given 0-d arrays returns a numpy *scalar*, which is
         not an array (no ``out=``, not writable). Only outputs whose shape is ``()`` (or
@@ -216,7 +237,8 @@ class Program:
         try:
             instance = self._free[-1] if keep else self._free.pop()
         except IndexError:
-            arena = np.empty(self.arena_bytes, np.uint8)
+            # at a 64-byte boundary, as the plan's offsets: every slot starts a cache line
+            arena = aligned_empty((self.arena_bytes,), np.uint8)
             scope = dict(self.table)
             for name, (offset, dtype, shape) in self.views.items():
                 count = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
@@ -271,6 +293,8 @@ def compile_graph(graph: Graph, static_alloc: bool = False, static_shape: bool =
     program = Program(source, scope.get(name), graph,  # type: ignore[arg-type]
                       static_shape or static_alloc, filename, writer.num_random, code,
                       writer.table, writer.views, writer.arena_bytes, name, scalars)
+    # the source stays readable for tracebacks while the program lives, and no longer
+    weakref.finalize(program, linecache.cache.pop, filename, None)
     if writer.views:
         program.function = program._instance(keep=True)[0]
     return program

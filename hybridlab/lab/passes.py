@@ -22,7 +22,9 @@ import difflib
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from hybridlab.lab.graphs import as_graph
+from hybridlab.graph.autotune import PRETRANSPOSED, LayoutChoice
+from hybridlab.graph.passes.pretranspose_weights import pretranspose_weights
+from hybridlab.lab.graphs import as_graph, cached_op_of
 
 
 @dataclass
@@ -59,6 +61,13 @@ class PassModel:
         from hybridlab.graph.passes import run_pipeline
 
         graph, self.params = as_graph(obj, shape)
+        # a block whose CachedOp chose the weights' layout by timing: say what it chose,
+        # and show the layout pass among the stages when it won (graph/autotune.py)
+        cached_op = cached_op_of(obj)
+        self.layout: LayoutChoice | None = None if cached_op is None else cached_op.layout
+        if (self.layout is not None and self.layout.chosen == PRETRANSPOSED
+                and pretranspose_weights not in passes):
+            passes = (*passes, pretranspose_weights)
         final, records = run_pipeline(graph, passes=passes)
         self.stages = [Stage("input graph", graph, [], set(), 0)]
         for record in records:
@@ -93,4 +102,6 @@ class PassModel:
         lines = [self.headline(index), *(f"  {change}" for change in stage.changes[:6])]
         if len(stage.changes) > 6:
             lines.append(f"  ... and {len(stage.changes) - 6} more")
+        if self.layout is not None:
+            lines.append(f"layout chosen on the first call: {self.layout}")
         return "\n".join(lines)

@@ -43,7 +43,7 @@ from hybridlab.ops.registry import Attr, Aval, Kind, OpDef, register
 _GEOMETRY = {"kernel": Attr("shape", low=1), "stride": Attr("shape", (1, 1), low=1),
              "dilate": Attr("shape", (1, 1), low=1), "pad": Attr("shape", (0, 0), low=0)}
 _CONV_ATTRS = {**_GEOMETRY, "num_filter": Attr("int", low=1),
-               "num_group": Attr("int", 1, (1,)),
+               "num_group": Attr("int", 1, low=1),
                "no_bias": Attr("bool", False), "layout": Attr("str", "NCHW", ("NCHW",))}
 
 
@@ -136,7 +136,12 @@ def _per_image(x: Aval | np.ndarray, grid: Any, dtype: Any, kernel: Any, pad: An
 def _im2col(x: np.ndarray, dtype: Any, kernel: Any, stride: Any, dilate: Any, pad: Any,
             **unused: Any) -> np.ndarray:
     """The windows of the images ``x`` copied into one matrix per image,
-    ``(n, C*kh*kw, OH*OW)``, in ``dtype`` (the one copy im2col makes)."""
+    ``(n, C*kh*kw, OH*OW)``, in ``dtype`` (the one copy im2col makes). A 1x1 window with
+    stride 1 and no padding *is* the image: its matrix is a view, nothing is copied
+    (most of SqueezeNet's and ResNet's convolutions)."""
+    if (tuple(kernel) == (1, 1) and tuple(stride) == (1, 1) and not any(pad)
+            and x.dtype == dtype):
+        return x.reshape(len(x), x.shape[1], x.shape[2] * x.shape[3])
     windows = _windows(pad_image(x, pad), kernel, stride, dilate)  # (n, C, OH, OW, kh, kw)
     n, channels, height, width = windows.shape[:4]
     cols = np.empty((n, channels, *kernel, height, width), dtype)
@@ -166,7 +171,11 @@ def _conv_infer(x: Aval, w: Aval, b: Aval | None = None, **attrs: Any) -> list[A
     if len(x.shape) != 4 or len(kernel) != 2 or min(kernel) < 1:
         raise ShapeError(f"Convolution: needs NCHW data and a 2-D kernel, got data {x.shape} "
                          f"and kernel {kernel}")
-    want = (num_filter, x.shape[1], *kernel)
+    groups = attrs["num_group"]
+    if x.shape[1] % groups or num_filter % groups:
+        raise ShapeError(f"Convolution: num_group={groups} must divide the data's "
+                         f"{x.shape[1]} channels and the {num_filter} filters")
+    want = (num_filter, x.shape[1] // groups, *kernel)
     if w.shape != want or (b is not None and b.shape != (num_filter,)):
         raise ShapeError(f"Convolution: data {x.shape} needs weight {want} and bias "
                          f"({num_filter},), got weight {w.shape}"
@@ -226,7 +235,48 @@ def _weight_grad_workspace(g: Aval, x: Aval, **attrs: Any) -> int:
 
 
 def _weight_grad_infer(g: Aval, x: Aval, **attrs: Any) -> list[Aval]:
-    return [Aval((g.shape[1], x.shape[1], *attrs["kernel"]), g.dtype)]
+    return [Aval((g.shape[1], x.shape[1] // attrs["num_group"], *attrs["kernel"]), g.dtype)]
+
+
+# NOTE [Groups] With ``num_group=k`` the channels and the filters split into k groups, and
+# group i's filters see only group i's channels (AlexNet's two halves; k = C is a
+# depthwise convolution). Each kernel then runs once per group on channel slices: the
+# single-group kernels are the only arithmetic, and a group's result is copied into place.
+def _grouped_forward(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *,
+                     out: np.ndarray, num_group: int, **attrs: Any) -> np.ndarray:
+    if num_group == 1:
+        return _convolution_out(x, w, b, out=out, **attrs)
+    inputs, filters = x.shape[1] // num_group, len(w) // num_group
+    for group in range(num_group):
+        cs, fs = slice(group * inputs, (group + 1) * inputs), slice(group * filters,
+                                                                    (group + 1) * filters)
+        part = np.empty((len(x), filters, *out.shape[2:]), out.dtype)
+        out[:, fs] = _convolution_out(x[:, cs], w[fs], None if b is None else b[fs],
+                                      out=part, **attrs)
+    return out
+
+
+def _grouped_data_grad(g: np.ndarray, w: np.ndarray, x: np.ndarray, *, out: np.ndarray,
+                       num_group: int, **attrs: Any) -> np.ndarray:
+    if num_group == 1:
+        return _conv_data_grad_out(g, w, x, out=out, **attrs)
+    inputs, filters = x.shape[1] // num_group, len(w) // num_group
+    for group in range(num_group):
+        cs, fs = slice(group * inputs, (group + 1) * inputs), slice(group * filters,
+                                                                    (group + 1) * filters)
+        part = np.empty((len(x), inputs, *x.shape[2:]), out.dtype)
+        out[:, cs] = _conv_data_grad_out(g[:, fs], w[fs], x[:, cs], out=part, **attrs)
+    return out
+
+
+def _grouped_weight_grad(g: np.ndarray, x: np.ndarray, *, out: np.ndarray, num_group: int,
+                         **attrs: Any) -> np.ndarray:
+    inputs, filters = x.shape[1] // num_group, len(out) // num_group
+    for group in range(num_group):  # out[fs] is contiguous: each group writes in place
+        fs = slice(group * filters, (group + 1) * filters)
+        _conv_weight_grad_out(g[:, fs], x[:, group * inputs:(group + 1) * inputs],
+                              out=out[fs], **attrs)
+    return out
 
 
 def _conv_grad(F: Any, inputs: list[Any], outputs: list[Any], out_grads: list[Any], **attrs: Any
@@ -237,28 +287,28 @@ def _conv_grad(F: Any, inputs: list[Any], outputs: list[Any], out_grads: list[An
 
 
 register(OpDef(
-    name="Convolution", kernel=allocating(_convolution_out, _conv_infer),
-    kernel_out=_convolution_out, infer=_conv_infer, grad=_conv_grad,
+    name="Convolution", kernel=allocating(_grouped_forward, _conv_infer),
+    kernel_out=_grouped_forward, infer=_conv_infer, grad=_conv_grad,
     workspace=lambda x, w, b=None, **attrs: chunk_scratch(x.shape[0], _per_image(
         x, _conv_infer(x, w, **attrs)[0].shape[2:], promote(x.dtype, w.dtype), **attrs)),
-    infer_params=lambda x, *, kernel, num_filter, **_: {
-        "weight": (num_filter, x.shape[1], *kernel), "bias": (num_filter,)},
+    infer_params=lambda x, *, kernel, num_filter, num_group, **_: {
+        "weight": (num_filter, x.shape[1] // num_group, *kernel), "bias": (num_filter,)},
     kind=Kind.OPAQUE, attrs=_CONV_ATTRS,
     inputs=lambda attrs: ("data", "weight") if attrs["no_bias"] else ("data", "weight", "bias"),
     doc="2-D convolution (cross-correlation) of NCHW ``data`` with ``weight`` of shape "
-        "``(num_filter, C, kh, kw)``, plus ``bias``; ``stride``, ``pad`` and ``dilate`` per "
-        "axis."))
+        "``(num_filter, C / num_group, kh, kw)``, plus ``bias``; ``stride``, ``pad`` and "
+        "``dilate`` per axis; ``num_group`` splits channels and filters (NOTE [Groups])."))
 register(OpDef(
-    name="_conv_data_grad", kind=Kind.OPAQUE, kernel_out=_conv_data_grad_out,
-    kernel=allocating(_conv_data_grad_out, lambda g, w, x, **attrs: [Aval(x.shape, g.dtype)]),
+    name="_conv_data_grad", kind=Kind.OPAQUE, kernel_out=_grouped_data_grad,
+    kernel=allocating(_grouped_data_grad, lambda g, w, x, **attrs: [Aval(x.shape, g.dtype)]),
     workspace=lambda g, w, x, **attrs: chunk_scratch(x.shape[0], _per_image(
         Aval(x.shape, g.dtype), g.shape[2:], g.dtype, **attrs)),
     grad=None, grad_missing="Convolution's backward has no second order",
     infer=lambda g, w, x, **attrs: [Aval(x.shape, g.dtype)], attrs=_CONV_ATTRS,
     inputs=("data", "weight", "like"), doc="Convolution's gradient for its data (col2im)."))
 register(OpDef(
-    name="_conv_weight_grad", kernel=allocating(_conv_weight_grad_out, _weight_grad_infer),
-    kernel_out=_conv_weight_grad_out, kind=Kind.OPAQUE, workspace=_weight_grad_workspace,
+    name="_conv_weight_grad", kernel=allocating(_grouped_weight_grad, _weight_grad_infer),
+    kernel_out=_grouped_weight_grad, kind=Kind.OPAQUE, workspace=_weight_grad_workspace,
     grad=None, grad_missing="Convolution's backward has no second order",
     infer=_weight_grad_infer, attrs=_CONV_ATTRS, inputs=("data", "like"),
     doc="Convolution's gradient for its weight."))

@@ -315,3 +315,46 @@ register(OpDef(
     attrs=_SOFTMAX_OUTPUT_ATTRS, grad=None,
     grad_missing="the second derivative of SoftmaxOutput is not written",
     doc="SoftmaxOutput's gradient from its output and the labels (backward only)."))
+
+
+# NOTE [LRN by a window sum] Local response normalisation divides each value by a power of
+# the sum of squares over ``nsize`` neighbouring channels. The one new kernel is that
+# channel-window sum; it is its own adjoint (a symmetric box filter with zero padding), so
+# its gradient is itself and LRN is a layer operator over primitives: no second formula.
+def _channel_window_sum(x: np.ndarray, nsize: int) -> np.ndarray:
+    half = nsize // 2
+    padded = np.zeros((x.shape[0], x.shape[1] + 2 * half + 1, *x.shape[2:]), x.dtype)
+    np.cumsum(x, axis=1, out=padded[:, half + 1:half + 1 + x.shape[1]])
+    padded[:, half + 1 + x.shape[1]:] = padded[:, half + x.shape[1]:half + 1 + x.shape[1]]
+    return padded[:, nsize:nsize + x.shape[1]] - padded[:, :x.shape[1]]
+
+
+def _window_infer(x: Aval, nsize: int) -> list[Aval]:
+    if len(x.shape) < 2:
+        raise ShapeError(f"LRN needs data with a channel axis (N, C, ...), got {x.shape}")
+    if nsize % 2 == 0:
+        raise ShapeError(f"LRN: nsize={nsize} must be odd, so the window is centred on each "
+                         f"channel (as ONNX and MXNet's GPU kernel require)")
+    return [x]
+
+
+register(OpDef(
+    name="_channel_window_sum", kernel=_channel_window_sum, infer=_window_infer,
+    kind=Kind.OPAQUE, attrs={"nsize": Attr("int", low=1)},
+    grad=lambda F, inputs, outputs, out_grads, nsize: [
+        F._channel_window_sum(out_grads[0], nsize=nsize)],
+    doc="Sum over ``nsize`` neighbouring channels (axis 1, zero beyond the edges); "
+        "NOTE [LRN by a window sum]."))
+
+
+def _lrn(F: Any, data: Any, alpha: float, beta: float, knorm: float, nsize: int) -> Any:
+    window = F._channel_window_sum(F.square(data), nsize=nsize)
+    return data * (window * (alpha / nsize) + knorm) ** (-beta)
+
+
+register_layer(
+    "LRN", _lrn, lambda x, **attrs: _window_infer(x, attrs["nsize"]), Kind.OPAQUE,
+    attrs={"alpha": Attr("float", 1e-4), "beta": Attr("float", 0.75),
+           "knorm": Attr("float", 2.0), "nsize": Attr("int", low=1)},
+    doc="MXNet's local response normalisation across channels: ``x / (knorm + alpha / "
+        "nsize * sum of x**2 over nsize channels) ** beta`` (ONNX's LRN with bias=knorm).")

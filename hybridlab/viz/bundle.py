@@ -35,6 +35,36 @@ from typing import Any
 PNG = "image/png"
 TEXT = "text/plain"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+
+
+def drop_dangling_widget_views(notebook: dict[str, Any]) -> int:
+    """Remove the widget view from every output whose model the notebook's saved widget
+    state does not hold and that has another form to show (its PNG); return how many.
+
+    JupyterLab prefers a widget view to every other form of an output, and a view whose
+    model is missing shows "Error displaying widget: model not found" -- the PNG beside
+    it is never shown. Without the view, every reader shows the PNG.
+    """
+    metadata = notebook.get("metadata") or {}
+    state = ((metadata.get("widgets") or {}).get(WIDGET_STATE) or {}).get("state") or {}
+    dropped = 0
+    for cell in notebook.get("cells") or []:
+        for output in cell.get("outputs") or []:
+            data = output.get("data") or {}
+            view = data.get(WIDGET_VIEW)
+            if isinstance(view, dict) and view.get("model_id") not in state and len(data) > 1:
+                del data[WIDGET_VIEW]
+                dropped += 1
+    return dropped
+
+
+def pre_save_hook(model: dict[str, Any], **_: Any) -> None:
+    """A Jupyter server ``ContentsManager.pre_save_hook`` (installed by the workspace):
+    every notebook saved, autosaves included, goes through
+    :func:`drop_dangling_widget_views`."""
+    if model.get("type") == "notebook" and isinstance(model.get("content"), dict):
+        drop_dangling_widget_views(model["content"])
 
 
 def encode_png(png: bytes | None) -> str | None:
@@ -49,6 +79,18 @@ def figure_png(figure: Any, dpi: int = 100, tight: bool = True) -> bytes:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight" if tight else None,
                    facecolor=figure.get_facecolor())
+    return buffer.getvalue()
+
+
+def canvas_png(canvas: Any) -> bytes:
+    """What an Agg canvas holds now (after ``canvas.draw()``), as PNG: one render, no
+    tight-bbox second pass, zlib's fast level -- for instruments that redraw on a control."""
+    from PIL import Image
+
+    width, height = canvas.get_width_height(physical=True)
+    buffer = io.BytesIO()
+    Image.frombuffer("RGBA", (width, height), canvas.buffer_rgba(), "raw", "RGBA", 0, 1
+                     ).save(buffer, format="png", compress_level=1)
     return buffer.getvalue()
 
 
@@ -109,6 +151,58 @@ def widget_bundle(widget: Any, text: str, png: bytes | None) -> dict[str, Any]:
     return bundle
 
 
+# What a widget restored without its kernel says instead of showing dead controls. The
+# style rides in the notice's own saved value, so stock JupyterLab and the site's widget
+# manager both apply it: they mark every view whose model has no live kernel connection
+# with the class ``jupyter-widgets-disconnected`` (ipywidgets' DOMWidgetView), and the
+# rules below show the notice, hide the controls and the broken-link icons only then.
+SNAPSHOT_NOTICE = "a saved snapshot \u2014 run the cell to play"
+PAST_NOTE = ("an earlier moment of this instrument, as it was when this cell ran; the "
+             "live one is its latest display")
+_CONTROLS = ",".join(f".hybridlab-moment .jupyter-widgets-disconnected.{c}" for c in (
+    "widget-button", "widget-dropdown", "widget-slider", "widget-toggle-buttons",
+    "widget-checkbox", "widget-select", "widget-radio", "widget-text", "widget-play"))
+_NOTICE_STYLE = (
+    "<style>.hybridlab-notice:not(.jupyter-widgets-disconnected),"
+    ".hybridlab-past-note.jupyter-widgets-disconnected{display:none !important}"
+    f"{_CONTROLS}{{display:none !important}}"
+    ".hybridlab-moment.jupyter-widgets-disconnected::before,"
+    ".hybridlab-moment .jupyter-widgets-disconnected::before{display:none !important}"
+    ".hybridlab-notice{font-style:italic}</style>")
+_notice: Any = None  # one notice widget per kernel, shared by every moment
+
+
+def notice_widget() -> Any:
+    """The snapshot notice (an ipywidgets HTML, made once per kernel)."""
+    global _notice
+    import ipywidgets as widgets
+
+    if _notice is None:
+        _notice = widgets.HTML(f"{_NOTICE_STYLE}<span>{SNAPSHOT_NOTICE}</span>")
+        _notice.add_class("hybridlab-notice")
+    return _notice
+
+
+def freeze(widget: Any) -> Any:
+    """A copy of what ``widget`` shows now, without its controls: boxes are rebuilt
+    around frozen children, HTML, labels and images are copied by value, anything else
+    (buttons, sliders, menus) is left out. ``None`` when nothing is left."""
+    import ipywidgets as widgets
+
+    if isinstance(widget, widgets.Box):
+        children = [c for c in map(freeze, widget.children) if c is not None]
+        if not children:
+            return None
+        box = type(widget)(children, layout=widget.layout)
+        box._dom_classes = tuple(c for c in widget._dom_classes if not c.startswith("hybridlab-"))
+        return box
+    if isinstance(widget, (widgets.HTML, widgets.HTMLMath, widgets.Label)):
+        return type(widget)(value=widget.value, layout=widget.layout)
+    if isinstance(widget, widgets.Image):
+        return widgets.Image(value=widget.value, format=widget.format, layout=widget.layout)
+    return None
+
+
 class Instrument:
     """Base of every instrument's view (queue stepper, schedule explorer, pass explorer,
     speed-up plot ...).
@@ -116,9 +210,16 @@ class Instrument:
     A subclass sets ``self.widget`` (an ipywidgets widget, or None) and implements
     :meth:`summary` and :meth:`snapshot_png`; displaying it then gives the three-form
     bundle described in this module's docstring, and ``repr`` gives the summary.
+
+    Each display is its own moment (ARCHITECTURE.md, "Instruments as documents"): the
+    widget view of a display is a new box holding the notice and the live widget; the
+    next display turns the previous box into a frozen copy of what it showed when its
+    cell ran (:func:`freeze`), so a saved notebook shows every moment, and only the
+    latest display has controls.
     """
 
     widget: Any = None
+    _live_moment: Any = None  # (the box of the latest display, its frozen copy)
 
     def summary(self) -> str:
         """A stable plain-text description of the current state (what nbval compares)."""
@@ -128,8 +229,32 @@ class Instrument:
         """A PNG of the current state (None if it cannot be drawn here)."""
         raise NotImplementedError(f"{type(self).__name__} must define snapshot_png()")
 
+    def before_display(self) -> None:
+        """Bring the widget up to date before a display records it (default: nothing)."""
+
+    def moment(self) -> Any:
+        """The widget of one display: the live widget in a new box (see the class doc)."""
+        if self.widget is None:
+            return None
+        import ipywidgets as widgets
+
+        self.before_display()
+        frozen = freeze(self.widget)
+        box = widgets.VBox([notice_widget(), self.widget])
+        box.add_class("hybridlab-moment")
+        if self._live_moment is not None:
+            previous, previous_frozen = self._live_moment
+            note = widgets.HTML(f"<i>{PAST_NOTE}</i>")
+            note.add_class("hybridlab-past-note")
+            previous.children = [notice_widget(), note] + (
+                [previous_frozen] if previous_frozen is not None else [])
+            previous.add_class("hybridlab-past")
+        self._live_moment = (box, frozen)
+        return box
+
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        return widget_bundle(self.widget, self.summary(), self.snapshot_png())
+        moment = self.moment()
+        return widget_bundle(moment, self.summary(), self.snapshot_png())
 
     def __repr__(self) -> str:
         return self.summary()

@@ -130,7 +130,7 @@ def to_dot(graph: Any, title: str = "plot", params: Any = (), node_attrs: dict |
     canvas = _Canvas(roles, hidden, unused_nodes(graph), dict(notes or {}), set(highlight or ()),
                      names=names)
     boxes = {name: graphviz_class()(name=f"cluster_{name}", graph_attr={
-        "label": name, "labeljust": "l", "style": "rounded,dashed", "color": "#999999",
+        "label": dot_text(name), "labeljust": "l", "style": "rounded,dashed", "color": "#999999",
         "fontname": "Helvetica", "fontsize": "11", "fontcolor": "#555555"})
         for name in dict.fromkeys((groups or {}).values())}
     canvas.places = {key: boxes[name] for key, name in (groups or {}).items()}
@@ -139,7 +139,7 @@ def to_dot(graph: Any, title: str = "plot", params: Any = (), node_attrs: dict |
         dot.subgraph(box)
     for index, value in enumerate(graph.outputs):
         label = output_labels[index] if output_labels else f"output {index}"
-        dot.node(f"out{index}", label, **LEAF_STYLES["output"])
+        dot.node(f"out{index}", dot_text(label), **LEAF_STYLES["output"])
         canvas.edges.append((dot_ids[id(value.node)], f"out{index}"))
     for tail, head in canvas.edges:  # emitted last, at the top level: clusters keep their nodes
         dot.edge(tail, head)
@@ -200,7 +200,7 @@ def _draw_cluster(target: Any, node: Any, body: Any, dot_id: str, names: dict,
     """A fused node: its sub-program drawn inside a dashed box, wired to the outer graph."""
     bound = {id(var): names[id(v.node)] for var, v in zip(body.inputs, node.inputs)}
     lines = ["fused:", node.name] + ([canvas.notes[id(node)]] if id(node) in canvas.notes else [])
-    label = "".join(line + r"\r" for line in lines)  # \r: DOT's right-justified line end
+    label = "".join(dot_text(line) + r"\r" for line in lines)  # \r: DOT's right-justified line end
     with target.subgraph(name=f"cluster_{dot_id}") as cluster:
         # Label at the bottom right: edges enter at the top and leave at the middle.
         changed = id(node) in canvas.highlight
@@ -235,7 +235,14 @@ def _label(node: Any, canvas: _Canvas) -> str:
         lines.append(format_type(node.aval))
     lines += [canvas.notes[id(node)]] if id(node) in canvas.notes else []
     lines += ["unused"] if id(node) in canvas.unused else []
-    return r"\n".join(lines)  # DOT's escaped line break keeps the source one line per node
+    # DOT's escaped line break keeps the source one line per node
+    return r"\n".join(dot_text(line) for line in lines)
+
+
+def dot_text(text: str) -> str:
+    r"""``text`` shown as it is in a DOT label: a backslash is an escape there (``\n``,
+    ``\l``; one at the end would swallow the closing quote), so it is doubled."""
+    return text.replace("\\", "\\\\")
 
 
 def _changed_attrs(node: Any, limit: int = 2) -> list[str]:
@@ -336,8 +343,8 @@ def draw_gradient(obj: Any, title: str = "plot") -> Drawing:
 
     graph, params = as_graph(obj)
     joint = gradient_graph(graph)
-    forward = {id(node) for node in graph.nodes}
-    groups = {id(node): "forward" if id(node) in forward else "backward"
+    forward = {node.name for node in graph.nodes}  # gradient_graph copies the nodes
+    groups = {id(node): "forward" if node.name in forward else "backward"
               for node in joint.nodes if node.kind == "call"}
     incoming = {id(node): f"d loss / d output {i}"
                 for i, node in enumerate(joint.inputs[len(graph.inputs):])}

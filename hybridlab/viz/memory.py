@@ -23,7 +23,7 @@ import html
 from typing import Any
 
 from hybridlab.lab.memory import MODES, Box, describe_step, live_bytes, timeline
-from hybridlab.viz.bundle import Instrument, figure_png
+from hybridlab.viz.bundle import Instrument, canvas_png
 from hybridlab.viz.palette import KIND_COLOURS, OKABE_ITO, OTHER_COLOUR
 
 
@@ -39,26 +39,52 @@ def memory_timeline(obj: Any, shape: dict | None = None, backward: bool = False
     return figure, str(plan)
 
 
-def draw(figure: Any, boxes: list[Box], plan: Any, step: int | None = None) -> Any:
-    """Draw the timeline on ``figure`` (cleared first); ``step`` marks one program step."""
+LABEL_PT = 9  # a box's name, drawn only where it fits whole (never cut, never overlapping)
+
+
+def fits(text: str, width_pt: float, height_pt: float) -> bool:
+    """Whether ``text`` at :data:`LABEL_PT` fits a box of that size (sans-serif: a
+    character is about 0.6 of the size wide)."""
+    return width_pt >= 0.6 * LABEL_PT * len(text) + 4 and height_pt >= LABEL_PT + 3
+
+
+def draw(figure: Any, boxes: list[Box], plan: Any, step: int | None = None,
+         artists: dict[str, Any] | None = None) -> Any:
+    """Draw the timeline on ``figure`` (cleared first); ``step`` marks one program step.
+
+    ``artists`` (the explorer's): every box is drawn faded, with an *animated* full copy
+    and label on top (``"live"``: (box, bar, label) each), and the step's line and text
+    are animated too (``"step"``, ``"text"``). A canvas draw then leaves them out, so a
+    step only pastes the saved background and draws what is alive (:class:`MemoryExplorer`).
+    """
     from matplotlib.patches import Patch
 
     figure.clear()
     axes = figure.add_subplot()
     total = sum(plan.buffer_bytes)
     scale, unit = (1024, "KiB") if total >= 4096 else (1, "bytes")
+    # the plot area in points (about 6 x 2.3 inches of the 8 x 3.2 figure, legend aside)
+    steps = max((box.last for box in boxes), default=0) + 1
+    pt_per_step, pt_per_unit = 430 / steps, 165 / (max(total, plan.bound, 1) / scale * 1.15)
     for box in boxes:  # from the step that writes it to the step that last reads it
         left, width = (box.first, box.last - box.first) if box.last > box.first else \
             (box.first - 0.45, 0.9)
         live = step is None or box.first <= step <= box.last
-        axes.broken_barh([(left, width)], (box.low / scale, (box.high - box.low) / scale),
-                         facecolor=KIND_COLOURS.get(box.kind, OTHER_COLOUR),
-                         edgecolor=OKABE_ITO["vermillion"] if box.inplace else "#555555",
-                         linewidth=1.6 if box.inplace else 0.6, hatch="///" if box.backward
-                         else None, alpha=1.0 if live else 0.35)
-        if width >= 1.5:
-            axes.text(left + width / 2, (box.low + box.high) / 2 / scale, box.name,
-                      ha="center", va="center", fontsize=7, clip_on=True)
+        for animated in (False, True) if artists is not None else (False,):
+            bar = axes.broken_barh(
+                [(left, width)], (box.low / scale, (box.high - box.low) / scale),
+                facecolor=KIND_COLOURS.get(box.kind, OTHER_COLOUR),
+                edgecolor=OKABE_ITO["vermillion"] if box.inplace else "#555555",
+                linewidth=1.6 if box.inplace else 0.6, hatch="///" if box.backward else None,
+                alpha=1.0 if live and (animated or artists is None) else 0.35,
+                animated=animated)
+            label = None
+            if fits(box.name, width * pt_per_step, (box.high - box.low) / scale * pt_per_unit):
+                label = axes.text(left + width / 2, (box.low + box.high) / 2 / scale, box.name,
+                                  ha="center", va="center", fontsize=LABEL_PT, clip_on=True,
+                                  animated=animated)
+            if animated and artists is not None:
+                artists.setdefault("live", []).append((box, bar, label))
     axes.axhline(plan.buffer_bytes[0] / scale, color=OKABE_ITO["blue"], linestyle="-",
                  linewidth=1, label=f"end of the shared arena: {plan.buffer_bytes[0]} bytes")
     axes.axhline(plan.bound / scale, color=OKABE_ITO["vermillion"], linestyle="--",
@@ -68,8 +94,12 @@ def draw(figure: Any, boxes: list[Box], plan: Any, step: int | None = None) -> A
         axes.axvline(first_backward - 0.5, color="#333333", linestyle=":", linewidth=1,
                      label="backward starts")
     if step is not None:
-        axes.axvline(step, color=OKABE_ITO["orange"], linewidth=2.5, alpha=0.8,
-                     label=f"step {step}: {live_bytes(boxes, step)} bytes live")
+        line = axes.axvline(step, color=OKABE_ITO["orange"], linewidth=2.5, alpha=0.8,
+                            label="the chosen step", animated=artists is not None)
+        text = axes.text(1.0, -0.2, step_text(boxes, step), transform=axes.transAxes,
+                         ha="right", va="top", fontsize=9, animated=artists is not None)
+        if artists is not None:
+            artists.update(step=line, text=text)
     kinds = sorted({box.kind for box in boxes})
     handles = [Patch(facecolor=KIND_COLOURS.get(k, OTHER_COLOUR), edgecolor="#555555",
                      label=k) for k in kinds]
@@ -78,14 +108,18 @@ def draw(figure: Any, boxes: list[Box], plan: Any, step: int | None = None) -> A
     if first_backward is not None:
         handles.append(Patch(facecolor="white", edgecolor="#555555", hatch="///",
                              label="computed by the backward"))
-    axes.legend(handles=[*axes.get_legend_handles_labels()[0], *handles], fontsize=7,
+    axes.legend(handles=[*axes.get_legend_handles_labels()[0], *handles], fontsize=9,
                 loc="upper left", bbox_to_anchor=(1.01, 1))
     axes.set(xlabel="program step (node)",
-             ylabel=f"byte offset ({unit}): arena, then own buffers",
+             ylabel=f"byte offset ({unit}):\narena, then own buffers",
              ylim=(0, max(total, plan.bound, 1) / scale * 1.15))
     axes.set_title(f"{len(boxes)} results placed; peak {plan.planned} bytes (scratch "
                    f"{plan.workspace} included), {plan.unplanned} unplanned", fontsize=9)
     return figure
+
+
+def step_text(boxes: list[Box], step: int) -> str:
+    return f"step {step}: {live_bytes(boxes, step)} bytes live"
 
 
 class MemoryExplorer(Instrument):
@@ -105,7 +139,9 @@ class MemoryExplorer(Instrument):
                                       continuous_update=False)
         self.text = widgets.HTML()
         self.image = widgets.Image(format="png")
-        self.figure = Figure(figsize=(8, 3.2), layout="constrained")  # not through pyplot
+        # one figure per program, drawn once here: a control then only pastes and draws
+        self._drawn = {mode: self._draw_mode(mode, Figure(figsize=(8, 3.2)))
+                       for mode in self.MODES}
         self.mode.observe(self._mode_changed, names="value")
         self.step.observe(lambda change: self.refresh(), names="value")
         self.widget = widgets.VBox([widgets.HBox([self.mode, self.step]), self.text,
@@ -126,9 +162,36 @@ class MemoryExplorer(Instrument):
         boxes, plan = self.plans[self.mode.value]
         return describe_step(boxes, plan, self.mode.value, self.step.value)
 
+    def _draw_mode(self, mode: str, figure: Any) -> tuple[Any, dict[str, Any], Any]:
+        """Draw one program once (not through pyplot): lay it out, keep that layout, and
+        save the background (all but the animated step and live boxes) for every step.
+        Returns (figure, its animated artists, the background)."""
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        boxes, plan = self.plans[mode]
+        canvas, artists = FigureCanvasAgg(figure), {}  # type: ignore[var-annotated]
+        figure.set_layout_engine("constrained")
+        draw(figure, boxes, plan, 0, artists)
+        canvas.draw()
+        figure.set_layout_engine("none")
+        return figure, artists, canvas.copy_from_bbox(figure.bbox)
+
     def refresh(self) -> None:
-        boxes, plan = self.plans[self.mode.value]
-        self.png = figure_png(draw(self.figure, boxes, plan, self.step.value))
+        """One step: paste the background, draw the live boxes, the line and its text."""
+        boxes, _ = self.plans[self.mode.value]
+        figure, artists, background = self._drawn[self.mode.value]
+        step, canvas, axes = self.step.value, figure.canvas, figure.axes[0]
+        canvas.restore_region(background)
+        for box, bar, label in artists["live"]:
+            if box.first <= step <= box.last:
+                axes.draw_artist(bar)
+                if label is not None:
+                    axes.draw_artist(label)
+        artists["step"].set_xdata([step, step])
+        artists["text"].set_text(step_text(boxes, step))
+        axes.draw_artist(artists["step"])
+        axes.draw_artist(artists["text"])
+        self.png = canvas_png(canvas)
         self.image.value = self.png
         self.text.value = f"<code>{html.escape(self.describe())}</code>"
 

@@ -81,3 +81,18 @@ STATE_STYLES = {
 
 # Drawings sit on this background, so they stay legible in JupyterLab's dark theme.
 BACKGROUND = "#ffffff"
+# Text drawn on any fill above: set explicitly wherever a fill is (an HTML chip inherits
+# the theme's text colour otherwise -- white in the dark theme).
+INK = "#1a1a1a"
+
+
+def contrast_ratio(foreground: str, background: str) -> float:
+    """WCAG 2's contrast ratio of two ``#rrggbb`` colours (1 to 21; text needs 4.5)."""
+    def luminance(colour: str) -> float:
+        channels = [int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+        linear = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
+                  for c in channels]
+        return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+    light, dark = sorted((luminance(foreground), luminance(background)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)

@@ -164,8 +164,8 @@ def real_vs_simulated(records: Sequence[TaskRecord]) -> tuple[str, Any]:
     simulated = model.schedule()
     real = max(r.end for r in records) - min(r.start for r in records)
     ideal = max(r.end for r in simulated)
-    line = (f"real {real * 1e3:.3f} ms, simulated list schedule {ideal * 1e3:.3f} ms on "
-            f"{workers} worker(s): real / simulated = {real / ideal:.2f}")
+    line = (f"makespan: real {real * 1e3:.3f} ms, simulated list schedule "
+            f"{ideal * 1e3:.3f} ms on {workers} worker(s): real / simulated = {real / ideal:.2f}")
     moved = [TaskRecord(r.name, r.worker, r.start, r.end, r.reads, r.writes, r.seq, r.deps)
              for r in simulated]
     return line, gantt(records, "real: the engine's trace", beside=[

@@ -31,8 +31,9 @@ from hybridlab import engine as _engine
 from hybridlab.engine import DEP_KINDS, StepEngine
 from hybridlab.lab.queue import QueueModel
 from hybridlab.viz.bundle import Instrument
-from hybridlab.viz.palette import BACKGROUND, STATE_COLOURS, STATE_STYLES, TASK_STATES
+from hybridlab.viz.palette import BACKGROUND, INK, STATE_COLOURS, STATE_STYLES, TASK_STATES
 
+NO_CHOICE = "(nothing pending)"  # the Sync on menu when no pending task writes a named array
 # A legend cell's outline, as the state's node outline (graphviz HTML cells know these).
 _CELL = {"waiting": "dashed", "ready": "solid", "running": "solid", "done": "solid",
          "failed": "solid", "skipped": "dotted"}
@@ -96,9 +97,12 @@ class QueueStepper(Instrument):
         self.message = widgets.HTML()
         self.buttons = {name: widgets.Button(description=name, layout={"width": "auto"})
                         for name in ("Step", "Sync on", "Wait all", "Reset")}
-        self.choice = widgets.Dropdown(options=[], description="", layout={"width": "10em"})
+        self.choice = widgets.Dropdown(options=[NO_CHOICE], description="array",
+                                       layout={"width": "16em"},
+                                       style={"description_width": "auto"})
+        self.hint = ""  # what the last click could not do, said under the drawing
         actions = {"Step": model.step, "Wait all": model.wait_all, "Reset": model.reset,
-                   "Sync on": lambda: self.choice.value and model.sync(self.choice.value)}  # type: ignore[func-returns-value]
+                   "Sync on": self._sync}
         for name, button in self.buttons.items():
             button.on_click(lambda _, act=actions[name]: self._act(act))
         controls = widgets.HBox([self.buttons["Step"], self.buttons["Sync on"], self.choice,
@@ -113,8 +117,20 @@ class QueueStepper(Instrument):
         self.refresh()
 
     def _act(self, action: Callable[[], Any]) -> None:
+        self.hint = ""
         action()
         self.refresh()
+
+    def _sync(self) -> None:
+        """The Sync on button: ``wait_to_read()`` on the array chosen in the menu."""
+        if self.choice.value not in self.model.sync_choices():
+            self.hint = ("Sync on: no pending task writes a named array; push some work "
+                         "(e.g. b = a * 2) and choose the array in the menu")
+            return
+        self.model.sync(self.choice.value)
+
+    def before_display(self) -> None:
+        self.refresh()  # a display records now: pushes or model calls since the last draw
 
     def _after_cell(self, result: Any = None) -> None:
         if self.model.pushed_since_draw:
@@ -130,22 +146,27 @@ class QueueStepper(Instrument):
                               f"<b>{model.pinned_bytes()}</b> bytes pinned by pending tasks")
         try:
             svg = queue_dot(model).pipe(format="svg", encoding="utf-8")
-            svg = svg[svg.index("<svg"):].replace("<svg", '<svg style="max-width:100%;'
-                                                  'height:auto"', 1)
-            self.drawing.value = f"<div style='max-width:720px;overflow-x:auto'>{svg}</div>"
+            # at its natural size (text as drawn, 10 pt), scrolled sideways when wider
+            svg = svg[svg.index("<svg"):]
+            self.drawing.value = f"<div style='max-width:100%;overflow-x:auto'>{svg}</div>"
         except Exception as err:  # no dot program: the text still shows the state
             self.drawing.value = f"<pre>{html.escape(str(err))}</pre>"
         rows = "".join(
             f"<tr><td><b>{html.escape(name)}</b></td><td>"
-            + " ".join(f"<span style='background:{STATE_COLOURS[state]};padding:0 3px'>"
+            + " ".join(f"<span class='hybridlab-chip' style='background:{STATE_COLOURS[state]};"
+                       f"color:{INK};padding:0 3px'>"
                        f"#{n} {role}</span>" for n, role, state in queue) + "</td></tr>"
             for name, queue in model.queues().items())
         self.queues.value = ("<div style='margin-left:1em'><b>per-array queues</b>"
                              f"<table>{rows or '<tr><td>(empty)</td></tr>'}</table></div>")
-        choices = model.sync_choices()
-        self.choice.options = choices
-        self.message.value = (f"<pre style='color:#a33'>{html.escape(model.error)}</pre>"
-                              if model.error else "")
+        choices, chosen = model.sync_choices(), self.choice.value
+        self.choice.options = choices or [NO_CHOICE]  # a placeholder, never a blank menu
+        self.choice.value = chosen if chosen in choices else (choices or [NO_CHOICE])[0]
+        self.choice.disabled = not choices
+        said = [f"<pre style='color:#a33'>{html.escape(model.error)}</pre>"] if model.error \
+            else []
+        said += [f"<i>{html.escape(self.hint)}</i>"] if self.hint else []
+        self.message.value = "".join(said)
 
     def summary(self) -> str:
         return self.model.summary()

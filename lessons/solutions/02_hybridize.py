@@ -28,3 +28,9 @@ def export_roundtrip(directory: str) -> tuple:
     prefix = os.path.join(directory, "exercise")
     net.export(prefix, epoch=1)  # writes exercise-symbol.json and exercise-0001.params
     return prefix, net, x, 1
+
+
+# Exercise 4: the arena holds the two hidden layers' outputs, 16 x 256 and 16 x 128
+# float32; each relu writes in place, and the last layer's 16 x 2 result is handed to the
+# caller, not kept: 16 * (256 + 128) * 4 bytes.
+ARENA_BYTES = 16 * (256 + 128) * 4

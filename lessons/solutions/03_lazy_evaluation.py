@@ -22,3 +22,10 @@ def train(batches):
         outputs.append(nd.dot(x, w))
         outputs[-1].wait_to_read()
     return outputs
+
+
+# Exercise 5: d2l's model. Pushing an iteration's two tasks (t1) is quicker than the worker
+# running them with its bookkeeping (t2), so without barriers an iteration costs about t2;
+# with one it costs t1 + t2 + t3, and the hand-over t3 between two Python threads is of the
+# order of t2 itself for such small products: (t1 + t2 + t3) / t2, about two.
+BARRIER_RATIO = 2.0

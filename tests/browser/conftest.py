@@ -32,15 +32,24 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     tracker = tmp_path / "settings" / "@jupyterlab" / "notebook-extension"
     tracker.mkdir(parents=True)
     (tracker / "tracker.jupyterlab-settings").write_text('{"windowingMode": "none"}')
+    # The environment's settings as `make lab` installs them (tools/workspace.py): widget
+    # state saved with the notebook, and the pre-save hook; here in a folder of their own.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
+    import workspace
+
+    overrides, server_config = workspace.install_lab_settings(tmp_path / "env")
     port, token, log = free_port(), secrets.token_hex(16), tmp_path / "lab.log"
     command = [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root",
                "--ip=127.0.0.1", f"--port={port}", "--ServerApp.port_retries=0",
                f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={tmp_path}",
                "--LabApp.expose_app_in_browser=True", "--LabApp.news_url=None",
-               "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+               "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+               f"--LabApp.app_settings_dir={overrides.parent.parent}"]
+    env = jupyter_env(tmp_path)
+    env["JUPYTER_CONFIG_PATH"] = str(server_config.parent)
     with open(log, "wb") as log_file:
         process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, env=jupyter_env(tmp_path),
+                                   stdin=subprocess.DEVNULL, env=env,
                                    cwd=tmp_path, start_new_session=True)
     server = Lab(process, f"http://127.0.0.1:{port}", token, log, tmp_path)
     try:

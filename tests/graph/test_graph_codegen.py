@@ -238,6 +238,31 @@ def test_an_output_viewing_the_arena_is_copied(monkeypatch):
     first = program(np.ones((2, 3), np.float32))[0]
     program(np.full((2, 3), 5.0, np.float32))  # overwrites the arena
     np.testing.assert_array_equal(first, -np.ones((2, 3)))
+    single = program.single()  # the plain call's form guards the same way
+    first = single(np.ones((2, 3), np.float32))[0]
+    single(np.full((2, 3), 5.0, np.float32))
+    np.testing.assert_array_equal(first, -np.ones((2, 3)))
+
+
+def test_the_plain_call_of_a_static_program_borrows_an_arena_per_call():
+    """``Program.single`` (a CachedOp's plain call): the generated function itself without
+    an arena; with one, an instance taken from the pool and given back, so nested or
+    concurrent calls never share an arena and one call leaves one instance."""
+    graph, _ = run_pipeline(seed_mlp(batch=4))
+    plain = compile_graph(graph)
+    assert plain.single() is plain.function
+    program = compile_graph(graph, static_alloc=True)
+    assert program.buffers[0].ctypes.data % 64 == 0  # the arena starts a cache line
+    single, args = program.single(), _args(graph, 0)
+    want = plain(*args)[0]
+    first = single(*args)
+    assert len(first) == 1 and len(program._free) == 1
+    np.testing.assert_allclose(first[0], want, rtol=1e-5)
+    taken = program._free.pop()  # an instance busy elsewhere: the call makes another
+    np.testing.assert_allclose(single(*_args(graph, 1))[0], plain(*_args(graph, 1))[0],
+                               rtol=1e-5)
+    assert len(program._free) == 1 and program._free[0] is not taken
+    np.testing.assert_allclose(first[0], want, rtol=1e-5)  # not overwritten by the next call
 
 
 def _two_layers(data: Aval, hidden: int, no_bias: bool, weight_dtype: str) -> ir.Graph:
@@ -302,3 +327,20 @@ def test_fully_connected_keeps_the_general_kernel_when_the_case_is_not_plain(
     assert call in program.source
     args = _fill(graph, 0)
     np.testing.assert_array_equal(program(*args)[0], evaluate(graph, *args)[0])
+
+
+def test_a_programs_linecache_entry_lives_as_long_as_the_program():
+    import gc
+
+    graph, _ = run_pipeline(bias_relu_chain())
+    kept = compile_graph(graph)
+    names = []
+    for _ in range(50):
+        names.append(compile_graph(graph).filename)  # compiled and dropped at once
+    gc.collect()
+    assert not [n for n in names if n in linecache.cache]
+    assert linecache.getline(kept.filename, 1).strip()  # the live one stays readable
+    filename = kept.filename
+    del kept
+    gc.collect()
+    assert filename not in linecache.cache

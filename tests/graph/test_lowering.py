@@ -23,8 +23,8 @@ X = RNG.normal(size=(4, 3, 5)).astype(np.float32)
 
 
 def test_the_layer_operators_are_mxnets():
-    assert LAYER_OPS == ["Activation", "BatchNorm", "Dropout", "Embedding", "log_softmax",
-                         "softmax"]
+    assert LAYER_OPS == ["Activation", "BatchNorm", "Dropout", "Embedding", "LRN",
+                         "log_softmax", "softmax"]
     assert PIPELINE[0] is lower_operators
 
 
@@ -34,6 +34,7 @@ CASES = {
     "softmax": (lambda F, x: F.softmax(x, axis=1, temperature=2.0), [X]),
     "log_softmax": (lambda F, x: F.log_softmax(x), [X]),
     "Dropout": (lambda F, x: F.Dropout(x, p=0.5), [X]),
+    "LRN": (lambda F, x: F.LRN(x, nsize=3, alpha=0.5), [X]),
     "Embedding": (lambda F, i, w: F.Embedding(i, w, input_dim=4, output_dim=3),
                   [np.array([[2.0, 0.0], [3.0, 3.0]], np.float32),
                    RNG.normal(size=(4, 3)).astype(np.float32)]),
@@ -182,3 +183,26 @@ def test_the_pass_explorer_pipeline_shows_the_lowering_first():
     assert {"tanh", "exp", "max", "sum"} <= {n.op for n in records[0].after.nodes}
     np.testing.assert_allclose(evaluate(final, np.zeros((2, 3), np.float32))[0], 1 / 3,
                                rtol=1e-6)
+
+
+def test_lrn_differentiates_through_its_lowering_like_central_differences():
+    """LRN has no gradient rule of its own: its lowering's primitives (the channel-window
+    sum is its own adjoint) must give the derivative central differences measure."""
+    x = RNG.normal(size=(2, 5, 3)).astype(np.float64)
+    weights = RNG.normal(size=x.shape)
+
+    def loss(values):
+        out = nd.LRN(nd.array(values, dtype="float64"), nsize=3, alpha=0.5, knorm=1.5)
+        return float((out.asnumpy() * weights).sum())
+
+    data = nd.array(x, dtype="float64")
+    data.attach_grad()
+    with autograd.record():
+        out = nd.LRN(data, nsize=3, alpha=0.5, knorm=1.5)
+    out.backward(nd.array(weights, dtype="float64"))
+    numeric = np.zeros_like(x)
+    for index in np.ndindex(x.shape):
+        step = np.zeros_like(x)
+        step[index] = 1e-6
+        numeric[index] = (loss(x + step) - loss(x - step)) / 2e-6
+    np.testing.assert_allclose(data.grad.asnumpy(), numeric, rtol=1e-5, atol=1e-7)

@@ -47,6 +47,13 @@ class Row:
         return f"{self.op}-{self.attrs}" if self.attrs else self.op
 
 
+def _window_sum_ref(x, nsize):
+    """The sum over ``nsize`` neighbouring channels (axis 1), zero beyond the edges."""
+    half = nsize // 2
+    padded = np.pad(x, [(0, 0), (half, half)] + [(0, 0)] * (x.ndim - 2))
+    return sum(padded[:, k:k + x.shape[1]] for k in range(nsize))
+
+
 def _conv_ref(x, w, b=None, stride=(1, 1), pad=(0, 0), dilate=(1, 1)):
     xp = np.pad(x, ((0, 0), (0, 0), (pad[0], pad[0]), (pad[1], pad[1])))
     kh, kw = w.shape[2:]
@@ -231,6 +238,9 @@ ROWS: list[Row] = [
         lambda x, g, b, m, v: (x - m[:, None, None]) / np.sqrt(v[:, None, None] + 1e-5)
         * g[:, None, None] + b[:, None, None], {"eps": 1e-5, "fix_gamma": False}, grad=False,
         make=lambda arrays: [*arrays[:4], np.abs(arrays[4]) + 0.5]),
+    Row("_channel_window_sum", [(2, 5, 3)], lambda x: _window_sum_ref(x, 3), {"nsize": 3}),
+    Row("LRN", [(2, 6, 2, 2)], lambda x: x / (2.0 + 0.1 / 5 * _window_sum_ref(x * x, 5)) ** 0.75,
+        {"nsize": 5, "alpha": 0.1}, grad=False),  # through its lowering: test_lowering.py
     # linear algebra
     Row("dot", [(2, 3), (3, 4)], lambda a, b: a @ b),
     Row("dot", [(2, 3), (4, 3)], lambda a, b: a @ b.T, {"transpose_b": True}),
@@ -271,6 +281,16 @@ ROWS: list[Row] = [
     Row("Convolution", [(1, 2, 6, 5), (3, 2, 2, 2)],
         lambda x, w: _conv_ref(x, w, dilate=(2, 1)),
         {"kernel": (2, 2), "dilate": (2, 1), "num_filter": 3, "no_bias": True}),
+    Row("Convolution", [(2, 3, 4, 4), (5, 3, 1, 1), (5,)],  # 1x1: the image is its matrix
+        lambda x, w, b: _conv_ref(x, w, b), {"kernel": (1, 1), "num_filter": 5}),
+    Row("Convolution", [(2, 4, 5, 5), (6, 2, 3, 3), (6,)],  # two groups (NOTE [Groups])
+        lambda x, w, b: np.concatenate([_conv_ref(x[:, :2], w[:3], b[:3], pad=(1, 1)),
+                                        _conv_ref(x[:, 2:], w[3:], b[3:], pad=(1, 1))], 1),
+        {"kernel": (3, 3), "pad": (1, 1), "num_filter": 6, "num_group": 2}),
+    Row("Convolution", [(1, 3, 4, 4), (3, 1, 2, 2)],  # depthwise: one group per channel
+        lambda x, w: np.concatenate([_conv_ref(x[:, i:i + 1], w[i:i + 1]) for i in range(3)],
+                                    1),
+        {"kernel": (2, 2), "num_filter": 3, "num_group": 3, "no_bias": True}),
     Row("_conv_data_grad", [(2, 4, 3, 3), (4, 3, 3, 3), (2, 3, 5, 5)], None, grad=False,
         attrs={"kernel": (3, 3), "stride": (2, 2), "pad": (1, 1), "num_filter": 4},
         checked_by="Convolution"),

@@ -89,6 +89,10 @@ def _scalar(onnx_op: str, reverse: bool = False) -> Rule:
 def _fully_connected(b: _Builder, node: ir.Node, ins: list, out: str) -> None:
     attrs = node.attr_dict
     bias = [] if attrs.get("no_bias") else ins[2:3]
+    rank = len(node.inputs[0].aval.shape) if node.inputs[0].aval else 0
+    if rank == 2:  # flatten or not, a matrix times the weight: one Gemm
+        b.add("Gemm", [ins[0], ins[1], *bias], [out], transB=1)
+        return
     if attrs.get("flatten", True):
         flat = b.add("Flatten", ins[:1], axis=1)
         b.add("Gemm", [flat, ins[1], *bias], [out], transB=1)
@@ -234,7 +238,9 @@ ONNX_OPS: dict[str, Rule] = {
     "SoftmaxOutput": _softmax_output, "Dropout": _layer_dropout,
     "FullyConnected": _fully_connected, "Convolution": _convolution, "Pooling": _pooling,
     "Flatten": _simple("Flatten", axis=1), "LeakyReLU": _leaky_relu, "Reshape": _reshape,
-    "BatchNorm": _batch_norm,
+    "BatchNorm": _batch_norm, "LRN": lambda b, node, ins, out: b.add(
+        "LRN", ins, [out], size=node.attr_dict["nsize"], alpha=node.attr_dict["alpha"],
+        beta=node.attr_dict["beta"], bias=node.attr_dict["knorm"]),
     "reshape_like": _reshape_like, "_dropout_mask": _dropout_mask, "dot": _dot,
     "transpose": _transpose, "Concat": lambda b, node, ins, out: b.add(
         "Concat", ins, [out], axis=node.attr_dict.get("dim", 1)),

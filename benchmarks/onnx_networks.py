@@ -1,0 +1,82 @@
+"""Real networks, imported from ONNX: hybridlab hybridized against onnxruntime, batch 1.
+
+The light models onnx ships (SqueezeNet, ResNet-50, ... ; their weight values do not
+change the work) are read with ``mx.contrib.onnx.import_to_gluon``, hybridized, and timed
+against onnxruntime on the same input, both on one thread (onnxruntime's
+``intra_op_num_threads=1``, one BLAS thread for numpy), the two interleaved in rounds;
+the table gives the median round of each (ms per forward) and their ratio. The course's
+target for the convolution kernels (im2col and one BLAS product per chunk) is at most
+2x onnxruntime; the table says how far each network is from it.
+
+    python3 benchmarks/onnx_networks.py [--models squeezenet resnet50] [--rounds 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import hybridlab as mx
+from hybridlab import engine, nd
+
+
+def per_call(run, calls: int) -> float:
+    start = time.perf_counter()
+    for _ in range(calls):
+        run()
+    return (time.perf_counter() - start) / calls
+
+
+def measure(name: str, rounds: int, calls: int) -> tuple[float, float]:
+    import onnx
+    import onnxruntime as ort
+    from threadpoolctl import threadpool_limits
+
+    path = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light",
+                        f"light_{name}.onnx")
+    (data, shape), = mx.contrib.onnx.get_model_metadata(path)["input_tensor_data"]
+    x = np.random.default_rng(0).normal(size=shape).astype(np.float32)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads, options.inter_op_num_threads = 1, 1
+    options.log_severity_level = 3
+    session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    with engine.engine_scope(engine.NaiveEngine()), threadpool_limits(1, user_api="blas"):
+        net = mx.contrib.onnx.import_to_gluon(path)
+        array = nd.array(x)
+        net(array).wait_to_read()  # compile once
+        runs = {"hybridlab": lambda: net(array).wait_to_read(),
+                "onnxruntime": lambda: session.run(None, {data: x})}
+        samples: dict[str, list[float]] = {key: [] for key in runs}
+        for index in range(rounds):  # rotating order: neither always goes first
+            for key in list(runs)[index % 2:] + list(runs)[:index % 2]:
+                samples[key].append(per_call(runs[key], calls))
+    return statistics.median(samples["hybridlab"]), statistics.median(samples["onnxruntime"])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=["squeezenet", "resnet50"])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--calls", type=int, default=3)
+    args = parser.parse_args()
+    from threadpoolctl import threadpool_info
+
+    kernel = next((i.get("architecture") for i in threadpool_info()
+                   if i["user_api"] == "blas"), "?")
+    print(f"one thread each; BLAS kernel {kernel}; medians of {args.rounds} interleaved rounds")
+    print(f"{'network':<14}{'hybridlab ms':>14}{'onnxruntime ms':>16}{'ratio':>8}  target <= 2x")
+    for name in args.models:
+        ours, theirs = measure(name, args.rounds, args.calls)
+        ratio = ours / theirs
+        print(f"{name:<14}{ours * 1e3:>14.1f}{theirs * 1e3:>16.1f}{ratio:>7.2f}x  "
+              f"{'met' if ratio <= 2 else 'MISSED'}")
+
+
+if __name__ == "__main__":
+    main()
