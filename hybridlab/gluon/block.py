@@ -85,6 +85,8 @@ class _BlockScope:
         return full, ParameterDict(owner.prefix + prefix, owner._shared)
 
     def __enter__(self) -> _BlockScope:
+        if self._block._empty_prefix:  # prefix='': its children count in the enclosing
+            return self  # scope, as MXNet's do (two units of a stage: conv0..conv3, no clash)
         # what to restore is kept per thread, never on the scope: two threads may trace
         # the same block at once (each its first call)
         local = _BlockScope._current
@@ -96,6 +98,8 @@ class _BlockScope:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        if self._block._empty_prefix:
+            return
         old, prefix_scope = _BlockScope._current.saved.pop()
         prefix_scope.__exit__(*exc)
         _BlockScope._current.value = old
@@ -105,6 +109,7 @@ class Block:
     """Base class of every layer and model: parameters, children, ``forward``."""
 
     def __init__(self, prefix: str | None = None, params: ParameterDict | None = None) -> None:
+        self._empty_prefix = prefix == ""
         self._prefix, self._params = _BlockScope.create(prefix, params, self._alias())
         self._name = self._prefix[:-1] if self._prefix.endswith("_") else self._prefix
         self._scope = _BlockScope(self)

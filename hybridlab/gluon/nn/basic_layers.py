@@ -40,7 +40,7 @@ def _known_shape(x: Any) -> tuple[int, ...] | None:
 class Sequential(Block):
     """Children run one after another: ``net.add(a, b)``; ``net(x) == b(a(x))``."""
 
-    def add(self, *blocks: Block) -> None:
+    def add(self: Block, *blocks: Block) -> None:  # (HybridSequential shares it)
         for block in blocks:
             self.register_child(block)
 
