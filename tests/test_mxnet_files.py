@@ -248,3 +248,28 @@ def test_loaded_parameters_are_checked_against_the_network_and_the_graph(tmp_pat
     with pytest.raises(ValueError, match=r"'arg:conv2_bias' has shape \(5,\) but the graph "
                                          r"declares \(8,\)"):
         gluon.SymbolBlock.imports(os.path.join(folder, "model-symbol.json"), ["data"], declared)
+
+
+def test_an_imported_batchnorm_trained_says_once_that_its_statistics_stay(tmp_path):
+    """The one documented deviation (README, Compatibility): MXNet would move them."""
+    import warnings
+
+    from hybridlab import autograd
+
+    net = nn.HybridSequential()
+    net.add(nn.Dense(3, in_units=4), nn.BatchNorm())
+    net.initialize()
+    net.hybridize()
+    x = nd.ones((2, 4))
+    net(x)
+    net.export(str(tmp_path / "bn"))
+    loaded = gluon.SymbolBlock.imports(str(tmp_path / "bn-symbol.json"), ["data"],
+                                       str(tmp_path / "bn-0000.params"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loaded(x)  # predicting: nothing to say
+        with autograd.record():
+            loaded(x)
+            loaded(x)
+    assert [str(w.message)[:44] for w in caught] == [
+        "SymbolBlock: this graph's BatchNorm uses the"]

@@ -197,8 +197,9 @@ BUDGETS: dict[str, int] = {
     # + the measured layouts
     "hybridlab/gluon/model_zoo/__init__.py": 5,  # re-exports vision
     "hybridlab/gluon/model_zoo/vision.py": 230,  # AlexNet, VGG, ResNet v1/v2, SqueezeNet, DenseNet
-    "hybridlab/gluon/symbol_block.py": 115,  # + shared Parameters sized from the graph, checks,
+    "hybridlab/gluon/symbol_block.py": 125,  # + shared Parameters sized from the graph, checks,
     # first values by the operator input fed (gamma, moving_var: ones); (+20: export-pair check)
+    # (+ the BatchNorm deviation's run-time warning, README "Compatibility")
     "hybridlab/contrib.py": 77,  # + the imperative while_loop (a real loop), list data
     "hybridlab/initializer.py": 75,  # mx.init: Uniform, Normal, Xavier, Zero, One, Constant, ==
     "hybridlab/exercises/__init__.py": 80,  # self-checks per lesson; + glue, claim, predict-measure
