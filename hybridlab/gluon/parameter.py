@@ -137,6 +137,10 @@ class Parameter:
         values, self._deferred = self._deferred(self._shape, self.dtype), None  # type: ignore[arg-type]
         self._store(values)  # (force_reinit: into the same NDArray)
 
+    def list_data(self) -> list:
+        """The parameter's arrays, one per context: here one (MXNet's API)."""
+        return [self.data()]
+
     def data(self, ctx: Any = None) -> Any:
         """The parameter's NDArray; while a block is traced, its Symbol ``var()``.
 
