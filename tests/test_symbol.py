@@ -565,3 +565,12 @@ def test_an_ndarray_inside_a_traced_hybrid_forward_names_the_fix():
     block.hybridize()
     with pytest.raises(errors.ArrayInTraceError, match=r"F.ones"):
         block(mx.nd.zeros((1, 1)))
+
+
+def test_an_absent_bias_given_as_none_is_skipped_as_mxnet_does():
+    x, w = sym.var("x"), sym.var("w")
+    conv = sym.Convolution(x, w, None, no_bias=True, kernel=(3, 3), num_filter=4)
+    assert conv.list_arguments() == ["x", "w"]
+    out = mx.nd.FullyConnected(mx.nd.ones((2, 3)), mx.nd.ones((4, 3)), None, no_bias=True,
+                               num_hidden=4)
+    assert out.shape == (2, 4)

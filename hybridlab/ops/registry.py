@@ -567,6 +567,8 @@ def split_arguments(op: OpDef, args: tuple[Any, ...], kwargs: dict[str, Any]
     # Like MXNet's generated functions, positionals after the inputs fill the attributes
     # in declaration order: ``nd.sum(x, 1)``, ``F.ones((1, 1))``, ``nd.clip(x, 0, 1)``.
     extra = args[len(names):]
+    while callable(op.inputs) and extra and extra[0] is None:  # Convolution(x, w, None,
+        extra = extra[1:]  # no_bias=True): the absent bias input, as MXNet takes it
     if len(extra) > len(op.attrs):
         raise TypeError(
             f"{op.name} takes {len(names)} input(s) {list(names)} and attributes "
