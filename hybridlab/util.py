@@ -35,3 +35,8 @@ def np_shape(active: bool = True) -> Iterator[None]:
         yield
     finally:
         set_np_shape(previous)
+
+
+def is_np_array() -> bool:
+    """False: hybridlab has no ``mx.np`` arrays (MXNet's switch for them)."""
+    return False

@@ -69,14 +69,14 @@ BUDGETS: dict[str, int] = {
     "hybridlab/__init__.py": 28,
     "hybridlab/config.py": 50,
     "hybridlab/errors.py": 60,
-    "hybridlab/util.py": 20,  # mx.util: the np_shape switch
+    "hybridlab/util.py": 22,  # mx.util: the np_shape switch
     "hybridlab/base.py": 10,  # mx.base re-exports MXNetError; nothing else belongs here
     "hybridlab/ops/__init__.py": 30,  # imports 12 op modules so they register, OPS/COMPOSITES views
     "hybridlab/ops/fused.py": 66,  # _fused: a grouped chain's kernel, shape rule, gradient
     "hybridlab/ops/registry.py": 430,  # + kernel_out, Attr bounds, composite errors, methods
     # rule, layer operators (OpDef.lower, register_layer, run_lowering); Symbol's elemwise dunders
-    "hybridlab/ops/elementwise.py": 285,  # + elemwise_* as MXNet has them (one shape)
-    # (+ BlockGrad, MakeLoss, relu's NaN-keeping gradient, trig/hyperbolic rows: issue 24)
+    "hybridlab/ops/elementwise.py": 292,  # + elemwise_* as MXNet has them (one shape)
+    # (+ BlockGrad, MakeLoss, relu NaN gradient, trig rows, cast_storage: issue 24)
     #  # + kernel_out forms and the dtype contract
     "hybridlab/ops/reduce.py": 123,
     "hybridlab/ops/shape.py": 144,

@@ -392,3 +392,11 @@ register(OpDef(
     inputs=("grad", "data"), grad=None, inplace_ok=True, kernel_out=_relu_grad_out,
     grad_missing="relu's second derivative is zero almost everywhere and not written",
     doc="relu's VJP: ``grad`` where ``data > 0``, NaN where data is NaN, else 0."))
+
+
+register(OpDef(
+    name="cast_storage", kernel=lambda x, stype: x.copy(), infer=_infer.same_as_first,
+    grad=lambda F, inputs, outputs, out_grads, stype: [out_grads[0]], kind=Kind.OPAQUE,
+    attrs={"stype": Attr("str", "default", ("default",))},
+    doc="MXNet's storage conversion; hybridlab stores every array dense ('default'), so "
+        "this is a copy, and 'csr' or 'row_sparse' is refused."))
