@@ -16,7 +16,11 @@ from __future__ import annotations
 
 
 class MXNetError(RuntimeError):
-    """An operator failed while the engine ran it (MXNet's ``mx.base.MXNetError``).
+    """MXNet's ``mx.base.MXNetError``: the base of every error below, so MXNet code that
+    catches it catches hybridlab's errors too (each also keeps the built-in type MXNet's
+    Python layer raised, ``ValueError``, ``TypeError``, ..., as its second base).
+
+    Raised itself when an operator failed while the engine ran it.
 
     The engine runs operators later than the line that asked for them, so the error is
     raised at the next *sync point* (``asnumpy()``, ``wait_to_read()``, ``print``,
@@ -26,7 +30,7 @@ class MXNetError(RuntimeError):
     """
 
 
-class ShapeError(ValueError):
+class ShapeError(MXNetError, ValueError):
     """Operand shapes that an operator cannot accept (raised at the call, before running).
 
     Shapes are known as soon as an operator is called, so a mismatch is reported on the
@@ -36,22 +40,22 @@ class ShapeError(ValueError):
     """
 
 
-class UnknownAttributeError(TypeError):
+class UnknownAttributeError(MXNetError, TypeError):
     """An operator was called with an attribute name it does not have (a typo?)."""
 
 
-class AttributeValueError(ValueError):
+class AttributeValueError(MXNetError, ValueError):
     """An operator attribute has the wrong type or an out-of-range value."""
 
 
-class UnknownOperatorError(KeyError, ValueError):
+class UnknownOperatorError(MXNetError, KeyError, ValueError):
     """An operator name is not in the registry (in code or in a loaded model file)."""
 
     def __str__(self) -> str:  # KeyError would print the message in quotes
         return str(self.args[0]) if self.args else ""
 
 
-class NotScalarError(ValueError):
+class NotScalarError(MXNetError, ValueError):
     """``asscalar()`` was called on an array with more than one element.
 
     Fix: index first (``x[0].asscalar()``), reduce (``x.sum().asscalar()``) or use
@@ -214,7 +218,7 @@ class TraceOutputError(HybridizeError, TypeError):
     """
 
 
-class BlockInputError(ValueError):
+class BlockInputError(MXNetError, ValueError):
     """A block was called with no input, or with something that is not an NDArray/Symbol.
 
     ``net(x)`` computes when ``x`` is an NDArray and builds a graph when ``x`` is a
@@ -223,7 +227,7 @@ class BlockInputError(ValueError):
     """
 
 
-class GraphvizNotFoundError(RuntimeError):
+class GraphvizNotFoundError(MXNetError):
     """A graph drawing was rendered but the graphviz ``dot`` program is missing.
 
     The Python ``graphviz`` package only writes DOT text; turning it into SVG or PNG needs
@@ -232,7 +236,7 @@ class GraphvizNotFoundError(RuntimeError):
     """
 
 
-class GraphError(ValueError):
+class GraphError(MXNetError, ValueError):
     """A compiler graph broke one of its invariants (found by ``graph.ir.verify``).
 
     The graph IR promises topological order, single assignment, registered operators
@@ -243,7 +247,7 @@ class GraphError(ValueError):
     """
 
 
-class UnknownEngineError(ValueError):
+class UnknownEngineError(MXNetError, ValueError):
     """An engine type name hybridlab does not know (in ``set_engine`` or the environment).
 
     Fix: use one of ``NaiveEngine`` (runs each op at once: the easiest to debug),
@@ -324,16 +328,7 @@ class ArrayFileError(MXNetError, ValueError):
 # ---------------------------------------------------------------------------------------
 
 
-class MissingInputError(TypeError):
-    """A symbolic operator was called without one of its data inputs.
-
-    ``sym`` creates *parameter* inputs for you (``sym.FullyConnected(data=x, num_hidden=10,
-    name='fc1')`` makes ``fc1_weight`` and ``fc1_bias``), but it cannot guess the data.
-    Fix: pass a Symbol, e.g. ``sym.relu(data=sym.var('data'))``.
-    """
-
-
-class ModelFileError(ValueError):
+class ModelFileError(MXNetError, ValueError):
     """A symbol JSON file that hybridlab refuses to load (and why, node by node).
 
     Loading a model must never run code, whatever strings the file holds, so every node
@@ -347,7 +342,7 @@ class ModelFileError(ValueError):
     """
 
 
-class OnnxExportError(AttributeError):
+class OnnxExportError(MXNetError, AttributeError):
     """``mx.onnx.export_model`` met something an ONNX model cannot express.
 
     Usually an operator with no row in ``hybridlab.onnx.ONNX_OPS`` (MXNet raised an
@@ -357,14 +352,14 @@ class OnnxExportError(AttributeError):
     """
 
 
-class OnnxImportError(ValueError):
+class OnnxImportError(MXNetError, ValueError):
     """An ONNX file hybridlab cannot read (``mx.contrib.onnx.import_model``): not a model,
     an operator with no row in ``hybridlab.onnx.IMPORTERS``, or a form of one hybridlab's
     operators cannot take (asymmetric pads). The message names the node, the operator and
     the model's opset."""
 
 
-class DaskGraphError(ValueError):
+class DaskGraphError(MXNetError, ValueError):
     """A graph that cannot be handed to Dask as it is (``hybridlab.dask``).
 
     Every graph input must be bound to an array, and every operator node needs a kernel

@@ -33,6 +33,12 @@ class Initializer:
         args = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
         return f"{type(self).__name__}({args})"
 
+    def __eq__(self, other: object) -> bool:  # Constant(-10) == Constant(-10), as in MXNet
+        return type(self) is type(other) and vars(self) == vars(other)
+
+    def __hash__(self) -> int:
+        return hash(repr(self))
+
 
 def _number(value: Any, what: str, example: str) -> float:
     """``value`` if it is a real number; a clear TypeError now rather than deep in numpy

@@ -99,6 +99,11 @@ class NDArray:
         return self.transpose()
 
     @property
+    def stype(self) -> str:
+        """The storage type: always ``'default'`` (dense; hybridlab has no sparse storage)."""
+        return "default"
+
+    @property
     def grad(self) -> NDArray | None:
         """The gradient buffer made by ``attach_grad`` (None for other arrays)."""
         return self._ag.grad if isinstance(self._ag, autograd.Leaf) else None
@@ -245,12 +250,16 @@ class NDArray:
         _check_inplace(self, [source])
         full = key == builtins.slice(None) if isinstance(key, builtins.slice) else False
         missing = _unfilled([source] if full else [source, self])  # x[:] = v heals x
+        size = int(np.prod(target_shape))
 
         def write() -> None:
             if missing is not None:  # NOTE [Unfilled inputs]
                 _refuse_unfilled(missing)
             new = np.empty(self.shape, self.dtype) if full else self._data.copy()  # type: ignore[union-attr]
-            new[key] = source._data
+            values: np.ndarray = source._data  # type: ignore[assignment]  # (computed: see above)
+            if values.size == size and values.shape != target_shape:  # b[0] = [47.8]: fits
+                values = values.reshape(target_shape)
+            new[key] = values
             self._data = new
 
         engine.current().push(write, [self._var, source._var], [self._var], "_set_item")
@@ -600,13 +609,28 @@ def _expand(op: OpDef, inputs: list, attrs: dict, name: str | None = None,
     if not all(isinstance(x, NDArray) for x in inputs):
         _explain_bad_input(op, inputs, parsed)
     op.infer(*[x._aval for x in inputs], **parsed)  # a shape error names the layer op
-    result = registry.run_lowering(op, _this_module, inputs, parsed, _MODE.training)
+    if op.moves_statistics and _MODE.training and not parsed["use_global_stats"]:
+        result = _move_statistics(op, inputs, parsed)
+    else:
+        result = registry.run_lowering(op, _this_module, inputs, parsed, _MODE.training)
     if isinstance(result, tuple):
         return list(result)
     if out is not None:
         _check_inplace(out, inputs)
         return _assign(out, result)
     return result
+
+
+def _move_statistics(op: OpDef, inputs: list, parsed: dict) -> Any:
+    """BatchNorm while training: the output, and the moving statistics (inputs 3, 4)
+    moved in place towards the batch's, outside the tape (see ``OpDef.moves_statistics``)."""
+    out, mean, var = registry.run_lowering(op, _this_module, inputs,
+                                           {**parsed, "output_mean_var": True}, True)
+    keep = parsed["momentum"]
+    with autograd.pause():
+        for moving, batch in ((inputs[3], mean), (inputs[4], var)):
+            _assign(moving, moving * keep + batch.detach() * (1 - keep))
+    return (out, mean, var) if parsed["output_mean_var"] else out
 
 
 def _inplace_method(dunder: str) -> Any:
@@ -664,7 +688,9 @@ def array(source_array: Any, ctx: Context | None = None, dtype: Any = None) -> N
     except (TypeError, ValueError) as err:
         raise TypeError(f"nd.array: cannot make a numeric array from "
                         f"{type(source_array).__name__} ({err})") from None
-    return from_numpy(values.reshape(1) if values.ndim == 0 else values)
+    if values.ndim == 0 and not isinstance(source_array, np.ndarray):
+        values = values.reshape(1)  # a Python number: MXNet's (1,); a 0-d numpy array stays 0-d
+    return from_numpy(values)
 
 
 def empty(shape: Any, ctx: Context | None = None, dtype: Any = "float32") -> NDArray:

@@ -207,9 +207,16 @@ class Symbol:
                     ) -> tuple[list | None, list | None, list | None]:
         """``(arg_shapes, out_shapes, aux_shapes)`` from some input shapes; unknown: None."""
         avals = _infer_avals(self, self._given(args, kwargs), {})
-        return self._report(avals, lambda aval: aval.shape)
+        found = self._report(avals, lambda aval: aval.shape)
+        if any(shape is None for shapes in found for shape in shapes):
+            return None, None, None  # MXNet: incomplete (infer_shape_partial says what is known)
+        return found
 
-    infer_shape_partial = infer_shape  # MXNet's name for "unknown shapes are allowed"
+    def infer_shape_partial(self, *args: Any, **kwargs: Any) -> tuple[list, list, list]:
+        """Like ``infer_shape``, but what cannot be inferred is ``()`` (MXNet's answer)."""
+        avals = _infer_avals(self, self._given(args, kwargs), {})
+        arg, out, aux = self._report(avals, lambda aval: aval.shape)
+        return tuple([() if s is None else s for s in shapes] for shapes in (arg, out, aux))  # type: ignore[return-value]  # (a 3-tuple)
 
     def infer_type(self, *args: Any, **kwargs: Any
                    ) -> tuple[list | None, list | None, list | None]:
@@ -280,7 +287,34 @@ class Symbol:
     def bind(self, ctx: Any, args: Any, args_grad: Any = None, grad_req: Any = "write",
              aux_states: Any = None) -> Executor:
         """An :class:`Executor` holding the arrays (list in ``list_arguments`` order, or dict)."""
-        return Executor(self, args, args_grad, grad_req, aux_states)
+        return Executor(self, args, args_grad, grad_req, aux_states, ctx)
+
+    def simple_bind(self, ctx: Any = None, grad_req: Any = "write", type_dict: Any = None,
+                    stype_dict: Any = None, group2ctx: Any = None, shared_arg_names: Any = None,
+                    shared_exec: Any = None, shared_buffer: Any = None, **shapes: Any
+                    ) -> Executor:
+        """Bind zeros of the shapes inferred from the input shapes given by name (MXNet's
+        ``simple_bind``); gradient arrays too, for every argument whose grad_req is not
+        'null'. The arguments after ``type_dict`` exist for MXNet's signature only."""
+        from hybridlab import ndarray
+        arg_shapes, _, aux_shapes = self.infer_shape(**shapes)
+        arg_types, _, aux_types = self.infer_type(**(type_dict or {}))
+        names, aux_names = self.list_arguments(), self.list_auxiliary_states()
+        if arg_shapes is None or aux_shapes is None:
+            known = self.infer_shape_partial(**shapes)
+            unknown = [n for n, s in zip(names + aux_names, known[0] + known[2]) if not s]
+            raise errors.ShapeError(f"simple_bind: cannot infer the shapes of {unknown} from "
+                                    f"{shapes}; give more input shapes, e.g. data=(batch, 10)")
+        arg_types = arg_types or [np.float32] * len(names)
+        aux_types = aux_types or [np.float32] * len(aux_names)
+        args = {n: ndarray.from_numpy(np.zeros(s, t or np.float32))
+                for n, s, t in zip(names, arg_shapes, arg_types)}
+        aux = {n: ndarray.from_numpy(np.zeros(s, t or np.float32))
+               for n, s, t in zip(aux_names, aux_shapes, aux_types)}
+        reqs = _grad_reqs(names, grad_req)
+        grads = {n: ndarray.from_numpy(np.zeros(a.shape, a.dtype)) for n, a in args.items()
+                 if reqs[n] != "null"}
+        return Executor(self, args, grads, reqs, aux, ctx)
 
     # -- what a symbolic program cannot do (teaching errors) ----------------------------
 
@@ -512,13 +546,10 @@ def _var_aval(node: Node, shape: Any, dtype: np.dtype | None) -> Aval:
 
 def _merge_declared(name: str, declared: tuple[int, ...], given: tuple[int, ...]
                     ) -> tuple[int, ...]:
-    """The given shape must agree with the declared one wherever both know a size."""
-    fits = len(declared) == len(given) and all(
-        a == b or 0 in (a, b) for a, b in zip(declared, given))
-    if not fits:
-        raise errors.ShapeError(f"infer_shape: {name!r} was declared with shape {declared} "
-                                f"but is given {given}; pass a shape that agrees (0 in the "
-                                f"declaration means any size), or declare it without shape")
+    """A shape given to ``infer_shape`` wins over the one the var was declared with (as in
+    MXNet); only its unknown (0) sizes are filled from the declaration."""
+    if len(declared) != len(given):
+        return given
     return tuple(b or a for a, b in zip(declared, given))
 
 
@@ -631,7 +662,8 @@ def _apply(op: registry.OpDef, inputs: list, attrs: dict, name: str | None, hint
               for input_name, given in zip(names, inputs)]
     node = ir.call(op.name, values, parsed, name=node_name, origin=ir.user_origin(),
                    parsed=True)
-    return Symbol([node.out(i) for i in range(op.output_count(parsed))])
+    kind = _GraphSymbol if any(type(x) is _GraphSymbol for x in inputs) else Symbol
+    return kind([node.out(i) for i in range(op.output_count(parsed))])
 
 
 def _foreign_operand(symbol: Symbol, other: Any, dunder: str) -> None:
@@ -666,11 +698,7 @@ def _renamed(result: Any, name: str, where: str) -> Symbol:
 
 
 def _input_value(op: registry.OpDef, node_name: str, input_name: str, given: Any) -> Value:
-    if given is None:
-        if input_name not in PARAMETER_INPUTS + ("label",):  # MXNet made softmax_label too
-            raise errors.MissingInputError(
-                f"{op.name} {node_name!r}: input {input_name!r} is missing; pass a Symbol, "
-                f"e.g. sym.{op.name}({input_name}=sym.var('{input_name}'), ...)")
+    if given is None:  # MXNet makes every missing input a variable: fc3_data, fc3_weight
         aux = {"__aux__": True} if input_name in AUXILIARY_INPUTS else {}
         return var(f"{node_name}_{input_name}", **aux)._outputs[0]  # type: ignore[arg-type]
     symbol = _check_symbol(given, f"{op.name} {node_name!r} input {input_name!r}")
@@ -705,26 +733,39 @@ class Executor:
     ``forward`` runs one compiled :class:`~hybridlab.graph.cached_op.CachedOp`; with
     ``is_train=True`` it runs under ``autograd.record()``, so the CachedOp records one tape
     node whose backward is the compiled backward graph, and ``backward`` is just
-    ``autograd.backward`` on the outputs.
+    ``autograd.backward`` on the outputs. ``outputs`` holds one array per output from the
+    moment of ``bind`` (zeros until the first ``forward``), as MXNet's executor does.
+    ``grad_req`` is one string, a list in ``list_arguments`` order, or a dict by name;
+    with ``'add'`` the gradient accumulates onto what the ``args_grad`` arrays held.
     """
 
     def __init__(self, symbol: Symbol, args: Any, args_grad: Any, grad_req: Any,
-                 aux_states: Any) -> None:
+                 aux_states: Any, ctx: Any = None) -> None:
         from hybridlab.graph.cached_op import CachedOp
         model_files.check_unique_names(symbol._variables(), "bind")
-        self._symbol, self._program = symbol, CachedOp(symbol)
+        self._symbol, self._program, self._ctx = symbol, CachedOp(symbol), ctx
         names = symbol.list_arguments()
         self.arg_dict = _array_dict(names, args, "args")
         self.aux_dict = _array_dict(symbol.list_auxiliary_states(), aux_states, "aux_states")
-        reqs = grad_req if isinstance(grad_req, dict) else dict.fromkeys(names, grad_req)
-        self._grad_req = {n: reqs.get(n, "null") for n in names}
+        self._grad_req = _grad_reqs(names, grad_req)
         given = _array_dict(names, args_grad, "args_grad", partial=True) if args_grad else {}
         for name in names:
             if self._grad_req[name] != "null":  # once: 'add' accumulates over backwards
                 self.arg_dict[name].attach_grad(self._grad_req[name])
+                if name in given and self._grad_req[name] == "add":
+                    given[name].copyto(self.arg_dict[name].grad)
         self.grad_dict = {n: given.get(n, self.arg_dict[n].grad) for n in names
                           if self._grad_req[n] != "null"}
-        self.outputs: list = []
+        self.outputs: list = self._blank_outputs()
+
+    def _blank_outputs(self) -> list:
+        from hybridlab import ndarray
+        feed = {**self.arg_dict, **self.aux_dict}
+        _, shapes, _ = self._symbol.infer_shape(**{k: v.shape for k, v in feed.items()})
+        _, dtypes, _ = self._symbol.infer_type(**{k: v.dtype for k, v in feed.items()})
+        if shapes is None or dtypes is None or any(s is None for s in shapes):
+            return [None] * len(self._symbol.list_outputs())
+        return [ndarray.from_numpy(np.zeros(s, d)) for s, d in zip(shapes, dtypes)]
 
     @property
     def arg_arrays(self) -> list:
@@ -733,6 +774,25 @@ class Executor:
     @property
     def grad_arrays(self) -> list:
         return [self.grad_dict.get(n) for n in self._symbol.list_arguments()]
+
+    @property
+    def aux_arrays(self) -> list:
+        return [self.aux_dict[n] for n in self._symbol.list_auxiliary_states()]
+
+    @property
+    def output_dict(self) -> dict:
+        return dict(zip(self._symbol.list_outputs(), self.outputs))
+
+    def copy_params_from(self, arg_params: dict, aux_params: dict | None = None,
+                         allow_extra_params: bool = False) -> None:
+        """Copy arrays by name into the bound arguments and auxiliary states."""
+        for given, bound in ((arg_params, self.arg_dict), (aux_params or {}, self.aux_dict)):
+            for name, value in given.items():
+                if name in bound:
+                    _to_ndarray(value).copyto(bound[name])
+                elif not allow_extra_params:
+                    raise ValueError(f"copy_params_from: {name!r} is not bound here; "
+                                     f"pass allow_extra_params=True to skip it")
 
     def forward(self, is_train: bool = False, **kwargs: Any) -> list:
         """Copy arguments given by name into the bound arrays, run once, return ``outputs``."""
@@ -743,24 +803,47 @@ class Executor:
                                  f"{self._symbol.list_arguments()}")
             _to_ndarray(value).copyto(self.arg_dict[key])
         feed = {**self.arg_dict, **self.aux_dict}
-        scope = autograd.record(train_mode=True) if is_train else autograd.predict_mode()
+        # recorded whenever there are gradients to give: MXNet's executor can run backward
+        # after forward(is_train=False) too (dropout off, the same gradient rules)
+        recorded = is_train or bool(self.grad_dict)
+        scope = autograd.record(train_mode=is_train) if recorded else autograd.predict_mode()
         with scope:
             results = self._program(*[feed[n] for n in self._symbol.list_inputs()])
         self.outputs = list(results) if isinstance(results, (list, tuple)) else [results]
+        self._recorded = recorded
         return self.outputs
 
-    def backward(self, out_grads: Any = None) -> None:
-        """Gradients of the outputs (weighted by ``out_grads``) into ``grad_dict``."""
+    def backward(self, out_grads: Any = None, is_train: bool = True) -> None:
+        """Gradients of the outputs (weighted by ``out_grads``, taken in each output's
+        dtype as MXNet does: a float gradient into an int32 output is truncated) into
+        ``grad_dict``."""
         from hybridlab import autograd
-        if not self.outputs:
-            raise RuntimeError("backward() needs forward(is_train=True) first")
+        if not getattr(self, "_recorded", False):
+            raise RuntimeError("backward() needs forward() first, bound with gradients "
+                               "(args_grad, or simple_bind with a grad_req other than 'null')")
         heads = None if out_grads is None else [
-            _to_ndarray(g) for g in (out_grads if isinstance(out_grads, (list, tuple))
-                                     else [out_grads])]
+            _to_ndarray(g).astype(out.dtype, copy=False) for g, out in zip(
+                out_grads if isinstance(out_grads, (list, tuple)) else [out_grads],
+                self.outputs)]
         autograd.backward(self.outputs, heads)
         for name, target in self.grad_dict.items():
             if target is not self.arg_dict[name].grad:  # the caller's args_grad arrays
                 self.arg_dict[name].grad.copyto(target)
+
+
+def _grad_reqs(names: list[str], grad_req: Any) -> dict[str, str]:
+    """One grad_req per argument from a string, a list (argument order) or a dict."""
+    if isinstance(grad_req, str):
+        reqs = dict.fromkeys(names, grad_req)
+    elif isinstance(grad_req, dict):
+        reqs = {n: grad_req.get(n, "null") for n in names}
+    else:
+        reqs = dict(zip(names, grad_req))
+    for name, req in reqs.items():
+        if req not in ("write", "add", "null", "inplace"):
+            raise ValueError(f"bind: grad_req for {name!r} is {req!r}; use 'write', 'add' "
+                             f"or 'null'")
+    return {n: "write" if r == "inplace" else r for n, r in reqs.items()}
 
 
 def _array_dict(names: list[str], given: Any, what: str, partial: bool = False) -> dict:
@@ -786,8 +869,17 @@ def _to_ndarray(value: Any) -> Any:
 # NOTE: [Shadowed builtins] this puts sym.sum, sym.min, sym.max, sym.abs, sym.round and
 # sym.slice into this module's globals, so code above must not call those builtins.
 registry.populate(sys.modules[__name__], _apply, _compose)
-registry.install_dunders(Symbol, _apply, _foreign_operand)
+registry.install_dunders(Symbol, _apply, _foreign_operand, registry.ELEMENTWISE_DUNDERS)
 registry.install_methods(Symbol, sys.modules[__name__])  # x.relu(): the rule NDArray uses
+
+
+class _GraphSymbol(Symbol):
+    """The compiler's Symbol: its ``+ - * /`` broadcast, as NDArray's do, because gradient
+    rules and lowerings are written once for both (``g * b`` with b broadcast). User code
+    never sees it; ``_apply`` keeps the class through every operator it feeds."""
+
+
+registry.install_dunders(_GraphSymbol, _apply, _foreign_operand)
 # The compiler (graph.autodiff) writes gradient nodes with this module as F.
-frontend.install(sys.modules[__name__], lambda value: Symbol([value]),
+frontend.install(sys.modules[__name__], lambda value: _GraphSymbol([value]),
                  lambda symbol: symbol._outputs[0])

@@ -200,6 +200,11 @@ def test_batchnorm_read_from_mxnet_uses_batch_statistics_while_training_and_has_
     per_channel = trained.transpose(1, 0, 2, 3).reshape(2, -1)
     np.testing.assert_allclose(per_channel.mean(axis=1), 0, atol=1e-5)  # the batch's own
     np.testing.assert_allclose(per_channel.std(axis=1), 1, atol=1e-3)
+    # training, MXNet's operator also moves the moving statistics in place (momentum 0.9)
+    batch = x.asnumpy().transpose(1, 0, 2, 3).reshape(2, -1)
+    np.testing.assert_allclose(mean.asnumpy(), 0.1 * batch.mean(axis=1), rtol=1e-5)
+    np.testing.assert_allclose(var.asnumpy(), 0.9 + 0.1 * batch.var(axis=1), rtol=1e-5)
+    mean, var = nd.zeros((2,)), nd.ones((2,))
     # differentiated through its lowering: predicting, y = x / sqrt(1 + eps) per element;
     # training, the sum of a normalised channel is constant, so its gradient is zero
     x.attach_grad()
@@ -243,3 +248,28 @@ def test_loaded_parameters_are_checked_against_the_network_and_the_graph(tmp_pat
     with pytest.raises(ValueError, match=r"'arg:conv2_bias' has shape \(5,\) but the graph "
                                          r"declares \(8,\)"):
         gluon.SymbolBlock.imports(os.path.join(folder, "model-symbol.json"), ["data"], declared)
+
+
+def test_an_imported_batchnorm_trained_says_once_that_its_statistics_stay(tmp_path):
+    """The one documented deviation (README, Compatibility): MXNet would move them."""
+    import warnings
+
+    from hybridlab import autograd
+
+    net = nn.HybridSequential()
+    net.add(nn.Dense(3, in_units=4), nn.BatchNorm())
+    net.initialize()
+    net.hybridize()
+    x = nd.ones((2, 4))
+    net(x)
+    net.export(str(tmp_path / "bn"))
+    loaded = gluon.SymbolBlock.imports(str(tmp_path / "bn-symbol.json"), ["data"],
+                                       str(tmp_path / "bn-0000.params"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loaded(x)  # predicting: nothing to say
+        with autograd.record():
+            loaded(x)
+            loaded(x)
+    assert [str(w.message)[:44] for w in caught] == [
+        "SymbolBlock: this graph's BatchNorm uses the"]

@@ -59,8 +59,9 @@ PACKAGE = ROOT / "hybridlab"
 # timer, ~0.1k) and the fastest-of-three timing runs: 10.9k.
 # + 0.1k: instruments as documents (each display a moment, the snapshot notice, the
 # save hook) and controls redrawn by pasting a saved background (<= 300 ms a control)
-TOTAL_BUDGET = 12100  # + ONNX import (0.35k); the export pair, loader guards, lab's tests;
+TOTAL_BUDGET = 12700  # + ONNX import (0.35k); the export pair, loader guards, lab's tests;
 # + a predict-then-measure check for each of lessons 04-08 (+0.15k)
+# + MXNet's own unit tests (issue 24): Executor, operators, layers, model zoo (+0.6k)
 DEFAULT_BUDGET = 150
 
 # Code-line budgets, keyed by path relative to the repository root.
@@ -68,13 +69,15 @@ BUDGETS: dict[str, int] = {
     "hybridlab/__init__.py": 28,
     "hybridlab/config.py": 50,
     "hybridlab/errors.py": 60,
+    "hybridlab/util.py": 22,  # mx.util: the np_shape switch
     "hybridlab/base.py": 10,  # mx.base re-exports MXNetError; nothing else belongs here
     "hybridlab/ops/__init__.py": 30,  # imports 12 op modules so they register, OPS/COMPOSITES views
     "hybridlab/ops/fused.py": 66,  # _fused: a grouped chain's kernel, shape rule, gradient
-    "hybridlab/ops/registry.py": 425,  # + kernel_out, Attr bounds, composite errors, methods
+    "hybridlab/ops/registry.py": 440,  # + kernel_out, Attr bounds, composite errors, methods
+    # rule, layer operators (OpDef.lower, register_layer, run_lowering); Symbol's elemwise dunders
     # (+5: shapes bounded to 2**60 elements, MXNet's unset "()" geometry)
-    # rule, layer operators (OpDef.lower, register_layer, run_lowering)
-    "hybridlab/ops/elementwise.py": 240,  # + elemwise_* as MXNet has them (one shape)
+    "hybridlab/ops/elementwise.py": 292,  # + elemwise_* as MXNet has them (one shape)
+    # (+ BlockGrad, MakeLoss, relu NaN gradient, trig rows, cast_storage: issue 24)
     #  # + kernel_out forms and the dtype contract
     "hybridlab/ops/reduce.py": 123,
     "hybridlab/ops/shape.py": 144,
@@ -84,10 +87,11 @@ BUDGETS: dict[str, int] = {
     # + engine_scope typed per engine class (overloads: a StepEngine scope gives a StepEngine);
     # + typed for mypy --strict;
     # + the push/fail/skip/clear events and typed dependencies (Dep) every instrument reads
-    "hybridlab/ndarray.py": 491,  # + the caller named in save errors (export, nd.save)
+    "hybridlab/ndarray.py": 515,  # + the caller named in save errors (export, nd.save)
     # (+15: NOTE [Unfilled inputs], an op decides at run time, never by timing)
     # + layer operators run as their lowering, views (NOTE [Views])
     # + _assign_all: a backward pass stores every gradient in one engine op
+    # + nd.BatchNorm moving its statistics in place, b[0] = [v] (issue 24)
     #  # + never-computed-array errors, nd.<typo> hints, head_grad
     "hybridlab/ndarray_io.py": 262,  # MXNet's file format: bounded reads, aligned, atomic writes;
     # + modes, read-only files, symlinks, stale temporaries, special files refused
@@ -100,8 +104,9 @@ BUDGETS: dict[str, int] = {
     #  # ONNX export: the graph walk and one table mapping ~35 operators
     "hybridlab/context.py": 50,  # mx.cpu/gpu/Context: devices exist only for MXNet compatibility
     "hybridlab/random.py": 27,  # ARCHITECTURE.md: mx.random.seed and the seed stream
-    "hybridlab/symbol.py": 540,  # Executor, teaching errors, elementwise completion (JSON moved
+    "hybridlab/symbol.py": 600,  # Executor, teaching errors, elementwise completion (JSON moved
     # to model_files.py)
+    # + simple_bind, Executor outputs at bind, grad_req per argument (issue 24)
     "hybridlab/name.py": 46,  # mx.name: NameManager, Prefix
     "hybridlab/autograd.py": 159,  # + teaching errors: freed graph, bad VJP, 2nd order, head shape
     "hybridlab/walk.py": 40,  # postorder and the one reverse-mode sweep
@@ -130,10 +135,12 @@ BUDGETS: dict[str, int] = {
     "hybridlab/graph/passes/pretranspose_weights.py": 45,  # the layout pass
     "hybridlab/graph/autotune.py": 50,  # timing two programs, the choice and its report
     "hybridlab/gluon/__init__.py": 11,  # re-exports only
-    "hybridlab/gluon/parameter.py": 190,  # + save/load, regex, grad_req, one NDArray, aligned
-    "hybridlab/gluon/block.py": 370,  # + input/flag/trace checks, Symbol calls; one CachedOp;
+    "hybridlab/gluon/parameter.py": 200,  # + save/load, regex, grad_req, one NDArray, aligned
+    # (+ list_data, get() merging unknown sizes: issue 24)
+    "hybridlab/gluon/block.py": 385,  # + input/flag/trace checks, Symbol calls; one CachedOp;
     # + the export pair written whole (digest in the JSON)
     # (+15: the export pair, both files written before either is renamed)
+    # + MXNet's attribute-type check and blocks-in-a-list warning (issue 24)
     "hybridlab/gluon/nn/__init__.py": 20,  # re-exports only (nn.py split as MXNet's gluon/nn/)
     "hybridlab/gluon/nn/activations.py": 25,
     "hybridlab/gluon/nn/basic_layers.py": 160,  # + BatchNorm on any axis, slices, MXNet reprs
@@ -181,7 +188,7 @@ BUDGETS: dict[str, int] = {
     "hybridlab/lab/timing.py": 220,  # speed-ups against the numpy floor; where a call's time goes
     "hybridlab/exercises/glue.py": 25,  # numbers from outputs into lesson prose; claims
     # Modules the first sketch did not list (the issues asked for more).
-    "hybridlab/ops/_infer.py": 40,  # shared shape-rule helpers (axis normalisation, broadcast)
+    "hybridlab/ops/_infer.py": 45,  # shared shape-rule helpers (axis normalisation, broadcast)
     "hybridlab/ops/broadcast.py": 60,  # broadcast_to/axis/like and sum_like, their inverse
     "hybridlab/ops/conv.py": 198,  # im2col in bounded chunks, out= kernels, workspace formulas;
     # (+2: stride, dilate, pad "()" mean the default, as in MXNet)
@@ -191,17 +198,21 @@ BUDGETS: dict[str, int] = {
     "hybridlab/ops/indexing.py": 155,  # slice, pick, take, one_hot + scatters and their grads
     "hybridlab/ops/join.py": 78,  # concat, stack, split; _concat_part's own (2nd-order) gradient
     "hybridlab/ops/linalg.py": 83,  # MXNet's linalg.gemm2 and potrf (+ its backward)
-    "hybridlab/ops/nn.py": 240,  # sigmoid, LeakyReLU, Activation, Dropout, BatchNorm (MXNet's
+    "hybridlab/ops/nn.py": 245,  # sigmoid, LeakyReLU, Activation, Dropout, BatchNorm (MXNet's
     # op, lowered), SoftmaxOutput with its cross-entropy gradient; + LRN (a window sum)
     "hybridlab/ops/pool.py": 112,  # Pooling, its chunked gradient; out= kernels, workspace
     "hybridlab/graph/autodiff.py": 110,  # backward graph; cheap residuals recomputed; lowering
     "hybridlab/gluon/_trace.py": 115,  # tracing hybrid_forward (report: _report), user lines
     "hybridlab/gluon/_report.py": 141,  # hybridization report from the traced function's ast
     # + the measured layouts
-    "hybridlab/gluon/symbol_block.py": 115,  # + shared Parameters sized from the graph, checks,
+    "hybridlab/gluon/utils.py": 40,  # split_data, split_and_load, clip_global_norm
+    "hybridlab/gluon/model_zoo/__init__.py": 5,  # re-exports vision
+    "hybridlab/gluon/model_zoo/vision.py": 230,  # AlexNet, VGG, ResNet v1/v2, SqueezeNet, DenseNet
+    "hybridlab/gluon/symbol_block.py": 125,  # + shared Parameters sized from the graph, checks,
     # first values by the operator input fed (gamma, moving_var: ones); (+20: export-pair check)
+    # (+ the BatchNorm deviation's run-time warning, README "Compatibility")
     "hybridlab/contrib.py": 77,  # + the imperative while_loop (a real loop), list data
-    "hybridlab/initializer.py": 70,  # mx.init: Uniform, Normal, Xavier, Zero, One, Constant
+    "hybridlab/initializer.py": 75,  # mx.init: Uniform, Normal, Xavier, Zero, One, Constant, ==
     "hybridlab/exercises/__init__.py": 80,  # self-checks per lesson; + glue, claim, predict-measure
     "hybridlab/exercises/_common.py": 86,  # + compare_block, shared by lessons 02 and 04; + the
     # timing protocol with an injectable timer, and "how far off" a prediction was

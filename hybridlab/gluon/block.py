@@ -77,9 +77,16 @@ class _BlockScope:
             full, owner = parent._block.prefix + prefix, parent._block.params
         if params is not None:
             return full, ParameterDict(params.prefix, params)
-        return full, ParameterDict(full, owner._shared if owner is not None else None)
+        if owner is None:
+            return full, ParameterDict(full)
+        # a child's parameter names extend its parent's *dict* prefix, not the block's: in
+        # Net(prefix='net2_', params=net1.collect_params()) the children look up
+        # net1_dense0_weight in the shared dict, as MXNet's do
+        return full, ParameterDict(owner.prefix + prefix, owner._shared)
 
     def __enter__(self) -> _BlockScope:
+        if self._block._empty_prefix:  # prefix='': its children count in the enclosing
+            return self  # scope, as MXNet's do (two units of a stage: conv0..conv3, no clash)
         # what to restore is kept per thread, never on the scope: two threads may trace
         # the same block at once (each its first call)
         local = _BlockScope._current
@@ -91,6 +98,8 @@ class _BlockScope:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        if self._block._empty_prefix:
+            return
         old, prefix_scope = _BlockScope._current.saved.pop()
         prefix_scope.__exit__(*exc)
         _BlockScope._current.value = old
@@ -100,6 +109,7 @@ class Block:
     """Base class of every layer and model: parameters, children, ``forward``."""
 
     def __init__(self, prefix: str | None = None, params: ParameterDict | None = None) -> None:
+        self._empty_prefix = prefix == ""
         self._prefix, self._params = _BlockScope.create(prefix, params, self._alias())
         self._name = self._prefix[:-1] if self._prefix.endswith("_") else self._prefix
         self._scope = _BlockScope(self)
@@ -116,6 +126,11 @@ class Block:
         than by ``self.params.get`` joins ``self.params`` too, so that ``initialize()``,
         ``collect_params()`` and the compiled program all see it.
         """
+        existing = self.__dict__.get(name)
+        if isinstance(existing, (Block, Parameter)) and not isinstance(value, type(existing)):
+            raise TypeError(f"{type(self).__name__}.{name} is a {type(existing).__name__}; "
+                            f"it cannot become a {type(value).__name__} (MXNet forbids "
+                            f"changing a registered attribute's type): use another name")
         if isinstance(value, Block):
             self.register_child(value, name)
         elif isinstance(value, Parameter):
@@ -149,11 +164,30 @@ class Block:
 
     def collect_params(self, select: str | None = None) -> ParameterDict:
         """Own parameters first, then each child's, in order; ``select`` is a regex."""
+        self._warn_unregistered_blocks()
         found = ParameterDict(self._params.prefix)
         found.update(self.params)
         for child in self._children.values():
             found.update(child.collect_params())
         return found.select(select)
+
+    def _warn_unregistered_blocks(self) -> None:
+        """Blocks kept in a plain list or dict are not children: their parameters are not
+        collected, initialised or saved (MXNet warns too)."""
+        children = {id(child) for child in self._children.values()}
+
+        def unregistered(value: Any) -> bool:
+            if isinstance(value, Block):
+                return id(value) not in children
+            items = value.values() if isinstance(value, dict) else value
+            return isinstance(value, (list, tuple, dict)) and any(map(unregistered, items))
+
+        for name, value in vars(self).items():
+            if name != "_children" and not isinstance(value, Block) and unregistered(value):
+                warnings.warn(f"{type(self).__name__}.{name} holds Blocks in a plain "
+                              f"{type(value).__name__}: they are not children, so their "
+                              f"parameters are not collected; use nn.Sequential (or "
+                              f"HybridSequential) and add() them", stacklevel=3)
 
     def _params_by_path(self, path: str = "") -> dict[str, Parameter]:
         """Structural names such as ``0.weight`` or ``hidden.bias`` (save_parameters keys)."""

@@ -137,6 +137,10 @@ class Parameter:
         values, self._deferred = self._deferred(self._shape, self.dtype), None  # type: ignore[arg-type]
         self._store(values)  # (force_reinit: into the same NDArray)
 
+    def list_data(self) -> list:
+        """The parameter's arrays, one per context: here one (MXNet's API)."""
+        return [self.data()]
+
     def data(self, ctx: Any = None) -> Any:
         """The parameter's NDArray; while a block is traced, its Symbol ``var()``.
 
@@ -247,6 +251,12 @@ class ParameterDict(OrderedDict):
             found = OrderedDict.get(self._shared, full)
         if found is None:
             found = Parameter(full, **kwargs)
+        elif "shape" in kwargs and kwargs["shape"] is not None and found.shape is not None:
+            # one dict's sizes fill the other's unknown (0) ones, either way (MXNet's get)
+            asked = _as_shape(kwargs["shape"])
+            if asked is not None and len(asked) == len(found.shape):
+                asked = tuple(a or b for a, b in zip(asked, found.shape))
+            found.shape = asked
         elif "shape" in kwargs:
             found.shape = kwargs["shape"]
         self[full] = found

@@ -16,9 +16,10 @@ the file is an error, so a file for another graph is not silently half-loaded.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
-from hybridlab import model_files, ndarray, symbol
+from hybridlab import autograd, model_files, ndarray, symbol
 from hybridlab.errors import DeferredInitializationError
 from hybridlab.gluon.block import HybridBlock, _Trace
 from hybridlab.gluon.parameter import ParameterDict
@@ -51,6 +52,20 @@ class SymbolBlock(HybridBlock):
         self._reg_params = dict(self.params)  # save_parameters keys: the graph's names
         self._graph, self._active = graph, True
         self._reset_cache()  # a SymbolBlock is always compiled: its one CachedOp
+        # deviation from MXNet (README, "Compatibility"): its BatchNorm nodes do not move
+        # their moving statistics while training; said once, on the first training call
+        self._batchnorm_warning = any(
+            n.op == "BatchNorm" and not n.attr_dict.get("use_global_stats")
+            for n in graph.to_graph().nodes if n.kind == "call")
+
+    def __call__(self, *args: Any) -> Any:
+        if self._batchnorm_warning and autograd.is_training():
+            self._batchnorm_warning = False
+            warnings.warn("SymbolBlock: this graph's BatchNorm uses the batch's statistics "
+                          "while training but does not move its moving_mean/moving_var (MXNet "
+                          "would); train it as a gluon network, or use_global_stats=True",
+                          stacklevel=2)
+        return super().__call__(*args)
 
     @staticmethod
     def imports(symbol_file: str, input_names: Any, param_file: str | None = None,
@@ -104,7 +119,7 @@ class SymbolBlock(HybridBlock):
         arg_shapes, _, aux_shapes = self._graph.infer_shape_partial(**given)
         names = self._graph.list_arguments() + self._graph.list_auxiliary_states()
         for name, shape in zip(names, (arg_shapes or []) + (aux_shapes or [])):
-            if name in self.params and shape is not None:
+            if name in self.params and shape:  # () is "not known" (MXNet's partial answer)
                 self.params[name].shape = shape
         unknown = [p.name for p in self.params.values()
                    if p._deferred is not None and not p._shape_known()]

@@ -109,8 +109,8 @@ def make_net(units: tuple[int, ...]) -> Any:
 
     net = nn.HybridSequential()
     for size in units[:-1]:
-        net.add(nn.Dense(size, activation="relu"))  # type: ignore[misc]
-    net.add(nn.Dense(units[-1]))  # type: ignore[misc]
+        net.add(nn.Dense(size, activation="relu"))
+    net.add(nn.Dense(units[-1]))
     net.initialize()
     return net
 

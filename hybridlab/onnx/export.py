@@ -250,6 +250,8 @@ ONNX_OPS: dict[str, Rule] = {
     "square": lambda b, node, ins, out: b.add("Mul", ins + ins, [out]),
     "broadcast_add": _simple("Add"), "broadcast_sub": _simple("Sub"),
     "broadcast_mul": _simple("Mul"), "broadcast_div": _simple("Div"),
+    "elemwise_add": _simple("Add"), "elemwise_sub": _simple("Sub"),  # Symbol's + - * /
+    "elemwise_mul": _simple("Mul"), "elemwise_div": _simple("Div"),
     "broadcast_maximum": _simple("Max"), "broadcast_minimum": _simple("Min"),
     "_plus_scalar": _scalar("Add"), "_minus_scalar": _scalar("Sub"),
     "_rminus_scalar": _scalar("Sub", reverse=True), "_mul_scalar": _scalar("Mul"),

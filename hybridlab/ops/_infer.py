@@ -11,6 +11,7 @@ import functools
 
 import numpy as np
 
+from hybridlab import util
 from hybridlab.errors import ShapeError
 from hybridlab.ops.registry import Aval
 
@@ -57,9 +58,13 @@ def broadcast_to(aval: Aval, shape: tuple[int, ...], op_name: str) -> list[Aval]
 
 def created(op_name: str, shape: tuple[int, ...], dtype: object) -> list[Aval]:
     """Creation and random ops: the shape comes from an attribute; check it is a real one."""
-    if not shape or any(n < 0 for n in shape):
+    if util.is_np_shape():  # numpy's shapes: () is a scalar, 0 an empty axis
+        if any(n < 0 for n in shape):
+            raise ShapeError(f"{op_name}: shape {tuple(shape)} has a negative size")
+    elif not shape or any(n <= 0 for n in shape):  # MXNet: 0 means "unknown", no 0-d arrays
         raise ShapeError(f"{op_name}: shape {tuple(shape)} is not a valid array shape; give "
-                         f"one or more non-negative sizes, e.g. shape=(2, 3)")
+                         f"one or more positive sizes, e.g. shape=(2, 3) (inside "
+                         f"`with mx.np_shape():` 0 and () are numpy's empty and scalar shapes)")
     return [Aval(tuple(shape), np.dtype(dtype))]  # type: ignore[call-overload]  # (numpy's stubs)
 
 

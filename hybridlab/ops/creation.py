@@ -61,8 +61,13 @@ def _arange_length(start: Any, stop: Any, step: Any, repeat: Any) -> int:
 
 
 def _arange(start: Any, stop: Any, step: Any, repeat: Any, ctx: Any, dtype: str) -> np.ndarray:
-    start, stop = (0.0, start) if _optional_float(stop) is None else (start, _optional_float(stop))
-    return np.repeat(np.arange(start, stop, step), repeat).astype(dtype)
+    # MXNet casts start and step to dtype first, then counts: arange(1.3, 10, 1.3, 'int32')
+    # is 1, 2, ..., 7 (seven steps of int(1.3) from int(1.3)), not numpy's 1, 2, 3, 5, ...
+    length = _arange_length(start, stop, step, 1)
+    start = 0.0 if _optional_float(stop) is None else start
+    first, stride = np.array([start, step]).astype(dtype)
+    values = first + np.arange(length, dtype=dtype) * stride
+    return np.repeat(values.astype(dtype), repeat)
 
 
 register(OpDef(

@@ -33,7 +33,7 @@ import numpy as np
 
 from hybridlab.errors import ShapeError
 from hybridlab.ops import _infer, registry
-from hybridlab.ops.registry import Attr, Aval, Kind, OpDef, composite, register, register_layer
+from hybridlab.ops.registry import Attr, Aval, Kind, OpDef, composite, register
 
 
 def _sum_back(F: Any, grads: Any, inputs: list[Any]) -> list[Any]:
@@ -78,31 +78,38 @@ def _arith(name: str, ufunc: Any, vjp: Any, aliases: Any, doc: str) -> Any:
 
 
 _arith("broadcast_add", np.add, lambda F, g, a, b, out: [g, g],
-       (), "``lhs + rhs`` with broadcasting.")
+       ("broadcast_plus",), "``lhs + rhs`` with broadcasting.")
 _arith("broadcast_sub", np.subtract, lambda F, g, a, b, out: [g, F.negative(g)],
-       (), "``lhs - rhs`` with broadcasting.")
+       ("broadcast_minus",), "``lhs - rhs`` with broadcasting.")
 _arith("broadcast_mul", np.multiply, lambda F, g, a, b, out: [g * b, g * a],
        (), "``lhs * rhs`` with broadcasting.")
 _arith("broadcast_div", np.divide, lambda F, g, a, b, out: [g / b, F.negative(g * out / b)],
        (), "``lhs / rhs`` with broadcasting.")
-def _elemwise(name: str, broadcast: str, aliases: tuple[str, ...]) -> None:
-    """MXNet's ``elemwise_*``: the broadcast op for two inputs of one shape (layer op)."""
+def _elemwise(name: str, ufunc: np.ufunc, vjp: Any, broadcast: str,
+              aliases: tuple[str, ...]) -> None:
+    """MXNet's ``elemwise_*`` (what Symbol's ``+ - * /`` call): two inputs of one shape."""
     def infer(lhs: Aval, rhs: Aval) -> list[Aval]:
         if tuple(lhs.shape) != tuple(rhs.shape):
             raise ShapeError(f"{name}: lhs {tuple(lhs.shape)} and rhs {tuple(rhs.shape)} must "
-                             f"have one shape (elemwise ops do not broadcast); use "
-                             f"{broadcast} or the operator for broadcasting")
+                             f"have one shape (a Symbol's + - * / do not broadcast, as in "
+                             f"MXNet); use F.{broadcast}(lhs, rhs) to broadcast")
         return _infer.broadcast(lhs, rhs, op_name=name)
 
-    register_layer(name, lambda F, lhs, rhs: getattr(F, broadcast)(lhs, rhs), infer,
-                   Kind.ELEMENTWISE, inputs=("lhs", "rhs"), aliases=aliases,
-                   doc=f"``{broadcast}`` of two inputs of one shape (MXNet's {name}).")
+    register(OpDef(
+        name=name, kernel=_keep_dtype(ufunc), infer=infer, kind=Kind.ELEMENTWISE,
+        grad=lambda F, inputs, outputs, out_grads: vjp(F, out_grads[0], *inputs, outputs[0]),
+        inputs=("lhs", "rhs"), ufunc=ufunc, inplace_ok=True, aliases=aliases,
+        doc=f"``{broadcast}`` of two inputs of one shape (MXNet's {name}; Symbol's operator)."))
 
 
-_elemwise("elemwise_add", "broadcast_add", ("_plus", "_Plus", "_add"))
-_elemwise("elemwise_sub", "broadcast_sub", ("_minus", "_Minus", "_sub"))
-_elemwise("elemwise_mul", "broadcast_mul", ("_mul", "_Mul"))
-_elemwise("elemwise_div", "broadcast_div", ("_div", "_Div"))
+_elemwise("elemwise_add", np.add, lambda F, g, a, b, out: [g, g], "broadcast_add",
+          ("_plus", "_Plus", "_add"))
+_elemwise("elemwise_sub", np.subtract, lambda F, g, a, b, out: [g, F.negative(g)],
+          "broadcast_sub", ("_minus", "_Minus", "_sub"))
+_elemwise("elemwise_mul", np.multiply, lambda F, g, a, b, out: [g * b, g * a],
+          "broadcast_mul", ("_mul", "_Mul"))
+_elemwise("elemwise_div", np.divide, lambda F, g, a, b, out: [g / b, F.negative(g * out / b)],
+          "broadcast_div", ("_div", "_Div"))
 
 _arith("broadcast_power", np.power,
        lambda F, g, a, b, out: [g * b * a ** (b - 1.0), g * out * F.log(a)],
@@ -211,6 +218,21 @@ _UFUNCS = {  # name -> (ufunc, VJP or None, doc)
     "sin": (np.sin, lambda F, g, x, out: g * F.cos(x), "sine"),
     "cos": (np.cos, lambda F, g, x, out: F.negative(g * F.sin(x)), "cosine"),
     "reciprocal": (np.reciprocal, lambda F, g, x, out: F.negative(g * out * out), "``1 / x``"),
+    "tan": (np.tan, lambda F, g, x, out: g * (1.0 + out * out), "tangent"),
+    "arcsin": (np.arcsin, lambda F, g, x, out: g / F.sqrt(1.0 - x * x), "inverse sine"),
+    "arccos": (np.arccos, lambda F, g, x, out: F.negative(g / F.sqrt(1.0 - x * x)),
+               "inverse cosine"),
+    "arctan": (np.arctan, lambda F, g, x, out: g / (1.0 + x * x), "inverse tangent"),
+    "sinh": (np.sinh, lambda F, g, x, out: g * F.cosh(x), "hyperbolic sine"),
+    "cosh": (np.cosh, lambda F, g, x, out: g * F.sinh(x), "hyperbolic cosine"),
+    "arcsinh": (np.arcsinh, lambda F, g, x, out: g / F.sqrt(x * x + 1.0),
+                "inverse hyperbolic sine"),
+    "arccosh": (np.arccosh, lambda F, g, x, out: g / F.sqrt(x * x - 1.0),
+                "inverse hyperbolic cosine"),
+    "arctanh": (np.arctanh, lambda F, g, x, out: g / (1.0 - x * x), "inverse hyperbolic tangent"),
+    "cbrt": (np.cbrt, lambda F, g, x, out: g / (out * out * 3.0), "cube root"),
+    "degrees": (np.degrees, lambda F, g, x, out: g * float(180 / np.pi), "radians to degrees"),
+    "radians": (np.radians, lambda F, g, x, out: g * float(np.pi / 180), "degrees to radians"),
     "sign": (np.sign, None, "-1, 0 or 1 (gradient zero)"),
     "floor": (np.floor, None, "round down (gradient zero)"),
     "ceil": (np.ceil, None, "round up (gradient zero)"),
@@ -221,7 +243,7 @@ for _name, (_ufunc, _grad, _doc) in _UFUNCS.items():
            ufunc=_ufunc if isinstance(_ufunc, np.ufunc) else None)
 _unary("_copy", np.positive, lambda F, g, x, out: g, "A copy of ``x``.", np.positive,
        ("identity",))
-_unary("relu", lambda x: np.maximum(x, 0, dtype=x.dtype), lambda F, g, x, out: g * (out > 0),
+_unary("relu", lambda x: np.maximum(x, 0, dtype=x.dtype), lambda F, g, x, out: F._relu_grad(g, x),
        "Rectified linear unit ``max(x, 0)``.", kernel_out=lambda x, out: np.maximum(x, 0, out=out))
 _unary("zeros_like", np.zeros_like, None, "Zeros with the shape and dtype of ``x``.")
 _unary("ones_like", np.ones_like, None, "Ones with the shape and dtype of ``x``.")
@@ -336,3 +358,45 @@ register(OpDef(
     kind=Kind.ELEMENTWISE, inputs=("*args",), aliases=("ElementWiseSum",),
     attrs={"num_args": Attr("int", 0, low=0)},
     doc="The sum of any number of arrays of one shape (how gradients are accumulated)."))
+
+# The two identities MXNet uses to shape gradients: BlockGrad passes values and stops the
+# gradient; make_loss passes values and starts one (``grad_scale`` whatever comes from above).
+_unary("BlockGrad", np.positive, None, "``x``, with a zero gradient (MXNet's BlockGrad).",
+       np.positive, ("stop_gradient",))
+register(OpDef(
+    name="MakeLoss", kernel=lambda x, **attrs: x.copy(), infer=_infer.same_as_first,
+    grad=lambda F, inputs, outputs, out_grads, grad_scale, **unused: [
+        F.ones_like(inputs[0]) * grad_scale],
+    kind=Kind.OPAQUE, aliases=("make_loss",),
+    attrs={"grad_scale": Attr("float", 1.0), "valid_thresh": Attr("float", 0.0),
+           "normalization": Attr("str", "null", ("null", "batch", "valid"))},
+    doc="``x`` as a loss: its gradient is ``grad_scale`` (ones), whatever arrives from above."))
+
+
+def _relu_grad(g: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``g`` where ``x > 0``, 0 elsewhere -- and NaN where x is NaN, as MXNet's relu_grad
+    (``g * (x > 0)`` would hide a NaN that reached the layer)."""
+    return np.where(x > 0, g, np.where(np.isnan(x), x, 0)).astype(g.dtype, copy=False)
+
+
+def _relu_grad_out(g: np.ndarray, x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    np.multiply(g, x > 0, out=out)  # out may be g's own buffer (inplace_ok)
+    nan = np.isnan(x)
+    if nan.any():
+        out[nan] = np.nan
+    return out
+
+
+register(OpDef(
+    name="_relu_grad", kernel=_relu_grad, infer=lambda g, x: [g], kind=Kind.ELEMENTWISE,
+    inputs=("grad", "data"), grad=None, inplace_ok=True, kernel_out=_relu_grad_out,
+    grad_missing="relu's second derivative is zero almost everywhere and not written",
+    doc="relu's VJP: ``grad`` where ``data > 0``, NaN where data is NaN, else 0."))
+
+
+register(OpDef(
+    name="cast_storage", kernel=lambda x, stype: x.copy(), infer=_infer.same_as_first,
+    grad=lambda F, inputs, outputs, out_grads, stype: [out_grads[0]], kind=Kind.OPAQUE,
+    attrs={"stype": Attr("str", "default", ("default",))},
+    doc="MXNet's storage conversion; hybridlab stores every array dense ('default'), so "
+        "this is a copy, and 'csr' or 'row_sparse' is refused."))

@@ -186,7 +186,7 @@ def _batch_norm_infer(x: Aval, *stats: Aval, axis: int, output_mean_var: bool,
 
 
 register_layer(
-    "BatchNorm", _batch_norm, _batch_norm_infer, needs_context=True,
+    "BatchNorm", _batch_norm, _batch_norm_infer, needs_context=True, moves_statistics=True,
     inputs=("data", "gamma", "beta", "moving_mean", "moving_var"),
     num_outputs=lambda attrs: 3 if attrs["output_mean_var"] else 1,
     infer_params=lambda data, axis, **unused: {
@@ -199,8 +199,9 @@ register_layer(
     doc="MXNet's BatchNorm: per channel along ``axis``, ``(x - mean) / sqrt(var + eps) * "
         "gamma + beta`` -- the batch's statistics while training, the moving ones (auxiliary "
         "states) when predicting or with ``use_global_stats``; ``fix_gamma`` takes gamma as "
-        "1. The operator returns the statistics it used (``output_mean_var``) and never "
-        "updates its inputs: ``gluon.nn.BatchNorm`` moves its running statistics from them.")
+        "1. The operator returns the statistics it used (``output_mean_var``); run "
+        "imperatively while training it moves ``moving_mean``/``moving_var`` in place, as "
+        "MXNet's does (in a compiled graph ``gluon.nn.BatchNorm`` moves them from the outputs).")
 
 
 def _dropout(F: Any, data: Any, p: Any, mode: Any, axes: Any, cudnn_off: Any) -> Any:
@@ -265,6 +266,8 @@ def _softmax_output_grad(prob: np.ndarray, label: np.ndarray, *, grad_scale: flo
         grad = grad * np.expand_dims(valid, 1)
     scale = grad_scale / {"null": 1, "batch": len(p),
                           "valid": max(int(valid.sum()), 1)}[normalization]
+    if multi_output and normalization != "valid":  # MXNet also divides by the positions
+        scale /= max(int(np.prod(p.shape[2:])), 1)  # per row (H*W) unless it counts valid
     grad = grad * scale
     grad = np.moveaxis(grad, 1, -1) if preserve_shape and not multi_output else grad
     result: np.ndarray = grad.reshape(prob.shape).astype(prob.dtype, copy=False)

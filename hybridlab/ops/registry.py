@@ -159,6 +159,10 @@ class OpDef:
     # sym.infer_shape(data=...) can fill `fc1_weight` as MXNet did
     infer_params: Callable[..., dict[str, tuple[int, ...]]] | None = None
     lower: Callable[..., Any] | None = None  # a layer operator's definition (see above)
+    # BatchNorm's side effect, as MXNet's operator has it: run imperatively while training
+    # (use_global_stats off), inputs 3 and 4 (moving mean, variance) move in place towards
+    # the batch's statistics (the lowering's outputs 1 and 2 with output_mean_var) by momentum
+    moves_statistics: bool = False
     aliases: tuple[str, ...] = ()
     doc: str = ""
 
@@ -318,8 +322,9 @@ def _parse_shape(value: Any) -> tuple[int, ...]:
         dims = tuple(_parse_int(p) for p in text.split(",") if p.strip()) if text else ()
     elif isinstance(value, (int, np.integer)) and not isinstance(value, bool):
         dims = (int(value),)
-    elif isinstance(value, (tuple, list)):
-        dims = tuple(_parse_int(v) for v in value)
+    elif isinstance(value, (tuple, list)) or (isinstance(value, np.ndarray) and value.ndim == 1
+                                             and value.dtype.kind in "iu"):
+        dims = tuple(_parse_int(v) for v in list(value))  # MXNet takes a numpy array of ints
     else:
         raise TypeError("expected a shape such as (2, 3)")
     if math.prod(d for d in dims if d > 0) > MAX_ELEMENTS:
@@ -574,6 +579,8 @@ def split_arguments(op: OpDef, args: tuple[Any, ...], kwargs: dict[str, Any]
     # Like MXNet's generated functions, positionals after the inputs fill the attributes
     # in declaration order: ``nd.sum(x, 1)``, ``F.ones((1, 1))``, ``nd.clip(x, 0, 1)``.
     extra = args[len(names):]
+    while callable(op.inputs) and extra and extra[0] is None:  # Convolution(x, w, None,
+        extra = extra[1:]  # no_bias=True): the absent bias input, as MXNet takes it
     if len(extra) > len(op.attrs):
         raise TypeError(
             f"{op.name} takes {len(names)} input(s) {list(names)} and attributes "
@@ -652,14 +659,26 @@ def _method(function: Callable[..., Any]) -> Callable[..., Any]:
     return method
 
 
-def install_dunders(cls: type, apply: Apply, foreign: Foreign | None = None) -> None:
+# MXNet's Symbol: ``a + b`` of two Symbols is the elementwise ``_Plus`` (one shape, no
+# broadcasting; F.broadcast_add broadcasts). NDArray's operators broadcast, as in MXNet.
+ELEMENTWISE_DUNDERS: dict[str, str] = {
+    "__add__": "elemwise_add", "__radd__": "elemwise_add", "__sub__": "elemwise_sub",
+    "__rsub__": "elemwise_sub", "__mul__": "elemwise_mul", "__rmul__": "elemwise_mul",
+    "__truediv__": "elemwise_div", "__rtruediv__": "elemwise_div",
+}
+
+
+def install_dunders(cls: type, apply: Apply, foreign: Foreign | None = None,
+                    tensor_ops: dict[str, str] | None = None) -> None:
     """Give ``cls`` its arithmetic operators, all routed through ``apply``.
 
     ``foreign(self, other, dunder)``, when given, sees an operand that is neither a
     ``cls`` nor a number before Python's ``TypeError``, and may raise a clearer error
-    (``sym``: an NDArray inside a traced ``hybrid_forward``).
+    (``sym``: an NDArray inside a traced ``hybrid_forward``). ``tensor_ops`` replaces the
+    operator of some dunders between two tensors (``sym``: ``ELEMENTWISE_DUNDERS``).
     """
     for dunder, (tensor_name, scalar_name, hint) in DUNDERS.items():
+        tensor_name = (tensor_ops or {}).get(dunder, tensor_name)
         setattr(cls, dunder, _dunder(cls, dunder, tensor_name, scalar_name, hint, apply,
                                      foreign))
     # defining __eq__ would otherwise remove hashing

@@ -23,7 +23,7 @@ def clipped_double(F, x):
 def running_sum(F, x):
     outputs, total = F.contrib.foreach(lambda row, acc: (row + acc, row + acc), x,
                                        F.zeros_like(F.sum(x, axis=0)))
-    return outputs + total
+    return F.broadcast_add(outputs, total)  # (n, d) + (d,): a Symbol's + needs one shape
 
 
 def count_up(F, x):

@@ -28,7 +28,7 @@ def test_hybridized_errors_match_the_imperative_ones():
     both ways; a kernel failing while compiling is the op's MXNetError with the user line."""
     import numpy as np
 
-    from hybridlab import engine, nd
+    from hybridlab import engine, nd, np_shape
     from hybridlab.errors import BlockInputError, MXNetError
     from hybridlab.gluon import nn
 
@@ -37,7 +37,8 @@ def test_hybridized_errors_match_the_imperative_ones():
         net = nn.Dense(3)
         net.initialize()
         net.hybridize(hybrid)
-        assert net(nd.ones((0, 4))).shape == (0, 3)  # an empty first batch sizes the weight
+        with np_shape():  # MXNet makes an empty batch only with numpy's shapes on
+            assert net(nd.ones((0, 4))).shape == (0, 3)  # an empty first batch sizes the weight
         with pytest.raises(BlockInputError) as caught:
             net(nd.ones((2, 4)), nd.ones((2, 4)))
         messages.append(str(caught.value).replace(net.name, "NAME"))

@@ -3,9 +3,11 @@
 import re
 
 import numpy as np
+import pytest
 
 import hybridlab as mx
 from hybridlab import gluon, nd, sym
+from hybridlab.errors import ShapeError
 from hybridlab.gluon import nn
 
 
@@ -151,17 +153,25 @@ def test_hybridizing_a_plain_block_hybridizes_its_children():
     assert net.body._traces  # the child compiled a program
 
 
-def test_broadcasting_constants_work_in_both_modes():
+def test_broadcasting_constants_work_in_both_modes_with_broadcast_add_only():
     class AddOnes(gluon.HybridBlock):
         def hybrid_forward(self, F, x):
-            return F.broadcast_add(x, F.ones((1, 1))) + (x + F.ones((1, 1)))  # seed 003
+            return F.broadcast_add(x, F.ones((1, 1))) + F.broadcast_add(x, F.ones((1, 1)))
 
-    net = AddOnes()
+    class PlusOnes(gluon.HybridBlock):
+        def hybrid_forward(self, F, x):
+            return x + F.ones((1, 1))  # seed 003: broadcasts on NDArrays, not on Symbols
+
+    net, plus = AddOnes(), PlusOnes()
     x = nd.random_normal(shape=(3, 4))
     expected = 2 * x.asnumpy() + 2
     np.testing.assert_allclose(net(x).asnumpy(), expected, rtol=1e-6)
+    np.testing.assert_allclose(plus(x).asnumpy(), x.asnumpy() + 1, rtol=1e-6)
     net.hybridize()
+    plus.hybridize()
     np.testing.assert_allclose(net(x).asnumpy(), expected, rtol=1e-6)
+    with pytest.raises(ShapeError, match=r"elemwise_add: .* use F.broadcast_add"):
+        plus(x)
 
 
 def test_imports_with_warnings_silenced_as_in_the_seed(tmp_path):

@@ -432,7 +432,8 @@ def test_a_conv_nets_training_step_computes_and_peaks_as_planned():
         np.testing.assert_allclose(have, want, rtol=1e-5, atol=1e-5)
     optimised, _ = run_pipeline(graph, verify=True)
     plan = optimised.meta["memory"]
-    assert plan.inplace >= 4 and plan.bound <= plan.planned <= 1.1 * plan.bound
+    # two relus: each backward is one in-place _relu_grad (and more writes may go in place)
+    assert plan.inplace >= 2 and plan.bound <= plan.planned <= 1.1 * plan.bound
     program = compile_graph(optimised, static_alloc=True)
     program(*arrays)
     tracemalloc.start()

@@ -131,6 +131,26 @@ ROWS: list[Row] = [
     Row("_minimum_scalar", [(2, 3)], lambda x: np.minimum(x, 0.1), {"scalar": 0.1}),
     Row("_copy", [(2, 3)], lambda x: x.copy()),
     Row("relu", [(2, 3)], lambda x: np.where(x > 0, x, 0)),
+    Row("tan", [(2, 3)], np.tan, low=-1.0, high=1.0),
+    Row("arcsin", [(2, 3)], np.arcsin, low=-0.9, high=0.9),
+    Row("arccos", [(2, 3)], np.arccos, low=-0.9, high=0.9),
+    Row("arctan", [(2, 3)], np.arctan),
+    Row("sinh", [(2, 3)], np.sinh),
+    Row("cosh", [(2, 3)], np.cosh),
+    Row("arcsinh", [(2, 3)], np.arcsinh),
+    Row("arccosh", [(2, 3)], np.arccosh, low=1.5, high=3.0),
+    Row("arctanh", [(2, 3)], np.arctanh, low=-0.9, high=0.9),
+    Row("cbrt", [(2, 3)], np.cbrt, low=0.5, high=2.0),
+    Row("degrees", [(2, 3)], np.degrees),
+    Row("radians", [(2, 3)], np.radians),
+    Row("elemwise_add", [(2, 3), (2, 3)], np.add),
+    Row("elemwise_sub", [(2, 3), (2, 3)], np.subtract),
+    Row("elemwise_mul", [(2, 3), (2, 3)], np.multiply),
+    Row("elemwise_div", [(2, 3), (2, 3)], np.divide, low=0.5, high=2.0),
+    Row("cast_storage", [(2, 3)], lambda x: x.copy(), {"stype": "default"}),
+    Row("_relu_grad", [(2, 3), (2, 3)], lambda g, x: np.where(x > 0, g, 0), grad=False),
+    Row("BlockGrad", [(2, 3)], lambda x: x.copy(), grad=False),
+    Row("MakeLoss", [(2, 3)], lambda x: x.copy(), grad=False),  # test_make_loss_starts_...
     Row("sigmoid", [(2, 3)], _sigmoid),
     Row("zeros_like", [(2, 3)], np.zeros_like, grad=False),
     Row("ones_like", [(2, 3)], np.ones_like, grad=False),
@@ -433,8 +453,8 @@ def test_softmax_output_gradient_is_the_cross_entropys(normalization, use_ignore
 @pytest.mark.parametrize("row", ROWS, ids=lambda row: row.id)
 def test_gradient_matches_central_differences(row: Row):
     op = get(row.op)
-    if row.op == "SoftmaxOutput":  # not the derivative of its output, by design (above)
-        return
+    if row.op in ("SoftmaxOutput", "MakeLoss"):  # not their outputs' derivatives, by
+        return  # design: test_softmax_output_..., test_make_loss_starts_the_gradient_...
     if not row.grad:
         arrays = _inputs(row, np.float64)
         if op.grad is not None:
@@ -503,10 +523,6 @@ COMPOSITE_ROWS: list[tuple[str, Callable[[], Any], Any]] = [
     ("lesser_equal", lambda: eager.lesser_equal(0.0, X), (X >= 0).astype(X.dtype)),
     ("stack", lambda: eager.stack(X, X, axis=1), np.stack([X, X], axis=1)),
     ("Dropout", lambda: eager.Dropout(X, p=0.5), X),
-    ("elemwise_add", lambda: eager.elemwise_add(X, X), X + X),
-    ("elemwise_sub", lambda: eager.elemwise_sub(X, 2 * X), -X),
-    ("elemwise_mul", lambda: eager.elemwise_mul(X, X), X * X),
-    ("elemwise_div", lambda: eager.elemwise_div(X, np.abs(X) + 1), X / (np.abs(X) + 1)),
     ("Activation", lambda: eager.Activation(X, act_type="relu"), np.maximum(X, 0)),
     ("Activation", lambda: eager.Activation(X, act_type="softrelu"), np.log1p(np.exp(X))),
     ("Activation", lambda: eager.Activation(X, act_type="softsign"), X / (1 + np.abs(X))),
@@ -526,3 +542,36 @@ def test_composite_matches_numpy(name, run, expected):
     result = run().asnumpy()
     assert result.shape == expected.shape
     np.testing.assert_allclose(result, expected, rtol=2e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize("normalization, divide", [("null", 6), ("batch", 2 * 6),
+                                                   ("valid", 1)])
+def test_softmax_output_multi_output_divides_by_the_positions(normalization, divide):
+    """With ``multi_output`` (classes on axis 1 of (batch, classes, H, W)), MXNet divides
+    the gradient by H*W too, unless it counts the valid positions."""
+    x = np.random.default_rng(5).normal(size=(2, 3, 2, 3))
+    label = np.random.default_rng(6).integers(0, 3, size=(2, 2, 3)).astype(float)
+    attrs = {"normalization": normalization, "multi_output": True}
+    op = get("SoftmaxOutput")
+    out = eager.SoftmaxOutput(x, label, **attrs)
+    grad = op.grad(eager, [Tensor(x), Tensor(label)], [out], [Tensor(np.ones_like(x))],
+                   **op.parse_attrs(attrs))
+    raw = _softmax(x, 1) - np.moveaxis(np.eye(3)[label.astype(int)], -1, 1)
+    if normalization == "valid":
+        divide = 2 * 6  # every position is valid
+    np.testing.assert_allclose(grad[0].data, raw / divide, rtol=1e-6, atol=1e-9)
+
+
+def test_relu_gradient_keeps_nan_like_mxnet():
+    grad = eager._relu_grad(np.ones(4), np.array([np.nan, -1.0, 2.0, -np.inf]))
+    np.testing.assert_array_equal(grad.data, [np.nan, 0.0, 1.0, 0.0])
+
+
+def test_make_loss_starts_the_gradient_and_block_grad_stops_it():
+    """MakeLoss's gradient is grad_scale whatever arrives from above; BlockGrad's is 0."""
+    x = Tensor(np.array([1.0, 2.0]))
+    ml = get("MakeLoss")
+    grad = ml.grad(eager, [x], [x], [Tensor(np.array([5.0, 7.0]))],
+                   **ml.parse_attrs({"grad_scale": 3.0}))
+    np.testing.assert_array_equal(grad[0].data, [3.0, 3.0])
+    assert get("BlockGrad").grad(eager, [x], [x], [x]) == [None]

@@ -12,6 +12,7 @@ and prediction. A hybridized block compiles one program per mode, so the Python 
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Callable
 
 import numpy as np
@@ -39,7 +40,7 @@ def _known_shape(x: Any) -> tuple[int, ...] | None:
 class Sequential(Block):
     """Children run one after another: ``net.add(a, b)``; ``net(x) == b(a(x))``."""
 
-    def add(self, *blocks: Block) -> None:
+    def add(self: Block, *blocks: Block) -> None:  # (HybridSequential shares it)
         for block in blocks:
             self.register_child(block)
 
@@ -60,6 +61,14 @@ class Sequential(Block):
 
     def __len__(self) -> int:
         return len(self._children)
+
+    def hybridize(self, active: bool = True, **flags: Any) -> None:
+        """Hybridize the children; with only HybridBlocks inside, say which class compiles."""
+        if self._children and all(isinstance(c, HybridBlock) for c in self._children.values()):
+            warnings.warn(f"all children of the Sequential {self.name!r} are HybridBlocks: "
+                          f"use nn.HybridSequential to compile them as one program",
+                          stacklevel=2)
+        super().hybridize(active, **flags)
 
 
 class HybridSequential(HybridBlock):
@@ -202,8 +211,7 @@ class BatchNorm(HybridBlock):
             if frame is not None:
                 frame.aux_updates.append((param, running * keep + batch * (1 - keep)))
             return
-        with autograd.pause():
-            param.set_data(running * keep + batch * (1 - keep))
+        # run imperatively, nd.BatchNorm itself moved the statistics in place (as MXNet's)
 
 
 class Lambda(Block):

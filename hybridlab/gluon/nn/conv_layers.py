@@ -72,11 +72,13 @@ class _Pool2D(HybridBlock):
     _pool_type, _global = "max", False
 
     def __init__(self, pool_size: Any = (2, 2), strides: Any = None, padding: Any = 0,
-                 **kwargs: Any) -> None:
+                 ceil_mode: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._attrs = {"kernel": _pair(pool_size), "pad": _pair(padding),
                        "stride": _pair(pool_size if strides is None else strides),
                        "pool_type": self._pool_type, "global_pool": self._global}
+        if ceil_mode:  # MXNet's 'full' convention: a partial last window counts
+            self._attrs["pooling_convention"] = "full"
 
     def _alias(self) -> str:
         return "pool"  # MXNet names every pooling layer pool<n>_
