@@ -54,7 +54,7 @@ PACKAGE = ROOT / "hybridlab"
 # configuration checked at first use, tracing intercepted per thread: 10.0k. Then +0.1k:
 # imported and loaded parameters checked against the graph (shapes, dtypes): 10.1k.
 # The per-module budgets bind; this cap only stops silent growth.
-# 18th session: + layer operators and their lowering, views (issue 12), the core typed
+# Then: + layer operators and their lowering, views, the core typed
 # Then +0.1k: the truth rule's exercises (predict-then-measure checks on an injectable
 # timer, ~0.1k) and the fastest-of-three timing runs: 10.9k.
 # + 0.1k: instruments as documents (each display a moment, the snapshot notice, the
