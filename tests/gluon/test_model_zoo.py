@@ -40,6 +40,9 @@ def test_a_zoo_network_hybridizes_exports_and_draws(name, size, tmp_path):
 def test_pretrained_weights_are_refused_with_the_way_to_load_them():
     with pytest.raises(ValueError, match=r"downloads nothing.*load_parameters"):
         vision.resnet18_v1(pretrained=True)
+    with pytest.raises(ValueError, match=r"downloads nothing"):
+        vision.get_resnet(2, 50, pretrained=True)
+    assert isinstance(vision.get_resnet(1, 18), vision.ResNet)
     with pytest.raises(ValueError, match="no model 'mobilenet1.0'"):
         vision.get_model("mobilenet1.0")
 

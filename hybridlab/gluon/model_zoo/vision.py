@@ -285,6 +285,16 @@ for _n in _DENSENET_SPEC:
 globals().update({name.replace(".", "_"): make for name, make in _MODELS.items()})
 
 
+def get_resnet(version: int, num_layers: int, pretrained: bool = False, ctx: Any = None,
+               root: Any = None, **kwargs: Any) -> HybridBlock:
+    """ResNet ``version`` 1 or 2 with ``num_layers`` 18, 34, 50, 101 or 152 (MXNet's)."""
+    _no_pretrained(f"resnet{num_layers}_v{version}", pretrained)
+    if version not in (1, 2) or num_layers not in _RESNET_SPEC:
+        raise ValueError(f"get_resnet: version must be 1 or 2 and num_layers one of "
+                         f"{sorted(_RESNET_SPEC)}, got {version} and {num_layers}")
+    return ResNet(version, num_layers, **kwargs)
+
+
 def get_model(name: str, **kwargs: Any) -> HybridBlock:
     """The network called ``name`` (``'resnet18_v1'``, ``'vgg16'``, ``'squeezenet1.0'``)."""
     if name.lower() not in _MODELS:
