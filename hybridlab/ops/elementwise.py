@@ -243,7 +243,7 @@ for _name, (_ufunc, _grad, _doc) in _UFUNCS.items():
            ufunc=_ufunc if isinstance(_ufunc, np.ufunc) else None)
 _unary("_copy", np.positive, lambda F, g, x, out: g, "A copy of ``x``.", np.positive,
        ("identity",))
-_unary("relu", lambda x: np.maximum(x, 0, dtype=x.dtype), lambda F, g, x, out: F._relu_grad(g, out),
+_unary("relu", lambda x: np.maximum(x, 0, dtype=x.dtype), lambda F, g, x, out: F._relu_grad(g, x),
        "Rectified linear unit ``max(x, 0)``.", kernel_out=lambda x, out: np.maximum(x, 0, out=out))
 _unary("zeros_like", np.zeros_like, None, "Zeros with the shape and dtype of ``x``.")
 _unary("ones_like", np.ones_like, None, "Ones with the shape and dtype of ``x``.")
@@ -375,9 +375,7 @@ register(OpDef(
 
 def _relu_grad(g: np.ndarray, x: np.ndarray) -> np.ndarray:
     """``g`` where ``x > 0``, 0 elsewhere -- and NaN where x is NaN, as MXNet's relu_grad
-    (``g * (x > 0)`` would hide a NaN that reached the layer). relu's rule passes its
-    *output* as ``x`` (positive exactly where the input is, NaN where it is), so the
-    backward keeps one residual per layer, the activation it needs anyway."""
+    (``g * (x > 0)`` would hide a NaN that reached the layer)."""
     return np.where(x > 0, g, np.where(np.isnan(x), x, 0)).astype(g.dtype, copy=False)
 
 
