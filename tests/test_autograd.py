@@ -325,3 +325,14 @@ def test_foundation_modules_import_nothing_above_them(module):
             imported |= {a.name for a in node.names}
     above = ("symbol", "graph", "gluon", "viz", "profiler", "contrib", "initializer")
     assert not [m for m in imported if m.split(".")[:2] in [["hybridlab", a] for a in above]]
+
+
+def test_no_gradient_flows_through_a_cast_to_integers():
+    a, b = nd.array([5.0, 7.0]), nd.array([3.0, 2.0])
+    a.attach_grad()
+    b.attach_grad()
+    with autograd.record():
+        c = a.astype("int32") % b.astype("int32") + a * 2
+    c.backward()
+    np.testing.assert_array_equal(a.grad.asnumpy(), [2.0, 2.0])
+    np.testing.assert_array_equal(b.grad.asnumpy(), [0.0, 0.0])

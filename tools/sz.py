@@ -59,9 +59,10 @@ PACKAGE = ROOT / "hybridlab"
 # timer, ~0.1k) and the fastest-of-three timing runs: 10.9k.
 # + 0.1k: instruments as documents (each display a moment, the snapshot notice, the
 # save hook) and controls redrawn by pasting a saved background (<= 300 ms a control)
-TOTAL_BUDGET = 12700  # + ONNX import (0.35k); the export pair, loader guards, lab's tests;
+TOTAL_BUDGET = 13000  # + ONNX import (0.35k); the export pair, loader guards, lab's tests;
 # + a predict-then-measure check for each of lessons 04-08 (+0.15k)
 # + MXNet's own unit tests (issue 24): Executor, operators, layers, model zoo (+0.6k)
+# + MXNet's rarer operators, update ops, pickle, compose (issue 24, second round: +0.3k)
 DEFAULT_BUDGET = 150
 
 # Code-line budgets, keyed by path relative to the repository root.
@@ -87,13 +88,13 @@ BUDGETS: dict[str, int] = {
     # + engine_scope typed per engine class (overloads: a StepEngine scope gives a StepEngine);
     # + typed for mypy --strict;
     # + the push/fail/skip/clear events and typed dependencies (Dep) every instrument reads
-    "hybridlab/ndarray.py": 515,  # + the caller named in save errors (export, nd.save)
+    "hybridlab/ndarray.py": 545,  # + the caller named in save errors; pickle/deepcopy, inplace views
     # (+15: NOTE [Unfilled inputs], an op decides at run time, never by timing)
     # + layer operators run as their lowering, views (NOTE [Views])
     # + _assign_all: a backward pass stores every gradient in one engine op
     # + nd.BatchNorm moving its statistics in place, b[0] = [v] (issue 24)
     #  # + never-computed-array errors, nd.<typo> hints, head_grad
-    "hybridlab/ndarray_io.py": 262,  # MXNet's file format: bounded reads, aligned, atomic writes;
+    "hybridlab/ndarray_io.py": 272,  # MXNet's file format: bounded reads, aligned, atomic writes; one array as bytes (pickle);
     # + modes, read-only files, symlinks, stale temporaries, special files refused
     # (+65: saves behave as open(..., "w") -- mode, read-only, links -- and clean stale temps)
     "hybridlab/onnx/__init__.py": 15,  # re-exports: export and import
@@ -195,6 +196,7 @@ BUDGETS: dict[str, int] = {
     # + grouped and depthwise convolution (NOTE [Groups])
     "hybridlab/ops/creation.py": 46,  # ones/zeros/full/arange and *_like
     "hybridlab/ops/eager.py": 50,  # every registry op run at once on numpy arrays, no engine
+    "hybridlab/ops/special.py": 66,  # MXNet's rarer math (rint, hypot, gamma), contrib value tests
     "hybridlab/ops/indexing.py": 155,  # slice, pick, take, one_hot + scatters and their grads
     "hybridlab/ops/join.py": 78,  # concat, stack, split; _concat_part's own (2nd-order) gradient
     "hybridlab/ops/linalg.py": 83,  # MXNet's linalg.gemm2 and potrf (+ its backward)

@@ -323,6 +323,8 @@ def _copy_into(out: np.ndarray, x: np.ndarray) -> np.ndarray:
 
 def _cast_grad(F: Any, inputs: list[Any], outputs: list[Any], out_grads: list[Any], **attrs: Any
         ) -> list[Any]:
+    if np.dtype(attrs.get("dtype", "float32")).kind in "iub":  # as MXNet: an integer value
+        return [None] * len(inputs)  # carries no gradient (cast(a, 'int32') % b: zero)
     return [F._cast_like(out_grads[0], inputs[0])] + [None] * (len(inputs) - 1)
 
 
