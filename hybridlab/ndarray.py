@@ -108,6 +108,15 @@ class NDArray:
         """The gradient buffer made by ``attach_grad`` (None for other arrays)."""
         return self._ag.grad if isinstance(self._ag, autograd.Leaf) else None
 
+    @property
+    def _fresh_grad(self) -> bool:  # MXNet's flag: a backward wrote .grad since cleared
+        return isinstance(self._ag, autograd.Leaf) and self._ag.fresh
+
+    @_fresh_grad.setter
+    def _fresh_grad(self, value: bool) -> None:
+        if isinstance(self._ag, autograd.Leaf):
+            self._ag.fresh = bool(value)
+
     # --- sync points --------------------------------------------------------------------
     def wait_to_read(self) -> None:
         """Block until every pushed op writing this array has run."""

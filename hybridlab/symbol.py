@@ -46,13 +46,14 @@ from __future__ import annotations
 import builtins
 import contextlib
 import dataclasses
+import itertools
 import sys
 import threading
 from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from hybridlab import display, errors, model_files
+from hybridlab import autograd, display, errors, model_files
 from hybridlab import name as _name
 from hybridlab.graph import frontend, ir
 from hybridlab.graph.ir import Graph, Node, Value
@@ -904,6 +905,30 @@ def _to_ndarray(value: Any) -> Any:
 registry.populate(sys.modules[__name__], _apply, _compose)
 registry.install_dunders(Symbol, _apply, _foreign_operand, registry.ELEMENTWISE_DUNDERS)
 registry.install_methods(Symbol, sys.modules[__name__])  # x.relu(): the rule NDArray uses
+
+
+def _symbol_from_tape(head: Any, nodes: list) -> Symbol:
+    """``autograd.get_symbol``: the tape's nodes (inputs first) as one graph."""
+    values: dict[int, Value] = {}  # id(array) -> its value in the graph
+    count = itertools.count()
+
+    def value_of(array: Any) -> Value:
+        if id(array) not in values:  # an array no recorded op made: a variable
+            values[id(array)] = ir.var(f"var{next(count)}").out()
+        return values[id(array)]
+
+    for node in nodes:
+        if not isinstance(node.op, registry.OpDef):
+            raise TypeError(f"autograd.get_symbol: {node.op.name} (an autograd.Function) "
+                            f"has no operator to put in a graph")
+        inputs = [value_of(x) for x in node.inputs]
+        made = ir.call(node.op.name, inputs, node.attrs, f"{node.op.name}{len(values)}",
+                       parsed=True)
+        values.update((id(out), made.out(i)) for i, out in enumerate(node.outputs))
+    return Symbol([value_of(head)])
+
+
+autograd._TAPE_TO_SYMBOL[:] = [_symbol_from_tape]
 
 
 class _GraphSymbol(Symbol):

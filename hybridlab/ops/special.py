@@ -41,8 +41,18 @@ def _digamma(x: np.ndarray) -> np.ndarray:
     return result + np.log(values) - 0.5 / values - series
 
 
-_gamma = np.vectorize(math.gamma, otypes=[np.float64])
-_lgamma = np.vectorize(math.lgamma, otypes=[np.float64])
+def _total(fn: Any) -> Any:
+    """``fn`` on every element; where math refuses (poles, overflow): inf, as MXNet gives."""
+    def one(value: float) -> float:
+        try:
+            result: float = fn(value)
+        except (ValueError, OverflowError):
+            return math.inf
+        return result
+    return np.vectorize(one, otypes=[np.float64])
+
+
+_gamma, _lgamma = _total(math.gamma), _total(math.lgamma)
 
 _unary("rcbrt", lambda x: 1 / np.cbrt(x), lambda F, g, x, out: g * out / x * (-1 / 3),
        "Elementwise ``1 / cbrt(x)``.")
