@@ -161,6 +161,11 @@ ROWS: list[Row] = [
     Row("LeakyReLU", [(2, 3)], lambda x: np.where(x > 0, x, 0.25 * x)),
     Row("LeakyReLU", [(2, 3)], lambda x: np.where(x > 0, x, 0.3 * (np.exp(x) - 1)),
         {"act_type": "elu", "slope": 0.3}),
+    Row("LeakyReLU", [(2, 3)], lambda x: 1.0507009873554805 * np.where(
+        x > 0, x, 1.6732632423543772 * np.expm1(x)), {"act_type": "selu"}),
+    Row("LeakyReLU", [(2, 3)], lambda x: 0.5 * x * (1 + np.tanh(
+        0.7978845608028654 * (x + 0.044715 * x ** 3))), {"act_type": "gelu"}),
+    Row("norm", [(2, 3)], lambda x: np.abs(x).sum(axis=1), {"ord": 1, "axis": 1}),
     # reductions
     Row("sum", [(2, 3, 4)], lambda x: x.sum(axis=(0, 2)), {"axis": (0, 2)}),
     Row("sum", [(2, 3, 4)], lambda x: x.sum(axis=1, keepdims=True), {"axis": 1, "keepdims": True}),
@@ -517,6 +522,7 @@ COMPOSITE_ROWS: list[tuple[str, Callable[[], Any], Any]] = [
     ("_contrib_isfinite", lambda: eager.contrib.isfinite(NANS), np.isfinite(NANS)),
     ("_contrib_allclose", lambda: eager.contrib.allclose(X, X + 1e-6), np.ones(1)),
     ("pow", lambda: eager.pow(np.abs(X), 1.5), np.abs(X) ** 1.5),
+    ("softmin", lambda: eager.softmin(X), _softmax(-X)),
     ("softmax", lambda: eager.softmax(X), _softmax(X)),
     ("softmax", lambda: eager.softmax(X, axis=0), _softmax(X, 0)),
     ("log_softmax", lambda: eager.log_softmax(X), np.log(_softmax(X))),
