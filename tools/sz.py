@@ -206,7 +206,8 @@ BUDGETS: dict[str, int] = {
     "hybridlab/ops/indexing.py": 155,  # slice, pick, take, one_hot + scatters and their grads
     "hybridlab/ops/join.py": 78,  # concat, stack, split; _concat_part's own (2nd-order) gradient
     "hybridlab/ops/linalg.py": 83,  # MXNet's linalg.gemm2 and potrf (+ its backward)
-    "hybridlab/ops/nn.py": 262,  # + LeakyReLU selu/gelu (issue 24);  # sigmoid, LeakyReLU, Activation, Dropout, BatchNorm (MXNet's
+    "hybridlab/ops/nn.py": 262,  # + LeakyReLU selu/gelu (issue 24);
+    # sigmoid, LeakyReLU, Activation, Dropout, BatchNorm (MXNet's
     # op, lowered), SoftmaxOutput with its cross-entropy gradient; + LRN (a window sum)
     "hybridlab/ops/pool.py": 112,  # Pooling, its chunked gradient; out= kernels, workspace
     "hybridlab/graph/autodiff.py": 110,  # backward graph; cheap residuals recomputed; lowering
