@@ -842,8 +842,13 @@ class Executor:
         scope = autograd.record(train_mode=is_train) if recorded else autograd.predict_mode()
         with scope:
             results = self._program(*[feed[n] for n in self._symbol.list_inputs()])
-        self.outputs = list(results) if isinstance(results, (list, tuple)) else [results]
+        self._results = list(results) if isinstance(results, (list, tuple)) else [results]
         self._recorded = recorded
+        # as MXNet's executor: the arrays of ``outputs`` are written in place (code may hold
+        # them from before the forward); the fresh results stay the heads of backward
+        self.outputs = [result if held is None or held.shape != result.shape
+                        or held.dtype != result.dtype else result.copyto(held)
+                        for held, result in zip(self.outputs, self._results)]
         monitor, monitor_all = getattr(self, "_monitor", (None, False))
         if monitor is not None:
             seen = [*feed.items()] if monitor_all else []
@@ -868,8 +873,8 @@ class Executor:
         heads = None if out_grads is None else [
             _to_ndarray(g).astype(out.dtype, copy=False) for g, out in zip(
                 out_grads if isinstance(out_grads, (list, tuple)) else [out_grads],
-                self.outputs)]
-        autograd.backward(self.outputs, heads)
+                self._results)]
+        autograd.backward(self._results, heads)
         for name, target in self.grad_dict.items():
             if target is not self.arg_dict[name].grad:  # the caller's args_grad arrays
                 self.arg_dict[name].grad.copyto(target)

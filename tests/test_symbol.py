@@ -640,3 +640,12 @@ def test_softmax_dtype_sets_the_output_dtype():
                                rtol=1e-3)
     exe = sym.softmax(sym.var("a"), dtype="float64").simple_bind(a=(1, 3))
     assert exe.forward(a=x)[0].dtype == np.float64
+
+
+def test_executor_writes_its_outputs_in_place():
+    exe = sym.abs(sym.var("x")).simple_bind(x=(3,))
+    held = exe.outputs[0]
+    exe.forward(is_train=True, x=mx.nd.array([-1.0, 2.0, -3.0]))
+    assert exe.outputs[0] is held and held.asnumpy().tolist() == [1.0, 2.0, 3.0]
+    exe.backward(mx.nd.ones((3,)))
+    assert exe.grad_dict["x"].asnumpy().tolist() == [-1.0, 1.0, -1.0]
