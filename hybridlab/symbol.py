@@ -233,7 +233,7 @@ class Symbol:
         """``(arg_shapes, out_shapes, aux_shapes)`` from some input shapes; unknown: None."""
         avals = _infer_avals(self, self._given(args, kwargs), {})
         found = self._report(avals, lambda aval: aval.shape)
-        if any(shape is None for shapes in found for shape in shapes):
+        if any(shape is None or 0 in shape for shapes in found for shape in shapes):
             return None, None, None  # MXNet: incomplete (infer_shape_partial says what is known)
         return found
 
@@ -330,7 +330,8 @@ class Symbol:
         names, aux_names = self.list_arguments(), self.list_auxiliary_states()
         if arg_shapes is None or aux_shapes is None:
             known = self.infer_shape_partial(**shapes)
-            unknown = [n for n, s in zip(names + aux_names, known[0] + known[2]) if not s]
+            unknown = [n for n, s in zip(names + aux_names, known[0] + known[2])
+                       if not s or 0 in s]
             raise errors.ShapeError(f"simple_bind: cannot infer the shapes of {unknown} from "
                                     f"{shapes}; give more input shapes, e.g. data=(batch, 10)")
         arg_types = arg_types or [np.float32] * len(names)
@@ -551,7 +552,7 @@ def _fill_parameters(node: Node, known: dict) -> None:
         return
     for value, input_name in zip(node.inputs, node.opdef.input_names(node.attr_dict)):
         key = (id(value.node), value.index)
-        unknown = key not in known or known[key].shape is None
+        unknown = key not in known or known[key].shape is None or 0 in known[key].shape
         if input_name in shapes and unknown and value.node.kind == "var":
             known[key] = Aval(tuple(shapes[input_name]), data.dtype)
 
@@ -566,8 +567,8 @@ def _var_aval(node: Node, shape: Any, dtype: np.dtype | None) -> Aval:
             shape = _merge_declared(node.name, known, shape)
     else:
         shape = known
-    if shape is not None and not all(d > 0 for d in shape):
-        shape = None  # MXNet's 0 means "not known yet" (Gluon's deferred shapes)
+    # a 0 is MXNet's "not known yet" (Gluon's deferred shapes): the shape is partial, and
+    # shape rules run on it as if 0 were a size, so (0, 20) sliced to 10 columns is (0, 10)
     dtype = dtype or np.dtype(declared.get("__dtype__", "float32"))
     return Aval(shape, dtype)
 
@@ -596,6 +597,8 @@ def _infer_call(node: Node, inputs: list[Aval | None]) -> list[Aval | None]:
     try:
         return list(node.opdef.infer(*inputs, **node.attr_dict))
     except (ValueError, IndexError, TypeError, ArithmeticError) as err:
+        if any(0 in a.shape for a in inputs):  # type: ignore[union-attr]
+            return [None] * count  # a partial shape this rule cannot take: not known yet
         raise ir.infer_failure(node, inputs, err, prefix="infer_shape failed ") from None
 
 
@@ -796,7 +799,7 @@ class Executor:
         feed = {**self.arg_dict, **self.aux_dict}
         _, shapes, _ = self._symbol.infer_shape(**{k: v.shape for k, v in feed.items()})
         _, dtypes, _ = self._symbol.infer_type(**{k: v.dtype for k, v in feed.items()})
-        if shapes is None or dtypes is None or any(s is None for s in shapes):
+        if shapes is None or dtypes is None or any(s is None or 0 in s for s in shapes):
             return [None] * len(self._symbol.list_outputs())
         return [ndarray.from_numpy(np.zeros(s, d)) for s, d in zip(shapes, dtypes)]
 

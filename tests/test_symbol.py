@@ -649,3 +649,13 @@ def test_executor_writes_its_outputs_in_place():
     assert exe.outputs[0] is held and held.asnumpy().tolist() == [1.0, 2.0, 3.0]
     exe.backward(mx.nd.ones((3,)))
     assert exe.grad_dict["x"].asnumpy().tolist() == [-1.0, 1.0, -1.0]
+
+
+def test_partial_shapes_keep_their_unknown_zeros():
+    data = sym.var("data", shape=(0, 20))
+    assert sym.slice(data, begin=(None, 3), end=(None, 10)).infer_shape_partial()[1] == [(0, 7)]
+    assert sym.slice_axis(data, axis=1, begin=2, end=5).infer_shape_partial()[1] == [(0, 3)]
+    assert sym.FullyConnected(data, num_hidden=3).infer_shape() == (None, None, None)
+    image = sym.var("image", shape=(1, 0, 0, 0))
+    conv = sym.Convolution(image, sym.var("w"), kernel=(7, 7), num_filter=64, no_bias=True)
+    assert conv.infer_shape_partial()[0] == [(1, 0, 0, 0), (64, 0, 7, 7)]

@@ -166,6 +166,8 @@ ROWS: list[Row] = [
     Row("LeakyReLU", [(2, 3)], lambda x: 0.5 * x * (1 + np.tanh(
         0.7978845608028654 * (x + 0.044715 * x ** 3))), {"act_type": "gelu"}),
     Row("norm", [(2, 3)], lambda x: np.abs(x).sum(axis=1), {"ord": 1, "axis": 1}),
+    Row("nansum", [(2, 3)], lambda x: x.sum(axis=1), {"axis": 1}),
+    Row("nanprod", [(2, 3)], lambda x: x.prod(axis=0), {"axis": 0}, low=0.5),
     # reductions
     Row("sum", [(2, 3, 4)], lambda x: x.sum(axis=(0, 2)), {"axis": (0, 2)}),
     Row("sum", [(2, 3, 4)], lambda x: x.sum(axis=1, keepdims=True), {"axis": 1, "keepdims": True}),
