@@ -22,6 +22,7 @@ from hybridlab import (
     ops,
     profiler,
     random,
+    runtime,
     symbol,
     util,
     viz,

@@ -647,3 +647,22 @@ def test_full_eye_and_linspace():
     np.testing.assert_array_equal(nd.eye(3, k=-1).asnumpy(), np.eye(3, k=-1))
     np.testing.assert_allclose(nd.linspace(10.5, 20.2, 7, dtype="int32").asnumpy(),
                                np.linspace(10.5, 20.2, 7, dtype="int32"))
+
+
+def test_topk_gradient_goes_back_where_each_value_was_picked():
+    a = nd.array([[3.0, 1.0, 2.0], [0.0, 5.0, 4.0]])
+    a.attach_grad()
+    with autograd.record():
+        top = nd.topk(a, k=2, ret_typ="value")
+    top.backward(nd.array([[10.0, 20.0], [30.0, 40.0]]))
+    assert top.asnumpy().tolist() == [[3.0, 2.0], [5.0, 4.0]]
+    assert a.grad.asnumpy().tolist() == [[10.0, 0.0, 20.0], [0.0, 30.0, 40.0]]
+    assert nd.topk(a, axis=None, k=2, ret_typ="mask").asnumpy().tolist() == [[0, 0, 0],
+                                                                            [0, 1, 1]]
+
+
+def test_runtime_features_are_all_disabled():
+    features = mx.runtime.Features()
+    assert not features.is_enabled("CUDA") and not features.is_enabled("int64_tensor_size")
+    with pytest.raises(RuntimeError, match="unknown"):
+        features.is_enabled("WARP_DRIVE")
