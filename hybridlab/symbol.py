@@ -325,6 +325,7 @@ class Symbol:
         ``simple_bind``); gradient arrays too, for every argument whose grad_req is not
         'null'. The arguments after ``type_dict`` exist for MXNet's signature only."""
         from hybridlab import ndarray
+        shapes = {k: v for k, v in shapes.items() if isinstance(v, (tuple, list))}  # as MXNet
         arg_shapes, _, aux_shapes = self.infer_shape(**shapes)
         arg_types, _, aux_types = self.infer_type(**(type_dict or {}))
         names, aux_names = self.list_arguments(), self.list_auxiliary_states()
@@ -785,11 +786,10 @@ class Executor:
         self.aux_dict = _array_dict(symbol.list_auxiliary_states(), aux_states, "aux_states")
         self._grad_req = _grad_reqs(names, grad_req)
         given = _array_dict(names, args_grad, "args_grad", partial=True) if args_grad else {}
-        for name in names:
-            if self._grad_req[name] != "null":  # once: 'add' accumulates over backwards
-                self.arg_dict[name].attach_grad(self._grad_req[name])
-                if name in given and self._grad_req[name] == "add":
-                    given[name].copyto(self.arg_dict[name].grad)
+        for name in names:  # a caller's array accumulates itself (see backward)
+            if self._grad_req[name] != "null":
+                self.arg_dict[name].attach_grad("write" if name in given
+                                                else self._grad_req[name])
         self.grad_dict = {n: given.get(n, self.arg_dict[n].grad) for n in names
                           if self._grad_req[n] != "null"}
         self.outputs: list = self._blank_outputs()
@@ -879,8 +879,13 @@ class Executor:
                 self._results)]
         autograd.backward(self._results, heads)
         for name, target in self.grad_dict.items():
-            if target is not self.arg_dict[name].grad:  # the caller's args_grad arrays
-                self.arg_dict[name].grad.copyto(target)
+            fresh = self.arg_dict[name].grad
+            if target is fresh:
+                continue
+            if self._grad_req[name] == "add":  # onto what the array holds now (MXNet code
+                target += fresh  # writes grad_dict['x'][:] = ... between bind and backward)
+            else:
+                fresh.copyto(target)
 
 
 def _grad_reqs(names: list[str], grad_req: Any) -> dict[str, str]:

@@ -659,3 +659,17 @@ def test_partial_shapes_keep_their_unknown_zeros():
     image = sym.var("image", shape=(1, 0, 0, 0))
     conv = sym.Convolution(image, sym.var("w"), kernel=(7, 7), num_filter=64, no_bias=True)
     assert conv.infer_shape_partial()[0] == [(1, 0, 0, 0), (64, 0, 7, 7)]
+
+
+def test_grad_req_add_accumulates_onto_what_the_gradient_array_holds():
+    y = sym.var("x") * 2
+    g = mx.nd.array([10.0, 11.0])
+    exe = y.bind(mx.cpu(), {"x": mx.nd.array([1.0, 2.0])}, args_grad={"x": g}, grad_req="add")
+    exe.forward(is_train=True)
+    exe.backward(mx.nd.ones((2,)))
+    assert g.asnumpy().tolist() == [12.0, 13.0]
+    exe = y.simple_bind(x=(2,), grad_req="add", mode="ignored: not a shape")
+    exe.grad_dict["x"][:] = 5  # written after bind, as MXNet's tests do
+    exe.forward(is_train=True, x=mx.nd.ones((2,)))
+    exe.backward(mx.nd.ones((2,)))
+    assert exe.grad_dict["x"].asnumpy().tolist() == [7.0, 7.0]

@@ -358,6 +358,7 @@ ROWS += [
                                         - _LGAMMA(x - np.float64(1e-5))) / 2e-5,
         low=-2.5, high=3.0, grad=False),
     Row("_hypot", B2, np.hypot, low=0.5, high=2.0),
+    Row("_hypot_scalar", [(2, 3)], lambda x: np.hypot(x, 1.5), {"scalar": 1.5}, low=0.5),
     Row("smooth_l1", [(2, 3)], lambda x: np.where(np.abs(x) < 0.25, 2 * x * x,
                                                   np.abs(x) - 0.125), {"scalar": 2.0}),
 ]
@@ -567,6 +568,7 @@ COMPOSITE_ROWS: list[tuple[str, Callable[[], Any], Any]] = [
     ("_contrib_allclose", lambda: eager.contrib.allclose(X, X + 1e-6), np.ones(1)),
     ("pow", lambda: eager.pow(np.abs(X), 1.5), np.abs(X) ** 1.5),
     ("softmin", lambda: eager.softmin(X), _softmax(-X)),
+    ("hypot", lambda: eager.hypot(X, 2.0), np.hypot(X, 2.0)),
     ("sort", lambda: eager.sort(X, axis=0), np.sort(X, axis=0)),
     ("argsort", lambda: eager.argsort(X, is_ascend=False),
      np.argsort(-X, axis=-1, kind="stable").astype(np.float32)),
