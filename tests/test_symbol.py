@@ -673,3 +673,15 @@ def test_grad_req_add_accumulates_onto_what_the_gradient_array_holds():
     exe.forward(is_train=True, x=mx.nd.ones((2,)))
     exe.backward(mx.nd.ones((2,)))
     assert exe.grad_dict["x"].asnumpy().tolist() == [7.0, 7.0]
+
+
+def test_softmax_output_takes_a_probability_label_of_the_data_shape():
+    x = mx.nd.array([[0.5, -1.0, 2.0]])
+    label = mx.nd.array([[0.2, 0.3, 0.5]])
+    grad = mx.nd.zeros((1, 3))
+    exe = sym.SoftmaxOutput(sym.var("X"), sym.var("L")).bind(
+        mx.cpu(), args=[x, label], args_grad={"X": grad})
+    exe.forward(is_train=True)
+    exe.backward()
+    expected = mx.nd.softmax(x).asnumpy() - label.asnumpy()
+    np.testing.assert_allclose(grad.asnumpy(), expected, rtol=1e-6, atol=1e-7)
