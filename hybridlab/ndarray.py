@@ -199,6 +199,10 @@ class NDArray:
         for slot in ("_data", "_var", "_aval", "shape", "dtype", "_ag"):
             object.__setattr__(self, slot, getattr(fresh, slot))
 
+    def tostype(self, stype: str) -> NDArray:
+        """MXNet's storage conversion: ``'default'`` (dense) gives a copy; sparse is refused."""
+        return _this_module.cast_storage(self, stype=stype)  # type: ignore[no-any-return]
+
     def detach(self) -> NDArray:
         """The same values, cut off from the autograd tape."""
         return _assign(empty_like_aval(self._aval), self)
@@ -780,13 +784,24 @@ def __getattr__(name: str) -> Any:
 def moveaxis(tensor: NDArray, source: int, destination: int) -> NDArray:
     """``tensor`` with the axes ``source`` (an int or several) moved to ``destination``,
     the others kept in order (numpy's ``moveaxis``)."""
-    sources = [a % tensor.ndim for a in ([source] if isinstance(source, int) else source)]
-    targets = [a % tensor.ndim for a in
-               ([destination] if isinstance(destination, int) else destination)]
+    sources, targets = (_moved_axes(tensor.ndim, axes, what) for axes, what in
+                        ((source, "source"), (destination, "destination")))
+    if len(sources) != len(targets):
+        raise ValueError(f"moveaxis: source {source} and destination {destination} must name "
+                         f"as many axes")
     order = [axis for axis in range(tensor.ndim) if axis not in sources]
     for target, axis in sorted(zip(targets, sources)):
         order.insert(target, axis)
     return tensor.transpose(order)
+
+
+def _moved_axes(ndim: int, axes: Any, what: str) -> list[int]:
+    listed = [axes] if isinstance(axes, int) else list(axes)
+    if any(not -ndim <= a < ndim for a in listed) or len(set(a % ndim for a in listed)) < len(
+            listed):
+        raise ValueError(f"moveaxis: {what} {axes} must be distinct axes of a {ndim}-d array "
+                         f"(-{ndim} .. {ndim - 1})")
+    return [a % ndim for a in listed]
 
 
 def concatenate(arrays: list, axis: int = 0, always_copy: bool = True) -> NDArray:

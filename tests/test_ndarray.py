@@ -627,6 +627,10 @@ def test_moveaxis_is_numpys():
     for source, destination in [(0, 2), (1, -1), ([0, 1], [2, 3]), ([3, 0], [1, 0])]:
         expected = np.moveaxis(np.zeros((4, 1, 2, 3)), source, destination).shape
         assert nd.moveaxis(x, source, destination).shape == expected
+    for source, destination in [(4, 0), ([0, 0], [0, 1]), (0, [0, 1])]:
+        with pytest.raises(ValueError, match="moveaxis"):
+            nd.moveaxis(x, source, destination)
+    assert x.tostype("default").shape == x.shape
 
 
 def test_mxnets_older_row_functions():

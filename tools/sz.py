@@ -91,7 +91,7 @@ BUDGETS: dict[str, int] = {
     # + engine_scope typed per engine class (overloads: a StepEngine scope gives a StepEngine);
     # + typed for mypy --strict;
     # + the push/fail/skip/clear events and typed dependencies (Dep) every instrument reads
-    "hybridlab/ndarray.py": 575,  # + the caller named in save errors (export, nd.save)
+    "hybridlab/ndarray.py": 585,  # + the caller named in save errors (export, nd.save)
     # + pickle/deepcopy, inplace views, _fresh_grad, in-place update ops, moveaxis and
     # MXNet's older row functions (issue 24)
     # (+15: NOTE [Unfilled inputs], an op decides at run time, never by timing)
