@@ -612,8 +612,10 @@ def _conform(op: OpDef, array: NDArray, value: Any) -> np.ndarray:
 
 def _check_inplace(target: NDArray, sources: list) -> None:
     if _MODE.recording and (target._ag is not None or any(s._ag is not None for s in sources)):
-        raise InplaceGradError(
-            f"in-place write to an array of shape {target.shape} inside autograd.record(), "
+        raise InplaceGradError(  # MXNet's first sentence, word for word: code matches it
+            f"Inplace operations (+=, -=, x[:]=, etc) are not supported when recording with "
+            f"autograd: in-place write to an array of shape {target.shape} inside "
+            f"autograd.record(), "
             f"while the array or the value is on the tape; write `y = x + 1` instead of "
             f"`x += 1`, or update outside record()")
 
