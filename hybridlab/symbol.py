@@ -253,6 +253,36 @@ class Symbol:
         avals = _infer_avals(self, {}, dtypes)
         return self._report(avals, lambda aval: np.dtype(aval.dtype).type)
 
+    def infer_type_partial(self, *args: Any, **kwargs: Any) -> tuple[list, list, list]:
+        """Like ``infer_type``, but an argument whose type nothing decides is None (MXNet):
+        one not given nor declared whose every user is a ``Cast`` or whose users' other
+        inputs are as undecided (types flow through an op in both directions, not through
+        a Cast)."""
+        arg, out, aux = self.infer_type(*args, **kwargs)
+        given = set(self._given(args, kwargs))
+        decided: dict[int, bool] = {}  # id(node) -> is its type decided
+        users: dict[int, list[Node]] = {}
+        for node in self.to_graph().nodes:
+            if node.kind == "var":
+                decided[id(node)] = node.name in given or "__dtype__" in node.attr_dict
+            else:
+                decided[id(node)] = node.op in ("Cast", "_cast_like") or any(
+                    decided[id(v.node)] for v in node.inputs)
+                for value in node.inputs:
+                    users.setdefault(id(value.node), []).append(node)
+
+        def known(name: str) -> bool:
+            node = next(n for n in self._variables() if n.name == name)
+            return decided[id(node)] or any(
+                user.op not in ("Cast", "_cast_like") and any(
+                    decided[id(v.node)] for v in user.inputs if v.node is not node)
+                for user in users.get(id(node), []))
+
+        names = self.list_arguments()
+        return ([t if known(n) else None for n, t in zip(names, arg or [None] * len(names))],
+                [t if decided[id(v.node)] else None for v, t in zip(self._outputs, out or [])],
+                aux or [])
+
     def _given(self, args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
         names = self.list_arguments()
         if len(args) > len(names):

@@ -685,3 +685,14 @@ def test_softmax_output_takes_a_probability_label_of_the_data_shape():
     exe.backward()
     expected = mx.nd.softmax(x).asnumpy() - label.asnumpy()
     np.testing.assert_allclose(grad.asnumpy(), expected, rtol=1e-6, atol=1e-7)
+
+
+def test_infer_type_partial_leaves_undecided_arguments_unknown():
+    data = sym.var("data")
+    net = sym.SoftmaxOutput(sym.FullyConnected(sym.Cast(data, dtype="float32"), num_hidden=4,
+                                               name="fc"), name="out")
+    args, outs, _ = net.infer_type_partial()
+    assert args == [None, np.float32, np.float32, np.float32] and outs == [np.float32]
+    assert sym.FullyConnected(sym.var("x"), num_hidden=2).infer_type_partial()[:2] == (
+        [None, None, None], [None])
+    assert net.infer_type(data=np.float16)[0][0] == np.float16
