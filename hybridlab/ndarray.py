@@ -824,7 +824,8 @@ def choose_element_0index(lhs: NDArray, rhs: NDArray) -> NDArray:
 def fill_element_0index(lhs: NDArray, mhs: NDArray, rhs: NDArray) -> NDArray:
     """A copy of ``lhs`` with ``lhs[i, rhs[i]] = mhs[i]`` for every row ``i``."""
     mask = _this_module.one_hot(rhs, depth=lhs.shape[1], dtype=lhs.dtype)
-    return _this_module.where(mask, mhs.reshape((-1, 1)) + lhs * 0, lhs)  # type: ignore[no-any-return]
+    spread = _this_module.broadcast_like(mhs.reshape((-1, 1)), lhs)
+    return _this_module.where(mask, spread, lhs)  # type: ignore[no-any-return]
 
 
 def waitall() -> None:

@@ -243,7 +243,7 @@ class Symbol:
         arg, out, aux = self._report(avals, lambda aval: aval.shape)
         declared = {n.name: n.attr_dict.get("__shape__") for n in self._variables()}
         arg = [s if s is not None or declared[n] is None else model_files.parse_shape(
-            declared[n]) for n, s in zip(self.list_arguments(), arg)]  # (1, 0, 0, 0) stays
+            str(declared[n])) for n, s in zip(self.list_arguments(), arg)]  # (1, 0, 0, 0)
         return tuple([() if s is None else s for s in shapes] for shapes in (arg, out, aux))  # type: ignore[return-value]  # (a 3-tuple)
 
     def infer_type(self, *args: Any, **kwargs: Any
@@ -623,7 +623,7 @@ def _infer_call(node: Node, inputs: list[Aval | None]) -> list[Aval | None]:
         # (MXNet's partial inference: relu(elemwise_add(known, unknown)) is known)
         shape = next((a.shape for a in inputs if a.shape is not None), None)  # type: ignore[union-attr]
         elementwise = node.opdef.kind == registry.Kind.ELEMENTWISE and count == 1
-        return [Aval(shape if elementwise else None,
+        return [Aval(shape if elementwise else None,  # type: ignore[arg-type]
                      _infer.promote(*(a.dtype for a in inputs)))] * count  # type: ignore[arg-type,union-attr]
     try:
         return list(node.opdef.infer(*inputs, **node.attr_dict))

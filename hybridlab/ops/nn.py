@@ -69,7 +69,7 @@ def _leaky_relu(x: np.ndarray, act_type: str, slope: float) -> np.ndarray:
         return (0.5 * x * (1 + np.tanh(inner))).astype(x.dtype, copy=False)  # type: ignore[no-any-return]
     if act_type == "selu":
         elu = np.where(x > 0, x, _SELU_ALPHA * np.expm1(np.minimum(x, 0)))
-        return (_SELU_LAMBDA * elu).astype(x.dtype, copy=False)  # type: ignore[no-any-return]
+        return (_SELU_LAMBDA * elu).astype(x.dtype, copy=False)
     negative = slope * x if act_type == "leaky" else slope * np.expm1(np.minimum(x, 0))
     return np.where(x > 0, x, negative).astype(x.dtype, copy=False)
 

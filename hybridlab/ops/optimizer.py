@@ -33,7 +33,7 @@ def _clipped(grad: np.ndarray, rescale_grad: float, clip: float) -> np.ndarray:
     return np.clip(scaled, -clip, clip) if clip >= 0 else scaled
 
 
-def _update(name: str, inputs: tuple[str, ...], rule: Callable[..., tuple], doc: str,
+def _update(name: str, inputs: tuple[str, ...], rule: Callable[..., tuple[Any, ...]], doc: str,
             **attrs: Attr) -> None:
     """Register ``rule(weight, grad, *states, **attrs) -> (weight, *states)``."""
     states = tuple(range(2, len(inputs)))
@@ -52,29 +52,29 @@ def _update(name: str, inputs: tuple[str, ...], rule: Callable[..., tuple], doc:
 
 
 def _sgd(w: Any, g: Any, lr: float, wd: float, rescale_grad: float, clip_gradient: float,
-         lazy_update: bool) -> tuple:
+         lazy_update: bool) -> tuple[Any, ...]:
     return ((1 - lr * wd) * w - lr * _clipped(g, rescale_grad, clip_gradient),)
 
 
 def _sgd_mom(w: Any, g: Any, mom: Any, lr: float, wd: float, rescale_grad: float,
-             clip_gradient: float, momentum: float, lazy_update: bool) -> tuple:
+             clip_gradient: float, momentum: float, lazy_update: bool) -> tuple[Any, ...]:
     mom = momentum * mom - lr * wd * w - lr * _clipped(g, rescale_grad, clip_gradient)
     return w + mom, mom
 
 
-def _signsgd(w: Any, g: Any, lr: float, wd: float, **unused: Any) -> tuple:
+def _signsgd(w: Any, g: Any, lr: float, wd: float, **unused: Any) -> tuple[Any, ...]:
     return ((1 - lr * wd) * w - lr * np.sign(g),)
 
 
 def _signum(w: Any, g: Any, mom: Any, lr: float, wd: float, rescale_grad: float,
-            clip_gradient: float, momentum: float, wd_lh: float) -> tuple:
+            clip_gradient: float, momentum: float, wd_lh: float) -> tuple[Any, ...]:
     step = (1 - momentum) * (wd * w + _clipped(g, rescale_grad, clip_gradient))
     mom = momentum * mom - step
     return (1 - lr * wd_lh) * w + lr * np.sign(mom), mom
 
 
 def _nag(w: Any, g: Any, mom: Any, lr: float, wd: float, rescale_grad: float,
-         clip_gradient: float, momentum: float) -> tuple:
+         clip_gradient: float, momentum: float) -> tuple[Any, ...]:
     grad = _clipped(g, rescale_grad, clip_gradient) + wd * w
     mom = momentum * mom + grad
     return w - lr * (grad + momentum * mom), mom
@@ -82,7 +82,7 @@ def _nag(w: Any, g: Any, mom: Any, lr: float, wd: float, rescale_grad: float,
 
 def _adam(w: Any, g: Any, mean: Any, var: Any, lr: float, wd: float, rescale_grad: float,
           clip_gradient: float, beta1: float, beta2: float, epsilon: float,
-          lazy_update: bool) -> tuple:
+          lazy_update: bool) -> tuple[Any, ...]:
     grad = _clipped(g, rescale_grad, clip_gradient) + wd * w
     mean = beta1 * mean + (1 - beta1) * grad
     var = beta2 * var + (1 - beta2) * grad * grad
@@ -90,7 +90,7 @@ def _adam(w: Any, g: Any, mean: Any, var: Any, lr: float, wd: float, rescale_gra
 
 
 def _rmsprop(w: Any, g: Any, n: Any, lr: float, wd: float, rescale_grad: float,
-             clip_gradient: float, gamma1: float, epsilon: float, clip_weights: float) -> tuple:
+             clip_gradient: float, gamma1: float, epsilon: float, clip_weights: float) -> tuple[Any, ...]:
     grad = _clipped(g, rescale_grad, clip_gradient) + wd * w
     n = (1 - gamma1) * grad * grad + gamma1 * n
     w = w - lr * grad / np.sqrt(n + epsilon)
@@ -99,7 +99,7 @@ def _rmsprop(w: Any, g: Any, n: Any, lr: float, wd: float, rescale_grad: float,
 
 def _rmspropalex(w: Any, g: Any, n: Any, mean: Any, delta: Any, lr: float, wd: float,
                  rescale_grad: float, clip_gradient: float, gamma1: float, gamma2: float,
-                 epsilon: float, clip_weights: float) -> tuple:
+                 epsilon: float, clip_weights: float) -> tuple[Any, ...]:
     grad = _clipped(g, rescale_grad, clip_gradient) + wd * w
     n = (1 - gamma1) * grad * grad + gamma1 * n
     mean = (1 - gamma1) * grad + gamma1 * mean
@@ -109,7 +109,7 @@ def _rmspropalex(w: Any, g: Any, n: Any, mean: Any, delta: Any, lr: float, wd: f
 
 
 def _ftrl(w: Any, g: Any, z: Any, n: Any, lr: float, wd: float, rescale_grad: float,
-          clip_gradient: float, lamda1: float, beta: float) -> tuple:
+          clip_gradient: float, lamda1: float, beta: float) -> tuple[Any, ...]:
     grad = _clipped(g, rescale_grad, clip_gradient)
     z = z + grad - (np.sqrt(n + grad * grad) - np.sqrt(n)) * w / lr
     n = n + grad * grad
@@ -119,7 +119,7 @@ def _ftrl(w: Any, g: Any, z: Any, n: Any, lr: float, wd: float, rescale_grad: fl
 
 def _ftml(w: Any, g: Any, d: Any, v: Any, z: Any, lr: float, wd: float, rescale_grad: float,
           clip_gradient: float, clip_grad: float, beta1: float, beta2: float, epsilon: float,
-          t: int) -> tuple:
+          t: int) -> tuple[Any, ...]:
     grad = _clipped(g, rescale_grad, clip_grad if clip_grad >= 0 else clip_gradient) + wd * w
     v = beta2 * v + (1 - beta2) * grad * grad
     d_t = (1 - beta1 ** t) / lr * (np.sqrt(v / (1 - beta2 ** t)) + epsilon)

@@ -54,7 +54,7 @@ def reduced_shape(shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool)
 
 
 def _reduction(name: str, numpy_fn: Any, grad: Any, doc: str, aliases: Any = (),
-               writes_out: bool = False, extra: dict | None = None) -> OpDef:
+               writes_out: bool = False, extra: dict[str, Attr] | None = None) -> OpDef:
     """``writes_out``: ``numpy_fn`` takes ``out=`` and gives the same numbers with it (so
     the op gets a ``kernel_out``, and the compiler may place its result). ``extra``: more
     attributes, passed on to ``numpy_fn`` (``norm``'s ``ord``)."""
@@ -143,7 +143,7 @@ _reduction("nanprod", np.nanprod, lambda F, inputs, outputs, out_grads, **attrs:
 
 def _norm(x: np.ndarray, axis: Any, keepdims: bool, ord: int) -> np.ndarray:
     if ord == 1:
-        return np.sum(np.abs(x), axis, keepdims=keepdims)
+        return np.sum(np.abs(x), axis, keepdims=keepdims)  # type: ignore[no-any-return]
     return np.sqrt(np.sum(x * x, axis, keepdims=keepdims))  # type: ignore[no-any-return]
 
 

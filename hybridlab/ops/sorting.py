@@ -61,7 +61,8 @@ def _topk_infer(x: Aval, axis: Any, k: int, ret_typ: str, is_ascend: bool, dtype
     return {"value": [values], "indices": [indices], "both": [values, indices]}[ret_typ]
 
 
-def _topk_grad(F: Any, inputs: list, outputs: list, out_grads: list, **attrs: Any) -> list:
+def _topk_grad(F: Any, inputs: list[Any], outputs: list[Any], out_grads: list[Any],
+               **attrs: Any) -> list[Any]:
     if attrs["ret_typ"] not in ("value", "both"):
         return [None]
     return [F._topk_backward(out_grads[0], inputs[0], **{k: v for k, v in attrs.items()

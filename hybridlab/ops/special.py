@@ -72,7 +72,8 @@ _front_end("hypot", "_hypot", "_hypot_scalar", "_hypot_scalar", "``sqrt(lhs ** 2
 
 def _smooth_l1(x: np.ndarray, scalar: float) -> np.ndarray:
     s2 = scalar * scalar
-    return np.where(np.abs(x) < 1 / s2, 0.5 * s2 * x * x, np.abs(x) - 0.5 / s2).astype(x.dtype)
+    result: np.ndarray = np.where(np.abs(x) < 1 / s2, 0.5 * s2 * x * x, np.abs(x) - 0.5 / s2)
+    return result.astype(x.dtype)
 
 
 register(OpDef(
