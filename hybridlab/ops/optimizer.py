@@ -90,7 +90,8 @@ def _adam(w: Any, g: Any, mean: Any, var: Any, lr: float, wd: float, rescale_gra
 
 
 def _rmsprop(w: Any, g: Any, n: Any, lr: float, wd: float, rescale_grad: float,
-             clip_gradient: float, gamma1: float, epsilon: float, clip_weights: float) -> tuple[Any, ...]:
+             clip_gradient: float, gamma1: float, epsilon: float, clip_weights: float
+             ) -> tuple[Any, ...]:
     grad = _clipped(g, rescale_grad, clip_gradient) + wd * w
     n = (1 - gamma1) * grad * grad + gamma1 * n
     w = w - lr * grad / np.sqrt(n + epsilon)
