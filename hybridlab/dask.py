@@ -397,8 +397,8 @@ def run_workers(fn: Any, *args: Any, client: Any, timeout: float = 60.0) -> list
                for rank, address in enumerate(workers)]
     pending = futures
     while pending:
-        done, pending_set = wait(pending, return_when="FIRST_EXCEPTION")
-        pending = list(pending_set)
+        done, still = wait(pending, return_when="FIRST_COMPLETED")
+        pending = list(still)
         failed = [f for f in done if f.status == "error"]
         if failed:
             rank = futures.index(failed[0])
