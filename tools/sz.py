@@ -59,7 +59,8 @@ PACKAGE = ROOT / "hybridlab"
 # timer, ~0.1k) and the fastest-of-three timing runs: 10.9k.
 # + 0.1k: instruments as documents (each display a moment, the snapshot notice, the
 # save hook) and controls redrawn by pasting a saved background (<= 300 ms a control)
-TOTAL_BUDGET = 13100  # + many devices (contexts, mx.kv, mx.optimizer, the Dask store): 0.4k;
+TOTAL_BUDGET = 13600  # + many devices (contexts, mx.kv, mx.optimizer, the Dask store): 0.4k;
+# + lesson 10: the all-reduce model and explorer, its exercises (0.3k) and measurements
 # + ONNX import (0.35k); the export pair, loader guards, lab's tests;
 # + a predict-then-measure check for each of lessons 04-08 (+0.15k)
 # + MXNet's own unit tests (issue 24): Executor, operators, layers, model zoo (+0.6k)
@@ -211,6 +212,9 @@ BUDGETS: dict[str, int] = {
     "hybridlab/gluon/_trace.py": 115,  # tracing hybrid_forward (report: _report), user lines
     "hybridlab/gluon/_report.py": 141,  # hybridization report from the traced function's ast
     # + the measured layouts
+    "hybridlab/lab/allreduce.py": 120,  # server, ring, tree as task graphs; closed forms
+    "hybridlab/viz/allreduce.py": 100,  # the all-reduce explorer's drawing and widget
+    "hybridlab/exercises/lesson10.py": 150,  # lesson 10's training runs, checks, measurements
     "hybridlab/kvstore.py": 180,  # mx.kv: local/device stores, dist_* on the Dask actor
     "hybridlab/optimizer.py": 90,  # mx.optimizer: SGD, Adam, their rules (from the Trainer)
     "hybridlab/gluon/utils.py": 46,  # split_data, split_and_load, clip_global_norm

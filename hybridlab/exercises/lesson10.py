@@ -79,7 +79,7 @@ def check_allreduce_time(answer: float, kind: str, n: int, size: float, alpha: f
     byte; the check computes it with ``lab.allreduce`` and says how far off you were."""
     from hybridlab.lab import allreduce
 
-    expected = allreduce.model(kind, n, size, alpha, beta).time
+    expected = allreduce.AllReduceModel(kind, n, size, alpha, beta).time
     if not isinstance(answer, (int, float)) or isinstance(answer, bool) or answer <= 0:
         return Feedback(False, f"give a time in seconds (a positive number), not {answer!r}")
     ratio = answer / expected
