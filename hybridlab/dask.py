@@ -296,8 +296,10 @@ class KVServer:
                          f"the other workers' push of key {key!r} (round {after})")
         return self.values[key]
 
-    async def pushpull(self, key: Any, grad: np.ndarray, sync: bool = True) -> np.ndarray:
-        return await self.pull(key, await self.push(key, grad, sync))
+    async def pushpull(self, keys: list, grads: list, sync: bool = True) -> list[np.ndarray]:
+        """Push every key's gradient, then pull each: one message each way for all keys."""
+        rounds = [await self.push(key, grad, sync) for key, grad in zip(keys, grads)]
+        return [await self.pull(key, after) for key, after in zip(keys, rounds)]
 
     async def abort(self, reason: str) -> None:
         """A worker failed: every wait (now and later) raises ``reason``."""

@@ -70,10 +70,16 @@ from hybridlab.exercises.lesson07 import (
     check_train_step,
     energy,
 )
+from hybridlab.exercises.lesson10 import (
+    check_allreduce_time,
+    check_break_even_batch,
+    check_fastest_way,
+)
 
 __all__ = [
     "BARRIER_CHOICES", "BrokenBlock", "ClaimError", "Feedback", "FlattenBlock",
-    "LastColumn", "SYNC_CANDIDATES", "SignGate", "check_arena_bytes", "check_barrier",
+    "LastColumn", "SYNC_CANDIDATES", "SignGate", "check_allreduce_time", "check_arena_bytes",
+    "check_barrier", "check_break_even_batch", "check_fastest_way",
     "check_barrier_ratio", "check_biggest_stage", "check_bounded_loop", "check_cse_count",
     "check_dense_from_primitives", "check_enough_workers", "check_export_roundtrip",
     "check_fancy_func_nodes", "check_fc_count", "check_flatten", "check_gradients",

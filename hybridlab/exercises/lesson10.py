@@ -30,7 +30,9 @@ def train_mlp(hidden: tuple[int, ...] = (64,), seed: int = 0, steps: int = 3, ba
               hybridize: bool = True, timer: Callable[[], float] = time.perf_counter
               ) -> dict[str, Any]:
     """Train an MLP (``hidden`` relu layers, then 3 classes) for ``steps`` steps; returns
-    ``{"weights": [numpy arrays], "step_times": [seconds], "rank", "num_workers"}``.
+    ``{"weights": [numpy arrays], "step_times": [seconds], "compute_times": [seconds],
+    "rank", "num_workers"}`` (``compute_times``: forward and backward, up to a sync point
+    before ``trainer.step``; the rest of a step is summing the gradients and the update).
 
     With ``kvstore='dist_sync'``/``'dist_async'`` it must run on the workers of
     ``hybridlab.dask.run_workers``: each rank takes its slice of every global batch and
@@ -55,7 +57,7 @@ def train_mlp(hidden: tuple[int, ...] = (64,), seed: int = 0, steps: int = 3, ba
         net.hybridize()
     trainer = gluon.Trainer(net.collect_params(), *optimizer, kvstore=store)
     loss = gluon.loss.SoftmaxCrossEntropyLoss()
-    times = []
+    times, compute = [], []
     for x, y in data(seed, steps, batch, features):
         start = timer()
         rows = np.array_split(np.arange(batch), workers)[rank]
@@ -65,11 +67,14 @@ def train_mlp(hidden: tuple[int, ...] = (64,), seed: int = 0, steps: int = 3, ba
             losses = [loss(net(a), b) for a, b in zip(xs, ys)]
         for value in losses:
             value.backward()
+        nd.waitall()
+        compute.append(timer() - start)
         trainer.step(batch)
         nd.waitall()
         times.append(timer() - start)
     weights = [p.list_data()[0].asnumpy() for p in net.collect_params().values()]
-    return {"weights": weights, "step_times": times, "rank": rank, "num_workers": workers}
+    return {"weights": weights, "step_times": times, "compute_times": compute, "rank": rank,
+            "num_workers": workers}
 
 
 def check_allreduce_time(answer: float, kind: str, n: int, size: float, alpha: float,
@@ -114,3 +119,50 @@ def break_even_batch(compute_per_sample: float, step_overhead: float, comm_time:
     """The smallest batch with ``B*c*(1 - 1/workers) > comm`` (the overhead cancels)."""
     saved_per_sample = compute_per_sample * (1 - 1 / workers)
     return int(np.floor(comm_time / saved_per_sample)) + 1
+
+
+def check_fastest_way(answer: str, n: int, size: float, alpha: float, beta: float
+                      ) -> Feedback:
+    """Which all-reduce ('server', 'ring' or 'tree') is fastest for ``size`` bytes on
+    ``n`` devices, with ``alpha`` s per message and ``beta`` s per byte?"""
+    from hybridlab.lab import allreduce
+
+    if answer not in allreduce.KINDS:
+        return Feedback(False, f"answer one of {allreduce.KINDS}, not {answer!r}")
+    times = {kind: allreduce.AllReduceModel(kind, n, size, alpha, beta).time
+             for kind in allreduce.KINDS}
+    best = min(times, key=times.__getitem__)
+    listing = ", ".join(f"{kind} {t:.3g} s" for kind, t in times.items())
+    if answer == best:
+        return Feedback(True, f"right: {listing}")
+    return Feedback(False, f"{answer} is not the fastest here ({listing}): compare the "
+                           f"latencies (messages x alpha) with the bytes (x beta)")
+
+
+def pushpull_times(sizes: list[int], repeats: int = 5) -> dict[int, float]:
+    """On each rank of ``run_workers``: the median time of a dist_sync ``pushpull`` of a
+    float32 gradient of each size in bytes (one warm-up call per size first)."""
+    import hybridlab as mx
+    from hybridlab import nd
+
+    kv = mx.kv.create("dist_sync")
+    medians = {}
+    for key, size in enumerate(sizes):
+        grad = nd.ones((max(1, size // 4),))
+        kv.init(key, nd.zeros(grad.shape))
+        kv.pushpull(key, grad, out=grad)
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            kv.pushpull(key, grad, out=grad)
+            grad.wait_to_read()
+            times.append(time.perf_counter() - start)
+        medians[size] = float(np.median(times))
+    return medians
+
+
+def fit_alpha_beta(sizes: list[int], times: list[float], messages: float) -> tuple[float, float]:
+    """``alpha`` and ``beta`` of ``time = messages * (alpha + beta * size)``, by least
+    squares (``messages``: a way's message count on its busiest port, e.g. 2n)."""
+    slope, intercept = np.polyfit(np.asarray(sizes, float), np.asarray(times, float) / messages, 1)
+    return max(float(intercept), 0.0), max(float(slope), 0.0)
