@@ -74,6 +74,7 @@ from hybridlab.exercises.lesson10 import (
     check_allreduce_time,
     check_break_even_batch,
     check_fastest_way,
+    check_two_device_step,
 )
 
 __all__ = [
@@ -88,7 +89,8 @@ __all__ = [
     "check_ready_after_two_steps", "check_retrace_cost",
     "check_sign_gate", "check_span", "check_speedup", "check_speedup_guess",
     "check_symbol_program", "check_sync_points", "check_times_one_pass", "check_tour_mlp",
-    "check_train_step", "check_tree_sum", "claim", "energy", "fancy_func", "glue",
+    "check_train_step", "check_tree_sum",
+    "check_two_device_step", "claim", "energy", "fancy_func", "glue",
 ]
 
 

@@ -163,6 +163,63 @@ def pushpull_times(sizes: list[int], repeats: int = 5) -> dict[int, float]:
 
 def fit_alpha_beta(sizes: list[int], times: list[float], messages: float) -> tuple[float, float]:
     """``alpha`` and ``beta`` of ``time = messages * (alpha + beta * size)``, by least
-    squares (``messages``: a way's message count on its busiest port, e.g. 2n)."""
-    slope, intercept = np.polyfit(np.asarray(sizes, float), np.asarray(times, float) / messages, 1)
+    squares on the *relative* errors (``messages``: a way's message count on its busiest
+    port, e.g. 2n): plain least squares would fit the largest size and ignore the small
+    ones, whose time is all latency."""
+    per_message = np.asarray(times, float) / messages
+    slope, intercept = np.polyfit(np.asarray(sizes, float), per_message, 1, w=1 / per_message)
     return max(float(intercept), 0.0), max(float(slope), 0.0)
+
+
+def check_two_device_step(prediction: float, timer: Callable[[], float] = time.perf_counter,
+                          rounds: int = 5) -> Feedback:
+    """Predict-then-measure: how many times longer does one training step of a small MLP
+    (batch 64) take on two devices of this process, ``cpu(0)`` and ``cpu(1)``, than on one?
+    Measured by the course's protocol (naive engine, interleaved rounds, medians; ``timer``
+    injectable for tests)."""
+    from hybridlab.exercises._common import how_far_off, interleaved_medians
+
+    if not isinstance(prediction, (int, float)) or isinstance(prediction, bool) or \
+            not prediction > 0:
+        return Feedback(False, f"predict a positive ratio (two devices / one), not "
+                               f"{prediction!r}")
+    steps = {"one device": _step_on(1), "two devices": _step_on(2)}
+    times = interleaved_medians(steps, calls=3, rounds=rounds, timer=timer)
+    measured = times["two devices"] / times["one device"]
+    ok, off = how_far_off(prediction, measured)
+    line = (f"you predicted {prediction:g}x; measured {measured:.2f}x (one device "
+            f"{times['one device'] * 1e3:.2f} ms, two {times['two devices'] * 1e3:.2f} ms a "
+            f"step): {off}")
+    why = ("both devices run on the same cores, so splitting the batch saves no time; a step "
+           "on two devices does all of one device's work in two halves, plus the copies of "
+           "the slices and the gradients, the sum and the pulls back")
+    return Feedback(ok, f"{line}. {why}")
+
+
+def _step_on(devices: int) -> Callable[[], None]:
+    """One training step of a (64 -> 64 -> 3) MLP on ``devices`` devices, batch 64."""
+    import hybridlab as mx
+    from hybridlab import autograd, gluon, nd
+    from hybridlab.gluon import nn
+
+    ctx = [mx.cpu(i) for i in range(devices)]
+    net = nn.HybridSequential()
+    net.add(nn.Dense(64, activation="relu"), nn.Dense(3))
+    net.initialize(mx.init.Xavier(), ctx=ctx)
+    net.hybridize()
+    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.01})
+    loss = gluon.loss.SoftmaxCrossEntropyLoss()
+    (x, y), = data(0, 1, 64, 64)
+    batch, labels = nd.array(x), nd.array(y)
+
+    def step() -> None:
+        xs = gluon.utils.split_and_load(batch, ctx)
+        ys = gluon.utils.split_and_load(labels, ctx)
+        with autograd.record():
+            losses = [loss(net(a), b) for a, b in zip(xs, ys)]
+        for value in losses:
+            value.backward()
+        trainer.step(64)
+        nd.waitall()
+
+    return step
