@@ -131,7 +131,8 @@ BUDGETS: dict[str, int] = {
     "hybridlab/graph/codegen.py": 295,  # + fused bodies, arena, source check, 0-d, specialise;
     # + the linecache entry dropped with its program;
     # typed for mypy --strict; + Program.single: the plain call with an arena from the pool
-    "hybridlab/graph/cached_op.py": 296,  # + lowering before the gradient; a block's one
+    "hybridlab/graph/cached_op.py": 300,  # + lowering before the gradient; a block's one
+    # (+4: results on the data's device, NOTE [One program per device] in gluon/block.py)
     # cache: graphs from its tracer (Traced: the fed parameters, the statistics written)
     #  # + stats, read grads, inline cache, plain call, 2nd
     # order; the transposed weights a layout pass asks for (_Layouts); the pass context
