@@ -15,7 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 import sync_notebooks  # noqa: E402 -- a tool script, not a package
-from _clock import scripted_clock  # noqa: E402
+from _clock import TaskClock, scripted_clock  # noqa: E402
 
 from hybridlab import exercises, random  # noqa: E402
 
@@ -106,6 +106,19 @@ def test_lesson04_solutions():
     assert exercises.check_speedup(sol.SPEEDUP, clock=scripted_clock([0.050, 0.028]), rounds=3)
     assert exercises.check_enough_workers(sol.ENOUGH_WORKERS)
     assert exercises.check_tree_sum(sol.total)
+
+
+def test_lesson10_solutions():
+    sol = solution("10_many_devices")
+    assert exercises.check_allreduce_time(sol.RING_TIME, "ring", 8, 10e6, 20e-6, 2e-9)
+    assert exercises.check_fastest_way(sol.FASTEST_FOR_1KB, 16, 1e3, 50e-6, 1e-9)
+    assert exercises.check_break_even_batch(sol.BREAK_EVEN_BATCH, 40e-6, 1e-3, 8e-3)
+    assert not exercises.check_break_even_batch(sol.BREAK_EVEN_BATCH - 1, 40e-6, 1e-3, 8e-3)
+    assert not exercises.check_fastest_way("ring", 16, 1e3, 50e-6, 1e-9)
+    assert not exercises.check_allreduce_time(sol.RING_TIME * 1.5, "ring", 8, 10e6, 20e-6, 2e-9)
+    # the task-count cost model: every engine task costs the same
+    assert exercises.check_two_device_step(sol.TWO_DEVICE_RATIO, timer=TaskClock(), rounds=3)
+    assert not exercises.check_two_device_step(0.5, timer=TaskClock(), rounds=3)
 
 
 def test_lesson05_solutions():

@@ -92,12 +92,12 @@ class Trainer:
         if store is not None and self._update_on_kvstore:
             if store._optimizer is not None:  # (a dist store's optimizer is on the server)
                 store._optimizer.rescale_grad = rescale
-            for index, param in enumerate(self._params):
-                store.pushpull(index, param.list_grad(), out=param.list_data())
+            keys = list(range(len(self._params)))  # all keys in one call: one round trip
+            store.pushpull(keys, [p.list_grad() for p in self._params],
+                           out=[p.list_data() for p in self._params])
             return
         if store is not None:
-            for index, param in enumerate(self._params):
-                store.pushpull(index, param.list_grad())
+            store.pushpull(list(range(len(self._params))), [p.list_grad() for p in self._params])
         self._update_each_device(rescale)
 
     def _update_each_device(self, rescale: float) -> None:

@@ -271,7 +271,8 @@ class CachedOp:
         # are those _push pushes, minus the steps that would do nothing, and written here
         # rather than in a helper (one Python call less; "Performance notes").
         # normalised at compile time; on the data's device (MXNet's rule, ndarray.py)
-        result = ndarray._new(entry.out_avals[0], None, inputs[0]._ctx if inputs else ndarray._CPU)
+        result = ndarray._new(entry.out_avals[0], None,
+                              inputs[0]._ctx if inputs else ndarray._CPU)
         layouts, missing = entry.layouts, ndarray._unfilled(inputs)
         if missing is not None:  # NOTE [Inputs without values]: the general path checks
             return self._push_program(entry, inputs)
