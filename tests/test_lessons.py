@@ -145,6 +145,25 @@ def test_lesson08_solutions(tmp_path):
     assert lesson08.check_onnx_batch(path, net)
 
 
+def test_lesson11_solutions():
+    from hybridlab.exercises import lesson11
+
+    sol = solution("11_hybrid_modes_elsewhere")
+    assert lesson11.check_jit_rewrite(sol.clip_norm)
+    assert lesson11.check_jaxpr_converter(sol.convert)
+    # a scripted clock: the call takes 0.1 ms, the wait 1.9 ms, a ratio of 20
+    assert lesson11.check_dispatch_ratio(sol.DISPATCH_RATIO, size=64,
+                                         timer=scripted_clock([1e-4, 1.9e-3]))
+
+
+def test_lesson11_torch_solution():
+    pytest.importorskip("torch", reason="exercise 3 of lesson 11 needs PyTorch (optional; "
+                                        "make test-frameworks runs it)")
+    from hybridlab.exercises import lesson11
+
+    assert lesson11.check_graph_count(solution("11_hybrid_modes_elsewhere").GRAPH_COUNT)
+
+
 def lesson08_classifier():
     from hybridlab import nd
     from hybridlab.gluon import nn
