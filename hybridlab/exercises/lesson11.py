@@ -57,10 +57,10 @@ def check_jit_rewrite(fn: Callable[[Any], Any]) -> Feedback:
     import jax
 
     big = np.array([[3.0, -4.0], [0.0, 12.0]], dtype=np.float32)  # norm 13: scaled down
-    small = big / 100  # norm 0.13: returned unchanged
+    small: np.ndarray = big / 100  # norm 0.13: returned unchanged
     try:
         compiled = jax.jit(fn)
-        results = [np.asarray(compiled(x)) for x in (big, small)]
+        results: list[np.ndarray] = [np.asarray(compiled(x)) for x in (big, small)]
     except jax.errors.ConcretizationTypeError as err:
         return Feedback(False, f"jax.jit cannot compile it ({type(err).__name__}): a Python "
                                "`if` needs the norm while jax.jit traces with abstract "
@@ -69,7 +69,7 @@ def check_jit_rewrite(fn: Callable[[Any], Any]) -> Feedback:
     except Exception as err:  # the student's code: report, never raise
         return Feedback(False, f"jax.jit(fn)(x) raised {type(err).__name__}: {err}")
     for x, got in zip((big, small), results):
-        want = x / max(1.0, float(np.sqrt((x * x).sum())))
+        want: np.ndarray = x / max(1.0, float(np.sqrt((x * x).sum())))
         if got.shape != x.shape or not np.allclose(got, want, atol=1e-6):
             branch = "above" if x is big else "at most"
             return Feedback(False, f"on an input of norm {branch} 1 the result is not x "
