@@ -158,6 +158,25 @@ def test_lesson08_solutions(tmp_path):
     assert lesson08.check_onnx_batch(path, net)
 
 
+def test_lesson11_solutions():
+    from hybridlab.exercises import lesson11
+
+    sol = solution("11_hybrid_modes_elsewhere")
+    assert lesson11.check_jit_rewrite(sol.clip_norm)
+    assert lesson11.check_jaxpr_converter(sol.convert)
+    # a scripted clock: the call takes 0.1 ms, the wait 1.9 ms, a ratio of 20
+    assert lesson11.check_dispatch_ratio(sol.DISPATCH_RATIO, size=64,
+                                         timer=scripted_clock([1e-4, 1.9e-3]))
+
+
+def test_lesson11_torch_solution():
+    pytest.importorskip("torch", reason="exercise 3 of lesson 11 needs PyTorch (optional; "
+                                        "make test-frameworks runs it)")
+    from hybridlab.exercises import lesson11
+
+    assert lesson11.check_graph_count(solution("11_hybrid_modes_elsewhere").GRAPH_COUNT)
+
+
 def lesson08_classifier():
     from hybridlab import nd
     from hybridlab.gluon import nn
@@ -195,3 +214,40 @@ def test_rebuilt_notebooks_keep_no_addresses_split_prints_or_random_widget_ids()
     text = sync.stable_widget_ids(nbformat.writes(notebook))
     assert first not in text and second not in text
     assert f'"model_id": "{1:032x}"' in text and f"IPY_MODEL_{2:032x}" in text
+
+
+def test_cells_that_need_a_missing_framework_are_skipped_and_never_rebuilt():
+    import nbformat
+
+    notebook = nbformat.v4.new_notebook()
+    needs = nbformat.v4.new_code_cell("import not_a_framework_here")
+    needs.metadata["tags"] = ["requires-not_a_framework_here"]
+    present = nbformat.v4.new_code_cell("import numpy")
+    present.metadata["tags"] = ["requires-numpy"]
+    notebook.cells = [needs, present, nbformat.v4.new_code_cell("1 + 1")]
+    assert sync_notebooks.required_modules(notebook) == ["not_a_framework_here", "numpy"]
+    with pytest.raises(sync_notebooks.MissingFrameworkError, match="not_a_framework_here"):
+        sync_notebooks.check_frameworks(notebook, "99-example.md")
+    spec = importlib.util.spec_from_file_location("nb_conftest", ROOT / "notebooks" /
+                                                  "conftest.py")
+    conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conftest)
+    assert [conftest.missing_modules(cell) for cell in notebook.cells] == [
+        ["not_a_framework_here"], [], []]
+
+
+def test_lesson11_builds_only_with_torch_and_tags_every_torch_cell():
+    lesson = sync_notebooks.lesson_paths("11")[0]
+    notebook = sync_notebooks.read_lesson(lesson)
+    for cell in notebook.cells:
+        if cell.cell_type == "code" and "torch" in _names(cell.source):  # not in strings
+            assert "requires-torch" in cell.metadata.get("tags", []), cell.source[:80]
+    assert sync_notebooks.required_modules(notebook) == ["torch"]
+
+
+def _names(source: str) -> set[str]:
+    import io
+    import tokenize
+
+    tokens = tokenize.generate_tokens(io.StringIO(source).readline)
+    return {token.string for token in tokens if token.type == tokenize.NAME}

@@ -240,6 +240,7 @@ BUDGETS: dict[str, int] = {
     "hybridlab/exercises/lesson06.py": 90,  # three blocks to repair, a retrace cost predicted
     "hybridlab/exercises/lesson07.py": 150,  # + the tape's bytes predicted and measured
     "hybridlab/exercises/lesson08.py": 120,  # .params size (how far off), JSON interpreter, batch
+    "hybridlab/exercises/lesson11.py": 135,  # jit rewrite, jaxpr converter, graph count, dispatch
     "hybridlab/dask.py": 265,  # a graph as a Dask graph, its errors, the task stream as records
     # (+135: dist_sync/dist_async: the store as a Dask actor, sessions, run_workers)
 }
