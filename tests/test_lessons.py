@@ -145,6 +145,16 @@ def test_lesson08_solutions(tmp_path):
     assert lesson08.check_onnx_batch(path, net)
 
 
+def test_lesson09_solutions():
+    pytest.importorskip("onnx")
+    from hybridlab.exercises import lesson09
+
+    sol = solution("09_real_networks")
+    assert lesson09.check_dense_concat_bytes(sol.DENSE_CONCAT_BYTES)
+    assert lesson09.check_inception_speedup(sol.INCEPTION_SPEEDUP)
+    assert lesson09.check_residual_sums(sol.count_sums)
+
+
 def lesson08_classifier():
     from hybridlab import nd
     from hybridlab.gluon import nn
