@@ -198,7 +198,7 @@ class Block:
 
     def save_parameters(self, filename: str) -> None:
         """Save the values with structural keys (``hidden.weight``); no pickle."""
-        arrays = {key: p.data() for key, p in self._params_by_path().items()}
+        arrays = {key: p._reduce() for key, p in self._params_by_path().items()}
         ndarray.save(filename, arrays)
 
     def load_parameters(self, filename: str, ctx: Any = None, allow_missing: bool = False,
@@ -343,8 +343,12 @@ class HybridBlock(Block):
         super().__init__(prefix, params)
         self._active = False
         self._flags: dict[str, Any] = {"static_alloc": False, "static_shape": False}
-        # one CachedOp, the block's one cache (made by hybridize); its traces, by mode
+        # one CachedOp, the block's one cache (made by hybridize); its traces, by mode.
+        # NOTE [One program per device]: data on another device than the first call's
+        # runs another CachedOp, fed that device's copies of the parameters
         self._cached_op: CachedOp | None = None
+        self._op_ctx: Any = None  # the device self._cached_op feeds (its first call's)
+        self._device_ops: dict[Any, CachedOp] = {}
         self._traces: dict[tuple, _Trace] = {}
         self._report: _report.HybridizationReport | None = None
 
@@ -385,6 +389,7 @@ class HybridBlock(Block):
         from hybridlab.graph.cached_op import CachedOp
         self._traces = {}
         self._cached_op = CachedOp(trace=self._traced, **self._flags)
+        self._op_ctx, self._device_ops = None, {}
 
     def hybridization_report(self) -> _report.HybridizationReport | None:
         """What the last trace ran only once (prints, Python branches, frozen constants),
@@ -406,16 +411,31 @@ class HybridBlock(Block):
         if self._active and _only_ndarrays(args) and not _trace._STATE.stack:
             # one cache, the CachedOp's: it asks self._traced on a miss (NOTE [The last
             # signature first] in graph/cached_op.py is the one fast path)
-            return self._cached_op(*args)  # type: ignore[misc]  # active: hybridize made one
+            if args[0]._ctx is self._op_ctx:  # (identity: contexts are interned)
+                return self._cached_op(*args)  # type: ignore[misc]  # active: hybridize made one
+            return self._device_op(args[0]._ctx)(*args)
         if _are_symbols(self, args):  # (the clear errors for anything else are in here)
             return self._trace_call(*args)
         self._finish_deferred_init(*args)
         return self.forward(*args)
 
+    def _device_op(self, ctx: Any) -> Any:
+        """The CachedOp for data on ``ctx`` (NOTE [One program per device]): the block's own
+        on its first call, another for each further device, sharing the traces."""
+        if self._op_ctx is None:
+            self._op_ctx = ctx
+            return self._cached_op
+        if ctx not in self._device_ops:
+            from hybridlab.graph.cached_op import CachedOp
+            trace = functools.partial(self._traced, ctx=ctx)
+            self._device_ops[ctx] = CachedOp(trace=trace, **self._flags)
+        return self._device_ops[ctx]
+
     def forward(self, x: Any, *args: Any) -> Any:
         """Imperative execution: ``F`` is ``hybridlab.ndarray``, parameters are NDArrays."""
         _check_input_count(self, 1 + len(args))
-        params = {key: p.data() for key, p in self._reg_params.items()}
+        ctx = x.context if isinstance(x, ndarray.NDArray) else None  # the data's device
+        params = {key: p.data(ctx) for key, p in self._reg_params.items()}
         return self.hybrid_forward(ndarray, x, *args, **params)
 
     def hybrid_forward(self, F: Any, x: Any, *args: Any, **params: Any) -> Any:
@@ -489,12 +509,13 @@ class HybridBlock(Block):
         feed = [params[node.name] for node in read]
         graph = ir.Graph(graph.nodes, tuple(data) + tuple(read), graph.outputs)
         writes = tuple(feed.index(param) for param, _ in aux_updates)
-        traced = Traced(graph, tuple(p.data() for p in feed), writes, as_tuple)
-        return _Trace(outputs, traced)
+        traced = Traced(graph, (), writes, as_tuple)
+        return _Trace(outputs, traced, feed)
 
-    def _traced(self, training: bool, avals: list[Any]) -> Any:
+    def _traced(self, training: bool, avals: list[Any], ctx: Any = None) -> Any:
         """What the CachedOp compiles for a call in this mode: a trace, made on the first
-        call of each mode (and, under static_shape, of each input shape)."""
+        call of each mode (and, under static_shape, of each input shape), fed with the
+        parameters' copies on ``ctx`` (the block's first device when None)."""
         key: tuple = (training, len(avals))
         if self._flags["static_shape"]:
             key += tuple([(a.shape, a.dtype) for a in avals])
@@ -506,7 +527,7 @@ class HybridBlock(Block):
                     trace = self._trace(avals)
                     trace.in_avals = [(a.shape, a.dtype) for a in avals]
                     self._traces[key] = trace
-        return trace.traced
+        return trace.fed(self._op_ctx if ctx is None else ctx)
 
     def export(self, path: str, epoch: int = 0) -> None:
         """Write ``path-symbol.json`` and ``path-%04d.params`` (``arg:``/``aux:`` keys)."""
@@ -524,9 +545,9 @@ class HybridBlock(Block):
         params, arrays = self.collect_params(), {}
         for name in graph.list_arguments():
             if name in params:
-                arrays[f"arg:{name}"] = params[name].data()
+                arrays[f"arg:{name}"] = params[name]._reduce()
         for name in graph.list_auxiliary_states():
-            arrays[f"aux:{name}"] = params[name].data()
+            arrays[f"aux:{name}"] = params[name]._reduce()
         model_files.write_export_pair(f"{path}-symbol.json", graph.to_graph(),
                                       f"{path}-{epoch:04d}.params", arrays)
 
@@ -534,9 +555,17 @@ class HybridBlock(Block):
 class _Trace:
     """One trace of a block: its output Symbols and what its CachedOp compiles from it."""
 
-    def __init__(self, outputs: list, traced: Any) -> None:
-        self.outputs, self.traced = outputs, traced
+    def __init__(self, outputs: list, traced: Any, feed: list) -> None:
+        self.outputs, self.traced, self.feed = outputs, traced, feed
         self.in_avals: list = []  # the traced inputs' (shape, dtype), set by _traced
+        self._by_device: dict[Any, Any] = {}
+
+    def fed(self, ctx: Any) -> Any:
+        """``traced`` fed with the parameters' copies on ``ctx`` (one Traced per device)."""
+        if ctx not in self._by_device:
+            arrays = tuple(p.data(ctx) for p in self.feed)
+            self._by_device[ctx] = dataclasses.replace(self.traced, feed=arrays)
+        return self._by_device[ctx]
 
     def exported_symbol(self) -> Any:
         """The user-visible outputs only (running-stat updates are a training detail)."""

@@ -20,6 +20,15 @@ order of creation, and is what ``collect_params()`` returns and ``Trainer`` upda
 Invariants: a Parameter's ``shape`` only gains information (a 0 may become a size, a
 size never changes); its NDArray, once created, always has exactly that shape.
 
+NOTE: [One copy per device] ``initialize(ctx=[mx.cpu(0), mx.cpu(1)])`` gives the
+Parameter one NDArray on each device (``list_data()``, ``list_ctx()``, ``data(ctx)``),
+filled with the same values: data parallelism runs the same network on each device's
+slice of the batch, and the Trainer keeps the copies equal (it sums the gradients across
+devices and applies one update; gluon/trainer.py, hybridlab/kvstore.py). ``data()``
+without a device means the only copy, or the current context's (MXNet's rule); asking
+for a device it was not initialised on raises MXNet's "was not initialized on context".
+The first copy is the Parameter's NDArray of NOTE [One NDArray per Parameter].
+
 NOTE: [One NDArray per Parameter] once created, a Parameter's NDArray is the same object
 for the Parameter's whole life: new values (``set_data``, ``initialize(force_reinit=
 True)``, ``load_parameters``) are *copied into* it by an engine op. So a compiled program
@@ -50,6 +59,7 @@ from typing import Any
 import numpy as np
 
 from hybridlab import initializer as _init
+from hybridlab.context import Context, as_context, as_context_list, current_context
 from hybridlab.errors import DeferredInitializationError, MXNetError
 from hybridlab.gluon import _trace
 from hybridlab.ndarray_io import aligned, aligned_empty  # noqa: F401 (defined below nd)
@@ -68,7 +78,9 @@ class Parameter:
         self.init = _init.create(init)
         self.allow_deferred_init = allow_deferred_init
         self._differentiable = differentiable
-        self._data: Any = None
+        self._data: Any = None  # the copy on the first device (NOTE [One copy per device])
+        self._copies: dict[Context, Any] = {}  # device -> its NDArray, in list_ctx() order
+        self._ctx_list: list[Context] | None = None  # the devices initialize() was given
         self._vars: dict[Any, Any] = {}  # shape -> Symbol var: one node per name in a trace
         self._grad_req = "write"
         self.grad_req = grad_req if differentiable else "null"
@@ -116,6 +128,8 @@ class Parameter:
                           f"force_reinit=True to re-initialize.",
                           stacklevel=_trace.user_stacklevel())
             return
+        self._ctx_list = as_context_list(current_context() if ctx is None else ctx,
+                                         f"Parameter {self.name!r}: initialize")
         self._deferred = (_init.create(init) or self.init or _init.create(default_init)
                           or _init.Uniform())
         if self._shape_known():
@@ -137,9 +151,20 @@ class Parameter:
         values, self._deferred = self._deferred(self._shape, self.dtype), None  # type: ignore[arg-type]
         self._store(values)  # (force_reinit: into the same NDArray)
 
+    def list_ctx(self) -> list[Context]:
+        """The devices this parameter lives on (NOTE [One copy per device])."""
+        if self._ctx_list is None:
+            self._raise_uninitialized()
+        return list(self._ctx_list)  # type: ignore[arg-type]  # (set: checked above)
+
     def list_data(self) -> list:
-        """The parameter's arrays, one per context: here one (MXNet's API)."""
-        return [self.data()]
+        """The parameter's arrays, one per device, in ``list_ctx()`` order."""
+        self.data(self.list_ctx()[0])  # the errors of data(): deferred, uninitialised
+        return list(self._copies.values())
+
+    def list_grad(self) -> list:
+        """The gradients, one per device, in ``list_ctx()`` order."""
+        return [self.grad(ctx) for ctx in self.list_ctx()]
 
     def data(self, ctx: Any = None) -> Any:
         """The parameter's NDArray; while a block is traced, its Symbol ``var()``.
@@ -151,19 +176,37 @@ class Parameter:
         if _trace.current() is not None:
             return self.var()
         if self._data is None:
-            if self._deferred is not None:
-                raise DeferredInitializationError(
-                    f"Parameter {self.name!r} has not been initialized yet because its "
-                    f"shape {self.shape} is not known: run one forward pass (net(x)) first, "
-                    f"or give the input size (e.g. nn.Dense(256, in_units=512))")
+            self._raise_uninitialized()
+        if ctx is None:
+            if len(self._copies) == 1:
+                return self._data
+            ctx = current_context()
+        found = self._copies.get(as_context(ctx, f"Parameter {self.name!r}: data"))
+        if found is None:  # MXNet 1.9's words
             raise RuntimeError(
-                f"Parameter {self.name!r} has not been initialized. Call "
-                f"net.initialize() (or net.collect_params().initialize()) first")
-        return self._data
+                f"Parameter {self.name!r} was not initialized on context {ctx}. It was only "
+                f"initialized on {list(self._copies)}. Fix: initialize(ctx=[...]) with every "
+                f"device the data is split over, or move the data (x.as_in_context(ctx))")
+        return found
+
+    def _reduce(self) -> Any:
+        """The values to save or export: the first device's copy (the Trainer keeps the
+        copies equal; MXNet 1.9 averages them, which gives the same values then)."""
+        return self.data(self.list_ctx()[0])
+
+    def _raise_uninitialized(self) -> None:
+        if self._deferred is not None:
+            raise DeferredInitializationError(
+                f"Parameter {self.name!r} has not been initialized yet because its "
+                f"shape {self.shape} is not known: run one forward pass (net(x)) first, "
+                f"or give the input size (e.g. nn.Dense(256, in_units=512))")
+        raise RuntimeError(
+            f"Parameter {self.name!r} has not been initialized. Call "
+            f"net.initialize() (or net.collect_params().initialize()) first")
 
     def grad(self, ctx: Any = None) -> Any:
-        """The gradient NDArray written by ``backward()``."""
-        data = self.data()
+        """The gradient NDArray written by ``backward()`` (on device ``ctx``)."""
+        data = self.data(ctx)
         if self.grad_req == "null" or data.grad is None:
             raise RuntimeError(f"Parameter {self.name!r} has no gradient because "
                                f"grad_req='null'")
@@ -179,8 +222,9 @@ class Parameter:
 
     def zero_grad(self) -> None:
         """Set the gradient to 0 (needed between steps when ``grad_req='add'``)."""
-        if self._data is not None and self._data.grad is not None:
-            self._data.grad[:] = 0
+        for data in self._copies.values():
+            if data.grad is not None:
+                data.grad[:] = 0
 
     def var(self) -> Any:
         """The Symbol placeholder for this parameter (used when tracing)."""
@@ -201,22 +245,37 @@ class Parameter:
         is shared, not copied, when it needs neither (NOTE [Immutable buffers] in
         ndarray.py). The first value creates the NDArray (NOTE [One NDArray per Parameter])."""
         from hybridlab import engine, ndarray
-        if self._data is None:  # empty until the op below runs
-            self._data = ndarray.empty_like_aval(Aval(self._shape, np.dtype(self.dtype)))  # type: ignore[arg-type]  # (known by the first value)
-            self._attach_grad()
-        target = self._data
+        devices = self._ctx_list or [current_context()]
+        if list(self._copies) != devices:  # the first value, or initialize(ctx=) changed them
+            self._make_copies(devices)
         missing = ndarray._unfilled([values])
+        for index, target in enumerate(self._copies.values()):
+            def write(target: Any = target, copy: bool = index > 0) -> None:
+                if missing is not None:  # its op failed: refuse, as copyto does
+                    ndarray._refuse_unfilled(missing)
+                # each further device gets its own bytes (a copy), the first may share
+                value = values._data.astype(target.dtype, copy=copy)
+                target._data = aligned(value)
 
-        def write() -> None:
-            if missing is not None:  # its op failed: refuse, as copyto does
-                ndarray._refuse_unfilled(missing)
-            target._data = aligned(values._data.astype(target.dtype, copy=False))
+            engine.current().push(write, [values._var], [target._var], "_store")
 
-        engine.current().push(write, [values._var], [target._var], "_store")
+    def _make_copies(self, devices: list[Context]) -> None:
+        """One empty NDArray per device, filled by the ops ``_store`` pushes; the first
+        keeps the Parameter's NDArray when it has one (NOTE [One NDArray per Parameter])."""
+        from hybridlab import ndarray
+        aval = Aval(self._shape, np.dtype(self.dtype))  # type: ignore[arg-type]  # (known by the first value)
+        if self._data is None:
+            self._data = ndarray.empty_like_aval(aval, devices[0])
+        self._data._ctx = devices[0]
+        self._copies = {devices[0]: self._data}
+        for device in devices[1:]:
+            self._copies[device] = ndarray.empty_like_aval(aval, device)
+        self._attach_grad()
 
     def _attach_grad(self) -> None:
         if self._grad_req != "null":
-            self._data.attach_grad(grad_req=self._grad_req)
+            for data in self._copies.values():
+                data.attach_grad(grad_req=self._grad_req)
 
 
 def _as_shape(shape: Any) -> tuple[int, ...] | None:

@@ -270,7 +270,8 @@ class CachedOp:
         # ``Program.single``, which lends it an arena). The op and its Vars
         # are those _push pushes, minus the steps that would do nothing, and written here
         # rather than in a helper (one Python call less; "Performance notes").
-        result = ndarray._new(entry.out_avals[0])  # normalised at compile time
+        # normalised at compile time; on the data's device (MXNet's rule, ndarray.py)
+        result = ndarray._new(entry.out_avals[0], None, inputs[0]._ctx)
         layouts, missing = entry.layouts, ndarray._unfilled(inputs)
         if missing is not None:  # NOTE [Inputs without values]: the general path checks
             return self._push_program(entry, inputs)
@@ -290,7 +291,8 @@ class CachedOp:
         # out_avals were normalised at compile time: the constructor without the checks;
         # they are the outputs, the fed arrays' next values (``writes``), the residuals
         count, writes = entry.num_outputs, entry.traced.writes if entry.traced else ()
-        results = list(map(ndarray._new, entry.out_avals))
+        ctx = inputs[0]._ctx if inputs else ndarray._CPU  # the data's device
+        results = [ndarray._new(aval, None, ctx) for aval in entry.out_avals]
         if writes:  # the program's values for them become the fed arrays' next buffers
             fed = inputs[len(inputs) - len(entry.feed):]
             results[count:count + len(writes)] = [fed[i] for i in writes]
