@@ -76,3 +76,15 @@ def test_a_summary_drawing_has_one_box_per_block_and_opens_the_ones_asked():
     assert opened.count("Convolution\\n") >= 4  # its operators, each its own node
     with pytest.raises(ValueError, match="no such block"):
         to_block_dot(graph, found, expand=["res9_9"])
+
+
+def test_a_weight_a_pass_derived_is_named_by_the_weights_it_comes_from():
+    from hybridlab.graph.ir import Node
+    from hybridlab.lab.graphs import source_names
+
+    transposed = Node("var", name="fc0_weight_t", attrs=(("layout_of", "fc0_weight"),))
+    folded = Node("var", name="r4_weight__folded", attrs=(
+        ("folded_from", ("res2_0_w", "", "res2_0_bn_s")), ("part", "weight")))
+    assert source_names(transposed) == ["fc0_weight"]
+    assert source_names(folded) == ["res2_0_w", "res2_0_bn_s"]  # an absent bias: no name
+    assert source_names(Node("var", name="data")) == ["data"]

@@ -129,6 +129,7 @@ CONCAT_OPS = frozenset({"Concat", "concat"})
 WEIGHT_SUFFIX = re.compile(  # "conv1_w_0" -> "conv1": whose weight, not which of its weights
     r"([_/.:-](w|b|s|weight|bias|gamma|beta|scale|mean|var|rm|riv|moving_mean|moving_var|"
     r"running_mean|running_var|\d+))+$")
+DERIVED_FROM = ("layout_of", "folded_from")  # attributes of a var a pass made from weights
 AUTO_NAME = re.compile(r"^[A-Za-z_]*\d+$")  # "relu0", "r38": a counter, not a scope
 
 
@@ -258,6 +259,16 @@ def _kind(run: Sequence[Any]) -> str:
     return "block" if branching else "chain"
 
 
+def source_names(var: Any) -> list[str]:
+    """The names a var stands for: the inputs a pass derived it from (a transposed or a
+    BatchNorm-folded weight names them in an attribute, :data:`DERIVED_FROM`), else its own."""
+    for key, value in var.attrs:
+        if key in DERIVED_FROM:
+            return [n for n in (value if isinstance(value, tuple) else (value,))
+                    if isinstance(n, str) and n]
+    return [var.name]
+
+
 def parameter_names_of(nodes: Sequence[Any]) -> list[str]:
     """Vars the nodes read through an input the registry names as a parameter."""
     from hybridlab.symbol import PARAMETER_INPUTS
@@ -273,8 +284,9 @@ def parameter_names_of(nodes: Sequence[Any]) -> list[str]:
 
 def _scope(run: Sequence[Any]) -> str:
     """The name scope a run's inputs and weights (else its operators) share, or ""."""
-    names = [WEIGHT_SUFFIX.sub("", v.node.name) for n in run for v in n.inputs
-             if v.node.kind == "var" and not AUTO_NAME.match(v.node.name)]
+    names = [WEIGHT_SUFFIX.sub("", name) for n in run for v in n.inputs
+             if v.node.kind == "var" for name in source_names(v.node)
+             if not AUTO_NAME.match(name)]
     names = names or [str(n.name) for n in run if not AUTO_NAME.match(str(n.name))]
     if not names:
         return ""

@@ -34,7 +34,15 @@ from typing import Any, Sequence
 from hybridlab import display
 from hybridlab.errors import GraphvizNotFoundError
 from hybridlab.graph.passes.pretranspose_weights import LAYOUT_OF
-from hybridlab.lab.graphs import Block, as_graph, blocks, drawable, summary, unused_nodes
+from hybridlab.lab.graphs import (
+    Block,
+    as_graph,
+    blocks,
+    drawable,
+    parameter_names,
+    summary,
+    unused_nodes,
+)
 from hybridlab.viz.bundle import rich_bundle
 from hybridlab.viz.palette import BACKGROUND, KIND_COLOURS, OKABE_ITO
 
@@ -184,7 +192,8 @@ def to_block_dot(graph: Any, found: Sequence[Block], title: str = "plot", params
         raise ValueError(f"expand={sorted(unknown)}: no such block; the blocks are "
                          f"{[b.name for b in found][:8]}...")
     marked = set(highlight or ())
-    roles = {id(n): "param" if n.name in set(params) else "input" for n in graph.inputs}
+    weights = set(params) | set(parameter_names(graph))  # a pass's new weights too
+    roles = {id(n): "param" if n.name in weights else "input" for n in graph.inputs}
     canvas = _Canvas(roles, set(), unused_nodes(graph), {}, marked)
     position = {id(n): i for i, n in enumerate(graph.nodes)}
     ids: dict[int, str] = {}
