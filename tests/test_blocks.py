@@ -88,3 +88,19 @@ def test_a_weight_a_pass_derived_is_named_by_the_weights_it_comes_from():
     assert source_names(transposed) == ["fc0_weight"]
     assert source_names(folded) == ["res2_0_w", "res2_0_bn_s"]  # an absent bias: no name
     assert source_names(Node("var", name="data")) == ["data"]
+
+
+def test_a_hybridized_symbol_block_is_typed_by_its_last_call():
+    from hybridlab import gluon, nd
+    from hybridlab.lab.memory import timeline
+
+    data = sym.var("data")
+    block = gluon.SymbolBlock(sym.relu(sym.FullyConnected(data, num_hidden=3, name="fc")), [data])
+    block.initialize()
+    block.hybridize()
+    block(nd.ones((2, 4)))
+    graph, params = as_graph(block)  # a SymbolBlock's graph comes untyped from its Symbol
+    assert all(n.aval is not None for n in graph.nodes if n.kind == "call")
+    assert "fc_weight" in params
+    boxes, plan = timeline(block)  # so the memory explorer takes it as it is
+    assert plan.bound > 0 and boxes

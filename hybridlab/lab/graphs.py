@@ -48,7 +48,8 @@ def as_graph(obj: Any, shape: dict[str, Any] | None = None, dtype: Any = "float3
         return graph, parameter_names(graph)
     cached_op = cached_op_of(obj)
     if cached_op is not None:
-        return cached_op.graph, parameter_names(cached_op.graph) + block_parameters(obj)
+        graph = _typed(cached_op)
+        return graph, parameter_names(graph) + block_parameters(obj)
     raise TypeError(f"cannot draw a {type(obj).__name__}: expected a Symbol, a graph.ir.Graph, "
                     f"a CachedOp, or a hybridized HybridBlock that has been called once")
 
@@ -59,6 +60,19 @@ def cached_op_of(obj: Any) -> Any:
     if op is not None:
         return op if op.last_program is not None else None
     return obj if hasattr(obj, "code") and hasattr(obj, "graph") else None
+
+
+def _typed(cached_op: Any) -> Graph:
+    """The CachedOp's graph with types: a SymbolBlock's graph comes from its Symbol, untyped;
+    the types are then inferred from the avals of the last call's inputs."""
+    from hybridlab.graph.ir import infer_shapes
+
+    graph: Graph = cached_op.graph
+    last = getattr(cached_op, "_last", None)
+    if last is not None and len(last.in_avals) == len(graph.inputs) and any(
+            node.aval is None for node in graph.nodes if node.kind == "call"):
+        return infer_shapes(graph, list(last.in_avals))
+    return graph
 
 
 def block_parameters(obj: Any) -> tuple[str, ...]:
