@@ -314,10 +314,18 @@ def _scope(run: Sequence[Any]) -> str:
 
 
 def _strip_common(scopes: list[str]) -> list[str]:
-    """Leave out a leading path (``gpu_0/``) that every named block shares."""
+    """Leave out a leading scope every named block shares: a path (``gpu_0/``) or a block
+    counter's name (``resnet0_``), never a word that says what the blocks are
+    (``inception_``)."""
     named = [s for s in scopes if s]
-    paths = [s for s in named if "/" in s]
-    head = paths[0].split("/")[0] if paths else None
-    if head and len(named) > 1 and all(s.split("/")[0] == head for s in named):
-        return [s[len(head) + 1:] for s in scopes]
+    if len(named) < 2:
+        return scopes
+    prefix = named[0] + "/"  # a scope that is the shared prefix itself ("gpu_0") counts
+    for name in named[1:]:
+        while not (name + "/").startswith(prefix):
+            prefix = prefix[:-1]
+    prefix = re.sub(r"[^/_]*$", "", prefix)
+    last = prefix[:-1].split("/")[-1].split("_")[-1]
+    if prefix and (prefix.endswith("/") or any(c.isdigit() for c in last)):
+        return [s[len(prefix):] for s in scopes]  # "gpu_0" itself becomes "": unnamed
     return scopes
