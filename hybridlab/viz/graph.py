@@ -176,8 +176,8 @@ def to_block_dot(graph: Any, found: Sequence[Block], title: str = "plot", params
     name, kind, operators and result type. Blocks named in ``expand`` (or all, with
     ``expand=True``) are drawn open, their operators inside a dashed box; a block holding a
     node of ``highlight`` is outlined in red. Weights and constants are left out: of the
-    graph's inputs, only those the first block reads are drawn (a BatchNorm's scale read
-    by a ``broadcast_mul`` cannot be told from data by its operator)."""
+    graph's inputs, only those the first operator reads are drawn (an imported BatchNorm's
+    scale, read by a ``broadcast_mul``, cannot be told from data by its operator)."""
     from hybridlab.graph.ir import format_type
 
     heading = {} if title == "plot" else {"label": title, "labelloc": "t", "fontsize": "12"}
@@ -197,7 +197,7 @@ def to_block_dot(graph: Any, found: Sequence[Block], title: str = "plot", params
     canvas = _Canvas(roles, set(), unused_nodes(graph), {}, marked)
     position = {id(n): i for i, n in enumerate(graph.nodes)}
     ids: dict[int, str] = {}
-    entry = {id(v.node) for n in (found[0].nodes if found else ()) for v in n.inputs}
+    entry = {id(v.node) for v in (found[0].nodes[0].inputs if found else ())}
     for node in graph.inputs:
         if roles[id(node)] == "input" and id(node) in entry:
             ids[id(node)] = f"n{position[id(node)]}"
