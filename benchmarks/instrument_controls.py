@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import sys
 import time
@@ -48,8 +49,8 @@ def timed(change) -> tuple[float, float]:
 
 def _cpu() -> float:
     """This process's CPU seconds and its finished children's (graphviz's ``dot``)."""
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
 
 
 def memory_controls(rounds: int) -> Times:
