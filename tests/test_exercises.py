@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from hybridlab import exercises, nd, random
 from hybridlab.gluon import nn
@@ -324,6 +325,27 @@ def test_lesson08_onnx_check_fails_on_a_fixed_batch_and_other_weights(tmp_path):
     assert lesson08.check_onnx_batch(free, other)
     assert not lesson08.check_onnx_batch(free, net)  # another network's weights
     assert not lesson08.check_onnx_batch(str(tmp_path / "missing.onnx"), net)
+
+
+def test_lesson09_checks_fail_on_wrong_predictions_and_wrong_counts():
+    pytest.importorskip("onnx")
+    from hybridlab.exercises import lesson09
+
+    failed = lesson09.check_dense_concat_bytes(128 * 28 * 28 * 4)  # the block's input only
+    assert not failed and "growth rate" in failed.message
+    assert not lesson09.check_dense_concat_bytes(512 * 28 * 28)  # forgot 4 bytes a float
+    assert not lesson09.check_dense_concat_bytes("big")
+    failed = lesson09.check_inception_speedup(4.0)  # as if every worker were busy
+    assert not failed and "more than the span allows" in failed.message
+    assert not lesson09.check_inception_speedup(1.0)
+
+    def every_add(graph):  # counts a BatchNorm's bias as a residual sum
+        return sum(1 for node in graph.nodes if node.op in ("broadcast_add", "elemwise_add"))
+
+    failed = lesson09.check_residual_sums(every_add)
+    assert not failed and "bias" in failed.message
+    failed = lesson09.check_residual_sums(lambda graph: 1 / 0)
+    assert not failed and "ZeroDivisionError" in failed.message
 
 
 def test_liveness_bound_predictions_are_measured_and_explained():

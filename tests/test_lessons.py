@@ -175,6 +175,14 @@ def test_lesson11_torch_solution():
     from hybridlab.exercises import lesson11
 
     assert lesson11.check_graph_count(solution("11_hybrid_modes_elsewhere").GRAPH_COUNT)
+def test_lesson09_solutions():
+    pytest.importorskip("onnx")
+    from hybridlab.exercises import lesson09
+
+    sol = solution("09_real_networks")
+    assert lesson09.check_dense_concat_bytes(sol.DENSE_CONCAT_BYTES)
+    assert lesson09.check_inception_speedup(sol.INCEPTION_SPEEDUP)
+    assert lesson09.check_residual_sums(sol.count_sums)
 
 
 def lesson08_classifier():

@@ -84,14 +84,21 @@ class PassModel:
             removed = len(old - set(after.values()))  # keys are unique: names are
             self.stages.append(Stage(record.name, record.after, record.changes, new, removed))
         self.source = compile_graph(final).source
+        self._printed: dict[int, str] = {}
+
+    def printed(self, index: int) -> str:
+        """Stage ``index``'s printed IR (printed once: a real network's takes a while)."""
+        if index not in self._printed:
+            self._printed[index] = str(self.stages[index].graph)
+        return self._printed[index]
 
     def diff(self, index: int) -> str:
         """The printed IR of stage ``index`` against the stage before (unified diff)."""
         if index == 0:
-            return str(self.stages[0].graph)
+            return self.printed(0)
         before, after = self.stages[index - 1], self.stages[index]
-        lines = difflib.unified_diff(str(before.graph).splitlines(),
-                                     str(after.graph).splitlines(),
+        lines = difflib.unified_diff(self.printed(index - 1).splitlines(),
+                                     self.printed(index).splitlines(),
                                      before.name, after.name, lineterm="", n=1)
         return "\n".join(lines) or "(the printed IR is unchanged)"
 

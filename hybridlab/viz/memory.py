@@ -66,25 +66,34 @@ def draw(figure: Any, boxes: list[Box], plan: Any, step: int | None = None,
     # the plot area in points (about 6 x 2.3 inches of the 8 x 3.2 figure, legend aside)
     steps = max((box.last for box in boxes), default=0) + 1
     pt_per_step, pt_per_unit = 430 / steps, 165 / (max(total, plan.bound, 1) / scale * 1.15)
-    for box in boxes:  # from the step that writes it to the step that last reads it
-        left, width = (box.first, box.last - box.first) if box.last > box.first else \
-            (box.first - 0.45, 0.9)
-        live = step is None or box.first <= step <= box.last
-        for animated in (False, True) if artists is not None else (False,):
-            bar = axes.broken_barh(
-                [(left, width)], (box.low / scale, (box.high - box.low) / scale),
-                facecolor=KIND_COLOURS.get(box.kind, OTHER_COLOUR),
-                edgecolor=OKABE_ITO["vermillion"] if box.inplace else "#555555",
-                linewidth=1.6 if box.inplace else 0.6, hatch="///" if box.backward else None,
-                alpha=1.0 if live and (animated or artists is None) else 0.35,
-                animated=animated)
-            label = None
-            if fits(box.name, width * pt_per_step, (box.high - box.low) / scale * pt_per_unit):
-                label = axes.text(left + width / 2, (box.low + box.high) / 2 / scale, box.name,
-                                  ha="center", va="center", fontsize=LABEL_PT, clip_on=True,
-                                  animated=animated)
-            if animated and artists is not None:
-                artists.setdefault("live", []).append((box, bar, label))
+    live = [step is None or box.first <= step <= box.last for box in boxes]
+    # a backward box is hatched where a hatch shows (8 points or more each way): hatching
+    # is most of a redraw's time, and on a box a few pixels wide it is invisible anyway
+    hatched = [box.backward and _span(box)[1] * pt_per_step >= 8
+               and (box.high - box.low) / scale * pt_per_unit >= 8 for box in boxes]
+    for hatch in (False, True):  # one collection per hatch: thousands of boxes, two artists
+        chosen = [i for i in range(len(boxes)) if hatched[i] == hatch]
+        if not chosen:
+            continue
+        faded = _collection(boxes, chosen, scale, [0.35 if artists is not None or not live[i]
+                                                    else 1.0 for i in chosen], hatch)
+        axes.add_collection(faded)
+        if artists is not None:  # the full copy, drawn by the explorer over the live boxes
+            top = _collection(boxes, chosen, scale, [1.0] * len(chosen), hatch)
+            top.set_animated(True)
+            axes.add_collection(top)
+            looks = (top.get_facecolor().copy(), top.get_edgecolor().copy(),
+                     list(top.get_linewidth()))  # per chosen box, picked per step
+            artists.setdefault("live", []).append((top, chosen, _rectangles(boxes, scale),
+                                                   looks))
+    for box in boxes:  # a name only where it fits whole
+        left, width = _span(box)
+        if fits(box.name, width * pt_per_step, (box.high - box.low) / scale * pt_per_unit):
+            label = axes.text(left + width / 2, (box.low + box.high) / 2 / scale, box.name,
+                              ha="center", va="center", fontsize=LABEL_PT, clip_on=True,
+                              animated=artists is not None)
+            if artists is not None:
+                artists.setdefault("labels", []).append((box, label))
     axes.axhline(plan.buffer_bytes[0] / scale, color=OKABE_ITO["blue"], linestyle="-",
                  linewidth=1, label=f"end of the shared arena: {plan.buffer_bytes[0]} bytes")
     axes.axhline(plan.bound / scale, color=OKABE_ITO["vermillion"], linestyle="--",
@@ -116,6 +125,41 @@ def draw(figure: Any, boxes: list[Box], plan: Any, step: int | None = None,
     axes.set_title(f"{len(boxes)} results placed; peak {plan.planned} bytes (scratch "
                    f"{plan.workspace} included), {plan.unplanned} unplanned", fontsize=9)
     return figure
+
+
+def _span(box: Box) -> tuple[float, float]:
+    """(left, width) in steps: from the step that writes it to the step that last reads it."""
+    return (box.first, box.last - box.first) if box.last > box.first else (box.first - 0.45, 0.9)
+
+
+def _rectangles(boxes: list[Box], scale: float) -> Any:
+    """Every box's corners, an array (n, 4, 2) in the axes' data units."""
+    import numpy as np
+
+    corners = np.empty((len(boxes), 4, 2))
+    for i, box in enumerate(boxes):
+        left, width = _span(box)
+        low, high = box.low / scale, box.high / scale
+        corners[i] = ((left, low), (left + width, low), (left + width, high), (left, high))
+    return corners
+
+
+def _collection(boxes: list[Box], chosen: list[int], scale: float, alphas: list[float],
+                hatch: bool) -> Any:
+    """The ``chosen`` boxes as one PolyCollection: colour by kind, a red edge in place,
+    hatched (``hatch``) when computed by the backward."""
+    from matplotlib.collections import PolyCollection
+    from matplotlib.colors import to_rgba
+
+    picked = [boxes[i] for i in chosen]
+    return PolyCollection(
+        _rectangles(picked, scale),
+        facecolors=[to_rgba(KIND_COLOURS.get(b.kind, OTHER_COLOUR), a)
+                    for b, a in zip(picked, alphas)],
+        edgecolors=[to_rgba(OKABE_ITO["vermillion"] if b.inplace else "#555555", a)
+                    for b, a in zip(picked, alphas)],
+        linewidths=[1.6 if b.inplace else 0.6 for b in picked],
+        hatch="///" if hatch else None)
 
 
 def step_text(boxes: list[Box], step: int) -> str:
@@ -183,11 +227,18 @@ class MemoryExplorer(Instrument):
         figure, artists, background = self._drawn[self.mode.value]
         step, canvas, axes = self.step.value, figure.canvas, figure.axes[0]
         canvas.restore_region(background)
-        for box, bar, label in artists["live"]:
+        for top, chosen, corners, (faces, edges, widths) in artists["live"]:
+            alive = [k for k, i in enumerate(chosen) if boxes[i].first <= step <= boxes[i].last]
+            if not alive:  # only the boxes alive at this step are drawn over the faded ones
+                continue
+            top.set_verts(corners[[chosen[k] for k in alive]])
+            top.set_facecolor(faces[alive])
+            top.set_edgecolor(edges[alive])
+            top.set_linewidth([widths[k] for k in alive])
+            axes.draw_artist(top)
+        for box, label in artists.get("labels", []):
             if box.first <= step <= box.last:
-                axes.draw_artist(bar)
-                if label is not None:
-                    axes.draw_artist(label)
+                axes.draw_artist(label)
         artists["step"].set_xdata([step, step])
         artists["text"].set_text(step_text(boxes, step))
         axes.draw_artist(artists["step"])

@@ -27,18 +27,22 @@ from __future__ import annotations
 import html
 from typing import Any, Sequence
 
-from hybridlab.lab.graphs import summary
+from hybridlab.lab.graphs import blocks, summary
 from hybridlab.lab.memory import memory_notes
 from hybridlab.lab.passes import PassModel
 from hybridlab.viz.bundle import Instrument, encode_png
-from hybridlab.viz.graph import Drawing, to_dot
+from hybridlab.viz.graph import BIG_GRAPH, Drawing, to_block_dot, to_dot
 from hybridlab.viz.views import CODE_STYLE
 
 
 def stage_drawing(model: PassModel, index: int) -> Drawing:
     """Stage ``index`` drawn: the nodes the pass made outlined in red, the memory plan
-    written on the nodes at the last stage."""
+    written on the nodes at the last stage. A real network (more than ``BIG_GRAPH``
+    nodes) is drawn one box per block, a block the pass changed outlined in red."""
     stage = model.stages[index]
+    if len(stage.graph.nodes) > BIG_GRAPH:
+        return Drawing(to_block_dot(stage.graph, blocks(stage.graph), "plot", model.params,
+                                    highlight=stage.new), summary(stage.graph, model.params))
     notes = memory_notes(stage.graph) if stage.name == "plan_memory" else {}
     return Drawing(to_dot(stage.graph, "plot", model.params, notes=notes,
                           highlight=stage.new), summary(stage.graph, model.params))
@@ -51,6 +55,7 @@ class PassExplorer(Instrument):
         import ipywidgets as widgets
 
         self.model = model
+        self._pngs: dict[int, bytes | None] = {}  # each stage rendered once
         last = len(model.stages) - 1
         self.slider = widgets.IntSlider(value=last if stage is None else stage, min=0,
                                         max=last, description="stage",
@@ -72,7 +77,9 @@ class PassExplorer(Instrument):
         index, model = self.slider.value, self.model
         model.channel = self.channel.value
         self.headline.value = f"<b>{html.escape(model.headline(index))}</b>"
-        png = stage_drawing(model, index).png()
+        if index not in self._pngs:
+            self._pngs[index] = stage_drawing(model, index).png()
+        png = self._pngs[index]
         # at its natural size (its text as drawn), scrolled when wider than its half
         self.picture.value = (f'<div style="max-width:600px;overflow:auto">'
                               f'<img src="data:image/png;base64,{encode_png(png)}" '
@@ -93,7 +100,9 @@ class PassExplorer(Instrument):
         return self.model.summary(self.slider.value)
 
     def snapshot_png(self) -> bytes | None:
-        return stage_drawing(self.model, self.slider.value).png()
+        if self.slider.value not in self._pngs:
+            self._pngs[self.slider.value] = stage_drawing(self.model, self.slider.value).png()
+        return self._pngs[self.slider.value]
 
 
 def pass_explorer(obj: Any, passes: Sequence[Any] = (), stage: int | str | None = None,
