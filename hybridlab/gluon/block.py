@@ -278,8 +278,10 @@ class Block:
                     raise ValueError(f"{filename}: {key!r} is stored as {value.dtype} but the "
                                      f"parameter is {param.dtype}; load_parameters(..., "
                                      f"cast_dtype=True) converts it")
-                if dtype_source == "saved":
-                    param.dtype = np.dtype(value.dtype).name
+                if dtype_source == "saved":  # a new NDArray: compiled programs are stale
+                    param.cast(value.dtype)
+                    self.apply(lambda b: b._cached_op is None or b._reset_cache()  # type: ignore[attr-defined]
+                               if isinstance(b, HybridBlock) else None)
             if param.shape is not None and 0 not in param.shape and value.shape != param.shape:
                 raise ValueError(f"{filename}: {key!r} has shape {value.shape} but the "
                                  f"parameter has {param.shape}: saved from another network?")
@@ -431,6 +433,7 @@ class HybridBlock(Block):
         self._report: _report.HybridizationReport | None = None
         self._fast = False  # hybridized, no hooks and no None inputs: the hot path
         self._structure: tuple[bool, ...] | None = None  # which inputs were None, 1st call
+        self._given = 0  # how many inputs the first call gave (trailing Nones included)
 
     def _hooks_changed(self) -> None:
         self._fast = self._active and not (self._forward_pre_hooks or self._forward_hooks
@@ -480,7 +483,7 @@ class HybridBlock(Block):
     def _reset_cache(self) -> None:
         """A new CachedOp (nothing compiled) whose graphs come from tracing this block."""
         from hybridlab.graph.cached_op import CachedOp
-        self._traces, self._structure = {}, None
+        self._traces, self._structure, self._given = {}, None, 0
         self._hooks_changed()
         self._cached_op = CachedOp(trace=self._traced, **self._flags)
 
@@ -521,6 +524,7 @@ class HybridBlock(Block):
     def _call_compiled(self, args: tuple) -> Any:
         """A hybridized call with None among the inputs (an optional input left out): the
         program is compiled without it, and the block keeps the first call's structure."""
+        given = len(args)
         while args and args[-1] is None:
             args = args[:-1]
         wrong = [a for a in args if a is not None and not isinstance(a, ndarray.NDArray)]
@@ -531,7 +535,7 @@ class HybridBlock(Block):
                                   f"nd.array(...), or call hybridize(False)")
         structure = tuple(arg is None for arg in args)
         if self._structure is None:
-            self._structure = structure
+            self._structure, self._given = structure, given
             self._hooks_changed()
         self._check_structure(structure)
         return self._cached_op(*[a for a in args if a is not None])  # type: ignore[misc]
@@ -591,6 +595,7 @@ class HybridBlock(Block):
     def _trace(self, args: Sequence[Any]) -> _Trace:
         """Trace ``hybrid_forward`` once with Symbol inputs (``args``: arrays or avals)."""
         structure = self._structure or (False,) * len(args)
+        structure += (True,) * (self._given - len(structure))  # trailing Nones, given
         _check_input_count(self, len(structure))
         names = ["data"] if len(args) == 1 else [f"data{i}" for i in range(len(args))]
         inputs = [symbol.traced_input(n, a.shape, a.dtype) for n, a in zip(names, args)]
@@ -632,7 +637,7 @@ class HybridBlock(Block):
     def _traced(self, training: bool, avals: list[Any]) -> Any:
         """What the CachedOp compiles for a call in this mode: a trace, made on the first
         call of each mode (and, under static_shape, of each input shape)."""
-        if not any(self._structure or ()):
+        if not any(self._structure or ()) and self._given <= len(avals):
             _check_input_count(self, len(avals))  # the count error first, in the block's terms
         if self._structure is None:
             self._structure = (False,) * len(avals)

@@ -70,7 +70,7 @@ class Parameter:
         # the Trainer multiplies its learning rate and weight decay by these (MXNet's)
         self.lr_mult, self.wd_mult = lr_mult, wd_mult
         self._shape = _as_shape(shape)
-        self.dtype = np.dtype(dtype).name
+        self.dtype = np.dtype(dtype)  # == "float32" and == np.float32, as MXNet users compare
         self.init = _init.create(init)
         self.allow_deferred_init = allow_deferred_init
         self._differentiable = differentiable
@@ -155,7 +155,7 @@ class Parameter:
         """Change the parameter's dtype; its values (and gradient) are converted. The one
         exception to NOTE [One NDArray per Parameter]: a new NDArray, so ``Block.cast``
         throws away the compiled programs that held the old one."""
-        self.dtype, self._vars = np.dtype(dtype).name, {}
+        self.dtype, self._vars = np.dtype(dtype), {}
         if self._data is not None:
             old, self._data = self._data, None
             self._store(old.astype(self.dtype))
@@ -333,7 +333,7 @@ class ParameterDict(OrderedDict):
             value, param = values[name], self[name]
             if np.dtype(value.dtype) != np.dtype(param.dtype) and cast_dtype \
                     and dtype_source == "saved":
-                param.dtype = np.dtype(value.dtype).name
+                param.cast(value.dtype)
             param.set_data(value)
 
     def update(self, other: Any = (), **unused: Any) -> None:  # type: ignore[override]  # (MXNet's API)

@@ -222,3 +222,45 @@ def test_one_input_read_twice_by_one_operator_differentiates_hybridized():
         y = net(x)
     y.backward()
     np.testing.assert_array_equal(x.grad.asnumpy(), np.full((2, 3), 2))
+
+
+def test_a_required_input_given_as_none_reaches_hybrid_forward():
+    class Either(gluon.HybridBlock):
+        def hybrid_forward(self, F, a, b):
+            return a * 2 if b is None else a + b
+
+    x = nd.ones((3,))
+    for hybrid in (False, True):
+        net = Either()
+        net.hybridize(hybrid)
+        np.testing.assert_array_equal(net(x, None).asnumpy(), [2, 2, 2])
+
+
+def test_loading_with_the_saved_dtype_changes_the_parameter_dtype(tmp_path):
+    net = nn.Dense(2, in_units=2)
+    net.initialize()
+    net.cast("float16")
+    net.save_parameters(str(tmp_path / "half.params"))
+    net.cast("float32")
+    net.load_parameters(str(tmp_path / "half.params"), cast_dtype=True, dtype_source="saved")
+    assert net.weight.dtype == np.float16 and net.weight.dtype == "float16"
+    assert net.weight.data().dtype == np.float16
+
+
+def test_gelu_reflection_padding_and_reset_arrays():
+    import math
+    x = nd.array(np.linspace(-4, 4, 41))
+    expected = [0.5 * v * (1 + math.erf(v / math.sqrt(2))) for v in x.asnumpy().tolist()]
+    np.testing.assert_allclose(nn.GELU()(x).asnumpy(), expected, atol=1e-6)
+    image = np.arange(16.0).reshape(1, 1, 4, 4)
+    pad = nn.ReflectionPad2D(2)
+    for hybrid in (False, True):
+        pad.hybridize(hybrid)
+        np.testing.assert_array_equal(pad(nd.array(image)).asnumpy(),
+                                      np.pad(image, [(0, 0), (0, 0), (2, 2), (2, 2)], "reflect"))
+    with pytest.raises(ValueError, match="needs more than 4"):
+        nn.ReflectionPad2D(4)(nd.array(image))
+    arrays = [nd.ones((2, 3)), nd.ones((4,), dtype="float16")]
+    nd.reset_arrays(*arrays, num_arrays=2)
+    assert all((a.asnumpy() == 0).all() for a in arrays)
+    assert nn.SymbolBlock is gluon.SymbolBlock

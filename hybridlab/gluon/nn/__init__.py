@@ -17,7 +17,7 @@ Dense layer made in a session is the Symbol ``dense2_fwd``.
 """
 
 from hybridlab.gluon.block import Block, HybridBlock
-from hybridlab.gluon.nn.activations import ELU, SELU, Activation, LeakyReLU, PReLU, Swish
+from hybridlab.gluon.nn.activations import ELU, GELU, SELU, Activation, LeakyReLU, PReLU, Swish
 from hybridlab.gluon.nn.basic_layers import (
     BatchNorm,
     Dense,
@@ -48,4 +48,6 @@ from hybridlab.gluon.nn.conv_layers import (  # type: ignore[attr-defined]  # (t
     MaxPool1D,
     MaxPool2D,
     MaxPool3D,
+    ReflectionPad2D,
 )
+from hybridlab.gluon.symbol_block import SymbolBlock  # (MXNet's gluon.nn has it too)

@@ -93,3 +93,19 @@ class Swish(HybridBlock):
 
     def hybrid_forward(self, F: Any, x: Any) -> Any:
         return x * F.sigmoid(x * self._beta)
+
+
+def _erf(F: Any, x: Any) -> Any:
+    """erf(x) to within 1.5e-7 (Abramowitz & Stegun 7.1.26; hybridlab has no erf operator)."""
+    a = F.abs(x)
+    t = 1.0 / (1.0 + 0.3275911 * a)
+    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (
+        -1.453152027 + t * 1.061405429))))
+    return F.sign(x) * (1.0 - poly * F.exp(-(a * a)))
+
+
+class GELU(HybridBlock):
+    """``x * Phi(x)``, Phi the standard normal's distribution function (Hendrycks & Gimpel)."""
+
+    def hybrid_forward(self, F: Any, x: Any) -> Any:
+        return 0.5 * x * (1.0 + _erf(F, x * 0.7071067811865476))

@@ -227,3 +227,33 @@ def _pools() -> dict[str, type]:
 
 
 globals().update(_pools())
+
+
+class ReflectionPad2D(HybridBlock):
+    """Pad H and W of NCHW data by ``padding`` on each side with their mirror images
+    (the border row is not repeated: ``[1, 2, 3]`` padded by 1 is ``[2, 1, 2, 3, 2]``)."""
+
+    def __init__(self, padding: Any = 0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if isinstance(padding, int):
+            padding = (0, 0, 0, 0) + (padding,) * 4
+        if len(padding) != 8 or any(padding[:4]):
+            raise ValueError(f"ReflectionPad2D: padding={padding!r}; give an int, or MXNet's "
+                             f"8-tuple (0, 0, 0, 0, top, bottom, left, right)")
+        self._pads = ((2, padding[4], padding[5]), (3, padding[6], padding[7]))
+
+    def hybrid_forward(self, F: Any, x: Any) -> Any:
+        for axis, before, after in self._pads:
+            size = _shape(x)[axis]
+            if max(before, after) >= size:
+                raise ValueError(f"ReflectionPad2D: padding {max(before, after)} needs more "
+                                 f"than {size} rows or columns along axis {axis}")
+            parts = [x]
+            if before:
+                parts.insert(0, F.reverse(F.slice_axis(x, axis=axis, begin=1, end=before + 1),
+                                          axis=axis))
+            if after:
+                parts.append(F.reverse(F.slice_axis(x, axis=axis, begin=size - after - 1,
+                                                    end=size - 1), axis=axis))
+            x = F.concat(*parts, dim=axis) if len(parts) > 1 else x
+        return x
