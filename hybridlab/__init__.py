@@ -16,6 +16,7 @@ from hybridlab import (
     errors,
     gluon,
     initializer,
+    lr_scheduler,
     name,
     ndarray,
     onnx,
