@@ -264,3 +264,34 @@ def test_gelu_reflection_padding_and_reset_arrays():
     nd.reset_arrays(*arrays, num_arrays=2)
     assert all((a.asnumpy() == 0).all() for a in arrays)
     assert nn.SymbolBlock is gluon.SymbolBlock
+
+
+class _Backbone(gluon.HybridBlock):
+    """A SymbolBlock cut from a network not run yet, inside a hybridized parent."""
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            source = nn.HybridSequential()
+            source.add(nn.Dense(4, activation="relu"), nn.Dense(2))
+            data = mx.sym.var("data")
+            self.features = gluon.SymbolBlock(source(data), data,
+                                              params=source.collect_params())
+            self.head = nn.Dense(3)
+
+    def hybrid_forward(self, F, x):
+        return self.head(self.features(x))
+
+
+def test_a_symbol_block_inside_a_hybridized_net_sizes_its_parameters_and_reloads(tmp_path):
+    net = _Backbone()
+    net.initialize()
+    net.hybridize()
+    x = nd.random.uniform(shape=(2, 5))
+    expected = net(x).asnumpy()
+    net.save_parameters(str(tmp_path / "net.params"))
+    keys = set(nd.load(str(tmp_path / "net.params")))
+    assert "features.0_weight" in keys  # ..._dense0_weight less the common "..._dense" (MXNet)
+    other = _Backbone()  # another instance: other prefixes, the same structural keys
+    other.load_parameters(str(tmp_path / "net.params"))
+    np.testing.assert_allclose(other(x).asnumpy(), expected, rtol=1e-6)
