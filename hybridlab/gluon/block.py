@@ -560,7 +560,7 @@ class HybridBlock(Block):
             self._hooks_changed()
         self._check_structure(structure)
         given_arrays = [a for a in args if a is not None]
-        op = self._device_op(given_arrays[0]._ctx) if given_arrays else self._cached_op
+        op: Any = self._device_op(given_arrays[0]._ctx) if given_arrays else self._cached_op
         return op(*given_arrays)
 
     def _check_structure(self, structure: tuple[bool, ...]) -> None:
