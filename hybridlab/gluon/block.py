@@ -408,6 +408,8 @@ def _are_symbols(block: Block, args: tuple) -> bool:
     """True for Symbol inputs, False for NDArrays (other values, such as None or a number
     beside them, pass through to ``hybrid_forward``, as in MXNet); no array at all, or
     both kinds, is a clear error."""
+    if _only_ndarrays(args):  # the common case, without building sets
+        return False
     kinds_found = _kinds(args)
     if len(kinds_found) == 1:
         return kinds_found == {symbol.Symbol}
