@@ -154,7 +154,7 @@ BUDGETS: dict[str, int] = {
     # (+ lr_mult/wd_mult, cast, get_constant and Constant, ParameterDict save/load: issue 24)
     # (+ list_data, get() merging unknown sizes: issue 24)
     # (+35: one copy per device: list_ctx/list_data/list_grad, data(ctx))
-    "hybridlab/gluon/block.py": 510,  # + input/flag/trace checks, Symbol calls; one CachedOp;
+    "hybridlab/gluon/block.py": 515,  # + input/flag/trace checks, Symbol calls; one CachedOp;
     # (+ hooks, apply, cast, legacy save_params/load_params, deduplicated saves, None
     # inputs and the first call's input structure, inline_limit: issue 24)
     # + the export pair written whole (digest in the JSON)
