@@ -59,7 +59,7 @@ PACKAGE = ROOT / "hybridlab"
 # timer, ~0.1k) and the fastest-of-three timing runs: 10.9k.
 # + 0.1k: instruments as documents (each display a moment, the snapshot notice, the
 # save hook) and controls redrawn by pasting a saved background (<= 300 ms a control)
-TOTAL_BUDGET = 14900  # + many devices (contexts, mx.kv, mx.optimizer, the Dask store): 0.4k;
+TOTAL_BUDGET = 15200  # + many devices (contexts, mx.kv, mx.optimizer, the Dask store): 0.4k;
 # + lesson 09: real networks drawn by blocks, instruments at their sizes, exercises (0.25k)
 # + lesson 10: the all-reduce model and explorer, its exercises (0.3k) and measurements
 # + BatchNorm folding with its arithmetic in the pass explorer (0.1k)
@@ -70,6 +70,7 @@ TOTAL_BUDGET = 14900  # + many devices (contexts, mx.kv, mx.optimizer, the Dask 
 # + lesson 09's helpers and exercise checks (+0.1k)
 # + issue 24's Gluon half: the layers, model zoo families, block and trainer behaviours
 #   MXNet's test_gluon/test_gluon_trainer use (+0.6k)
+# + MXNet's rarer operators, update ops, pickle, compose (issue 24, second round: +0.3k)
 DEFAULT_BUDGET = 150
 
 # Code-line budgets, keyed by path relative to the repository root.
@@ -85,25 +86,29 @@ BUDGETS: dict[str, int] = {
     "hybridlab/ops/registry.py": 440,  # + kernel_out, Attr bounds, composite errors, methods
     # rule, layer operators (OpDef.lower, register_layer, run_lowering); Symbol's elemwise dunders
     # (+5: shapes bounded to 2**60 elements, MXNet's unset "()" geometry)
-    "hybridlab/ops/elementwise.py": 292,  # + elemwise_* as MXNet has them (one shape)
+    "hybridlab/ops/elementwise.py": 298,  # + elemwise_* as MXNet has them (one shape)
+    # (+ a correctly rounded float32 exp, no gradient through an integer cast: issue 24)
     # (+ BlockGrad, MakeLoss, relu NaN gradient, trig rows, cast_storage: issue 24)
     #  # + kernel_out forms and the dtype contract
     "hybridlab/ops/reduce.py": 123,
     "hybridlab/ops/shape.py": 144,
     "hybridlab/ops/products.py": 171,  # + infer_params; kernel_out for dot/FC; dtypes; FC_2d, dot_c
     "hybridlab/ops/random.py": 40,
-    "hybridlab/engine.py": 650,  # + hook-error reports, convoy-free finishing, BLAS, origin cache;
+    "hybridlab/engine.py": 660,  # + MXNet's bulk (a no-op knob);
+    # + hook-error reports, convoy-free finishing, BLAS, origin cache;
     # + engine_scope typed per engine class (overloads: a StepEngine scope gives a StepEngine);
     # + typed for mypy --strict;
     # + the push/fail/skip/clear events and typed dependencies (Dep) every instrument reads
-    "hybridlab/ndarray.py": 521,  # + the caller named in save errors (export, nd.save)
-    # (+ nd.reset_arrays: issue 24)
+    "hybridlab/ndarray.py": 560,  # + the caller named in save errors (export, nd.save)
+    # (+ nd.reset_arrays: issue 24); + pickle/deepcopy, inplace views, _fresh_grad (issue 24)
+    # (+ arrays keep their device: results take their first input's context)
     # (+15: NOTE [Unfilled inputs], an op decides at run time, never by timing)
     # + layer operators run as their lowering, views (NOTE [Views])
     # + _assign_all: a backward pass stores every gradient in one engine op
     # + nd.BatchNorm moving its statistics in place, b[0] = [v] (issue 24)
     #  # + never-computed-array errors, nd.<typo> hints, head_grad
-    "hybridlab/ndarray_io.py": 262,  # MXNet's file format: bounded reads, aligned, atomic writes;
+    "hybridlab/ndarray_io.py": 272,  # MXNet's file format: bounded reads, aligned, atomic writes;
+    # + one array as bytes (pickle);
     # + modes, read-only files, symlinks, stale temporaries, special files refused
     # (+65: saves behave as open(..., "w") -- mode, read-only, links -- and clean stale temps)
     "hybridlab/onnx/__init__.py": 15,  # re-exports: export and import
@@ -115,11 +120,13 @@ BUDGETS: dict[str, int] = {
     "hybridlab/context.py": 78,  # mx.cpu/gpu/Context: CPU devices, gpu() refused with the fix
     # (+28: distinct interned devices, as_context/as_context_list for ctx= arguments)
     "hybridlab/random.py": 27,  # ARCHITECTURE.md: mx.random.seed and the seed stream
-    "hybridlab/symbol.py": 600,  # Executor, teaching errors, elementwise completion (JSON moved
+    "hybridlab/symbol.py": 660,  # compose, get_children, tape->Symbol;
+    # Executor, teaching errors, elementwise completion (JSON moved
     # to model_files.py)
     # + simple_bind, Executor outputs at bind, grad_req per argument (issue 24)
     "hybridlab/name.py": 46,  # mx.name: NameManager, Prefix
-    "hybridlab/autograd.py": 159,  # + teaching errors: freed graph, bad VJP, 2nd order, head shape
+    "hybridlab/autograd.py": 200,  # + autograd.Function, get_symbol, MXNet's names;
+    # teaching errors: freed graph, bad VJP, 2nd order, head shape
     "hybridlab/walk.py": 40,  # postorder and the one reverse-mode sweep
     "hybridlab/display.py": 15,  # the display hook viz fills, so the core never imports viz
     "hybridlab/userline.py": 35,  # the one user-line finder (engine, IR, tracing): rules + format
@@ -232,6 +239,7 @@ BUDGETS: dict[str, int] = {
     # + grouped and depthwise convolution (NOTE [Groups])
     "hybridlab/ops/creation.py": 46,  # ones/zeros/full/arange and *_like
     "hybridlab/ops/eager.py": 50,  # every registry op run at once on numpy arrays, no engine
+    "hybridlab/ops/special.py": 76,  # MXNet's rarer math (rint, hypot, gamma), contrib value tests
     "hybridlab/ops/indexing.py": 155,  # slice, pick, take, one_hot + scatters and their grads
     "hybridlab/ops/join.py": 78,  # concat, stack, split; _concat_part's own (2nd-order) gradient
     "hybridlab/ops/linalg.py": 83,  # MXNet's linalg.gemm2 and potrf (+ its backward)
