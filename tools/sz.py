@@ -179,9 +179,10 @@ BUDGETS: dict[str, int] = {
     "hybridlab/viz/pass_explorer.py": 62,  # the pass explorer: drawing + widget (lab/passes.py)
     # (+ big graphs drawn by blocks, each stage rendered once)
     "hybridlab/viz/breakdown.py": 47,  # where the time goes, drawn (lab/timing.py measures)
-    "hybridlab/viz/memory.py": 184,  # the timeline drawn + its widget (model: lab/memory.py)
+    "hybridlab/viz/memory.py": 196,  # the timeline drawn + its widget (model: lab/memory.py)
     # + drawn once per program, a step pasted over the background; labels only where they fit
     # (+ boxes as two collections: a real network's thousands in one redraw)
+    # (+ past MANY_BOXES results the profile of bytes alive, not a speck per result)
     "hybridlab/model_files.py": 303,  # MXNet's symbol JSON both ways, bounded and validated;
     # (+8: a JSON file is priced before it is parsed, NOTE [Load memory])
     # the export pair (digest in the JSON) -- moved out of symbol.py and gluon
@@ -194,8 +195,9 @@ BUDGETS: dict[str, int] = {
     # (+ blocks: cut points, scopes from weights' names, stages of a big network)
     "hybridlab/lab/schedule.py": 285,  # list scheduler, bounds, task graphs, devices and streams
     "hybridlab/lab/queue.py": 125,  # the queue stepper's model: state, actions, summary
-    "hybridlab/lab/memory.py": 90,  # the memory timeline: boxes, live bytes, a step's line;
+    "hybridlab/lab/memory.py": 110,  # the memory timeline: boxes, live bytes, a step's line;
     # + memory_notes, where the plan put each result (from viz.views)
+    # (+ live_profile: a real network's bytes alive at every step, in one pass)
     "hybridlab/lab/passes.py": 78,  # the pipeline's stages, what changed, diffs; + the
     # layout the CachedOp chose by measurement, shown as a stage
     # (+ each stage printed once: a real network's IR takes a while)
