@@ -128,7 +128,7 @@ test-frameworks: venv graphviz
 		echo "test-frameworks: torch and onnxscript are not installed in $(VENV); install a CPU-only build:"; \
 		echo "    $(VENV)/bin/pip install torch onnxscript --index-url https://download.pytorch.org/whl/cpu"; \
 		exit 1; }
-	$(PY) -m pytest -q -rs tests/test_lessons.py -k lesson11
+	$(PY) -m pytest -q -rs tests/test_lessons.py tests/test_exercises.py -k lesson11
 	$(PY) -m pytest -q -rs $(filter-out notebooks/,$(NBVAL_ARGS)) $(FRAMEWORK_NOTEBOOKS)
 
 # `make lab` serves the student workspace (tools/workspace.py: a git-ignored copy of the

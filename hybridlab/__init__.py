@@ -17,6 +17,7 @@ from hybridlab import (
     gluon,
     initializer,
     kvstore,
+    lr_scheduler,
     name,
     ndarray,
     onnx,

@@ -119,17 +119,20 @@ def local_cluster(n_workers: int = 2, *, processes: bool = False, **options: Any
     """A ``distributed.LocalCluster`` on this machine that never looks outward.
 
     One thread per worker, no dashboard, and every address on the loopback interface over
-    TCP: Dask's default in-process transport names itself after the machine's outward IP
-    address, found by asking the route to 8.8.8.8 -- offline that prints a warning to
-    stderr (and nbval fails the cell). ``processes=True`` gives each worker its own process
+    TCP (the scheduler's small HTTP server too, on a free port: its default, 8787, is taken
+    when another cluster runs on the machine, and taking another prints a warning): Dask's
+    default in-process transport names itself after the machine's outward IP address,
+    found by asking the route to 8.8.8.8 -- offline that prints a warning to stderr (and
+    nbval fails the cell). ``processes=True`` gives each worker its own process
     (real parallelism, pickled data); the default keeps them as threads of this process.
     ``options`` go to ``LocalCluster`` unchanged.
     """
     from distributed import LocalCluster
 
     settings = {"n_workers": n_workers, "threads_per_worker": 1, "processes": processes,
-                "host": "127.0.0.1", "protocol": "tcp://", "dashboard_address": None,
-                "worker_dashboard_address": None, **options}
+                "host": "127.0.0.1", "protocol": "tcp://", "dashboard_address": "127.0.0.1:0",
+                "worker_dashboard_address": None,
+                "scheduler_kwargs": {"dashboard": False}, **options}
     return LocalCluster(**settings)
 
 
@@ -296,8 +299,10 @@ class KVServer:
                          f"the other workers' push of key {key!r} (round {after})")
         return self.values[key]
 
-    async def pushpull(self, key: Any, grad: np.ndarray, sync: bool = True) -> np.ndarray:
-        return await self.pull(key, await self.push(key, grad, sync))
+    async def pushpull(self, keys: list, grads: list, sync: bool = True) -> list[np.ndarray]:
+        """Push every key's gradient, then pull each: one message each way for all keys."""
+        rounds = [await self.push(key, grad, sync) for key, grad in zip(keys, grads)]
+        return [await self.pull(key, after) for key, after in zip(keys, rounds)]
 
     async def abort(self, reason: str) -> None:
         """A worker failed: every wait (now and later) raises ``reason``."""

@@ -187,6 +187,7 @@ class DistKVStore(KVStore):
         super().__init__(name)
         self._session = session  # hybridlab.dask's: the actor, this rank, the worker count
         self._shapes: dict[Any, tuple[tuple[int, ...], np.dtype]] = {}
+        self._rounds: dict[Any, int] = {}  # key -> the round this worker's last push is in
 
     @property
     def rank(self) -> int:
@@ -217,7 +218,7 @@ class DistKVStore(KVStore):
     def push(self, key: Any, value: Any, priority: int = 0) -> None:
         for k, values in _pairs(key, value, "push"):
             total = self._local_sum(k, values)
-            self._session.call("push", k, total)
+            self._rounds[k] = self._session.call("push", k, total)
 
     def pull(self, key: Any, out: Any = None, priority: int = 0,
              ignore_sparse: bool = True) -> None:
@@ -226,13 +227,18 @@ class DistKVStore(KVStore):
                              "e.g. out=param.list_data())")
         for k, outs in _pairs(key, out, "pull"):
             self._known(k, "pull")
-            self._write(k, self._session.call("pull", k), outs)
+            # dist_sync: the value once the round of this worker's last push is complete
+            self._write(k, self._session.call("pull", k, self._rounds.get(k, 0)), outs)
 
     def pushpull(self, key: Any, value: Any, out: Any = None, priority: int = 0) -> None:
-        for k, values in _pairs(key, value, "pushpull"):
-            fresh = self._session.call("pushpull", k, self._local_sum(k, values))
-            outs = values if out is None else dict(_pairs(key, out, "pushpull"))[k]
-            self._write(k, fresh, outs)
+        """All the keys in one call to the store (one round trip, not one per key)."""
+        pairs = _pairs(key, value, "pushpull")
+        outs = [v for _, v in pairs] if out is None else [o for _, o in _pairs(key, out,
+                                                                               "pushpull")]
+        sums = [self._local_sum(k, values) for k, values in pairs]
+        fresh = self._session.call("pushpull", [k for k, _ in pairs], sums)
+        for (k, _), values, targets in zip(pairs, fresh, outs):
+            self._write(k, values, targets)
 
     def _known(self, key: Any, what: str) -> tuple[tuple[int, ...], np.dtype]:
         if key not in self._shapes:

@@ -728,6 +728,14 @@ def waitall() -> None:
     engine.current().wait_all()
 
 
+def reset_arrays(*arrays: NDArray, num_arrays: int | None = None) -> None:
+    """Set every array to zero in place (MXNet's, as ``ParameterDict.zero_grad`` uses)."""
+    if num_arrays is not None and num_arrays != len(arrays):
+        raise ValueError(f"reset_arrays: num_arrays={num_arrays} but {len(arrays)} arrays given")
+    for array in arrays:
+        array[:] = 0
+
+
 def save(fname: str, data: NDArray | list | tuple | dict) -> None:
     """Save a list or dict of NDArrays in MXNet's binary format (``ndarray_io``), atomically."""
     ndarray_io.write_arrays(fname, _numpy_arrays(data))

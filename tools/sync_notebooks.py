@@ -63,7 +63,7 @@ class GlueError(ValueError):
     """A lesson's ``{{name}}`` placeholders and its ``glue(...)`` calls do not match."""
 
 
-class MissingFramework(RuntimeError):
+class MissingFrameworkError(RuntimeError):
     """A lesson has cells tagged ``requires-<module>`` and that module is not installed."""
 
 
@@ -84,7 +84,7 @@ def check_frameworks(notebook, lesson_name: str) -> None:
 
     missing = [m for m in required_modules(notebook) if importlib.util.find_spec(m) is None]
     if missing:
-        raise MissingFramework(
+        raise MissingFrameworkError(
             f"{lesson_name}: cells tagged requires-{missing[0]} need {', '.join(missing)}, "
             f"which is not installed; install it (the lesson's first cell gives the command "
             f"for a CPU-only build) and run again")
@@ -279,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     for lesson in lessons:
         try:
             print(f"{lesson.name}: executed in {build(lesson):.1f} s")
-        except (GlueError, MissingFramework) as err:
+        except (GlueError, MissingFrameworkError) as err:
             print(f"error: {err} (the notebook was not written)", file=sys.stderr)
             return 1
     return 0

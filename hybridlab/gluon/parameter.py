@@ -71,10 +71,16 @@ class Parameter:
 
     def __init__(self, name: str, grad_req: str = "write", shape: Any = None,
                  dtype: Any = "float32", init: Any = None, allow_deferred_init: bool = True,
-                 differentiable: bool = True) -> None:
+                 differentiable: bool = True, lr_mult: float = 1.0, wd_mult: float = 1.0,
+                 stype: str = "default", grad_stype: str = "default") -> None:
+        if stype != "default" or grad_stype != "default":
+            raise ValueError(f"Parameter {name!r}: stype={stype!r}, grad_stype={grad_stype!r}: "
+                             f"hybridlab stores every array densely; leave both 'default'")
         self.name = name
+        # the Trainer multiplies its learning rate and weight decay by these (MXNet's)
+        self.lr_mult, self.wd_mult = lr_mult, wd_mult
         self._shape = _as_shape(shape)
-        self.dtype = np.dtype(dtype).name
+        self.dtype = np.dtype(dtype)  # == "float32" and == np.float32, as MXNet users compare
         self.init = _init.create(init)
         self.allow_deferred_init = allow_deferred_init
         self._differentiable = differentiable
@@ -148,7 +154,8 @@ class Parameter:
                 f"Parameter {self.name!r}: shape {self.shape} is still unknown after "
                 f"shape inference; pass the input size (e.g. in_units=/in_channels=)")
         _check_fits_in_memory(self.name, self._shape, self.dtype)  # type: ignore[arg-type]  # (known: checked above)
-        values, self._deferred = self._deferred(self._shape, self.dtype), None  # type: ignore[arg-type]
+        values = _init.run(self._deferred, self.name, self._shape, self.dtype)  # type: ignore[arg-type]
+        self._deferred = None
         self._store(values)  # (force_reinit: into the same NDArray)
 
     def list_ctx(self) -> list[Context]:
@@ -156,6 +163,23 @@ class Parameter:
         if self._ctx_list is None:
             self._raise_uninitialized()
         return list(self._ctx_list)  # type: ignore[arg-type]  # (set: checked above)
+
+    @property
+    def _grad(self) -> list | None:
+        """MXNet's internal list of gradient arrays, one per device: None when
+        ``grad_req='null'``."""
+        if self._data is None or self.grad_req == "null" or self._data.grad is None:
+            return None
+        return [data.grad for data in self._copies.values()]
+
+    def cast(self, dtype: Any) -> None:
+        """Change the parameter's dtype; its values (and gradient) are converted. The one
+        exception to NOTE [One NDArray per Parameter]: new NDArrays (one per device), so
+        ``Block.cast`` throws away the compiled programs that held the old ones."""
+        self.dtype, self._vars = np.dtype(dtype), {}
+        if self._data is not None:
+            old, self._data, self._copies = self._data, None, {}
+            self._store(old.astype(self.dtype))
 
     def list_data(self) -> list:
         """The parameter's arrays, one per device, in ``list_ctx()`` order."""
@@ -321,6 +345,57 @@ class ParameterDict(OrderedDict):
         self[full] = found
         return found
 
+    def get_constant(self, name: str, value: Any = None) -> Parameter:
+        """The constant ``prefix + name`` (created with ``value``, a nested list, numpy
+        array or NDArray): a Parameter with ``grad_req='null'`` that no Trainer changes."""
+        full = self.prefix + name
+        found = super().get(full) or (OrderedDict.get(self._shared, full)
+                                      if self._shared is not None else None)
+        if found is None:
+            if value is None:
+                raise KeyError(f"no constant {full!r}: give its value, "
+                               f"get_constant({name!r}, value)")
+            found = Constant(full, value)
+        self[full] = found
+        return found
+
+    def save(self, filename: str, strip_prefix: str = "") -> None:
+        """Save every value under its full name, less ``strip_prefix`` (MXNet's legacy
+        ``save_params`` format)."""
+        from hybridlab import ndarray
+        arrays = {}
+        for name, param in self.items():
+            if not name.startswith(strip_prefix):
+                raise ValueError(f"save: parameter {name!r} does not start with "
+                                 f"strip_prefix={strip_prefix!r}; give a common prefix or ''")
+            arrays[name[len(strip_prefix):]] = param.data()
+        ndarray.save(filename, arrays)
+
+    def load(self, filename: str, ctx: Any = None, allow_missing: bool = False,
+             ignore_extra: bool = False, restore_prefix: str = "", cast_dtype: bool = False,
+             dtype_source: str = "current") -> None:
+        """Load values saved by :meth:`save` (names get ``restore_prefix`` back; MXNet's
+        ``arg:``/``aux:`` keys are accepted too)."""
+        from hybridlab import ndarray
+        loaded = ndarray.load(filename)
+        if not isinstance(loaded, dict):
+            raise ValueError(f"{filename}: holds unnamed arrays (nd.save of a list), not "
+                             f"named parameters")
+        values = {restore_prefix + key.split(":", 1)[-1]: v for key, v in loaded.items()}
+        missing = [name for name in self if name not in values]
+        extra = [name for name in values if name not in self]
+        if missing and not allow_missing:
+            raise ValueError(f"{filename}: no values for {missing} (allow_missing=True skips)")
+        if extra and not ignore_extra:
+            raise ValueError(f"{filename}: values for unknown parameters {extra} "
+                             f"(ignore_extra=True skips them)")
+        for name in self.keys() & values.keys():
+            value, param = values[name], self[name]
+            if np.dtype(value.dtype) != np.dtype(param.dtype) and cast_dtype \
+                    and dtype_source == "saved":
+                param.cast(value.dtype)
+            param.set_data(value)
+
     def update(self, other: Any = (), **unused: Any) -> None:  # type: ignore[override]  # (MXNet's API)
         """Add every parameter of ``other``; one name may not mean two parameters."""
         for name, param in dict(other).items():
@@ -348,6 +423,20 @@ class ParameterDict(OrderedDict):
         """Set an attribute on every parameter, e.g. ``setattr('grad_req', 'null')``."""
         for param in self.values():
             setattr(param, name, value)
+
+
+class Constant(Parameter):
+    """A constant array of a Block (``params.get_constant``): no gradient, never trained."""
+
+    def __init__(self, name: str, value: Any) -> None:
+        from hybridlab import ndarray
+        if not isinstance(value, ndarray.NDArray):  # float32 unless given in floats (MXNet)
+            value = np.asarray(value)
+            value = ndarray.array(value, dtype=value.dtype if value.dtype.kind == "f"
+                                  else "float32")
+        super().__init__(name, grad_req="null", shape=value.shape, dtype=value.dtype,
+                         init=_init.Constant(value))
+        self.value = value
 
 
 def _check_fits_in_memory(name: str, shape: tuple[int, ...], dtype: Any) -> None:

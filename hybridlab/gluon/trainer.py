@@ -55,7 +55,12 @@ class Trainer:
                  optimizer_params: dict | None = None, kvstore: Any = "device",
                  compression_params: Any = None, update_on_kvstore: bool | None = None
                  ) -> None:
-        self._optimizer = opt.create(optimizer, **dict(optimizer_params or {}))
+        given = dict(optimizer_params or {})
+        self._scheduler = given.pop("lr_scheduler", None)
+        if self._scheduler is not None and not callable(self._scheduler):
+            raise TypeError(f"Trainer: lr_scheduler must be an mx.lr_scheduler object, got "
+                            f"{self._scheduler!r}")
+        self._optimizer = opt.create(optimizer, **given)
         self._hyper = self._optimizer.hyper  # (shared: set_learning_rate changes both)
         values = params.values() if isinstance(params, (ParameterDict, dict)) else params
         self._params: list[Parameter] = [p for p in values if p.grad_req != "null"]
@@ -72,15 +77,24 @@ class Trainer:
 
     @property
     def learning_rate(self) -> float:
+        """The rate of the next step (the scheduler's, when one was given)."""
+        if self._scheduler is not None:
+            return self._scheduler(self._steps)
         return self._hyper["learning_rate"]
 
     def set_learning_rate(self, lr: float) -> None:
+        if self._scheduler is not None:
+            raise UserWarning("Trainer: an lr_scheduler sets the learning rate; change the "
+                              "scheduler instead of calling set_learning_rate")
         self._hyper["learning_rate"] = _check_number("learning_rate", lr)
         if self._kvstore is not None and self._kvstore._optimizer is not None:
             self._kvstore._optimizer.set_learning_rate(lr)  # (one process's store)
 
     def step(self, batch_size: int, ignore_stale_grad: bool = False) -> None:
-        """One update of every parameter, with gradients scaled by ``1/batch_size``."""
+        """One update of every parameter, with gradients scaled by ``1/batch_size``. Each
+        parameter's learning rate and weight decay are multiplied by its
+        ``lr_mult``/``wd_mult`` (on a store that updates, by the store's optimizer: there
+        the multipliers are not applied, a deviation hybridlab's kvstore documents)."""
         if _check_number("step(batch_size)", batch_size) <= 0:
             raise ValueError(f"step(batch_size): the number of samples the gradients were "
                              f"summed over must be positive, got {batch_size!r}")
@@ -92,25 +106,28 @@ class Trainer:
         if store is not None and self._update_on_kvstore:
             if store._optimizer is not None:  # (a dist store's optimizer is on the server)
                 store._optimizer.rescale_grad = rescale
-            for index, param in enumerate(self._params):
-                store.pushpull(index, param.list_grad(), out=param.list_data())
+            keys = list(range(len(self._params)))  # all keys in one call: one round trip
+            store.pushpull(keys, [p.list_grad() for p in self._params],
+                           out=[p.list_data() for p in self._params])
             return
         if store is not None:
-            for index, param in enumerate(self._params):
-                store.pushpull(index, param.list_grad())
+            store.pushpull(list(range(len(self._params))), [p.list_grad() for p in self._params])
         self._update_each_device(rescale)
 
     def _update_each_device(self, rescale: float) -> None:
         """The optimizer on every device's copies: one engine op per device, reading its
         gradients and writing its weights (MXNet's ``multi_sgd_update``)."""
         hyper = {**self._hyper, "rescale": rescale, "t": self._steps}
+        if self._scheduler is not None:
+            hyper["learning_rate"] = self._scheduler(self._steps)
         name = self._optimizer.name
+        mults = [(param.lr_mult, param.wd_mult) for param in self._params]
         for device in self._params[0].list_ctx() if self._params else []:
             weights = [param.data(device) for param in self._params]
             grads = [param.grad(device) for param in self._params]
             states = [self._state((param.name, device), weight)
                       for param, weight in zip(self._params, weights)]
-            kernel = _bind(name, weights, grads, states, hyper)
+            kernel = _bind(name, weights, grads, states, mults, dict(hyper))
             engine.current().push(kernel, reads=[grad._var for grad in grads],
                                   writes=[weight._var for weight in weights],
                                   name=f"multi_{name}_update")
@@ -154,13 +171,65 @@ class Trainer:
         for param in self._params:
             param.zero_grad()
 
+    def allreduce_grads(self) -> None:
+        """Sum each gradient over the devices (``step`` = ``allreduce_grads`` + ``update``,
+        with ``update_on_kvstore=False``)."""
+        if not self._kv_ready:
+            self._init_kvstore(self._hyper.get("rescale_grad", 1.0))
+        if self._kvstore is not None:
+            self._kvstore.pushpull(list(range(len(self._params))),
+                                   [p.list_grad() for p in self._params])
 
-def _bind(optimizer: str, weights: list, grads: list, states: list, hyper: dict) -> Callable:
+    def update(self, batch_size: int, ignore_stale_grad: bool = False) -> None:
+        """The update alone, on every device's copy (after :meth:`allreduce_grads`)."""
+        if _check_number("step(batch_size)", batch_size) <= 0:
+            raise ValueError(f"update(batch_size): the number of samples the gradients "
+                             f"were summed over must be positive, got {batch_size!r}")
+        self._steps += 1
+        self._update_each_device(self._hyper.get("rescale_grad", 1.0) / batch_size)
+
+    def save_states(self, fname: str) -> None:
+        """Save the optimizer's state (momenta, Adam's moments, the step count) with
+        ``nd.save`` -- not MXNet's pickle: hybridlab never unpickles a file. Keys are
+        ``name|device index:state index``."""
+        from hybridlab import ndarray
+        ndarray.waitall()  # the states change inside the engine's update ops
+        arrays = {"__steps__": ndarray.array([self._steps], dtype="int64")}
+        index = {p.name: p.list_ctx() for p in self._params}
+        for (name, device), states in self._states.items():
+            where = index[name].index(device)
+            arrays.update({f"{name}|{where}:{i}": ndarray.array(a)
+                           for i, a in enumerate(states)})
+        ndarray.save(fname, arrays)
+
+    def load_states(self, fname: str) -> None:
+        """Restore what :meth:`save_states` wrote (the same parameters and devices)."""
+        from hybridlab import ndarray
+        loaded = ndarray.load(fname)
+        if not isinstance(loaded, dict) or "__steps__" not in loaded:
+            raise ValueError(f"{fname}: not a file of Trainer.save_states")
+        ndarray.waitall()
+        index = {p.name: p.list_ctx() for p in self._params}
+        self._steps = int(loaded.pop("__steps__").asscalar())
+        self._states = {}
+        for key in sorted(loaded, key=lambda k: int(k.rsplit(":", 1)[1])):
+            name, where = key.rsplit(":", 1)[0].rsplit("|", 1)
+            if name not in index:
+                raise ValueError(f"{fname}: state of {name!r}, which this Trainer does not "
+                                 f"update; load the states into the Trainer that saved them")
+            device = index[name][int(where)]
+            self._states.setdefault((name, device), []).append(loaded[key].asnumpy())
+
+
+def _bind(optimizer: str, weights: list, grads: list, states: list, mults: list,
+          hyper: dict) -> Callable:
     """The engine op: each weight's next buffer from its gradient's."""
     update = opt.RULES[optimizer]
+    lr, wd = hyper.pop("learning_rate"), hyper.pop("wd")
 
     def kernel() -> None:
-        for weight, grad, state in zip(weights, grads, states):
-            weight._data = update(weight._data, grad._data, state, **hyper)
+        for weight, grad, state, (lr_mult, wd_mult) in zip(weights, grads, states, mults):
+            weight._data = update(weight._data, grad._data, state, learning_rate=lr * lr_mult,
+                                  wd=wd * wd_mult, **hyper)
 
     return kernel

@@ -134,7 +134,8 @@ class AllReduceModel:
 # --- the three task graphs: (names, deps, bytes, ports) ------------------------------------
 def _server(n: int, size: float) -> tuple[list[str], list[list[int]], list[float], list[str]]:
     names = [f"push {i}>S" for i in range(n)] + [f"pull S>{i}" for i in range(n)]
-    deps: list[list[int]] = [[] for _ in range(n)] + [list(range(n)) for _ in range(n)]  # the sum needs all
+    # a pull waits for every push: the server sums them all first
+    deps: list[list[int]] = [[] for _ in range(n)] + [list(range(n)) for _ in range(n)]
     return names, deps, [size] * (2 * n), ["server in"] * n + ["server out"] * n
 
 

@@ -33,6 +33,8 @@ from typing import Any, Sequence
 
 from hybridlab import display
 from hybridlab.errors import GraphvizNotFoundError
+from hybridlab.graph.passes import derived_input
+from hybridlab.graph.passes.fold_batchnorm import FOLDED_FROM
 from hybridlab.graph.passes.pretranspose_weights import LAYOUT_OF
 from hybridlab.lab.graphs import (
     Block,
@@ -132,8 +134,8 @@ def to_dot(graph: Any, title: str = "plot", params: Any = (), node_attrs: dict |
         node_attr={"fontname": "Helvetica", "fontsize": "10", "height": "0.3",
                    **(node_attrs or {})},
         edge_attr={"arrowsize": "0.6", "color": "#555555"})
-    roles = {id(n): ("param" if n.name in set(params) or LAYOUT_OF in dict(n.attrs) else
-                     "input") for n in graph.inputs}  # a weight's transposed copy: a weight
+    roles = {id(n): ("param" if n.name in set(params) or derived_input(n) is not None else
+                     "input") for n in graph.inputs}  # a weight's transposed/folded copy too
     hidden = {id(n) for n in graph.inputs if roles[id(n)] == "param"} if hide_weights else set()
     canvas = _Canvas(roles, hidden, unused_nodes(graph), dict(notes or {}), set(highlight or ()),
                      names=names)
@@ -309,8 +311,9 @@ def _label(node: Any, canvas: _Canvas) -> str:
     from hybridlab.graph.ir import format_type
 
     if node.kind == "var":  # a layout pass's copy says whose: "= fc_weight transposed"
-        source = dict(node.attrs).get(LAYOUT_OF)
-        lines = [node.name] + ([f"= {source} transposed"] if source else [])
+        source, folded = dict(node.attrs).get(LAYOUT_OF), dict(node.attrs).get(FOLDED_FROM)
+        lines = [node.name] + ([f"= {source} transposed"] if source else []) + (
+            [f"= {folded[0]} with {folded[2].removesuffix('_gamma')} folded"] if folded else [])
     elif node.kind == "const":
         lines = [f"const {node.value.item():g}" if node.value.size == 1 else "const"]
     else:

@@ -63,14 +63,19 @@ class PassExplorer(Instrument):
         self.headline = widgets.HTML()
         self.picture = widgets.HTML()
         self.text = widgets.HTML()
+        # the output channel whose numbers the BatchNorm-folding stage shows
+        self.channel = widgets.BoundedIntText(value=model.channel, min=0, max=1 << 20,
+                                              description="channel")
         self.slider.observe(lambda change: self.refresh(), names="value")
-        self.widget = widgets.VBox([self.slider, self.headline,
+        self.channel.observe(lambda change: self.refresh(), names="value")
+        self.widget = widgets.VBox([widgets.HBox([self.slider, self.channel]), self.headline,
                                     widgets.HBox([self.picture, self.text])])
         self.widget.add_class("hybridlab-pass-explorer")
         self.refresh()
 
     def refresh(self) -> None:
         index, model = self.slider.value, self.model
+        model.channel = self.channel.value
         self.headline.value = f"<b>{html.escape(model.headline(index))}</b>"
         if index not in self._pngs:
             self._pngs[index] = stage_drawing(model, index).png()
@@ -83,9 +88,13 @@ class PassExplorer(Instrument):
         text = model.diff(index)
         if index == len(model.stages) - 1:
             text += "\n\n# generated source\n" + model.source
-        changes = "".join(f"<li>{html.escape(c)}</li>" for c in model.stages[index].changes)
+        changes = "".join(f"<li>{html.escape(c)}</li>" for c in model.stages[index].changes[:20])
+        more = len(model.stages[index].changes) - 20
+        changes += f"<li>... and {more} more</li>" if more > 0 else ""
+        note = model.fold_note(index)  # the folding stage's arithmetic, on real numbers
+        note = f"<pre style='{CODE_STYLE}'>{html.escape(note)}</pre>" if note else ""
         self.text.value = (f"<div style='margin-left:1em;max-width:560px'><ul>{changes}</ul>"
-                           f"<pre style='{CODE_STYLE}'>{html.escape(text)}</pre></div>")
+                           f"{note}<pre style='{CODE_STYLE}'>{html.escape(text)}</pre></div>")
 
     def summary(self) -> str:
         return self.model.summary(self.slider.value)
@@ -96,9 +105,15 @@ class PassExplorer(Instrument):
         return self._pngs[self.slider.value]
 
 
-def pass_explorer(obj: Any, passes: Sequence[Any] = (), stage: int | None = None,
-                  shape: dict | None = None) -> PassExplorer:
+def pass_explorer(obj: Any, passes: Sequence[Any] = (), stage: int | str | None = None,
+                  shape: dict | None = None, values: dict | None = None,
+                  channel: int = 0) -> PassExplorer:
     """The explorer over ``obj`` (a Symbol -- give its input ``shape`` for the memory plan
     -- a graph IR, or a hybridized block that ran), with your ``passes`` added to the
-    pipeline; it opens at ``stage`` (default: the last)."""
-    return PassExplorer(PassModel(obj, passes, shape), stage)
+    pipeline; it opens at ``stage`` (an index or a pass's name; default: the last). The
+    BatchNorm-folding stage shows its arithmetic for output ``channel`` with the block's
+    parameters (or ``values``, name -> array, for a Symbol)."""
+    model = PassModel(obj, passes, shape, values, channel)
+    if isinstance(stage, str):
+        stage = model.stage_index(stage)
+    return PassExplorer(model, stage)
