@@ -140,8 +140,8 @@ BUDGETS: dict[str, int] = {
     "hybridlab/graph/passes/pretranspose_weights.py": 45,  # the layout pass
     "hybridlab/graph/autotune.py": 50,  # timing two programs, the choice and its report
     "hybridlab/gluon/__init__.py": 11,  # re-exports only
-    "hybridlab/gluon/parameter.py": 235,  # + save/load, regex, grad_req, one NDArray, aligned
-    # (+35: one copy per device: list_ctx/list_data/list_grad, data(ctx))
+    "hybridlab/gluon/parameter.py": 248,  # + save/load, regex, grad_req, one NDArray, aligned
+    # (+48: one copy per device: list_ctx/list_data/list_grad, data(ctx), reset_ctx)
     # (+ list_data, get() merging unknown sizes: issue 24)
     "hybridlab/gluon/block.py": 400,  # + input/flag/trace checks, Symbol calls; one CachedOp;
     # + the export pair written whole (digest in the JSON)

@@ -43,9 +43,11 @@ def train_mlp(hidden: tuple[int, ...] = (64,), seed: int = 0, steps: int = 3, ba
     from hybridlab import autograd, gluon, nd
     from hybridlab.gluon import nn
 
-    store = mx.kv.create(kvstore) if kvstore and kvstore.startswith("dist") else kvstore
-    rank, workers = (store.rank, store.num_workers) if store is not None and not isinstance(
-        store, str) else (0, 1)
+    store: Any = kvstore  # a type name; a dist store is made here, on the rank's worker
+    rank, workers = 0, 1
+    if kvstore is not None and kvstore.startswith("dist"):
+        store = mx.kv.create(kvstore)
+        rank, workers = store.rank, store.num_workers
     ctx = [mx.cpu(i) for i in range(devices)]
     mx.random.seed(seed)
     net = nn.HybridSequential()
