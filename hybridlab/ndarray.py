@@ -58,6 +58,7 @@ from hybridlab.errors import (
     NotScalarError,
     ShapeError,
 )
+from hybridlab.ops import optimizer as optimizer_ops
 from hybridlab.ops import registry
 from hybridlab.ops.registry import Aval, OpDef, RunContext
 
@@ -716,6 +717,25 @@ registry.install_methods(NDArray, _this_module)
 
 
 # --- public functions that are not operators (defined after populate: they win) ----------
+def _in_place_update(op: OpDef, states: tuple[int, ...]) -> Callable[..., Any]:
+    """``nd.adam_update(w, g, mean, var, out=w, ...)`` as MXNet runs it: the new weight
+    goes to ``out`` (or is returned) and the states given are overwritten in place."""
+    def update(*args: Any, out: NDArray | None = None, **kwargs: Any) -> NDArray:
+        inputs, attrs = registry.split_arguments(op, args, kwargs)
+        attrs.pop("name", None)
+        weight, *new_states = _apply(op, inputs, attrs)
+        _assign_all([inputs[i] for i in states], new_states)
+        return weight if out is None else _assign(out, weight)
+
+    update.__name__, update.__doc__ = op.name, op.doc
+    return update
+
+
+for _name, _states in optimizer_ops.STATE_INPUTS.items():
+    if _states:
+        setattr(_this_module, _name, _in_place_update(registry.get(_name), _states))
+
+
 # Called first by nd.array when set: gluon's tracing installs it (it refuses nd.array in
 # a traced hybrid_forward, in the tracing thread only). ndarray never imports gluon.
 _array_guard: Callable[[], None] | None = None

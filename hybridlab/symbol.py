@@ -844,7 +844,18 @@ class Executor:
             results = self._program(*[feed[n] for n in self._symbol.list_inputs()])
         self.outputs = list(results) if isinstance(results, (list, tuple)) else [results]
         self._recorded = recorded
+        monitor, monitor_all = getattr(self, "_monitor", (None, False))
+        if monitor is not None:
+            seen = [*feed.items()] if monitor_all else []
+            for name, array in seen + list(zip(self._symbol.list_outputs(), self.outputs)):
+                monitor(name, array)
         return self.outputs
+
+    def set_monitor_callback(self, callback: Any, monitor_all: bool = False) -> None:
+        """Call ``callback(name, array)`` after each ``forward`` for every output (and, with
+        ``monitor_all``, every input first). The graph runs as one compiled program, so
+        its internal values are not kept to be shown (MXNet's monitor also saw those)."""
+        self._monitor = (callback, monitor_all)
 
     def backward(self, out_grads: Any = None, is_train: bool = True) -> None:
         """Gradients of the outputs (weighted by ``out_grads``, taken in each output's

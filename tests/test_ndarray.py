@@ -599,3 +599,24 @@ def test_inplace_shape_methods_share_memory(method, kwargs):
     assert copy.shape == view.shape
     data[0] = -1
     assert copy.asnumpy().min() == 1 and view.asnumpy().max() == -1
+
+
+@pytest.mark.parametrize("name, count, attrs", [
+    ("sgd_mom_update", 3, {"momentum": 0.9}), ("adam_update", 4, {}),
+    ("rmspropalex_update", 5, {}), ("ftrl_update", 4, {}), ("ftml_update", 5, {"t": 1}),
+])
+def test_update_operators_write_their_states_in_place(name, count, attrs):
+    arrays = [nd.array(np.full((2, 3), 0.5 + i / 10)) for i in range(count)]
+    before = [a.asnumpy() for a in arrays]
+    result = getattr(nd, name)(*arrays, out=arrays[0], lr=0.1, **attrs)
+    assert result is arrays[0]
+    changed = [not np.array_equal(a.asnumpy(), b) for a, b in zip(arrays, before)]
+    assert changed == [True, False] + [True] * (count - 2)  # weight and states, not grad
+
+
+def test_ftrl_update_by_hand():
+    w, g, z, n = nd.array([2.0]), nd.array([4.0]), nd.zeros((1,)), nd.zeros((1,))
+    nd.ftrl_update(w, g, z, n, out=w, lr=0.5, lamda1=0.1, beta=1.0)
+    # z = 4 - (sqrt(16) - 0) * 2 / 0.5 = -12; n = 16; w = (-0.1 + 12) / ((1 + 4) / 0.5)
+    assert (z.asscalar(), n.asscalar()) == (-12.0, 16.0)
+    assert w.asscalar() == pytest.approx(11.9 / 10)

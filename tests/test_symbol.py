@@ -620,3 +620,23 @@ def test_bind_skips_arguments_given_as_none():
     exe = conv.bind(mx.cpu(), {"x": mx.nd.ones((1, 1, 2, 2)), "w": mx.nd.ones((1, 1, 1, 1)),
                                "b": None})
     assert exe.forward()[0].asnumpy().sum() == 4
+
+
+def test_monitor_callback_sees_inputs_and_outputs_by_name():
+    seen = []
+    exe = sym.clip(sym.var("data"), a_min=0, a_max=1, name="c").simple_bind(data=(2,))
+    exe.set_monitor_callback(lambda name, array: seen.append((name, array.shape)),
+                             monitor_all=True)
+    exe.forward(data=mx.nd.array([-1.0, 2.0]))
+    assert seen == [("data", (2,)), ("c_output", (2,))]
+
+
+def test_softmax_dtype_sets_the_output_dtype():
+    x = mx.nd.array([[1.0, 2.0, 3.0]], dtype="float16")
+    assert mx.nd.softmax(x).dtype == np.float16
+    y = mx.nd.softmax(x, dtype="float32")
+    assert y.dtype == np.float32
+    np.testing.assert_allclose(mx.nd.softmin(-x).asnumpy(), mx.nd.softmax(x).asnumpy(),
+                               rtol=1e-3)
+    exe = sym.softmax(sym.var("a"), dtype="float64").simple_bind(a=(1, 3))
+    assert exe.forward(a=x)[0].dtype == np.float64

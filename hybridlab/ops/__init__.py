@@ -14,6 +14,7 @@ from hybridlab.ops import (
     join,
     linalg,
     nn,
+    optimizer,
     pool,
     products,
     random,

@@ -162,6 +162,11 @@ ROWS: list[Row] = [
     Row("LeakyReLU", [(2, 3)], lambda x: np.where(x > 0, x, 0.25 * x)),
     Row("LeakyReLU", [(2, 3)], lambda x: np.where(x > 0, x, 0.3 * (np.exp(x) - 1)),
         {"act_type": "elu", "slope": 0.3}),
+    Row("LeakyReLU", [(2, 3)], lambda x: 1.0507009873554805 * np.where(
+        x > 0, x, 1.6732632423543772 * np.expm1(x)), {"act_type": "selu"}),
+    Row("LeakyReLU", [(2, 3)], lambda x: 0.5 * x * (1 + np.tanh(
+        0.7978845608028654 * (x + 0.044715 * x ** 3))), {"act_type": "gelu"}),
+    Row("norm", [(2, 3)], lambda x: np.abs(x).sum(axis=1), {"ord": 1, "axis": 1}),
     # reductions
     Row("sum", [(2, 3, 4)], lambda x: x.sum(axis=(0, 2)), {"axis": (0, 2)}),
     Row("sum", [(2, 3, 4)], lambda x: x.sum(axis=1, keepdims=True), {"axis": 1, "keepdims": True}),
@@ -344,6 +349,37 @@ ROWS += [
     Row("smooth_l1", [(2, 3)], lambda x: np.where(np.abs(x) < 0.25, 2 * x * x,
                                                   np.abs(x) - 0.125), {"scalar": 2.0}),
 ]
+# the optimizer updates (MXNet's formulas, one step; the states given are any values)
+_LR = {"lr": 0.1, "wd": 0.01, "rescale_grad": 0.5}
+ROWS += [
+    Row("sgd_update", [(3,)] * 2, lambda w, g: w - 0.1 * (0.5 * g + 0.01 * w), _LR, grad=False),
+    Row("sgd_mom_update", [(3,)] * 3, lambda w, g, m: (
+        w + (0.9 * m - 0.1 * (0.5 * g + 0.01 * w)), 0.9 * m - 0.1 * (0.5 * g + 0.01 * w)),
+        {**_LR, "momentum": 0.9}, grad=False),
+    Row("signsgd_update", [(3,)] * 2, lambda w, g: w - 0.1 * (np.sign(g) + 0.01 * w), _LR,
+        grad=False),
+    Row("signum_update", [(3,)] * 3, lambda w, g, m: (
+        w + 0.1 * np.sign(0.9 * m - 0.1 * (0.5 * g + 0.01 * w)),
+        0.9 * m - 0.1 * (0.5 * g + 0.01 * w)), {**_LR, "momentum": 0.9}, grad=False),
+    Row("nag_mom_update", [(3,)] * 3, lambda w, g, m: (
+        w - 0.1 * (0.5 * g + 0.01 * w + 0.9 * (0.9 * m + 0.5 * g + 0.01 * w)),
+        0.9 * m + 0.5 * g + 0.01 * w), {**_LR, "momentum": 0.9}, grad=False),
+    Row("adam_update", [(3,)] * 4, lambda w, g, m, v: (
+        w - 0.1 * (0.9 * m + 0.1 * (0.5 * g + 0.01 * w))
+        / (np.sqrt(0.999 * v + 0.001 * (0.5 * g + 0.01 * w) ** 2) + 1e-8),
+        0.9 * m + 0.1 * (0.5 * g + 0.01 * w), 0.999 * v + 0.001 * (0.5 * g + 0.01 * w) ** 2),
+        _LR, low=0.1, grad=False),
+    Row("rmsprop_update", [(3,)] * 3, lambda w, g, n: (
+        w - 0.1 * (0.5 * g + 0.01 * w) / np.sqrt(0.05 * (0.5 * g + 0.01 * w) ** 2 + 0.95 * n
+                                                  + 1e-8),
+        0.05 * (0.5 * g + 0.01 * w) ** 2 + 0.95 * n), _LR, low=0.1, grad=False),
+    Row("rmspropalex_update", [(3,)] * 5, None, _LR, low=0.1, grad=False,
+        checked_by="test_update_operators_write_their_states_in_place (tests/test_ndarray.py)"),
+    Row("ftrl_update", [(3,)] * 4, None, _LR, low=0.1, grad=False,
+        checked_by="test_update_operators_write_their_states_in_place (tests/test_ndarray.py)"),
+    Row("ftml_update", [(3,)] * 5, None, {**_LR, "t": 2}, low=0.1, grad=False,
+        checked_by="test_update_operators_write_their_states_in_place (tests/test_ndarray.py)"),
+]
 for _name, _fn in {"sign": np.sign, "floor": np.floor, "ceil": np.ceil,
                    "round": np.round, "rint": np.rint, "fix": np.fix, "trunc": np.trunc}.items():
     ROWS.append(Row(_name, [(2, 3)], _fn, grad=False))
@@ -518,6 +554,7 @@ COMPOSITE_ROWS: list[tuple[str, Callable[[], Any], Any]] = [
     ("_contrib_isfinite", lambda: eager.contrib.isfinite(NANS), np.isfinite(NANS)),
     ("_contrib_allclose", lambda: eager.contrib.allclose(X, X + 1e-6), np.ones(1)),
     ("pow", lambda: eager.pow(np.abs(X), 1.5), np.abs(X) ** 1.5),
+    ("softmin", lambda: eager.softmin(X), _softmax(-X)),
     ("softmax", lambda: eager.softmax(X), _softmax(X)),
     ("softmax", lambda: eager.softmax(X, axis=0), _softmax(X, 0)),
     ("log_softmax", lambda: eager.log_softmax(X), np.log(_softmax(X))),
