@@ -157,3 +157,13 @@ def test_a_real_network_is_drawn_as_its_profile_of_live_bytes():
     assert figure.axes[0].get_ylabel().startswith("bytes alive")
     explorer.step.value = 700
     assert explorer.snapshot_png()
+
+
+def test_the_explorer_offers_only_the_programs_asked_for():
+    explorer = memory_explorer(mlp(4), modes=["forward"])
+    assert explorer.MODES == ("forward",) and list(explorer.plans) == ["forward"]
+    assert explorer.mode.options == ("forward",)
+    with pytest.raises(ValueError, match="including the program shown first"):
+        memory_explorer(mlp(4), backward=True, modes=["forward"])
+    with pytest.raises(ValueError, match="give some of"):
+        memory_explorer(mlp(4), modes=["sideways"])

@@ -25,7 +25,7 @@ under the same two lines -- and the step slider reads out what each step compute
 from __future__ import annotations
 
 import html
-from typing import Any
+from typing import Any, Sequence
 
 from hybridlab.lab.memory import MODES, Box, describe_step, live_bytes, live_profile, timeline
 from hybridlab.viz.bundle import AUTO_BUTTONS, NATURAL_SIZE, Instrument, canvas_png
@@ -195,15 +195,20 @@ class MemoryExplorer(Instrument):
     """The timeline as a widget: forward or forward + backward, and a step slider that
     names the result computed at that step and the results alive across it."""
 
-    MODES = MODES
+    MODES: tuple[str, ...] = MODES
 
-    def __init__(self, obj: Any, shape: dict | None = None, backward: bool = False) -> None:
+    def __init__(self, obj: Any, shape: dict | None = None, backward: bool = False,
+                 modes: Sequence[str] = MODES) -> None:
         import ipywidgets as widgets
         from matplotlib.figure import Figure
 
+        if not modes or set(modes) - set(MODES) or MODES[int(backward)] not in modes:
+            raise ValueError(f"modes={list(modes)!r}: give some of {list(MODES)}, including "
+                             f"the program shown first ({MODES[int(backward)]!r})")
+        self.MODES = tuple(m for m in MODES if m in modes)  # the programs this one offers
         self.plans = {mode: timeline(obj, shape, mode != "forward") for mode in self.MODES}
         self.mode = widgets.ToggleButtons(options=list(self.MODES),
-                                          value=self.MODES[int(backward)], description="program",
+                                          value=MODES[int(backward)], description="program",
                                           style=AUTO_BUTTONS)
         self.step = widgets.IntSlider(value=0, min=0, description="step",
                                       continuous_update=False)
@@ -279,7 +284,9 @@ class MemoryExplorer(Instrument):
         return self.png
 
 
-def memory_explorer(obj: Any, shape: dict | None = None, backward: bool = False
-                    ) -> MemoryExplorer:
-    """The memory timeline of ``obj`` as a widget (see :class:`MemoryExplorer`)."""
-    return MemoryExplorer(obj, shape, backward)
+def memory_explorer(obj: Any, shape: dict | None = None, backward: bool = False,
+                    modes: Sequence[str] = MODES) -> MemoryExplorer:
+    """The memory timeline of ``obj`` as a widget (see :class:`MemoryExplorer`); ``modes``
+    the programs it offers (a real network's forward + backward takes a while to plan:
+    ``modes=["forward"]`` leaves it out)."""
+    return MemoryExplorer(obj, shape, backward, modes)
