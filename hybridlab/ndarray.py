@@ -112,6 +112,15 @@ class NDArray:
         """The gradient buffer made by ``attach_grad`` (None for other arrays)."""
         return self._ag.grad if isinstance(self._ag, autograd.Leaf) else None
 
+    @property
+    def _fresh_grad(self) -> bool:  # MXNet's flag: a backward wrote .grad since cleared
+        return isinstance(self._ag, autograd.Leaf) and self._ag.fresh
+
+    @_fresh_grad.setter
+    def _fresh_grad(self, value: bool) -> None:
+        if isinstance(self._ag, autograd.Leaf):
+            self._ag.fresh = bool(value)
+
     # --- sync points --------------------------------------------------------------------
     def wait_to_read(self) -> None:
         """Block until every pushed op writing this array has run."""
@@ -180,6 +189,21 @@ class NDArray:
     def copy(self) -> NDArray:
         return _apply(registry.get("_copy"), [self], {})
 
+    def __deepcopy__(self, memo: dict) -> NDArray:  # a new buffer on the engine, not its Var
+        return self.copy()
+
+    def __getstate__(self) -> dict:  # pickle: MXNet's one-array bytes, as MXNet pickles
+        return {"handle": bytearray(ndarray_io.array_to_bytes(self.asnumpy()))}
+
+    def __reduce__(self) -> tuple:  # a view pickles as a plain array of its values
+        return (_from_state, (self.__getstate__(),))
+
+    def __setstate__(self, state: dict) -> None:
+        values = ndarray_io.array_from_bytes(bytes(state["handle"]))
+        fresh = from_numpy(values)
+        for slot in ("_data", "_var", "_aval", "shape", "dtype", "_ag"):
+            object.__setattr__(self, slot, getattr(fresh, slot))
+
     def detach(self) -> NDArray:
         """The same values, cut off from the autograd tape."""
         return _assign(empty_like_aval(self._aval), self)
@@ -200,6 +224,19 @@ class NDArray:
         op = registry.get("Reshape")
         (aval,) = op.infer(self._aval, **op.parse_attrs(attrs))
         return _View.of(self, 0, self.shape[0] if self.shape else 1, tuple(aval.shape))
+
+    def squeeze(self, axis: Any = None, inplace: bool = False) -> NDArray:
+        """``nd.squeeze``; ``inplace=True``: a view sharing this array's memory (MXNet)."""
+        return _maybe_view(self, _apply(registry.get("squeeze"), [self], {"axis": axis}), inplace)
+
+    def expand_dims(self, axis: int, inplace: bool = False) -> NDArray:
+        """``nd.expand_dims``; ``inplace=True``: a view sharing this array's memory."""
+        return _maybe_view(self, _apply(registry.get("expand_dims"), [self], {"axis": axis}),
+                           inplace)
+
+    def flatten(self, inplace: bool = False) -> NDArray:
+        """``nd.flatten``; ``inplace=True``: a view sharing this array's memory."""
+        return _maybe_view(self, _apply(registry.get("Flatten"), [self], {}), inplace)
 
     def transpose(self, *axes: Any, **kwargs: Any) -> NDArray:
         axes = _one_tuple(axes)
@@ -320,6 +357,10 @@ class _View(NDArray):
         base._data = new
 
 
+def _maybe_view(x: NDArray, result: NDArray, inplace: bool) -> NDArray:
+    return x.reshape(result.shape) if inplace else result
+
+
 def _first_axis_rows(shape: tuple, begin: tuple, end: tuple, step: tuple
                      ) -> tuple[int, int] | None:
     """``(start, stop)`` when the key selects consecutive rows of the first axis and every
@@ -438,6 +479,10 @@ def from_numpy(values: np.ndarray, ctx: Context | None = None) -> NDArray:
     It is on ``ctx``, else on the current context (``with mx.cpu(1):``)."""
     values = np.asarray(values)
     return _new(Aval(values.shape, values.dtype), values, ctx or Context._default or _CPU)
+
+
+def _from_state(state: dict) -> NDArray:
+    return from_numpy(ndarray_io.array_from_bytes(bytes(state["handle"])))
 
 
 def empty_like_aval(aval: Aval, ctx: Context = _CPU) -> NDArray:

@@ -569,3 +569,33 @@ def test_engines_agree_on_random_programs(program, seed):
         assert len(results) == len(reference)
         for expected, got in zip(reference, results):
             np.testing.assert_array_equal(got, expected)
+
+
+def test_pickle_and_deepcopy_give_independent_arrays():
+    a = nd.arange(6).reshape((2, 3)) + 1  # a view pickles as a plain array of its values
+    for b in (pickle.loads(pickle.dumps(a)), __import__("copy").deepcopy(a)):
+        np.testing.assert_array_equal(b.asnumpy(), a.asnumpy())
+        b[:] = 0
+        assert a.asnumpy().sum() == 21
+
+
+def test_setstate_reads_mxnet_one_array_bytes():
+    # MXNet's pickled state of arange(1) on a GPU: magic, dense, 1-d (1,), gpu 0, float32 0.0
+    state = {"handle": bytearray(b"\xc9\xfa\x93\xf9" + bytes(4) + b"\x01\x00\x00\x00"
+                                 + b"\x01" + bytes(7) + b"\x02" + bytes(3) + bytes(12))}
+    array = nd.arange(5)
+    array.__setstate__(state)
+    assert array.shape == (1,) and array.asnumpy()[0] == 0.0
+    with pytest.raises(mx.base.MXNetError, match="unexpected bytes"):
+        array.__setstate__({"handle": bytes(state["handle"]) + b"\x00"})
+
+
+@pytest.mark.parametrize("method, kwargs", [("squeeze", {"axis": 0}),
+                                            ("expand_dims", {"axis": 1}), ("flatten", {})])
+def test_inplace_shape_methods_share_memory(method, kwargs):
+    data = nd.ones((1, 3, 2))
+    copy = getattr(data, method)(**kwargs)
+    view = getattr(data, method)(inplace=True, **kwargs)
+    assert copy.shape == view.shape
+    data[0] = -1
+    assert copy.asnumpy().min() == 1 and view.asnumpy().max() == -1

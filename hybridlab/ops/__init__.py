@@ -19,6 +19,7 @@ from hybridlab.ops import (
     random,
     reduce,
     shape,
+    special,
 )
 from hybridlab.ops.registry import (
     COMPOSITES,

@@ -9,6 +9,7 @@ in its row (``grad=False``). A new op without a row fails ``test_every_op_has_a_
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -331,8 +332,20 @@ _UNARY = {
 }
 for _name, (_fn, _domain) in _UNARY.items():
     ROWS.append(Row(_name, [(2, 3)], _fn, **_domain))
+_LGAMMA = np.vectorize(math.lgamma)
+ROWS += [
+    Row("rcbrt", [(2, 3)], lambda x: 1 / np.cbrt(x), low=0.5, high=2.0),
+    Row("gamma", [(2, 3)], np.vectorize(math.gamma), low=0.5, high=3.0),
+    Row("gammaln", [(2, 3)], _LGAMMA, low=0.5, high=3.0),
+    Row("digamma", [(2, 3)], lambda x: (_LGAMMA(x + np.float64(1e-5))
+                                        - _LGAMMA(x - np.float64(1e-5))) / 2e-5,
+        low=-2.5, high=3.0, grad=False),
+    Row("_hypot", B2, np.hypot, low=0.5, high=2.0),
+    Row("smooth_l1", [(2, 3)], lambda x: np.where(np.abs(x) < 0.25, 2 * x * x,
+                                                  np.abs(x) - 0.125), {"scalar": 2.0}),
+]
 for _name, _fn in {"sign": np.sign, "floor": np.floor, "ceil": np.ceil,
-                   "round": np.round}.items():
+                   "round": np.round, "rint": np.rint, "fix": np.fix, "trunc": np.trunc}.items():
     ROWS.append(Row(_name, [(2, 3)], _fn, grad=False))
 
 
@@ -498,7 +511,13 @@ def _softmax(x, axis=-1):
 
 X = np.random.default_rng(2).normal(size=(3, 4)).astype(np.float32)
 Y = np.random.default_rng(3).normal(size=(4,)).astype(np.float32)
+NANS = np.array([np.nan, np.inf, -np.inf, 1.0, -2.0], np.float32)
 COMPOSITE_ROWS: list[tuple[str, Callable[[], Any], Any]] = [
+    ("_contrib_isnan", lambda: eager.contrib.isnan(NANS), np.isnan(NANS)),
+    ("_contrib_isinf", lambda: eager.contrib.isinf(NANS), np.isinf(NANS)),
+    ("_contrib_isfinite", lambda: eager.contrib.isfinite(NANS), np.isfinite(NANS)),
+    ("_contrib_allclose", lambda: eager.contrib.allclose(X, X + 1e-6), np.ones(1)),
+    ("pow", lambda: eager.pow(np.abs(X), 1.5), np.abs(X) ** 1.5),
     ("softmax", lambda: eager.softmax(X), _softmax(X)),
     ("softmax", lambda: eager.softmax(X, axis=0), _softmax(X, 0)),
     ("log_softmax", lambda: eager.log_softmax(X), np.log(_softmax(X))),
