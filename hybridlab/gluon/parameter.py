@@ -210,6 +210,9 @@ class Parameter:
         """
         if _trace.current() is not None:
             return self.var()
+        found = self._copies.get(ctx)  # the common case: a device it lives on (interned)
+        if found is not None:
+            return found
         if self._data is None:
             self._raise_uninitialized()
         if ctx is None:
