@@ -201,7 +201,9 @@ class NDArray:
 
     def __setstate__(self, state: dict) -> None:
         values = ndarray_io.array_from_bytes(bytes(state["handle"]))
-        fresh = from_numpy(values)
+        # ops still reading or writing this array finish first (they would see the new shape)
+        engine.current().wait_all()
+        fresh = from_numpy(values, self._ctx)
         for slot in ("_data", "_var", "_aval", "shape", "dtype", "_ag"):
             object.__setattr__(self, slot, getattr(fresh, slot))
 
