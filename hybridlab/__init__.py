@@ -25,6 +25,7 @@ from hybridlab import (
     optimizer,
     profiler,
     random,
+    runtime,
     symbol,
     util,
     viz,

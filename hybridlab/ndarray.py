@@ -790,6 +790,40 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"hybridlab.nd has no operator or function {name!r}{hint}")
 
 
+# MXNet's older NDArray functions (nd only, as in MXNet), written with the operators
+def moveaxis(tensor: NDArray, source: int, destination: int) -> NDArray:
+    """``tensor`` with the axes ``source`` (an int or several) moved to ``destination``,
+    the others kept in order (numpy's ``moveaxis``)."""
+    sources = [a % tensor.ndim for a in ([source] if isinstance(source, int) else source)]
+    targets = [a % tensor.ndim for a in
+               ([destination] if isinstance(destination, int) else destination)]
+    order = [axis for axis in range(tensor.ndim) if axis not in sources]
+    for target, axis in sorted(zip(targets, sources)):
+        order.insert(target, axis)
+    return tensor.transpose(order)
+
+
+def concatenate(arrays: list, axis: int = 0, always_copy: bool = True) -> NDArray:
+    """``concat(*arrays, dim=axis)`` (MXNet's older spelling, taking a list)."""
+    return _this_module.concat(*arrays, dim=axis)  # type: ignore[no-any-return]
+
+
+def onehot_encode(indices: NDArray, out: NDArray) -> NDArray:
+    """Write the one-hot rows of ``indices`` into ``out`` (its width is the depth)."""
+    return _assign(out, _this_module.one_hot(indices, depth=out.shape[1], dtype=out.dtype))
+
+
+def choose_element_0index(lhs: NDArray, rhs: NDArray) -> NDArray:
+    """``lhs[i, rhs[i]]`` for every row ``i`` (``pick`` along axis 1)."""
+    return _this_module.pick(lhs, rhs, axis=1)  # type: ignore[no-any-return]
+
+
+def fill_element_0index(lhs: NDArray, mhs: NDArray, rhs: NDArray) -> NDArray:
+    """A copy of ``lhs`` with ``lhs[i, rhs[i]] = mhs[i]`` for every row ``i``."""
+    mask = _this_module.one_hot(rhs, depth=lhs.shape[1], dtype=lhs.dtype)
+    return _this_module.where(mask, mhs.reshape((-1, 1)) + lhs * 0, lhs)  # type: ignore[no-any-return]
+
+
 def waitall() -> None:
     """Block until every pushed operator has run (raises the first failure, if any)."""
     engine.current().wait_all()

@@ -233,7 +233,7 @@ class Symbol:
         """``(arg_shapes, out_shapes, aux_shapes)`` from some input shapes; unknown: None."""
         avals = _infer_avals(self, self._given(args, kwargs), {})
         found = self._report(avals, lambda aval: aval.shape)
-        if any(shape is None for shapes in found for shape in shapes):
+        if any(shape is None or 0 in shape for shapes in found for shape in shapes):
             return None, None, None  # MXNet: incomplete (infer_shape_partial says what is known)
         return found
 
@@ -325,12 +325,14 @@ class Symbol:
         ``simple_bind``); gradient arrays too, for every argument whose grad_req is not
         'null'. The arguments after ``type_dict`` exist for MXNet's signature only."""
         from hybridlab import ndarray
+        shapes = {k: v for k, v in shapes.items() if isinstance(v, (tuple, list))}  # as MXNet
         arg_shapes, _, aux_shapes = self.infer_shape(**shapes)
         arg_types, _, aux_types = self.infer_type(**(type_dict or {}))
         names, aux_names = self.list_arguments(), self.list_auxiliary_states()
         if arg_shapes is None or aux_shapes is None:
             known = self.infer_shape_partial(**shapes)
-            unknown = [n for n, s in zip(names + aux_names, known[0] + known[2]) if not s]
+            unknown = [n for n, s in zip(names + aux_names, known[0] + known[2])
+                       if not s or 0 in s]
             raise errors.ShapeError(f"simple_bind: cannot infer the shapes of {unknown} from "
                                     f"{shapes}; give more input shapes, e.g. data=(batch, 10)")
         arg_types = arg_types or [np.float32] * len(names)
@@ -551,7 +553,7 @@ def _fill_parameters(node: Node, known: dict) -> None:
         return
     for value, input_name in zip(node.inputs, node.opdef.input_names(node.attr_dict)):
         key = (id(value.node), value.index)
-        unknown = key not in known or known[key].shape is None
+        unknown = key not in known or known[key].shape is None or 0 in known[key].shape
         if input_name in shapes and unknown and value.node.kind == "var":
             known[key] = Aval(tuple(shapes[input_name]), data.dtype)
 
@@ -566,8 +568,8 @@ def _var_aval(node: Node, shape: Any, dtype: np.dtype | None) -> Aval:
             shape = _merge_declared(node.name, known, shape)
     else:
         shape = known
-    if shape is not None and not all(d > 0 for d in shape):
-        shape = None  # MXNet's 0 means "not known yet" (Gluon's deferred shapes)
+    # a 0 is MXNet's "not known yet" (Gluon's deferred shapes): the shape is partial, and
+    # shape rules run on it as if 0 were a size, so (0, 20) sliced to 10 columns is (0, 10)
     dtype = dtype or np.dtype(declared.get("__dtype__", "float32"))
     return Aval(shape, dtype)
 
@@ -596,6 +598,8 @@ def _infer_call(node: Node, inputs: list[Aval | None]) -> list[Aval | None]:
     try:
         return list(node.opdef.infer(*inputs, **node.attr_dict))
     except (ValueError, IndexError, TypeError, ArithmeticError) as err:
+        if any(0 in a.shape for a in inputs):  # type: ignore[union-attr]
+            return [None] * count  # a partial shape this rule cannot take: not known yet
         raise ir.infer_failure(node, inputs, err, prefix="infer_shape failed ") from None
 
 
@@ -782,11 +786,10 @@ class Executor:
         self.aux_dict = _array_dict(symbol.list_auxiliary_states(), aux_states, "aux_states")
         self._grad_req = _grad_reqs(names, grad_req)
         given = _array_dict(names, args_grad, "args_grad", partial=True) if args_grad else {}
-        for name in names:
-            if self._grad_req[name] != "null":  # once: 'add' accumulates over backwards
-                self.arg_dict[name].attach_grad(self._grad_req[name])
-                if name in given and self._grad_req[name] == "add":
-                    given[name].copyto(self.arg_dict[name].grad)
+        for name in names:  # a caller's array accumulates itself (see backward)
+            if self._grad_req[name] != "null":
+                self.arg_dict[name].attach_grad("write" if name in given
+                                                else self._grad_req[name])
         self.grad_dict = {n: given.get(n, self.arg_dict[n].grad) for n in names
                           if self._grad_req[n] != "null"}
         self.outputs: list = self._blank_outputs()
@@ -796,7 +799,7 @@ class Executor:
         feed = {**self.arg_dict, **self.aux_dict}
         _, shapes, _ = self._symbol.infer_shape(**{k: v.shape for k, v in feed.items()})
         _, dtypes, _ = self._symbol.infer_type(**{k: v.dtype for k, v in feed.items()})
-        if shapes is None or dtypes is None or any(s is None for s in shapes):
+        if shapes is None or dtypes is None or any(s is None or 0 in s for s in shapes):
             return [None] * len(self._symbol.list_outputs())
         return [ndarray.from_numpy(np.zeros(s, d)) for s, d in zip(shapes, dtypes)]
 
@@ -842,8 +845,13 @@ class Executor:
         scope = autograd.record(train_mode=is_train) if recorded else autograd.predict_mode()
         with scope:
             results = self._program(*[feed[n] for n in self._symbol.list_inputs()])
-        self.outputs = list(results) if isinstance(results, (list, tuple)) else [results]
+        self._results = list(results) if isinstance(results, (list, tuple)) else [results]
         self._recorded = recorded
+        # as MXNet's executor: the arrays of ``outputs`` are written in place (code may hold
+        # them from before the forward); the fresh results stay the heads of backward
+        self.outputs = [result if held is None or held.shape != result.shape
+                        or held.dtype != result.dtype else result.copyto(held)
+                        for held, result in zip(self.outputs, self._results)]
         monitor, monitor_all = getattr(self, "_monitor", (None, False))
         if monitor is not None:
             seen = [*feed.items()] if monitor_all else []
@@ -868,11 +876,16 @@ class Executor:
         heads = None if out_grads is None else [
             _to_ndarray(g).astype(out.dtype, copy=False) for g, out in zip(
                 out_grads if isinstance(out_grads, (list, tuple)) else [out_grads],
-                self.outputs)]
-        autograd.backward(self.outputs, heads)
+                self._results)]
+        autograd.backward(self._results, heads)
         for name, target in self.grad_dict.items():
-            if target is not self.arg_dict[name].grad:  # the caller's args_grad arrays
-                self.arg_dict[name].grad.copyto(target)
+            fresh = self.arg_dict[name].grad
+            if target is fresh:
+                continue
+            if self._grad_req[name] == "add":  # onto what the array holds now (MXNet code
+                target += fresh  # writes grad_dict['x'][:] = ... between bind and backward)
+            else:
+                fresh.copyto(target)
 
 
 def _grad_reqs(names: list[str], grad_req: Any) -> dict[str, str]:

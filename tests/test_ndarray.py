@@ -620,3 +620,49 @@ def test_ftrl_update_by_hand():
     # z = 4 - (sqrt(16) - 0) * 2 / 0.5 = -12; n = 16; w = (-0.1 + 12) / ((1 + 4) / 0.5)
     assert (z.asscalar(), n.asscalar()) == (-12.0, 16.0)
     assert w.asscalar() == pytest.approx(11.9 / 10)
+
+
+def test_moveaxis_is_numpys():
+    x = nd.zeros((4, 1, 2, 3))
+    for source, destination in [(0, 2), (1, -1), ([0, 1], [2, 3]), ([3, 0], [1, 0])]:
+        expected = np.moveaxis(np.zeros((4, 1, 2, 3)), source, destination).shape
+        assert nd.moveaxis(x, source, destination).shape == expected
+
+
+def test_mxnets_older_row_functions():
+    a, rows = nd.array(np.arange(6).reshape(2, 3)), nd.array([2, 0])
+    assert nd.choose_element_0index(a, rows).asnumpy().tolist() == [2.0, 3.0]
+    filled = nd.fill_element_0index(a, nd.array([9, 8]), rows)
+    assert filled.asnumpy().tolist() == [[0, 1, 9], [8, 4, 5]]
+    out = nd.zeros((2, 3))
+    nd.onehot_encode(rows, out=out)
+    assert out.asnumpy().tolist() == [[0, 0, 1], [1, 0, 0]]
+    assert nd.concatenate([a, a], axis=1).shape == (2, 6)
+
+
+def test_full_eye_and_linspace():
+    out = nd.zeros((2, 2))
+    nd.full((2, 2), 2, out=out)
+    assert out.asnumpy().tolist() == [[2, 2], [2, 2]]
+    np.testing.assert_array_equal(nd.eye(3, k=-1).asnumpy(), np.eye(3, k=-1))
+    np.testing.assert_allclose(nd.linspace(10.5, 20.2, 7, dtype="int32").asnumpy(),
+                               np.linspace(10.5, 20.2, 7, dtype="int32"))
+
+
+def test_topk_gradient_goes_back_where_each_value_was_picked():
+    a = nd.array([[3.0, 1.0, 2.0], [0.0, 5.0, 4.0]])
+    a.attach_grad()
+    with autograd.record():
+        top = nd.topk(a, k=2, ret_typ="value")
+    top.backward(nd.array([[10.0, 20.0], [30.0, 40.0]]))
+    assert top.asnumpy().tolist() == [[3.0, 2.0], [5.0, 4.0]]
+    assert a.grad.asnumpy().tolist() == [[10.0, 0.0, 20.0], [0.0, 30.0, 40.0]]
+    assert nd.topk(a, axis=None, k=2, ret_typ="mask").asnumpy().tolist() == [[0, 0, 0],
+                                                                            [0, 1, 1]]
+
+
+def test_runtime_features_are_all_disabled():
+    features = mx.runtime.Features()
+    assert not features.is_enabled("CUDA") and not features.is_enabled("int64_tensor_size")
+    with pytest.raises(RuntimeError, match="unknown"):
+        features.is_enabled("WARP_DRIVE")

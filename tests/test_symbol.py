@@ -640,3 +640,48 @@ def test_softmax_dtype_sets_the_output_dtype():
                                rtol=1e-3)
     exe = sym.softmax(sym.var("a"), dtype="float64").simple_bind(a=(1, 3))
     assert exe.forward(a=x)[0].dtype == np.float64
+
+
+def test_executor_writes_its_outputs_in_place():
+    exe = sym.abs(sym.var("x")).simple_bind(x=(3,))
+    held = exe.outputs[0]
+    exe.forward(is_train=True, x=mx.nd.array([-1.0, 2.0, -3.0]))
+    assert exe.outputs[0] is held and held.asnumpy().tolist() == [1.0, 2.0, 3.0]
+    exe.backward(mx.nd.ones((3,)))
+    assert exe.grad_dict["x"].asnumpy().tolist() == [-1.0, 1.0, -1.0]
+
+
+def test_partial_shapes_keep_their_unknown_zeros():
+    data = sym.var("data", shape=(0, 20))
+    assert sym.slice(data, begin=(None, 3), end=(None, 10)).infer_shape_partial()[1] == [(0, 7)]
+    assert sym.slice_axis(data, axis=1, begin=2, end=5).infer_shape_partial()[1] == [(0, 3)]
+    assert sym.FullyConnected(data, num_hidden=3).infer_shape() == (None, None, None)
+    image = sym.var("image", shape=(1, 0, 0, 0))
+    conv = sym.Convolution(image, sym.var("w"), kernel=(7, 7), num_filter=64, no_bias=True)
+    assert conv.infer_shape_partial()[0] == [(1, 0, 0, 0), (64, 0, 7, 7)]
+
+
+def test_grad_req_add_accumulates_onto_what_the_gradient_array_holds():
+    y = sym.var("x") * 2
+    g = mx.nd.array([10.0, 11.0])
+    exe = y.bind(mx.cpu(), {"x": mx.nd.array([1.0, 2.0])}, args_grad={"x": g}, grad_req="add")
+    exe.forward(is_train=True)
+    exe.backward(mx.nd.ones((2,)))
+    assert g.asnumpy().tolist() == [12.0, 13.0]
+    exe = y.simple_bind(x=(2,), grad_req="add", mode="ignored: not a shape")
+    exe.grad_dict["x"][:] = 5  # written after bind, as MXNet's tests do
+    exe.forward(is_train=True, x=mx.nd.ones((2,)))
+    exe.backward(mx.nd.ones((2,)))
+    assert exe.grad_dict["x"].asnumpy().tolist() == [7.0, 7.0]
+
+
+def test_softmax_output_takes_a_probability_label_of_the_data_shape():
+    x = mx.nd.array([[0.5, -1.0, 2.0]])
+    label = mx.nd.array([[0.2, 0.3, 0.5]])
+    grad = mx.nd.zeros((1, 3))
+    exe = sym.SoftmaxOutput(sym.var("X"), sym.var("L")).bind(
+        mx.cpu(), args=[x, label], args_grad={"X": grad})
+    exe.forward(is_train=True)
+    exe.backward()
+    expected = mx.nd.softmax(x).asnumpy() - label.asnumpy()
+    np.testing.assert_allclose(grad.asnumpy(), expected, rtol=1e-6, atol=1e-7)

@@ -73,6 +73,7 @@ TOTAL_BUDGET = 15400  # + many devices (contexts, mx.kv, mx.optimizer, the Dask 
 #   MXNet's test_gluon/test_gluon_trainer use (+0.6k)
 # + MXNet's rarer operators, update ops, pickle, compose (issue 24, second round: +0.3k)
 # + the merged halves of each module (devices beside MXNet behaviours; +0.15k)
+# + MXNet's rarer operators, update ops, pickle, compose (issue 24, second round: +0.5k)
 DEFAULT_BUDGET = 150
 
 # Code-line budgets, keyed by path relative to the repository root.
@@ -81,6 +82,7 @@ BUDGETS: dict[str, int] = {
     # (+2: mx.kv and mx.optimizer)
     "hybridlab/config.py": 50,
     "hybridlab/errors.py": 60,
+    "hybridlab/runtime.py": 25,  # mx.runtime.Features (every MXNet build feature disabled)
     "hybridlab/util.py": 22,  # mx.util: the np_shape switch
     "hybridlab/base.py": 10,  # mx.base re-exports MXNetError; nothing else belongs here
     "hybridlab/ops/__init__.py": 32,  # imports 12 op modules so they register, OPS/COMPOSITES views
@@ -92,7 +94,7 @@ BUDGETS: dict[str, int] = {
     # (+ a correctly rounded float32 exp, no gradient through an integer cast: issue 24)
     # (+ BlockGrad, MakeLoss, relu NaN gradient, trig rows, cast_storage: issue 24)
     #  # + kernel_out forms and the dtype contract
-    "hybridlab/ops/reduce.py": 140,  # + norm(ord=1), softmax(dtype=), softmin (issue 24)
+    "hybridlab/ops/reduce.py": 145,  # + norm(ord=1), softmax(dtype=), softmin, nansum (issue 24)
     "hybridlab/ops/shape.py": 144,
     "hybridlab/ops/products.py": 171,  # + infer_params; kernel_out for dot/FC; dtypes; FC_2d, dot_c
     "hybridlab/ops/random.py": 40,
@@ -101,10 +103,12 @@ BUDGETS: dict[str, int] = {
     # + engine_scope typed per engine class (overloads: a StepEngine scope gives a StepEngine);
     # + typed for mypy --strict;
     # + the push/fail/skip/clear events and typed dependencies (Dep) every instrument reads
-    "hybridlab/ndarray.py": 568,  # + the caller named in save errors (export, nd.save)
+    "hybridlab/ndarray.py": 575,  # + the caller named in save errors (export, nd.save)
     # (+ nd.reset_arrays: issue 24); + pickle/deepcopy, inplace views, _fresh_grad (issue 24)
     # (+ arrays keep their device: results take their first input's context)
     # + pickle/deepcopy, inplace views, _fresh_grad, in-place update ops (issue 24)
+    # + pickle/deepcopy, inplace views, _fresh_grad, in-place update ops, moveaxis and
+    # MXNet's older row functions (issue 24)
     # (+15: NOTE [Unfilled inputs], an op decides at run time, never by timing)
     # + layer operators run as their lowering, views (NOTE [Views])
     # + _assign_all: a backward pass stores every gradient in one engine op
@@ -243,9 +247,10 @@ BUDGETS: dict[str, int] = {
     # im2col in bounded chunks, out= kernels, workspace formulas;
     # (+2: stride, dilate, pad "()" mean the default, as in MXNet)
     # + grouped and depthwise convolution (NOTE [Groups])
-    "hybridlab/ops/creation.py": 46,  # ones/zeros/full/arange and *_like
+    "hybridlab/ops/creation.py": 62,  # ones/zeros/full/arange and *_like; eye, linspace (issue 24)
     "hybridlab/ops/eager.py": 50,  # every registry op run at once on numpy arrays, no engine
     "hybridlab/ops/optimizer.py": 105,  # MXNet's ten update operators (sgd_update ... ftml_update)
+    "hybridlab/ops/sorting.py": 70,  # topk (values, indices, mask, both), its VJP; sort, argsort
     "hybridlab/ops/special.py": 76,  # MXNet's rarer math (rint, hypot, gamma), contrib value tests
     "hybridlab/ops/indexing.py": 155,  # slice, pick, take, one_hot + scatters and their grads
     "hybridlab/ops/join.py": 78,  # concat, stack, split; _concat_part's own (2nd-order) gradient

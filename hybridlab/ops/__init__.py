@@ -20,6 +20,7 @@ from hybridlab.ops import (
     random,
     reduce,
     shape,
+    sorting,
     special,
 )
 from hybridlab.ops.registry import (

@@ -42,10 +42,29 @@ _filled("_full", lambda kw: kw["value"], "An array of ``shape`` filled with ``va
 
 
 @composite("full")
-def full(F: Any, shape: Any, val: Any, ctx: Any = None, dtype: Any = "float32", name: Any = None
-        ) -> Any:
-    """An array of ``shape`` filled with ``val``."""
-    return F._full(shape=shape, value=val, dtype=dtype, name=name)
+def full(F: Any, shape: Any, val: Any, ctx: Any = None, dtype: Any = "float32", name: Any = None,
+         out: Any = None) -> Any:
+    """An array of ``shape`` filled with ``val`` (written into ``out`` if given, nd only)."""
+    where = {} if out is None else {"out": out}
+    return F._full(shape=shape, value=val, dtype=dtype, name=name, **where)
+
+
+register(OpDef(
+    name="_eye", aliases=("eye",), grad=None, kind=Kind.OPAQUE, inputs=(),
+    kernel=lambda N, M, k, ctx, dtype: np.eye(N, M or N, k, dtype=dtype),
+    infer=lambda N, M, k, ctx, dtype: _infer.created("eye", (N, M or N), dtype),
+    attrs={"N": Attr("int", low=0), "M": Attr("int", 0, low=0), "k": Attr("int", 0),
+           "ctx": Attr("any", None), "dtype": Attr("dtype", "float32")},
+    doc="An ``N`` x ``M`` (``M=0``: N) array with ones on diagonal ``k``, zeros elsewhere."))
+register(OpDef(
+    name="_linspace", aliases=("linspace",), grad=None, kind=Kind.OPAQUE, inputs=(),
+    kernel=lambda start, stop, num, endpoint, ctx, dtype: np.linspace(
+        start, stop, num, endpoint=endpoint).astype(dtype),
+    infer=lambda start, stop, num, endpoint, ctx, dtype: [Aval((num,), np.dtype(dtype))],
+    attrs={"start": Attr("float"), "stop": Attr("float"), "num": Attr("int", low=0),
+           "endpoint": Attr("bool", True), "ctx": Attr("any", None),
+           "dtype": Attr("dtype", "float32")},
+    doc="``num`` evenly spaced values from ``start`` to ``stop`` (included if ``endpoint``)."))
 
 
 def _optional_float(value: float | str | None) -> float | None:

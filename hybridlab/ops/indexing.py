@@ -50,7 +50,7 @@ def _slices(name: str, shape: Any, begin: Any, end: Any, step: Any = (), axis: A
 
 def _sliced_shape(name: str, shape: Any, index: tuple[slice, ...]) -> tuple[int, ...]:
     out = tuple(len(range(n)[s]) for n, s in zip(shape, index)) + tuple(shape[len(index):])
-    if 0 in out:
+    if any(size == 0 < before for size, before in zip(out, shape)):  # (an unknown 0 stays 0)
         raise ShapeError(f"{name}: slicing shape {shape} with {index} leaves nothing")
     return out
 

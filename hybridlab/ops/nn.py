@@ -270,6 +270,8 @@ def _softmax_output_grad(prob: np.ndarray, label: np.ndarray, *, grad_scale: flo
                          **unused: Any) -> np.ndarray:
     """``(softmax - one_hot(label)) * grad_scale``, normalised: the cross-entropy gradient,
     whatever gradient arrives from above (MXNet's rule: the loss is built in)."""
+    if label.shape == prob.shape and label.size != label.shape[0]:  # soft labels:
+        return ((prob - label) * grad_scale).astype(prob.dtype, copy=False)  # type: ignore[no-any-return]
     p = _class_axis(prob, multi_output, preserve_shape)
     classes = p.shape[1]
     labels = label.reshape(p.shape[:1] + p.shape[2:]).astype(np.int64)
@@ -302,7 +304,8 @@ def _label_shape(data: Aval, multi_output: bool, preserve_shape: bool) -> tuple[
 def _softmax_output_infer(data: Aval, label: Aval, multi_output: bool, preserve_shape: bool,
                           **unused: Any) -> list[Aval]:
     wanted = _label_shape(data, multi_output, preserve_shape)
-    if len(data.shape) < 2 or int(np.prod(label.shape)) != int(np.prod(wanted)):
+    soft = tuple(label.shape) == tuple(data.shape)  # a probability per class (MXNet too)
+    if len(data.shape) < 2 or (int(np.prod(label.shape)) != int(np.prod(wanted)) and not soft):
         raise ShapeError(f"SoftmaxOutput: data {tuple(data.shape)} needs (batch, classes, "
                          f"...) scores and a label of shape {wanted} (one class index per "
                          f"row), got label {tuple(label.shape)}")

@@ -132,6 +132,15 @@ _reduction("min", np.min, _extreme_grad, "Minimum over ``axis``.", ("min_axis",)
 _reduction("prod", np.prod, lambda F, inputs, outputs, out_grads, **attrs: [
     _spread(F, out_grads[0] * outputs[0], inputs[0], attrs) / inputs[0]],
     "Product over ``axis`` (its gradient divides by the input: no zeros).")
+_reduction("nansum", np.nansum, lambda F, inputs, outputs, out_grads, **attrs: [
+    _spread(F, out_grads[0], inputs[0], attrs) * F.broadcast_equal(inputs[0], inputs[0])],
+    "Sum over ``axis``, NaNs counted as 0 (they get no gradient).")
+_reduction("nanprod", np.nanprod, lambda F, inputs, outputs, out_grads, **attrs: [F.where(
+    F.broadcast_equal(inputs[0], inputs[0]),
+    _spread(F, out_grads[0] * outputs[0], inputs[0], attrs) / inputs[0],
+    F.zeros_like(inputs[0]))], "Product over ``axis``, NaNs counted as 1.")
+
+
 def _norm(x: np.ndarray, axis: Any, keepdims: bool, ord: int) -> np.ndarray:
     if ord == 1:
         return np.sum(np.abs(x), axis, keepdims=keepdims)

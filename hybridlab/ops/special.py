@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from hybridlab.ops.elementwise import _arith, _unary
+from hybridlab.ops.elementwise import _arith, _front_end, _scalar, _unary
 from hybridlab.ops.registry import Attr, Kind, OpDef, composite, register
 
 
@@ -64,7 +64,10 @@ _unary("gamma", _gamma, lambda F, g, x, out: g * out * F.digamma(x), "Elementwis
 _unary("gammaln", _lgamma, lambda F, g, x, out: g * F.digamma(x),
        "Elementwise ``log(|gamma(x)|)``.")
 _arith("_hypot", np.hypot, lambda F, g, a, b, out: [g * a / out, g * b / out],
-       ("hypot", "broadcast_hypot"), "``sqrt(lhs ** 2 + rhs ** 2)`` with broadcasting.")
+       ("broadcast_hypot",), "``sqrt(lhs ** 2 + rhs ** 2)`` with broadcasting.")
+_scalar("_hypot_scalar", np.hypot, lambda F, g, x, out, s: g * x / out,
+        "``sqrt(data ** 2 + scalar ** 2)``")
+_front_end("hypot", "_hypot", "_hypot_scalar", "_hypot_scalar", "``sqrt(lhs ** 2 + rhs ** 2)``.")
 
 
 def _smooth_l1(x: np.ndarray, scalar: float) -> np.ndarray:
@@ -73,8 +76,8 @@ def _smooth_l1(x: np.ndarray, scalar: float) -> np.ndarray:
 
 
 register(OpDef(
-    name="smooth_l1", kernel=_smooth_l1, kind=Kind.ELEMENTWISE, attrs={"scalar": Attr("float")},
-    infer=lambda x, scalar: [x],
+    name="smooth_l1", kernel=_smooth_l1, kind=Kind.ELEMENTWISE,
+    attrs={"scalar": Attr("float", 1.0)}, infer=lambda x, scalar: [x],
     grad=lambda F, inputs, outputs, out_grads, scalar: [out_grads[0] * F.where(
         F.abs(inputs[0]) < 1 / (scalar * scalar), inputs[0] * (scalar * scalar),
         F.sign(inputs[0]))],
