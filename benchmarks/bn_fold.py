@@ -20,21 +20,14 @@ import argparse
 import os
 import statistics
 import sys
-import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from onnx_networks import per_call  # (this folder is the script's: on sys.path)
+
 import hybridlab as mx
 from hybridlab import engine, nd
-
-
-def per_call(run, calls: int) -> tuple[float, float]:
-    """Seconds per call: (wall clock, CPU time of this process)."""
-    start, cpu = time.perf_counter(), time.process_time()
-    for _ in range(calls):
-        run()
-    return (time.perf_counter() - start) / calls, (time.process_time() - cpu) / calls
 
 
 def calls_of(net) -> int:
