@@ -202,10 +202,11 @@ BUDGETS: dict[str, int] = {
     # (the pass explorer: drawing + widget (lab/passes.py)); + big graphs drawn by blocks,
     # each stage rendered once
     "hybridlab/viz/breakdown.py": 47,  # where the time goes, drawn (lab/timing.py measures)
-    "hybridlab/viz/memory.py": 196,  # the timeline drawn + its widget (model: lab/memory.py)
+    "hybridlab/viz/memory.py": 202,  # the timeline drawn + its widget (model: lab/memory.py)
     # + drawn once per program, a step pasted over the background; labels only where they fit
     # (+ boxes as two collections: a real network's thousands in one redraw)
-    # (+ past MANY_BOXES results the profile of bytes alive, not a speck per result)
+    # (+ past MANY_BOXES results the profile of bytes alive, not a speck per result; the
+    # programs offered, modes=)
     "hybridlab/model_files.py": 303,  # MXNet's symbol JSON both ways, bounded and validated;
     # (+8: a JSON file is priced before it is parsed, NOTE [Load memory])
     # the export pair (digest in the JSON) -- moved out of symbol.py and gluon
