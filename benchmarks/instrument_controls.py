@@ -3,7 +3,8 @@
 At the lessons' own sizes: the memory explorer over lesson 05's MLP (512 -> 256 -> 128 ->
 10, batch 64), moving its step slider across the forward and the forward + backward
 programs and switching the program; lesson 04's schedule explorers (workers, switches,
-devices menu); the speed-up widget of lesson 02 (its default
+devices menu); lesson 10's all-reduce explorer (way, devices, bytes); the speed-up widget
+of lesson 02 (its default
 network), moving each slider, redrawn from measurements it already has (the widget
 measures a new point once, in the background of a click's redraw; what a control must
 do quickly is redraw). Measured: the median time of one control change, every control
@@ -188,13 +189,34 @@ def real_network_controls(rounds: int) -> Times:
     return times
 
 
+def allreduce_controls(rounds: int) -> Times:
+    """Lesson 10's all-reduce explorer at its settings (a ring of 4 devices, 4 MB): the
+    way, the devices slider (2 to 16) and the gradient's size."""
+    from hybridlab.viz.allreduce import allreduce_explorer
+
+    explorer = allreduce_explorer("ring", n=4, size=4e6, alpha=50e-6, beta=1e-9)
+    times: Times = {"all-reduce: way": [], "all-reduce: devices slider": [],
+                    "all-reduce: bytes": []}
+    for _ in range(rounds):
+        for kind in ("server", "tree", "ring"):
+            times["all-reduce: way"].append(timed(lambda k=kind: setattr(
+                explorer.kind, "value", k)))
+        for n in (2, 8, 16, 4):
+            times["all-reduce: devices slider"].append(timed(lambda v=n: setattr(
+                explorer.devices, "value", v)))
+        for size in (1e3, 1e8, 4e6):
+            times["all-reduce: bytes"].append(timed(lambda v=size: setattr(
+                explorer.size, "value", v)))
+    return times
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--no-real", action="store_true", help="skip the real networks")
     args = parser.parse_args(argv)
     results = {**memory_controls(args.rounds), **speedup_controls(args.rounds),
-               **schedule_controls(args.rounds)}
+               **schedule_controls(args.rounds), **allreduce_controls(args.rounds)}
     if not args.no_real:
         results.update(real_network_controls(max(1, args.rounds // 2)))
     worst = 0.0

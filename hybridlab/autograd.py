@@ -53,6 +53,17 @@ from hybridlab.errors import GraphReleasedError, MissingGradientError, NotRecord
 from hybridlab.walk import postorder, reverse_mode  # the walks shared with graph.ir
 
 GRAD_REQS = ("write", "add", "null")
+__all__ = ["GRAD_REQS", "Function", "NDArray",  # noqa: F822 -- NDArray: from __getattr__
+           "backward", "get_symbol", "grad", "is_recording",
+           "is_training", "mark_variables", "pause", "predict_mode", "record", "set_recording",
+           "set_training", "train_mode"]  # NDArray: MXNet's autograd exports it too
+
+
+def __getattr__(name: str) -> Any:
+    if name == "NDArray":  # (imported on demand: ndarray imports this module)
+        from hybridlab.ndarray import NDArray
+        return NDArray
+    raise AttributeError(f"module 'hybridlab.autograd' has no attribute {name!r}")
 
 
 class _Mode(threading.local):
@@ -119,12 +130,13 @@ def predict_mode() -> contextlib.AbstractContextManager:
 
 
 class Leaf:
-    """A variable marked by ``attach_grad``: where ``backward`` puts its gradient."""
+    """A variable marked by ``attach_grad``: where ``backward`` puts its gradient.
+    ``fresh``: a backward wrote it since it was last cleared (MXNet's ``_fresh_grad``)."""
 
-    __slots__ = ("grad", "grad_req")
+    __slots__ = ("grad", "grad_req", "fresh")
 
     def __init__(self, grad: Any, grad_req: str) -> None:
-        self.grad, self.grad_req = grad, grad_req
+        self.grad, self.grad_req, self.fresh = grad, grad_req, False
 
 
 class Node:
@@ -260,6 +272,7 @@ def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False,
     for array, grad in grads.values():
         leaf = array._ag
         if isinstance(leaf, Leaf) and leaf.grad_req != "null":
+            leaf.fresh = True
             targets.append(leaf.grad)
             sources.append(grad if leaf.grad_req == "write" else leaf.grad + grad)
     nd._assign_all(targets, sources)  # one engine op stores every gradient
@@ -286,3 +299,58 @@ def grad(heads: Any, variables: Any, head_grads: Any = None, retain_graph: bool 
     result = [grads[id(v)][1] if id(v) in grads else nd.from_numpy(np.zeros(v.shape, v.dtype))
               for v in variables]
     return result[0] if single else result
+
+
+class Function:
+    """MXNet's custom differentiable function: subclass it, write ``forward(*inputs)`` and
+    ``backward(*output_grads)`` on NDArrays, call an instance like a function. The forward
+    runs with recording paused; the call is recorded as one tape node whose gradient rule
+    is your ``backward`` (which returns one gradient per input)."""
+
+    def __init__(self) -> None:
+        self.saved_tensors: tuple = ()
+
+    def save_for_backward(self, *arrays: Any) -> None:
+        self.saved_tensors = arrays
+
+    def forward(self, *inputs: Any) -> Any:
+        raise NotImplementedError("write forward(self, *inputs) in your Function subclass")
+
+    def backward(self, *output_grads: Any) -> Any:
+        raise NotImplementedError("write backward(self, *output_grads) in your Function "
+                                  "subclass: one gradient per input of forward")
+
+    def __call__(self, *inputs: Any) -> Any:
+        with pause():
+            outputs = self.forward(*inputs)
+        if is_recording():
+            record_op(_FunctionRule(self), {}, inputs, _as_list(outputs))
+        return outputs
+
+
+class _FunctionRule:
+    """A :class:`Function` as the tape sees an operator: a name and a gradient rule."""
+
+    grad_missing = ""
+
+    def __init__(self, function: Function) -> None:
+        self.function, self.name = function, type(function).__name__
+
+    def grad(self, F: Any, inputs: list, outputs: list, out_grads: list) -> list:
+        return _as_list(self.function.backward(*out_grads))
+
+
+# ``get_symbol`` needs the Symbol front end, a layer above this one: ``symbol`` installs
+# its converter here when imported (as it installs itself in ``graph.frontend``).
+_TAPE_TO_SYMBOL: list[Any] = []
+
+
+def get_symbol(x: Any) -> Any:
+    """The recorded computation of ``x`` as a Symbol (MXNet's ``autograd.get_symbol``):
+    every array it started from that no recorded op made is a variable (``var0``, ...)."""
+    if not _TAPE_TO_SYMBOL:
+        raise RuntimeError("autograd.get_symbol needs hybridlab.symbol (import hybridlab)")
+    if not isinstance(x._ag, tuple):
+        raise NotRecordedError("autograd.get_symbol: the array was not computed by a "
+                               "recorded operation; compute it inside autograd.record()")
+    return _TAPE_TO_SYMBOL[0](x, _topological_order([x]))

@@ -29,6 +29,7 @@ checkout), imported inside the functions that need them.
 
 from __future__ import annotations
 
+import contextlib
 import operator
 from typing import Any, Mapping, NamedTuple, Sequence
 
@@ -408,7 +409,11 @@ def run_workers(fn: Any, *args: Any, client: Any, timeout: float = 60.0) -> list
         if failed:
             rank = futures.index(failed[0])
             server.abort(f"rank {rank} failed: {failed[0].exception()!r}").result()
-            wait(pending)  # they raise at their next store call, now
+            # the others raise at their next store call, now -- unless their worker died,
+            # and Dask waits for it to come back: give up on them after the timeout
+            with contextlib.suppress(TimeoutError):
+                wait(pending, timeout=timeout)
+            client.cancel(pending)
             failed[0].result()  # raises the first failure
     return client.gather(futures)
 

@@ -1005,3 +1005,25 @@ def set_tracing(on: bool = True) -> None:
 
 def clear_trace() -> None:
     current().clear_trace()
+
+
+_BULK_SIZE = [0]
+
+
+def set_bulk_size(size: int) -> int:
+    """MXNet's ``mx.engine.set_bulk_size``; returns the previous size. MXNet groups up to
+    ``size`` imperative ops into one engine task to save scheduling overhead; it changes
+    no result. hybridlab's engines run every op as its own task (so traces and the queue
+    stepper show each one), so the size is kept for the API and changes nothing."""
+    previous, _BULK_SIZE[0] = _BULK_SIZE[0], int(size)
+    return previous
+
+
+@contextlib.contextmanager
+def bulk(size: int) -> Iterator[None]:
+    """``with mx.engine.bulk(size):`` (MXNet): see :func:`set_bulk_size`."""
+    previous = set_bulk_size(size)
+    try:
+        yield
+    finally:
+        set_bulk_size(previous)

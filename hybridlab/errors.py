@@ -89,7 +89,13 @@ class HybridizeError(MXNetError):
     """
 
 
-class SymbolBoolError(HybridizeError, TypeError):
+class NotImplementedForSymbol(HybridizeError):  # noqa: N818 -- MXNet's name
+    """MXNet's ``mx.base.NotImplementedForSymbol``: what an NDArray can do and a Symbol
+    cannot (a truth value, an in-place write). The errors below that MXNet raised as this
+    one subclass it, so ``except NotImplementedForSymbol`` catches them as in MXNet."""
+
+
+class SymbolBoolError(NotImplementedForSymbol, TypeError):
     """``if x:``, ``while x:``, ``bool(x)``, ``and``/``or`` on a Symbol.
 
     A Symbol has no value while the program is traced, so Python cannot decide which
@@ -162,7 +168,7 @@ def value_message(call: str, symbol: str) -> str:
             f"hybridize(False)")
 
 
-class SymbolInplaceError(HybridizeError, TypeError):
+class SymbolInplaceError(NotImplementedForSymbol, TypeError):
     """``x += 1``, ``x[:] = y`` or ``x[0] = 0`` on a Symbol.
 
     A Symbol is a node of a graph, not a buffer: there is nothing to overwrite. Fix:

@@ -31,7 +31,7 @@ class Initializer:
 
     def __call__(self, shape: tuple[int, ...], dtype: Any = "float32") -> Any:
         from hybridlab import ndarray as nd
-        arr = nd.zeros(shape, dtype=dtype)
+        arr = nd.zeros(shape, dtype=dtype)  # type: ignore[misc]  # (nd's generated names)
         self._init_weight("", arr)
         return arr
 
@@ -168,7 +168,7 @@ def run(init: Initializer, name: str, shape: tuple[int, ...], dtype: Any) -> Any
             is not Initializer.__call__:
         return init(shape, dtype)
     from hybridlab import ndarray as nd
-    arr = nd.zeros(shape, dtype=dtype)
+    arr = nd.zeros(shape, dtype=dtype)  # type: ignore[misc]  # (nd's generated names)
     suffix = next((s for s in _MXNET_DEFAULTS if name.endswith(s)), None)
     method = getattr(init, f"_init_{suffix}", None) if suffix else init._init_weight
     if method is not None:

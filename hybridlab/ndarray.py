@@ -58,6 +58,7 @@ from hybridlab.errors import (
     NotScalarError,
     ShapeError,
 )
+from hybridlab.ops import optimizer as optimizer_ops
 from hybridlab.ops import registry
 from hybridlab.ops.registry import Aval, OpDef, RunContext
 
@@ -111,6 +112,15 @@ class NDArray:
     def grad(self) -> NDArray | None:
         """The gradient buffer made by ``attach_grad`` (None for other arrays)."""
         return self._ag.grad if isinstance(self._ag, autograd.Leaf) else None
+
+    @property
+    def _fresh_grad(self) -> bool:  # MXNet's flag: a backward wrote .grad since cleared
+        return isinstance(self._ag, autograd.Leaf) and self._ag.fresh
+
+    @_fresh_grad.setter
+    def _fresh_grad(self, value: bool) -> None:
+        if isinstance(self._ag, autograd.Leaf):
+            self._ag.fresh = bool(value)
 
     # --- sync points --------------------------------------------------------------------
     def wait_to_read(self) -> None:
@@ -180,6 +190,21 @@ class NDArray:
     def copy(self) -> NDArray:
         return _apply(registry.get("_copy"), [self], {})
 
+    def __deepcopy__(self, memo: dict) -> NDArray:  # a new buffer on the engine, not its Var
+        return self.copy()
+
+    def __getstate__(self) -> dict:  # pickle: MXNet's one-array bytes, as MXNet pickles
+        return {"handle": bytearray(ndarray_io.array_to_bytes(self.asnumpy()))}
+
+    def __reduce__(self) -> tuple:  # a view pickles as a plain array of its values
+        return (_from_state, (self.__getstate__(),))
+
+    def __setstate__(self, state: dict) -> None:
+        values = ndarray_io.array_from_bytes(bytes(state["handle"]))
+        fresh = from_numpy(values)
+        for slot in ("_data", "_var", "_aval", "shape", "dtype", "_ag"):
+            object.__setattr__(self, slot, getattr(fresh, slot))
+
     def detach(self) -> NDArray:
         """The same values, cut off from the autograd tape."""
         return _assign(empty_like_aval(self._aval), self)
@@ -200,6 +225,19 @@ class NDArray:
         op = registry.get("Reshape")
         (aval,) = op.infer(self._aval, **op.parse_attrs(attrs))
         return _View.of(self, 0, self.shape[0] if self.shape else 1, tuple(aval.shape))
+
+    def squeeze(self, axis: Any = None, inplace: bool = False) -> NDArray:
+        """``nd.squeeze``; ``inplace=True``: a view sharing this array's memory (MXNet)."""
+        return _maybe_view(self, _apply(registry.get("squeeze"), [self], {"axis": axis}), inplace)
+
+    def expand_dims(self, axis: int, inplace: bool = False) -> NDArray:
+        """``nd.expand_dims``; ``inplace=True``: a view sharing this array's memory."""
+        return _maybe_view(self, _apply(registry.get("expand_dims"), [self], {"axis": axis}),
+                           inplace)
+
+    def flatten(self, inplace: bool = False) -> NDArray:
+        """``nd.flatten``; ``inplace=True``: a view sharing this array's memory."""
+        return _maybe_view(self, _apply(registry.get("Flatten"), [self], {}), inplace)
 
     def transpose(self, *axes: Any, **kwargs: Any) -> NDArray:
         axes = _one_tuple(axes)
@@ -320,6 +358,10 @@ class _View(NDArray):
         base._data = new
 
 
+def _maybe_view(x: NDArray, result: NDArray, inplace: bool) -> NDArray:
+    return x.reshape(result.shape) if inplace else result
+
+
 def _first_axis_rows(shape: tuple, begin: tuple, end: tuple, step: tuple
                      ) -> tuple[int, int] | None:
     """``(start, stop)`` when the key selects consecutive rows of the first axis and every
@@ -438,6 +480,10 @@ def from_numpy(values: np.ndarray, ctx: Context | None = None) -> NDArray:
     It is on ``ctx``, else on the current context (``with mx.cpu(1):``)."""
     values = np.asarray(values)
     return _new(Aval(values.shape, values.dtype), values, ctx or Context._default or _CPU)
+
+
+def _from_state(state: dict) -> NDArray:
+    return from_numpy(ndarray_io.array_from_bytes(bytes(state["handle"])))
 
 
 def empty_like_aval(aval: Aval, ctx: Context = _CPU) -> NDArray:
@@ -671,6 +717,25 @@ registry.install_methods(NDArray, _this_module)
 
 
 # --- public functions that are not operators (defined after populate: they win) ----------
+def _in_place_update(op: OpDef, states: tuple[int, ...]) -> Callable[..., Any]:
+    """``nd.adam_update(w, g, mean, var, out=w, ...)`` as MXNet runs it: the new weight
+    goes to ``out`` (or is returned) and the states given are overwritten in place."""
+    def update(*args: Any, out: NDArray | None = None, **kwargs: Any) -> NDArray:
+        inputs, attrs = registry.split_arguments(op, args, kwargs)
+        attrs.pop("name", None)
+        weight, *new_states = _apply(op, inputs, attrs)
+        _assign_all([inputs[i] for i in states], new_states)
+        return weight if out is None else _assign(out, weight)
+
+    update.__name__, update.__doc__ = op.name, op.doc
+    return update
+
+
+for _name, _states in optimizer_ops.STATE_INPUTS.items():
+    if _states:
+        setattr(_this_module, _name, _in_place_update(registry.get(_name), _states))
+
+
 # Called first by nd.array when set: gluon's tracing installs it (it refuses nd.array in
 # a traced hybrid_forward, in the tracing thread only). ndarray never imports gluon.
 _array_guard: Callable[[], None] | None = None

@@ -27,6 +27,7 @@ This module works on numpy arrays only; ``nd.save``/``nd.load`` wrap them as NDA
 
 from __future__ import annotations
 
+import io
 import math
 import os
 import stat
@@ -79,9 +80,9 @@ def aligned(values: np.ndarray) -> np.ndarray:
 class _Reader:
     """A file plus how many bytes it has left; every read is checked against that."""
 
-    def __init__(self, file: BinaryIO, fname: str) -> None:
+    def __init__(self, file: BinaryIO, fname: str, size: int | None = None) -> None:
         self.file, self.fname = file, fname
-        self.left = os.fstat(file.fileno()).st_size
+        self.left = os.fstat(file.fileno()).st_size if size is None else size
         self.entry = "the header"  # what is being read, for error messages
 
     def fail(self, problem: str) -> ArrayFileError:
@@ -192,6 +193,23 @@ def _read_array(reader: _Reader) -> np.ndarray:
     values = aligned_empty(shape, dtype)
     reader.read_into(values, "the data")
     return values if dtype.isnative else values.astype(dtype.newbyteorder("="))
+
+
+def array_to_bytes(array: np.ndarray) -> bytes:
+    """One array in MXNet's single-array bytes (what MXNet's NDArray pickles as)."""
+    buffer = io.BytesIO()
+    _write_array(buffer, array)
+    return buffer.getvalue()
+
+
+def array_from_bytes(data: bytes) -> np.ndarray:
+    """The array of :func:`array_to_bytes`'s bytes (or MXNet's), checked as a file is."""
+    reader = _Reader(io.BytesIO(data), "pickled NDArray", size=len(data))
+    reader.entry = "the array"
+    values = _read_array(reader)
+    if reader.left:
+        raise reader.fail(f"{reader.left} unexpected bytes after the array")
+    return values
 
 
 def _read_names(reader: _Reader, count: int) -> list[str]:

@@ -46,13 +46,14 @@ from __future__ import annotations
 import builtins
 import contextlib
 import dataclasses
+import itertools
 import sys
 import threading
 from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from hybridlab import display, errors, model_files
+from hybridlab import autograd, display, errors, model_files
 from hybridlab import name as _name
 from hybridlab.graph import frontend, ir
 from hybridlab.graph.ir import Graph, Node, Value
@@ -128,6 +129,30 @@ class Symbol:
         """A grouped symbol of every output of every node (index it by output name)."""
         graph = self.to_graph()
         return Symbol([n.out(i) for n in graph.nodes for i in range(model_files.output_count(n))])
+
+    def get_children(self) -> Symbol | None:
+        """The inputs of this symbol's (first) node, grouped; None for a variable (MXNet)."""
+        node = self._outputs[0].node
+        return Symbol(node.inputs) if node.kind == "call" and node.inputs else None
+
+    def __call__(self, *args: Symbol, name: str | None = None, **kwargs: Symbol) -> Symbol:
+        """Composition (MXNet's ``net2(fc3_data=net1)``): a copy of this graph with the
+        named (or, positionally, the first) arguments replaced by other symbols."""
+        given = dict(zip(self.list_arguments(), args), **kwargs)
+        unknown = sorted(set(given) - set(self.list_inputs()))
+        if unknown or len(args) > len(self.list_arguments()):
+            raise ValueError(f"compose: {unknown or args} are not arguments of {self!r}; "
+                             f"its arguments are {self.list_arguments()}")
+        values = {key: _input_value(registry.get("_copy"), "compose", key, symbol)
+                  for key, symbol in given.items()}
+
+        def visit(node: Node, inputs: tuple[Value, ...]) -> Node | Sequence[Value]:
+            if node.kind == "var" and node.name in values:
+                return [values[node.name]]
+            return ir.with_inputs(node, inputs)
+
+        composed = Symbol(ir.rebuild(self.to_graph(), visit).outputs)
+        return _renamed(composed, name, "compose") if name else composed
 
     def _variables(self) -> list[Node]:
         return [node for node in self.to_graph().nodes if node.kind == "var"]
@@ -216,6 +241,9 @@ class Symbol:
         """Like ``infer_shape``, but what cannot be inferred is ``()`` (MXNet's answer)."""
         avals = _infer_avals(self, self._given(args, kwargs), {})
         arg, out, aux = self._report(avals, lambda aval: aval.shape)
+        declared = {n.name: n.attr_dict.get("__shape__") for n in self._variables()}
+        arg = [s if s is not None or declared[n] is None else model_files.parse_shape(
+            declared[n]) for n, s in zip(self.list_arguments(), arg)]  # (1, 0, 0, 0) stays
         return tuple([() if s is None else s for s in shapes] for shapes in (arg, out, aux))  # type: ignore[return-value]  # (a 3-tuple)
 
     def infer_type(self, *args: Any, **kwargs: Any
@@ -559,7 +587,12 @@ def _infer_call(node: Node, inputs: list[Aval | None]) -> list[Aval | None]:
         return [None] * count
     # dtype only: promote the inputs' dtypes (an aval with shape None)
     if any(a.shape is None for a in inputs):  # type: ignore[union-attr]
-        return [Aval(None, _infer.promote(*(a.dtype for a in inputs)))] * count  # type: ignore[arg-type,union-attr]
+        # an elementwise op's inputs and output have one shape: one known input is enough
+        # (MXNet's partial inference: relu(elemwise_add(known, unknown)) is known)
+        shape = next((a.shape for a in inputs if a.shape is not None), None)  # type: ignore[union-attr]
+        elementwise = node.opdef.kind == registry.Kind.ELEMENTWISE and count == 1
+        return [Aval(shape if elementwise else None,
+                     _infer.promote(*(a.dtype for a in inputs)))] * count  # type: ignore[arg-type,union-attr]
     try:
         return list(node.opdef.infer(*inputs, **node.attr_dict))
     except (ValueError, IndexError, TypeError, ArithmeticError) as err:
@@ -811,7 +844,18 @@ class Executor:
             results = self._program(*[feed[n] for n in self._symbol.list_inputs()])
         self.outputs = list(results) if isinstance(results, (list, tuple)) else [results]
         self._recorded = recorded
+        monitor, monitor_all = getattr(self, "_monitor", (None, False))
+        if monitor is not None:
+            seen = [*feed.items()] if monitor_all else []
+            for name, array in seen + list(zip(self._symbol.list_outputs(), self.outputs)):
+                monitor(name, array)
         return self.outputs
+
+    def set_monitor_callback(self, callback: Any, monitor_all: bool = False) -> None:
+        """Call ``callback(name, array)`` after each ``forward`` for every output (and, with
+        ``monitor_all``, every input first). The graph runs as one compiled program, so
+        its internal values are not kept to be shown (MXNet's monitor also saw those)."""
+        self._monitor = (callback, monitor_all)
 
     def backward(self, out_grads: Any = None, is_train: bool = True) -> None:
         """Gradients of the outputs (weighted by ``out_grads``, taken in each output's
@@ -851,6 +895,7 @@ def _array_dict(names: list[str], given: Any, what: str, partial: bool = False) 
         given = {}
     if not isinstance(given, dict):
         given = dict(zip(names, given))
+    given = {k: v for k, v in given.items() if v is not None}  # MXNet skips {'b': None}
     unknown = sorted(set(given) - set(names))
     missing = [n for n in names if n not in given]
     if unknown or (missing and not partial):
@@ -871,6 +916,30 @@ def _to_ndarray(value: Any) -> Any:
 registry.populate(sys.modules[__name__], _apply, _compose)
 registry.install_dunders(Symbol, _apply, _foreign_operand, registry.ELEMENTWISE_DUNDERS)
 registry.install_methods(Symbol, sys.modules[__name__])  # x.relu(): the rule NDArray uses
+
+
+def _symbol_from_tape(head: Any, nodes: list) -> Symbol:
+    """``autograd.get_symbol``: the tape's nodes (inputs first) as one graph."""
+    values: dict[int, Value] = {}  # id(array) -> its value in the graph
+    count = itertools.count()
+
+    def value_of(array: Any) -> Value:
+        if id(array) not in values:  # an array no recorded op made: a variable
+            values[id(array)] = ir.var(f"var{next(count)}").out()
+        return values[id(array)]
+
+    for node in nodes:
+        if not isinstance(node.op, registry.OpDef):
+            raise TypeError(f"autograd.get_symbol: {node.op.name} (an autograd.Function) "
+                            f"has no operator to put in a graph")
+        inputs = [value_of(x) for x in node.inputs]
+        made = ir.call(node.op.name, inputs, node.attrs, f"{node.op.name}{len(values)}",
+                       parsed=True)
+        values.update((id(out), made.out(i)) for i, out in enumerate(node.outputs))
+    return Symbol([value_of(head)])
+
+
+autograd._TAPE_TO_SYMBOL[:] = [_symbol_from_tape]
 
 
 class _GraphSymbol(Symbol):

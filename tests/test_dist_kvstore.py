@@ -79,3 +79,28 @@ def _one_rank_skips_the_push():
         out = nd.zeros((2,))
         kv.pushpull(0, nd.ones((2,)), out=out)
     return kv.rank
+
+
+def _one_rank_dies():
+    import os
+
+    import hybridlab as mx
+    from hybridlab import nd
+
+    kv = mx.kv.create("dist_sync")
+    kv.init(0, nd.zeros((2,)))
+    if kv.rank == 1:
+        os._exit(1)  # the process is gone: Dask's nanny notices and starts a new one
+    out = nd.zeros((2,))
+    kv.pushpull(0, nd.ones((2,)), out=out)
+    return kv.rank
+
+
+def test_a_worker_process_that_dies_mid_step_is_an_error_not_a_hang(dask_client):
+    """Rank 1's process exits; rank 0's pushpull waits for its push until the store's
+    timeout, and run_workers raises that, naming the wait (then gives up on rank 1)."""
+    try:
+        with pytest.raises(MXNetError, match="a worker was lost"):
+            hdask.run_workers(_one_rank_dies, client=dask_client, timeout=3)
+    finally:
+        dask_client.wait_for_workers(2, timeout=60)  # the nanny's new worker, for the others

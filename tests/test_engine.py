@@ -584,3 +584,15 @@ def test_threaded_engine_needs_at_least_one_worker(workers):
             ThreadedEngine()
     with config.Context(ENGINE_WORKERS=3):
         assert ThreadedEngine().workers == 3 and ThreadedEngine(1).workers == 1
+
+
+def test_bulk_changes_no_result_and_restores_the_size():
+    from hybridlab import nd
+
+    before = engine.set_bulk_size(0)
+    with engine.bulk(10):
+        x = nd.ones((3,))
+        x += 1
+        assert engine.set_bulk_size(10) == 10
+    assert engine.set_bulk_size(before) == 0
+    assert x.asnumpy().tolist() == [2.0, 2.0, 2.0]

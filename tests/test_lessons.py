@@ -259,3 +259,21 @@ def _names(source: str) -> set[str]:
 
     tokens = tokenize.generate_tokens(io.StringIO(source).readline)
     return {token.string for token in tokens if token.type == tokenize.NAME}
+
+
+def test_make_notebooks_builds_the_other_lessons_and_fails_for_a_refused_one(monkeypatch,
+                                                                               tmp_path):
+    built = []
+
+    def build(lesson):
+        if lesson.name.startswith("11"):
+            raise sync_notebooks.MissingFrameworkError(f"{lesson.name}: needs torch")
+        built.append(lesson.name)
+        return 0.0
+
+    lessons = [tmp_path / "10-a.md", tmp_path / "11-b.md", tmp_path / "12-c.md"]
+    monkeypatch.setattr(sync_notebooks, "lesson_paths", lambda prefix="": lessons)
+    monkeypatch.setattr(sync_notebooks, "build", build)
+    monkeypatch.setattr(sync_notebooks, "NOTEBOOKS", tmp_path)
+    assert sync_notebooks.main([]) == 1
+    assert built == ["10-a.md", "12-c.md"]

@@ -569,3 +569,54 @@ def test_engines_agree_on_random_programs(program, seed):
         assert len(results) == len(reference)
         for expected, got in zip(reference, results):
             np.testing.assert_array_equal(got, expected)
+
+
+def test_pickle_and_deepcopy_give_independent_arrays():
+    a = nd.arange(6).reshape((2, 3)) + 1  # a view pickles as a plain array of its values
+    for b in (pickle.loads(pickle.dumps(a)), __import__("copy").deepcopy(a)):
+        np.testing.assert_array_equal(b.asnumpy(), a.asnumpy())
+        b[:] = 0
+        assert a.asnumpy().sum() == 21
+
+
+def test_setstate_reads_mxnet_one_array_bytes():
+    # MXNet's pickled state of arange(1) on a GPU: magic, dense, 1-d (1,), gpu 0, float32 0.0
+    state = {"handle": bytearray(b"\xc9\xfa\x93\xf9" + bytes(4) + b"\x01\x00\x00\x00"
+                                 + b"\x01" + bytes(7) + b"\x02" + bytes(3) + bytes(12))}
+    array = nd.arange(5)
+    array.__setstate__(state)
+    assert array.shape == (1,) and array.asnumpy()[0] == 0.0
+    with pytest.raises(mx.base.MXNetError, match="unexpected bytes"):
+        array.__setstate__({"handle": bytes(state["handle"]) + b"\x00"})
+
+
+@pytest.mark.parametrize("method, kwargs", [("squeeze", {"axis": 0}),
+                                            ("expand_dims", {"axis": 1}), ("flatten", {})])
+def test_inplace_shape_methods_share_memory(method, kwargs):
+    data = nd.ones((1, 3, 2))
+    copy = getattr(data, method)(**kwargs)
+    view = getattr(data, method)(inplace=True, **kwargs)
+    assert copy.shape == view.shape
+    data[0] = -1
+    assert copy.asnumpy().min() == 1 and view.asnumpy().max() == -1
+
+
+@pytest.mark.parametrize("name, count, attrs", [
+    ("sgd_mom_update", 3, {"momentum": 0.9}), ("adam_update", 4, {}),
+    ("rmspropalex_update", 5, {}), ("ftrl_update", 4, {}), ("ftml_update", 5, {"t": 1}),
+])
+def test_update_operators_write_their_states_in_place(name, count, attrs):
+    arrays = [nd.array(np.full((2, 3), 0.5 + i / 10)) for i in range(count)]
+    before = [a.asnumpy() for a in arrays]
+    result = getattr(nd, name)(*arrays, out=arrays[0], lr=0.1, **attrs)
+    assert result is arrays[0]
+    changed = [not np.array_equal(a.asnumpy(), b) for a, b in zip(arrays, before)]
+    assert changed == [True, False] + [True] * (count - 2)  # weight and states, not grad
+
+
+def test_ftrl_update_by_hand():
+    w, g, z, n = nd.array([2.0]), nd.array([4.0]), nd.zeros((1,)), nd.zeros((1,))
+    nd.ftrl_update(w, g, z, n, out=w, lr=0.5, lamda1=0.1, beta=1.0)
+    # z = 4 - (sqrt(16) - 0) * 2 / 0.5 = -12; n = 16; w = (-0.1 + 12) / ((1 + 4) / 0.5)
+    assert (z.asscalar(), n.asscalar()) == (-12.0, 16.0)
+    assert w.asscalar() == pytest.approx(11.9 / 10)

@@ -574,3 +574,69 @@ def test_an_absent_bias_given_as_none_is_skipped_as_mxnet_does():
     out = mx.nd.FullyConnected(mx.nd.ones((2, 3)), mx.nd.ones((4, 3)), None, no_bias=True,
                                num_hidden=4)
     assert out.shape == (2, 4)
+
+
+def test_get_children_are_the_inputs_of_the_head_node():
+    data = sym.var("data")
+    fc1 = sym.FullyConnected(data=data, name="fc1", num_hidden=10)
+    fc2 = sym.FullyConnected(data=fc1, name="fc2", num_hidden=5)
+    assert fc2.get_children().list_outputs() == ["fc1_output", "fc2_weight", "fc2_bias"]
+    assert fc2.get_children().get_children().list_outputs() == ["data", "fc1_weight",
+                                                                "fc1_bias"]
+    assert fc2.get_children()["fc2_weight"].get_children() is None
+
+
+def test_calling_a_symbol_composes_it():
+    net1 = sym.FullyConnected(sym.var("data"), name="fc1", num_hidden=4)
+    net2 = sym.FullyConnected(name="fc3", num_hidden=3)  # creates fc3_data
+    composed = net2(fc3_data=net1, name="composed")
+    assert composed.name == "composed"
+    assert composed.list_arguments() == ["data", "fc1_weight", "fc1_bias", "fc3_weight",
+                                         "fc3_bias"]
+    assert composed.infer_shape(data=(2, 7))[1] == [(2, 3)]
+    with pytest.raises(ValueError, match="not arguments"):
+        net2(nothing=net1)
+
+
+def test_bool_of_a_symbol_is_mxnets_not_implemented_for_symbol():
+    with pytest.raises(mx.base.NotImplementedForSymbol):
+        bool(sym.var("x"))
+
+
+def test_partial_shape_inference_goes_through_elementwise_ops():
+    x2h = sym.FullyConnected(sym.var("data"), name="x2h", num_hidden=8)
+    h2h = sym.FullyConnected(sym.var("prev"), name="h2h", num_hidden=8)
+    out = sym.Activation(sym.elemwise_add(x2h, h2h), act_type="relu")
+    assert out.infer_shape(data=(3, 5)) == (None, None, None)
+    args, outs, _ = out.infer_shape_partial(data=(3, 5))
+    assert outs == [(3, 8)] and dict(zip(out.list_arguments(), args))["h2h_weight"] == ()
+    declared = sym.var("d", shape=(1, 0, 0))
+    assert sym.relu(declared).infer_shape_partial()[0] == [(1, 0, 0)]
+
+
+def test_bind_skips_arguments_given_as_none():
+    conv = sym.Convolution(sym.var("x"), sym.var("w"), None, no_bias=True, kernel=(1, 1),
+                           num_filter=1)
+    exe = conv.bind(mx.cpu(), {"x": mx.nd.ones((1, 1, 2, 2)), "w": mx.nd.ones((1, 1, 1, 1)),
+                               "b": None})
+    assert exe.forward()[0].asnumpy().sum() == 4
+
+
+def test_monitor_callback_sees_inputs_and_outputs_by_name():
+    seen = []
+    exe = sym.clip(sym.var("data"), a_min=0, a_max=1, name="c").simple_bind(data=(2,))
+    exe.set_monitor_callback(lambda name, array: seen.append((name, array.shape)),
+                             monitor_all=True)
+    exe.forward(data=mx.nd.array([-1.0, 2.0]))
+    assert seen == [("data", (2,)), ("c_output", (2,))]
+
+
+def test_softmax_dtype_sets_the_output_dtype():
+    x = mx.nd.array([[1.0, 2.0, 3.0]], dtype="float16")
+    assert mx.nd.softmax(x).dtype == np.float16
+    y = mx.nd.softmax(x, dtype="float32")
+    assert y.dtype == np.float32
+    np.testing.assert_allclose(mx.nd.softmin(-x).asnumpy(), mx.nd.softmax(x).asnumpy(),
+                               rtol=1e-3)
+    exe = sym.softmax(sym.var("a"), dtype="float64").simple_bind(a=(1, 3))
+    assert exe.forward(a=x)[0].dtype == np.float64

@@ -276,13 +276,17 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(problems) or f"{len(lessons)} notebook(s) in sync")
         return 1 if problems else 0
     NOTEBOOKS.mkdir(exist_ok=True)
+    refused = []
     for lesson in lessons:
         try:
             print(f"{lesson.name}: executed in {build(lesson):.1f} s")
-        except (GlueError, MissingFrameworkError) as err:
+        except MissingFrameworkError as err:  # the other lessons can still be built
+            print(f"error: {err} (the notebook was not written)", file=sys.stderr)
+            refused.append(lesson.name)
+        except GlueError as err:
             print(f"error: {err} (the notebook was not written)", file=sys.stderr)
             return 1
-    return 0
+    return 1 if refused else 0
 
 
 if __name__ == "__main__":

@@ -43,9 +43,11 @@ def train_mlp(hidden: tuple[int, ...] = (64,), seed: int = 0, steps: int = 3, ba
     from hybridlab import autograd, gluon, nd
     from hybridlab.gluon import nn
 
-    store = mx.kv.create(kvstore) if kvstore and kvstore.startswith("dist") else kvstore
-    rank, workers = (store.rank, store.num_workers) if store is not None and not isinstance(
-        store, str) else (0, 1)
+    store: Any = kvstore  # a type name; a dist store is made here, on the rank's worker
+    rank, workers = 0, 1
+    if kvstore is not None and kvstore.startswith("dist"):
+        store = mx.kv.create(kvstore)
+        rank, workers = store.rank, store.num_workers
     ctx = [mx.cpu(i) for i in range(devices)]
     mx.random.seed(seed)
     net = nn.HybridSequential()
@@ -223,3 +225,28 @@ def _step_on(devices: int) -> Callable[[], None]:
         nd.waitall()
 
     return step
+
+
+def data_parallel_step(layers: int = 3, forward: float = 1.0, backward: float = 2.0,
+                       copy: float = 1.0, update: float = 0.5) -> dict[str, tuple]:
+    """A data-parallel training step on two devices with a ``'local'`` store, as a task
+    graph for the schedule explorer (``{name: (duration, [dependencies], device)}``):
+    each device runs the forward through ``layers`` layers and the backward back; as soon
+    as a layer's gradients exist on ``dev1`` they are copied to the store (the ``copy``
+    stream), summed with ``dev0``'s and applied on the ``cpu`` (the store), and the new
+    weights copied back. The durations are model units, not measurements."""
+    tasks: dict[str, tuple] = {"load x1": (copy, [], "copy")}
+    for dev in (0, 1):
+        before = [] if dev == 0 else ["load x1"]
+        for layer in range(layers):
+            tasks[f"fwd{layer} d{dev}"] = (forward, before, f"dev{dev}")
+            before = [f"fwd{layer} d{dev}"]
+        for layer in reversed(range(layers)):
+            tasks[f"bwd{layer} d{dev}"] = (backward, before, f"dev{dev}")
+            before = [f"bwd{layer} d{dev}"]
+    for layer in reversed(range(layers)):
+        tasks[f"grad{layer} >store"] = (copy, [f"bwd{layer} d1"], "copy")
+        tasks[f"sum+update{layer}"] = (update, [f"bwd{layer} d0", f"grad{layer} >store"], "cpu")
+        tasks[f"w{layer} >d0"] = (copy, [f"sum+update{layer}"], "copy")
+        tasks[f"w{layer} >d1"] = (copy, [f"sum+update{layer}"], "copy")
+    return tasks

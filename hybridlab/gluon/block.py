@@ -280,8 +280,7 @@ class Block:
                                      f"cast_dtype=True) converts it")
                 if dtype_source == "saved":  # a new NDArray: compiled programs are stale
                     param.cast(value.dtype)
-                    self.apply(lambda b: b._cached_op is None or b._reset_cache()  # type: ignore[attr-defined]
-                               if isinstance(b, HybridBlock) else None)
+                    self.apply(_forget_programs)
             if param.shape is not None and 0 not in param.shape and value.shape != param.shape:
                 raise ValueError(f"{filename}: {key!r} has shape {value.shape} but the "
                                  f"parameter has {param.shape}: saved from another network?")
@@ -313,6 +312,12 @@ class Block:
 
     def forward(self, *args: Any) -> Any:
         raise NotImplementedError(f"{type(self).__name__} must define forward(self, x)")
+
+
+def _forget_programs(block: Block) -> None:
+    """Drop a hybridized block's compiled programs (they hold NDArrays now replaced)."""
+    if isinstance(block, HybridBlock) and block._cached_op is not None:
+        block._reset_cache()
 
 
 class HookHandle:
@@ -408,6 +413,8 @@ def _are_symbols(block: Block, args: tuple) -> bool:
     """True for Symbol inputs, False for NDArrays (other values, such as None or a number
     beside them, pass through to ``hybrid_forward``, as in MXNet); no array at all, or
     both kinds, is a clear error."""
+    if _only_ndarrays(args):  # the common case, without building sets
+        return False
     kinds_found = _kinds(args)
     if len(kinds_found) == 1:
         return kinds_found == {symbol.Symbol}
@@ -560,7 +567,7 @@ class HybridBlock(Block):
             self._hooks_changed()
         self._check_structure(structure)
         given_arrays = [a for a in args if a is not None]
-        op = self._device_op(given_arrays[0]._ctx) if given_arrays else self._cached_op
+        op: Any = self._device_op(given_arrays[0]._ctx) if given_arrays else self._cached_op
         return op(*given_arrays)
 
     def _check_structure(self, structure: tuple[bool, ...]) -> None:

@@ -181,6 +181,17 @@ class Parameter:
             old, self._data, self._copies = self._data, None, {}
             self._store(old.astype(self.dtype))
 
+    def reset_ctx(self, ctx: Any = None) -> None:
+        """Move the parameter to the devices ``ctx`` (one copy each), keeping its values."""
+        devices = as_context_list(current_context() if ctx is None else ctx,
+                                  f"Parameter {self.name!r}: reset_ctx")
+        if self._data is None:
+            self._ctx_list = devices  # (deferred: the copies are made when the shape is known)
+            return
+        first = self.list_data()[0]
+        self._ctx_list = devices
+        self._store(first)
+
     def list_data(self) -> list:
         """The parameter's arrays, one per device, in ``list_ctx()`` order."""
         self.data(self.list_ctx()[0])  # the errors of data(): deferred, uninitialised
@@ -199,6 +210,9 @@ class Parameter:
         """
         if _trace.current() is not None:
             return self.var()
+        found = self._copies.get(ctx)  # the common case: a device it lives on (interned)
+        if found is not None:
+            return found
         if self._data is None:
             self._raise_uninitialized()
         if ctx is None:
@@ -418,6 +432,15 @@ class ParameterDict(OrderedDict):
     def zero_grad(self) -> None:
         for param in self.values():
             param.zero_grad()
+
+    def reset_ctx(self, ctx: Any = None) -> None:
+        """Move every parameter to the devices ``ctx``."""
+        for param in self.values():
+            param.reset_ctx(ctx)
+
+    def list_ctx(self) -> list:
+        """Every device some parameter lives on."""
+        return list(dict.fromkeys(c for param in self.values() for c in param.list_ctx()))
 
     def setattr(self, name: str, value: Any) -> None:
         """Set an attribute on every parameter, e.g. ``setattr('grad_req', 'null')``."""

@@ -121,7 +121,7 @@ class SymbolBlock(HybridBlock):
 
     def infer_shape(self, *args: Any) -> None:
         """Size deferred parameters (shared with a block not run yet) from the graph."""
-        given = {name: arg._outputs[0].aval.shape if isinstance(arg, symbol.Symbol) else
+        given = {name: arg._outputs[0].aval.shape if isinstance(arg, symbol.Symbol) else  # type: ignore[union-attr]  # (traced: known)
                  arg.shape for name, arg in zip(self._input_names, args)}
         arg_shapes, _, aux_shapes = self._graph.infer_shape_partial(**given)
         names = self._graph.list_arguments() + self._graph.list_auxiliary_states()

@@ -66,7 +66,9 @@ class PassModel:
         from hybridlab.graph.passes import run_pipeline
 
         graph, self.params = as_graph(obj, shape)
-        self.values = parameter_values(obj) if values is None else dict(values)
+        # the values the folding note reads: given, or the block's parameters (read lazily:
+        # the note needs one layer's, not a whole network's)
+        self.values: Any = BlockValues(obj) if values is None else dict(values)
         self.channel = channel
         # a block whose CachedOp chose the weights' layout by timing: say what it chose,
         # and show the layout pass among the stages when it won (graph/autotune.py)
@@ -162,10 +164,16 @@ def _first(weights: Any, count: int = 3) -> str:
     return "[" + ", ".join(f"{v:.4g}" for v in np.ravel(weights)[:count]) + ", ...]"
 
 
-def parameter_values(obj: Any) -> dict[str, Any]:
-    """A block's parameters by name, as numpy arrays (nothing for anything else)."""
-    collect = getattr(obj, "collect_params", None)
-    if collect is None:
-        return {}
-    return {name: p.data().asnumpy() for name, p in collect().items()
-            if getattr(p, "_data", None) is not None}
+class BlockValues:
+    """A block's parameters by name as numpy arrays, each read when asked (none for
+    anything but a block)."""
+
+    def __init__(self, obj: Any) -> None:
+        collect = getattr(obj, "collect_params", None)
+        self.params = {} if collect is None else dict(collect())
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.params and getattr(self.params[name], "_data", None) is not None
+
+    def __getitem__(self, name: str) -> Any:
+        return self.params[name].data().asnumpy()

@@ -14,11 +14,13 @@ from hybridlab.ops import (
     join,
     linalg,
     nn,
+    optimizer,
     pool,
     products,
     random,
     reduce,
     shape,
+    special,
 )
 from hybridlab.ops.registry import (
     COMPOSITES,

@@ -204,7 +204,6 @@ def _unary(name: str, kernel: Any, grad: Any, doc: str, ufunc: Any = None, alias
 _UFUNCS = {  # name -> (ufunc, VJP or None, doc)
     "negative": (np.negative, lambda F, g, x, out: F.negative(g), "``-x``"),
     "abs": (np.abs, lambda F, g, x, out: g * F.sign(x), "``|x|``"),
-    "exp": (np.exp, lambda F, g, x, out: g * out, "``e ** x``"),
     "log": (np.log, lambda F, g, x, out: g / x, "natural logarithm"),
     "log2": (np.log2, lambda F, g, x, out: g / (x * float(np.log(2))), "base-2 logarithm"),
     "log10": (np.log10, lambda F, g, x, out: g / (x * float(np.log(10))), "base-10 logarithm"),
@@ -241,6 +240,16 @@ _UFUNCS = {  # name -> (ufunc, VJP or None, doc)
 for _name, (_ufunc, _grad, _doc) in _UFUNCS.items():
     _unary(_name, _ufunc, _grad, f"Elementwise {_doc}.",
            ufunc=_ufunc if isinstance(_ufunc, np.ufunc) else None)
+def _exp_out(x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    # NOTE: numpy's float32 exp (SIMD) may be 1 ulp off (exp(1) = 2.718282); computed in
+    # float64 and rounded once it is MXNet's correctly rounded 2.7182817
+    wide = np.float64 if x.dtype in (np.float32, np.float16) else None
+    result: np.ndarray = np.exp(x, out=out, dtype=wide, casting="unsafe")
+    return result
+
+
+_unary("exp", lambda x: _exp_out(x, np.empty_like(x)), lambda F, g, x, out: g * out,
+       "Elementwise ``e ** x``.", kernel_out=_exp_out)
 _unary("_copy", np.positive, lambda F, g, x, out: g, "A copy of ``x``.", np.positive,
        ("identity",))
 # A copy to another device (``x.copyto(mx.cpu(1))``; MXNet's ``_copyto``): the bytes are
@@ -329,6 +338,8 @@ def _copy_into(out: np.ndarray, x: np.ndarray) -> np.ndarray:
 
 def _cast_grad(F: Any, inputs: list[Any], outputs: list[Any], out_grads: list[Any], **attrs: Any
         ) -> list[Any]:
+    if np.dtype(attrs.get("dtype", "float32")).kind in "iub":  # as MXNet: an integer value
+        return [None] * len(inputs)  # carries no gradient (cast(a, 'int32') % b: zero)
     return [F._cast_like(out_grads[0], inputs[0])] + [None] * (len(inputs) - 1)
 
 

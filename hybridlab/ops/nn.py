@@ -59,7 +59,17 @@ register(OpDef(
 ))
 
 
+_SELU_ALPHA, _SELU_LAMBDA = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
+_GELU_C1, _GELU_C3 = 0.7978845608028654, 0.044715  # sqrt(2/pi); MXNet's tanh approximation
+
+
 def _leaky_relu(x: np.ndarray, act_type: str, slope: float) -> np.ndarray:
+    if act_type == "gelu":
+        inner = _GELU_C1 * (x + _GELU_C3 * x * x * x)
+        return (0.5 * x * (1 + np.tanh(inner))).astype(x.dtype, copy=False)  # type: ignore[no-any-return]
+    if act_type == "selu":
+        elu = np.where(x > 0, x, _SELU_ALPHA * np.expm1(np.minimum(x, 0)))
+        return (_SELU_LAMBDA * elu).astype(x.dtype, copy=False)  # type: ignore[no-any-return]
     negative = slope * x if act_type == "leaky" else slope * np.expm1(np.minimum(x, 0))
     return np.where(x > 0, x, negative).astype(x.dtype, copy=False)
 
@@ -67,15 +77,23 @@ def _leaky_relu(x: np.ndarray, act_type: str, slope: float) -> np.ndarray:
 def _leaky_relu_grad(F: Any, inputs: list[Any], outputs: list[Any], out_grads: list[Any],
                      act_type: Any, slope: Any) -> list[Any]:
     x, out, g = inputs[0], outputs[0], out_grads[0]
-    negative_slope = slope if act_type == "leaky" else out + slope
-    return [g * F.where(x > 0, F.ones_like(x), F.zeros_like(x) + negative_slope)]
+    if act_type == "gelu":  # d/dx 0.5 x (1 + t), t = tanh(c1 (x + c3 x^3))
+        t = F.tanh((x + x * x * x * _GELU_C3) * _GELU_C1)
+        slope_of_t = (1.0 - t * t) * (x * x * (3 * _GELU_C3) + 1.0) * _GELU_C1
+        return [g * ((t + 1.0) * 0.5 + x * slope_of_t * 0.5)]
+    scale = _SELU_LAMBDA if act_type == "selu" else 1.0
+    negative_slope = (slope if act_type == "leaky" else out + _SELU_ALPHA * _SELU_LAMBDA
+                      if act_type == "selu" else out + slope)
+    return [g * F.where(x > 0, F.ones_like(x) * scale, F.zeros_like(x) + negative_slope)]
 
 
 register(OpDef(
     name="LeakyReLU", kernel=_leaky_relu, infer=_infer.same_as_first, grad=_leaky_relu_grad,
     kind=Kind.ELEMENTWISE, inplace_ok=True,
-    attrs={"act_type": Attr("str", "leaky", ("leaky", "elu")), "slope": Attr("float", 0.25)},
-    doc="``x`` if x > 0, else ``slope * x`` (leaky) or ``slope * (exp(x) - 1)`` (elu).",
+    attrs={"act_type": Attr("str", "leaky", ("leaky", "elu", "selu", "gelu")),
+           "slope": Attr("float", 0.25)},
+    doc="``x`` if x > 0, else ``slope * x`` (leaky) or ``slope * (exp(x) - 1)`` (elu); "
+        "``selu`` and ``gelu`` (MXNet's tanh approximation) ignore ``slope``.",
 ))
 
 

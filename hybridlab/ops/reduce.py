@@ -27,7 +27,7 @@ from typing import Any, Callable
 import numpy as np
 
 from hybridlab.errors import ShapeError
-from hybridlab.ops.registry import Attr, Aval, Kind, OpDef, register, register_layer
+from hybridlab.ops.registry import Attr, Aval, Kind, OpDef, composite, register, register_layer
 
 _AXIS_ATTRS = {"axis": Attr("axis", None), "keepdims": Attr("bool", False),
                "exclude": Attr("bool", False)}
@@ -54,16 +54,18 @@ def reduced_shape(shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool)
 
 
 def _reduction(name: str, numpy_fn: Any, grad: Any, doc: str, aliases: Any = (),
-               writes_out: bool = False) -> OpDef:
+               writes_out: bool = False, extra: dict | None = None) -> OpDef:
     """``writes_out``: ``numpy_fn`` takes ``out=`` and gives the same numbers with it (so
-    the op gets a ``kernel_out``, and the compiler may place its result)."""
-    def infer(x: Aval, axis: Any, keepdims: bool, exclude: bool) -> list[Aval]:
+    the op gets a ``kernel_out``, and the compiler may place its result). ``extra``: more
+    attributes, passed on to ``numpy_fn`` (``norm``'s ``ord``)."""
+    def infer(x: Aval, axis: Any, keepdims: bool, exclude: bool, **more: Any) -> list[Aval]:
         axes = reduced_axes(name, x.shape, axis, exclude)
         return [Aval(reduced_shape(x.shape, axes, keepdims), x.dtype)]
 
-    def kernel(x: np.ndarray, axis: Any, keepdims: bool, exclude: bool) -> np.ndarray:
+    def kernel(x: np.ndarray, axis: Any, keepdims: bool, exclude: bool, **more: Any
+               ) -> np.ndarray:
         axes = reduced_axes(name, x.shape, axis, exclude)
-        out = numpy_fn(x, axis=axes, keepdims=keepdims)
+        out = numpy_fn(x, axis=axes, keepdims=keepdims, **more)
         shape = reduced_shape(x.shape, axes, keepdims)
         result: np.ndarray = np.asarray(out, x.dtype).reshape(shape)
         return result
@@ -77,7 +79,7 @@ def _reduction(name: str, numpy_fn: Any, grad: Any, doc: str, aliases: Any = (),
 
     return register(OpDef(name=name, kernel=kernel, infer=infer, grad=grad, kind=Kind.REDUCE,
                           kernel_out=kernel_out if writes_out else None,
-                          attrs=_AXIS_ATTRS, aliases=aliases, doc=doc))
+                          attrs={**_AXIS_ATTRS, **(extra or {})}, aliases=aliases, doc=doc))
 
 
 def _unreduce_out(g: np.ndarray, like: np.ndarray, *, out: np.ndarray, axis: Any, keepdims: bool,
@@ -130,10 +132,22 @@ _reduction("min", np.min, _extreme_grad, "Minimum over ``axis``.", ("min_axis",)
 _reduction("prod", np.prod, lambda F, inputs, outputs, out_grads, **attrs: [
     _spread(F, out_grads[0] * outputs[0], inputs[0], attrs) / inputs[0]],
     "Product over ``axis`` (its gradient divides by the input: no zeros).")
-_reduction("norm", lambda x, axis, keepdims: np.sqrt(np.sum(x * x, axis, keepdims=keepdims)),
-           lambda F, inputs, outputs, out_grads, **attrs: [
-               _spread(F, out_grads[0] / outputs[0], inputs[0], attrs) * inputs[0]],
-           "The L2 norm over ``axis`` (all axes by default).")
+def _norm(x: np.ndarray, axis: Any, keepdims: bool, ord: int) -> np.ndarray:
+    if ord == 1:
+        return np.sum(np.abs(x), axis, keepdims=keepdims)
+    return np.sqrt(np.sum(x * x, axis, keepdims=keepdims))  # type: ignore[no-any-return]
+
+
+def _norm_grad(F: Any, inputs: list[Any], outputs: list[Any], out_grads: list[Any],
+               ord: int, **attrs: Any) -> list[Any]:
+    x = inputs[0]
+    if ord == 1:
+        return [_spread(F, out_grads[0], x, attrs) * F.sign(x)]
+    return [_spread(F, out_grads[0] / outputs[0], x, attrs) * x]
+
+
+_reduction("norm", _norm, _norm_grad, "The L1 (``ord=1``) or L2 (``ord=2``, the default) norm "
+           "over ``axis`` (all axes by default).", extra={"ord": Attr("int", 2, (1, 2))})
 
 
 def _arg_reduction(name: str, numpy_fn: Any, doc: str) -> OpDef:
@@ -163,29 +177,38 @@ def _shift(F: Any, data: Any, axis: Any, temperature: Any) -> Any:
     return F.broadcast_sub(scaled, F.max(scaled, axis=axis, keepdims=True))
 
 
-def _softmax(F: Any, data: Any, axis: Any, temperature: Any) -> Any:
-    shifted = _shift(F, data, axis, temperature)
+def _softmax(F: Any, data: Any, axis: Any, temperature: Any, dtype: Any = None) -> Any:
+    shifted = _shift(F, data if dtype is None else F.Cast(data, dtype=dtype), axis, temperature)
     exps = F.exp(shifted)
     return F.broadcast_div(exps, F.sum(exps, axis=axis, keepdims=True))
 
 
-def _log_softmax(F: Any, data: Any, axis: Any, temperature: Any) -> Any:
-    shifted = _shift(F, data, axis, temperature)
+def _log_softmax(F: Any, data: Any, axis: Any, temperature: Any, dtype: Any = None) -> Any:
+    shifted = _shift(F, data if dtype is None else F.Cast(data, dtype=dtype), axis, temperature)
     return F.broadcast_sub(shifted, F.log(F.sum(F.exp(shifted), axis=axis, keepdims=True)))
 
 
 def _softmax_infer(name: str) -> Callable[..., list[Aval]]:
-    def infer(x: Aval, axis: int, temperature: float | None) -> list[Aval]:
+    def infer(x: Aval, axis: int, temperature: float | None, dtype: Any = None) -> list[Aval]:
         if not -len(x.shape) <= axis < len(x.shape):
             raise ShapeError(f"{name}: axis {axis} is out of range for shape {tuple(x.shape)}")
-        return [x]
+        return [x if dtype is None else Aval(x.shape, np.dtype(dtype))]
     return infer
 
 
-_SOFTMAX_ATTRS = {"axis": Attr("int", -1), "temperature": Attr("any", None)}
+_SOFTMAX_ATTRS = {"axis": Attr("int", -1), "temperature": Attr("any", None),
+                  "dtype": Attr("dtype", None)}  # the output's (and the computation's)
 register_layer("softmax", _softmax, _softmax_infer("softmax"), attrs=_SOFTMAX_ATTRS,
                doc="``exp(x) / sum(exp(x))`` along ``axis``, shifted by the maximum so it "
                    "never overflows (a layer operator: lowered by the compiler).")
 register_layer("log_softmax", _log_softmax, _softmax_infer("log_softmax"), attrs=_SOFTMAX_ATTRS,
                doc="``x - log(sum(exp(x)))`` along ``axis``, stable: every exponent is <= 0 "
                    "(a layer operator: lowered by the compiler).")
+
+
+@composite("softmin")
+def softmin(F: Any, data: Any, axis: int = -1, temperature: Any = None, dtype: Any = None,
+            name: Any = None) -> Any:
+    """MXNet's ``softmin``: ``softmax(-x)`` (the smallest value gets the largest weight)."""
+    return F.softmax(F.negative(data), axis=axis, temperature=temperature, dtype=dtype,
+                     name=name)

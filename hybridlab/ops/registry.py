@@ -360,7 +360,9 @@ def _parse_indices(value: Any) -> tuple[int | None, ...]:
     return (_parse_index(value),)
 
 
-def _parse_dtype(value: Any) -> str:
+def _parse_dtype(value: Any) -> str | None:
+    if value is None or value == "None":  # not numpy's float64: "no dtype given" (softmax)
+        return None
     result: str = np.dtype(value).name
     return result
 

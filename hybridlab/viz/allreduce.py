@@ -43,9 +43,7 @@ def draw(model: AllReduceModel, figure: Any = None) -> Any:
 
     if figure is None:
         figure = plt.figure(figsize=(9, 3.6))
-    figure.clear()
-    gantt_axes, curve_axes = figure.subplots(1, 2, width_ratios=[3, 2], gridspec_kw={
-        "left": 0.1, "right": 0.98, "bottom": 0.27, "top": 0.9, "wspace": 0.3})
+    gantt_axes, curve_axes = _axes(figure)
     records, ports = model.schedule(), model.ports()
     phases = [r.name.split()[0] for r in records]
     bars = draw_tasks(gantt_axes, records, [ports.index(p) for p in model.graph().devices or []],
@@ -70,6 +68,23 @@ def draw(model: AllReduceModel, figure: Any = None) -> Any:
     curve_axes.set(xlabel="devices n", ylabel="all-reduce time (ms)")
     curve_axes.legend(fontsize=9, loc="upper left")
     return figure
+
+
+def _axes(figure: Any) -> tuple[Any, Any]:
+    """The figure's two axes, made once and emptied of what the last redraw drew (making
+    them again was a third of a redraw; viz/schedule.py does the same)."""
+    if getattr(figure, "_hybridlab_allreduce", None) != tuple(figure.axes) or \
+            len(figure.axes) != 2:
+        figure.clear()
+        figure.subplots(1, 2, width_ratios=[3, 2], gridspec_kw={
+            "left": 0.1, "right": 0.98, "bottom": 0.27, "top": 0.9, "wspace": 0.3})
+        figure._hybridlab_allreduce = tuple(figure.axes)
+    for axes in figure.axes:
+        for artist in [*axes.collections, *axes.lines, *axes.texts, *axes.patches]:
+            artist.remove()
+        if axes.get_legend() is not None:
+            axes.get_legend().remove()
+    return figure.axes[0], figure.axes[1]
 
 
 class AllReduceExplorer(Instrument):

@@ -172,3 +172,14 @@ def test_dist_async_refuses_updates_off_the_store():
         trainer = gluon.Trainer(net.collect_params(), "sgd", kvstore="dist_async",
                                 update_on_kvstore=False)
         trainer.step(1)
+
+
+def test_reset_ctx_moves_every_parameter_with_its_values():
+    net = nn.Dense(2, in_units=3)
+    net.initialize()
+    before = net.weight.data().asnumpy()
+    net.collect_params().reset_ctx([CPU0, CPU1])
+    assert net.collect_params().list_ctx() == [CPU0, CPU1]
+    for copy in net.weight.list_data():
+        np.testing.assert_array_equal(copy.asnumpy(), before)
+    assert net(nd.ones((1, 3), ctx=CPU1)).context is CPU1

@@ -147,8 +147,9 @@ def test_an_lr_scheduler_sets_the_rate_of_each_step_and_states_round_trip(tmp_pa
     with pytest.raises(UserWarning, match="lr_scheduler sets the learning rate"):
         trainer.set_learning_rate(0.5)
     trainer.save_states(str(tmp_path / "t.states"))
-    momentum = trainer._states["x"][0].copy()
-    trainer._states["x"][0][:] = 0
+    key = ("x", x.list_ctx()[0])  # the optimizer's state of x on its one device
+    momentum = trainer._states[key][0].copy()
+    trainer._states[key][0][:] = 0
     trainer.load_states(str(tmp_path / "t.states"))
-    np.testing.assert_array_equal(trainer._states["x"][0], momentum)
+    np.testing.assert_array_equal(trainer._states[key][0], momentum)
     assert trainer._steps == 5

@@ -160,3 +160,19 @@ def test_imported_resnet50_gives_the_same_logits_folded_or_not():
     assert np.std(expected) > 0
     np.testing.assert_allclose(results[()], expected, rtol=1e-4,
                                atol=1e-5 * np.abs(expected).max())
+
+
+@pytest.mark.parametrize("static_alloc", [False, True])
+def test_folding_works_with_the_layout_choice_and_the_arena(static_alloc):
+    """Both candidate programs of NOTE [Layout by measurement] read the folded inputs."""
+    mx.random.seed(1)
+    net = nn.HybridSequential()
+    net.add(nn.Conv2D(8, 3, padding=1), nn.BatchNorm(), nn.Activation("relu"), nn.Flatten(),
+            nn.Dense(10))
+    net.initialize()
+    x = nd.random.normal(shape=(4, 3, 6, 6))
+    expected = net(x).asnumpy()
+    net.hybridize(static_alloc=static_alloc, autotune=True)
+    for _ in range(3):  # the first call measures both layouts, the others run the faster
+        np.testing.assert_allclose(net(x).asnumpy(), expected, rtol=1e-5, atol=1e-6)
+    assert net._cached_op.layout is not None and "__folded" in net._cached_op.code

@@ -40,7 +40,7 @@ def test_unknown_attribute_is_a_type_error_like_mxnet():
     ("sum", {"keepdims": "maybe"}, r"'keepdims' must be of type bool"),
     ("_plus_scalar", {"scalar": True}, r"'scalar' must be of type float"),
     ("expand_dims", {"axis": 1.5}, r"'axis' must be of type int"),
-    ("LeakyReLU", {"act_type": "swish"}, r"'act_type' must be one of \['leaky', 'elu'\]"),
+    ("LeakyReLU", {"act_type": "swish"}, r"'act_type' must be one of \['leaky', 'elu', 'selu'"),
     ("Cast", {"dtype": "float33"}, r"'dtype' must be of type dtype"),
 ])
 def test_wrong_attribute_types_are_rejected(op, attrs, message):

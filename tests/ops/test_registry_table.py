@@ -9,6 +9,7 @@ in its row (``grad=False``). A new op without a row fails ``test_every_op_has_a_
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -161,6 +162,11 @@ ROWS: list[Row] = [
     Row("LeakyReLU", [(2, 3)], lambda x: np.where(x > 0, x, 0.25 * x)),
     Row("LeakyReLU", [(2, 3)], lambda x: np.where(x > 0, x, 0.3 * (np.exp(x) - 1)),
         {"act_type": "elu", "slope": 0.3}),
+    Row("LeakyReLU", [(2, 3)], lambda x: 1.0507009873554805 * np.where(
+        x > 0, x, 1.6732632423543772 * np.expm1(x)), {"act_type": "selu"}),
+    Row("LeakyReLU", [(2, 3)], lambda x: 0.5 * x * (1 + np.tanh(
+        0.7978845608028654 * (x + 0.044715 * x ** 3))), {"act_type": "gelu"}),
+    Row("norm", [(2, 3)], lambda x: np.abs(x).sum(axis=1), {"ord": 1, "axis": 1}),
     # reductions
     Row("sum", [(2, 3, 4)], lambda x: x.sum(axis=(0, 2)), {"axis": (0, 2)}),
     Row("sum", [(2, 3, 4)], lambda x: x.sum(axis=1, keepdims=True), {"axis": 1, "keepdims": True}),
@@ -331,8 +337,51 @@ _UNARY = {
 }
 for _name, (_fn, _domain) in _UNARY.items():
     ROWS.append(Row(_name, [(2, 3)], _fn, **_domain))
+_LGAMMA = np.vectorize(math.lgamma)
+ROWS += [
+    Row("rcbrt", [(2, 3)], lambda x: 1 / np.cbrt(x), low=0.5, high=2.0),
+    Row("gamma", [(2, 3)], np.vectorize(math.gamma), low=0.5, high=3.0),
+    Row("gammaln", [(2, 3)], _LGAMMA, low=0.5, high=3.0),
+    Row("digamma", [(2, 3)], lambda x: (_LGAMMA(x + np.float64(1e-5))
+                                        - _LGAMMA(x - np.float64(1e-5))) / 2e-5,
+        low=-2.5, high=3.0, grad=False),
+    Row("_hypot", B2, np.hypot, low=0.5, high=2.0),
+    Row("smooth_l1", [(2, 3)], lambda x: np.where(np.abs(x) < 0.25, 2 * x * x,
+                                                  np.abs(x) - 0.125), {"scalar": 2.0}),
+]
+# the optimizer updates (MXNet's formulas, one step; the states given are any values)
+_LR = {"lr": 0.1, "wd": 0.01, "rescale_grad": 0.5}
+ROWS += [
+    Row("sgd_update", [(3,)] * 2, lambda w, g: w - 0.1 * (0.5 * g + 0.01 * w), _LR, grad=False),
+    Row("sgd_mom_update", [(3,)] * 3, lambda w, g, m: (
+        w + (0.9 * m - 0.1 * (0.5 * g + 0.01 * w)), 0.9 * m - 0.1 * (0.5 * g + 0.01 * w)),
+        {**_LR, "momentum": 0.9}, grad=False),
+    Row("signsgd_update", [(3,)] * 2, lambda w, g: w - 0.1 * (np.sign(g) + 0.01 * w), _LR,
+        grad=False),
+    Row("signum_update", [(3,)] * 3, lambda w, g, m: (
+        w + 0.1 * np.sign(0.9 * m - 0.1 * (0.5 * g + 0.01 * w)),
+        0.9 * m - 0.1 * (0.5 * g + 0.01 * w)), {**_LR, "momentum": 0.9}, grad=False),
+    Row("nag_mom_update", [(3,)] * 3, lambda w, g, m: (
+        w - 0.1 * (0.5 * g + 0.01 * w + 0.9 * (0.9 * m + 0.5 * g + 0.01 * w)),
+        0.9 * m + 0.5 * g + 0.01 * w), {**_LR, "momentum": 0.9}, grad=False),
+    Row("adam_update", [(3,)] * 4, lambda w, g, m, v: (
+        w - 0.1 * (0.9 * m + 0.1 * (0.5 * g + 0.01 * w))
+        / (np.sqrt(0.999 * v + 0.001 * (0.5 * g + 0.01 * w) ** 2) + 1e-8),
+        0.9 * m + 0.1 * (0.5 * g + 0.01 * w), 0.999 * v + 0.001 * (0.5 * g + 0.01 * w) ** 2),
+        _LR, low=0.1, grad=False),
+    Row("rmsprop_update", [(3,)] * 3, lambda w, g, n: (
+        w - 0.1 * (0.5 * g + 0.01 * w) / np.sqrt(0.05 * (0.5 * g + 0.01 * w) ** 2 + 0.95 * n
+                                                  + 1e-8),
+        0.05 * (0.5 * g + 0.01 * w) ** 2 + 0.95 * n), _LR, low=0.1, grad=False),
+    Row("rmspropalex_update", [(3,)] * 5, None, _LR, low=0.1, grad=False,
+        checked_by="test_update_operators_write_their_states_in_place (tests/test_ndarray.py)"),
+    Row("ftrl_update", [(3,)] * 4, None, _LR, low=0.1, grad=False,
+        checked_by="test_update_operators_write_their_states_in_place (tests/test_ndarray.py)"),
+    Row("ftml_update", [(3,)] * 5, None, {**_LR, "t": 2}, low=0.1, grad=False,
+        checked_by="test_update_operators_write_their_states_in_place (tests/test_ndarray.py)"),
+]
 for _name, _fn in {"sign": np.sign, "floor": np.floor, "ceil": np.ceil,
-                   "round": np.round}.items():
+                   "round": np.round, "rint": np.rint, "fix": np.fix, "trunc": np.trunc}.items():
     ROWS.append(Row(_name, [(2, 3)], _fn, grad=False))
 
 
@@ -498,7 +547,14 @@ def _softmax(x, axis=-1):
 
 X = np.random.default_rng(2).normal(size=(3, 4)).astype(np.float32)
 Y = np.random.default_rng(3).normal(size=(4,)).astype(np.float32)
+NANS = np.array([np.nan, np.inf, -np.inf, 1.0, -2.0], np.float32)
 COMPOSITE_ROWS: list[tuple[str, Callable[[], Any], Any]] = [
+    ("_contrib_isnan", lambda: eager.contrib.isnan(NANS), np.isnan(NANS)),
+    ("_contrib_isinf", lambda: eager.contrib.isinf(NANS), np.isinf(NANS)),
+    ("_contrib_isfinite", lambda: eager.contrib.isfinite(NANS), np.isfinite(NANS)),
+    ("_contrib_allclose", lambda: eager.contrib.allclose(X, X + 1e-6), np.ones(1)),
+    ("pow", lambda: eager.pow(np.abs(X), 1.5), np.abs(X) ** 1.5),
+    ("softmin", lambda: eager.softmin(X), _softmax(-X)),
     ("softmax", lambda: eager.softmax(X), _softmax(X)),
     ("softmax", lambda: eager.softmax(X, axis=0), _softmax(X, 0)),
     ("log_softmax", lambda: eager.log_softmax(X), np.log(_softmax(X))),

@@ -334,10 +334,11 @@ def _branch(pool: str | None, *convs: tuple) -> HybridSequential:
     return out
 
 
-def _mixed(prefix: str, *branches: HybridBlock) -> HybridConcurrent:
+def _mixed(prefix: str, *branches: Callable[[], HybridBlock]) -> HybridConcurrent:
+    """The branches side by side, built inside the block's name scope (``A1_conv0_``)."""
     out = HybridConcurrent(axis=1, prefix=prefix)
     with out.name_scope():
-        out.add(*[build() for build in branches])  # type: ignore[operator]
+        out.add(*[build() for build in branches])
     return out
 
 

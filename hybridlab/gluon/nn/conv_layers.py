@@ -62,7 +62,8 @@ class _Conv(HybridBlock):
         super().__init__(**kwargs)
         n = self._ndim
         self._last = _check_layout(layout or _LAYOUTS[n][0], n, type(self).__name__)
-        self._attrs = {"kernel": _tuple(kernel_size, n), "stride": _tuple(strides, n),
+        self._attrs: dict[str, Any] = {"kernel": _tuple(kernel_size, n),
+                                       "stride": _tuple(strides, n),
                        "pad": _tuple(padding, n), "dilate": _tuple(dilation, n),
                        "num_filter": channels, "num_group": groups}
         if channels % groups or in_channels % groups:
@@ -167,7 +168,7 @@ class _Pool(HybridBlock):
         self._last = _check_layout(layout or _LAYOUTS[n][0], n, type(self).__name__)
         self._layout = layout or _LAYOUTS[n][0]
         size = _tuple(pool_size, n)
-        self._attrs = {"kernel": size, "pad": _tuple(padding, n),
+        self._attrs: dict[str, Any] = {"kernel": size, "pad": _tuple(padding, n),
                        "stride": size if strides is None else _tuple(strides, n),
                        "pool_type": self._pool_type, "global_pool": self._global}
         if ceil_mode:  # MXNet's 'full' convention: a partial last window counts
