@@ -120,5 +120,8 @@ def test_the_pass_explorer_draws_a_real_network_by_blocks_and_opens_one_on_deman
     opened = explorer.snapshot_png()
     assert closed and opened and opened != closed
     assert ("res3_0" in explorer.block.options) and len(explorer._pngs) == 2
+    explorer.slider.value = explorer.model.stage_index("fold_batchnorm")  # changed, and open
+    stage = explorer.model.stages[explorer.slider.value]
+    assert explorer.snapshot_png() and any(id(n) in stage.new for n in stage.graph.nodes)
     small = pass_explorer(sym.relu(sym.var("x")), shape={"x": (2, 3)})
     assert small.block.layout.display == "none"  # a small graph is drawn whole
