@@ -16,7 +16,8 @@ every control <= 300 ms (median, wall).
 At real sizes too (lesson 09): the pass, memory and schedule explorers over the light ONNX
 ResNet-50, DenseNet-121 and Inception v1 (batch 1, 224 x 224), imported with
 ``mx.contrib.onnx``. The pass explorer's stage slider is timed on *first* visits (each
-round forgets the rendered stages and printed IRs: the worst case; a revisit is a lookup);
+round forgets the rendered stages and printed IRs: the worst case; a revisit is a lookup),
+and so is its block menu (a block opened in the drawing);
 the memory explorer's step slider walks the forward + backward program; the schedule
 explorer moves its workers slider over 1-8 and flips its switches. ``--no-real`` skips them.
 
@@ -165,15 +166,19 @@ def real_network_controls(rounds: int) -> Times:
         stage, step, program = (f"{name}: pass stage (first visit)", f"{name}: memory step",
                                 f"{name}: memory program")
         workers, switches = f"{name}: schedule workers", f"{name}: schedule switches"
-        for key in (stage, step, program, workers, switches):
+        opened = f"{name}: pass open block (first)"
+        for key in (stage, opened, step, program, workers, switches):
             times[key] = []
         last = memory.step.max
         for _ in range(rounds):
-            passes._pngs.clear()
+            passes._pngs.clear()  # each view rendered once: forget them
             passes.model._printed.clear()
             for index in range(len(passes.model.stages)):
                 times[stage].append(timed(lambda i=index, p=passes: setattr(
                     p.slider, "value", i)))
+            for block in (*passes.block.options[2:5], passes.block.options[0]):
+                times[opened].append(timed(lambda b=block, p=passes: setattr(
+                    p.block, "value", b)))
             for k in range(1, 9):
                 times[step].append(timed(lambda s=last * k // 9, m=memory: setattr(
                     m.step, "value", s)))

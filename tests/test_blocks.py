@@ -104,3 +104,24 @@ def test_a_hybridized_symbol_block_is_typed_by_its_last_call():
     assert "fc_weight" in params
     boxes, plan = timeline(block)  # so the memory explorer takes it as it is
     assert plan.bound > 0 and boxes
+
+
+def test_the_pass_explorer_draws_a_real_network_by_blocks_and_opens_one_on_demand():
+    pytest.importorskip("ipywidgets")
+    from hybridlab.viz.pass_explorer import CLOSED, pass_explorer
+
+    symbol, _, _ = mx.contrib.onnx.import_model(os.path.join(LIGHT, "light_resnet50.onnx"))
+    (data, shape), = mx.contrib.onnx.get_model_metadata(
+        os.path.join(LIGHT, "light_resnet50.onnx"))["input_tensor_data"]
+    explorer = pass_explorer(symbol, shape={data: shape}, stage=0)
+    assert explorer.block.options[:3] == (CLOSED, "stem", "res2_0")
+    closed = explorer.snapshot_png()
+    explorer.block.value = "res3_0"
+    opened = explorer.snapshot_png()
+    assert closed and opened and opened != closed
+    assert ("res3_0" in explorer.block.options) and len(explorer._pngs) == 2
+    explorer.slider.value = explorer.model.stage_index("fold_batchnorm")  # changed, and open
+    stage = explorer.model.stages[explorer.slider.value]
+    assert explorer.snapshot_png() and any(id(n) in stage.new for n in stage.graph.nodes)
+    small = pass_explorer(sym.relu(sym.var("x")), shape={"x": (2, 3)})
+    assert small.block.layout.display == "none"  # a small graph is drawn whole

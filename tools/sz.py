@@ -212,14 +212,15 @@ BUDGETS: dict[str, int] = {
     "hybridlab/viz/schedule.py": 170,  # the explorer: figure, widget (model: lab/schedule.py)
     # + axes kept between redraws, the curve panel pasted while its settings stay, a one-option
     # menu hidden
-    "hybridlab/viz/pass_explorer.py": 75,  # + the channel control, the folding note, by name
+    "hybridlab/viz/pass_explorer.py": 82,  # + the channel control, the folding note, by name
     # (the pass explorer: drawing + widget (lab/passes.py)); + big graphs drawn by blocks,
-    # each stage rendered once
+    # each stage rendered once; the block menu (a real network's block opened on demand)
     "hybridlab/viz/breakdown.py": 47,  # where the time goes, drawn (lab/timing.py measures)
-    "hybridlab/viz/memory.py": 200,  # the timeline drawn + its widget (model: lab/memory.py)
+    "hybridlab/viz/memory.py": 202,  # the timeline drawn + its widget (model: lab/memory.py)
     # + drawn once per program, a step pasted over the background; labels only where they fit
     # (+ boxes as two collections: a real network's thousands in one redraw)
-    # (+ past MANY_BOXES results the profile of bytes alive, not a speck per result)
+    # (+ past MANY_BOXES results the profile of bytes alive, not a speck per result; the
+    # programs offered, modes=)
     "hybridlab/model_files.py": 303,  # MXNet's symbol JSON both ways, bounded and validated;
     # (+8: a JSON file is priced before it is parsed, NOTE [Load memory])
     # the export pair (digest in the JSON) -- moved out of symbol.py and gluon

@@ -60,6 +60,18 @@ def light_model(name: str, seed: int = 0) -> Any:
     return copy
 
 
+def onnxruntime_session(model: Any) -> Any:
+    """An onnxruntime session on one thread for a ``ModelProto`` or a path (its warnings
+    about the unused shape constants the light models keep are silenced)."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.log_severity_level = 3
+    source = model.SerializeToString() if hasattr(model, "SerializeToString") else model
+    return onnxruntime.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+
+
 @functools.cache
 def imported(name: str) -> tuple[Any, dict, dict, str, tuple[int, ...]]:
     """``(sym, arg_params, aux_params, input name, input shape)`` of :func:`light_model`."""

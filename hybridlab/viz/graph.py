@@ -210,8 +210,8 @@ def to_block_dot(graph: Any, found: Sequence[Block], title: str = "plot", params
         if block.name in opened:
             with dot.subgraph(name=f"cluster_b{index}") as box:
                 box.attr(label=dot_text(f"{block.name} ({block.kind})"), labeljust="l",
-                         style="rounded,dashed", color="#999999", fontsize="11",
-                         fontname="Helvetica", **outline)
+                         style="rounded,dashed", fontsize="11", fontname="Helvetica",
+                         **{"color": "#999999", **outline})
                 for node in block.nodes:
                     ids[id(node)] = f"n{position[id(node)]}"
                     box.node(ids[id(node)], _label(node, canvas), **_style(node, canvas))

@@ -35,17 +35,23 @@ from hybridlab.viz.graph import BIG_GRAPH, Drawing, to_block_dot, to_dot
 from hybridlab.viz.views import CODE_STYLE
 
 
-def stage_drawing(model: PassModel, index: int) -> Drawing:
+def stage_drawing(model: PassModel, index: int, block: str | None = None) -> Drawing:
     """Stage ``index`` drawn: the nodes the pass made outlined in red, the memory plan
     written on the nodes at the last stage. A real network (more than ``BIG_GRAPH``
-    nodes) is drawn one box per block, a block the pass changed outlined in red."""
+    nodes) is drawn one box per block, a block the pass changed outlined in red, and
+    ``block`` (by name, when the stage has it) open."""
     stage = model.stages[index]
     if len(stage.graph.nodes) > BIG_GRAPH:
-        return Drawing(to_block_dot(stage.graph, blocks(stage.graph), "plot", model.params,
+        found = blocks(stage.graph)
+        opened = [block] if block in {b.name for b in found} else []
+        return Drawing(to_block_dot(stage.graph, found, "plot", model.params, opened,
                                     highlight=stage.new), summary(stage.graph, model.params))
     notes = memory_notes(stage.graph) if stage.name == "plan_memory" else {}
     return Drawing(to_dot(stage.graph, "plot", model.params, notes=notes,
                           highlight=stage.new), summary(stage.graph, model.params))
+
+
+CLOSED = "(none)"  # the block menu's first choice: every block drawn closed
 
 
 class PassExplorer(Instrument):
@@ -55,7 +61,7 @@ class PassExplorer(Instrument):
         import ipywidgets as widgets
 
         self.model = model
-        self._pngs: dict[int, bytes | None] = {}  # each stage rendered once
+        self._pngs: dict[tuple[int, str], bytes | None] = {}  # each view rendered once
         last = len(model.stages) - 1
         self.slider = widgets.IntSlider(value=last if stage is None else stage, min=0,
                                         max=last, description="stage",
@@ -66,10 +72,17 @@ class PassExplorer(Instrument):
         # the output channel whose numbers the BatchNorm-folding stage shows
         self.channel = widgets.BoundedIntText(value=model.channel, min=0, max=1 << 20,
                                               description="channel")
-        self.slider.observe(lambda change: self.refresh(), names="value")
-        self.channel.observe(lambda change: self.refresh(), names="value")
-        self.widget = widgets.VBox([widgets.HBox([self.slider, self.channel]), self.headline,
-                                    widgets.HBox([self.picture, self.text])])
+        # a real network is drawn by blocks: the one to open (the input graph's names)
+        graph = model.stages[0].graph
+        names = [b.name for b in blocks(graph)] if len(graph.nodes) > BIG_GRAPH else []
+        self.block = widgets.Dropdown(options=[CLOSED, *names], value=CLOSED,
+                                      description="open block")
+        if not names:
+            self.block.layout.display = "none"
+        for control in (self.slider, self.channel, self.block):
+            control.observe(lambda change: self.refresh(), names="value")
+        self.widget = widgets.VBox([widgets.HBox([self.slider, self.channel, self.block]),
+                                    self.headline, widgets.HBox([self.picture, self.text])])
         self.widget.add_class("hybridlab-pass-explorer")
         self.refresh()
 
@@ -77,9 +90,7 @@ class PassExplorer(Instrument):
         index, model = self.slider.value, self.model
         model.channel = self.channel.value
         self.headline.value = f"<b>{html.escape(model.headline(index))}</b>"
-        if index not in self._pngs:
-            self._pngs[index] = stage_drawing(model, index).png()
-        png = self._pngs[index]
+        png = self.snapshot_png()
         # at its natural size (its text as drawn), scrolled when wider than its half
         self.picture.value = (f'<div style="max-width:600px;overflow:auto">'
                               f'<img src="data:image/png;base64,{encode_png(png)}" '
@@ -100,9 +111,11 @@ class PassExplorer(Instrument):
         return self.model.summary(self.slider.value)
 
     def snapshot_png(self) -> bytes | None:
-        if self.slider.value not in self._pngs:
-            self._pngs[self.slider.value] = stage_drawing(self.model, self.slider.value).png()
-        return self._pngs[self.slider.value]
+        key = (self.slider.value, self.block.value)
+        if key not in self._pngs:
+            opened = None if self.block.value == CLOSED else self.block.value
+            self._pngs[key] = stage_drawing(self.model, self.slider.value, opened).png()
+        return self._pngs[key]
 
 
 def pass_explorer(obj: Any, passes: Sequence[Any] = (), stage: int | str | None = None,
