@@ -120,13 +120,13 @@ endif
 # Lesson 11's PyTorch cells (tag `requires-torch`) and the torch half of its exercise tests.
 # `make test` skips them where torch is missing: torch from the package registry pulls
 # several GB of CUDA libraries, so it is never a dependency. A CPU-only build is enough:
-#     .venv/bin/pip install torch onnxscript --index-url https://download.pytorch.org/whl/cpu
-# (onnxscript: torch.onnx.export needs it). Here torch must be importable, or this fails.
+#     .venv/bin/pip install torch==2.13.0 onnxscript --index-url https://download.pytorch.org/whl/cpu
+# (onnxscript: torch.onnx.export needs it; 2.13.0: the version lesson 11's outputs come from). Here torch must be importable, or this fails.
 FRAMEWORK_NOTEBOOKS := $(wildcard notebooks/11-*.ipynb)
 test-frameworks: venv graphviz
 	@$(PY) -c "import torch, onnxscript" 2>/dev/null || { \
 		echo "test-frameworks: torch and onnxscript are not installed in $(VENV); install a CPU-only build:"; \
-		echo "    $(VENV)/bin/pip install torch onnxscript --index-url https://download.pytorch.org/whl/cpu"; \
+		echo "    $(VENV)/bin/pip install torch==2.13.0 onnxscript --index-url https://download.pytorch.org/whl/cpu"; \
 		exit 1; }
 	$(PY) -m pytest -q -rs tests/test_lessons.py tests/test_exercises.py -k lesson11
 	$(PY) -m pytest -q -rs $(filter-out notebooks/,$(NBVAL_ARGS)) $(FRAMEWORK_NOTEBOOKS)

@@ -17,7 +17,7 @@ import numpy as np
 from hybridlab.exercises._common import Feedback, how_far_off
 
 TORCH_HINT = ("this exercise needs PyTorch, which the course does not install; a CPU-only "
-              "build: .venv/bin/pip install torch --index-url "
+              "build: .venv/bin/pip install torch==2.13.0 --index-url "
               "https://download.pytorch.org/whl/cpu")
 
 
