@@ -59,11 +59,11 @@ PACKAGE = ROOT / "hybridlab"
 # timer, ~0.1k) and the fastest-of-three timing runs: 10.9k.
 # + 0.1k: instruments as documents (each display a moment, the snapshot notice, the
 # save hook) and controls redrawn by pasting a saved background (<= 300 ms a control)
-TOTAL_BUDGET = 13300  # + ONNX import (0.35k); the export pair, loader guards, lab's tests;
+TOTAL_BUDGET = 13350  # + ONNX import (0.35k); the export pair, loader guards, lab's tests;
 # + a predict-then-measure check for each of lessons 04-08 (+0.15k)
 # + MXNet's own unit tests (issue 24): Executor, operators, layers, model zoo (+0.6k)
 # + issue 24's Gluon half: the layers, model zoo families, block and trainer behaviours
-#   MXNet's test_gluon/test_gluon_trainer use (+0.6k)
+#   MXNet's test_gluon/test_gluon_trainer use (+0.65k)
 DEFAULT_BUDGET = 150
 
 # Code-line budgets, keyed by path relative to the repository root.
@@ -156,9 +156,9 @@ BUDGETS: dict[str, int] = {
     # (+ PReLU, ELU, SELU, Swish, GELU: issue 24)
     "hybridlab/gluon/nn/basic_layers.py": 230,  # + BatchNorm on any axis, slices, MXNet reprs
     # (+ Embedding, LayerNorm, InstanceNorm, GroupNorm: issue 24)
-    "hybridlab/gluon/nn/conv_layers.py": 188,  # + MXNet's reprs of Conv2D and the pools
+    "hybridlab/gluon/nn/conv_layers.py": 232,  # + MXNet's reprs of Conv2D and the pools
     # (+ Conv1D/Conv3D and 1-D/3-D pooling written with the 2-D operators, layouts,
-    # ReflectionPad2D: issue 24)
+    # ReflectionPad2D, Conv2DTranspose as zeros between pixels + a convolution: issue 24)
     "hybridlab/gluon/loss.py": 60,  # STYLE gives loss+trainer+data 180 together; split 60/50/70
     "hybridlab/gluon/trainer.py": 136,  # sgd (momentum, wd), adam + hyperparameter checks;
     # (+ lr_mult/wd_mult, lr_scheduler, allreduce_grads/update, save_states/load_states: issue 24)
