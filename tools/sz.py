@@ -74,6 +74,7 @@ TOTAL_BUDGET = 15400  # + many devices (contexts, mx.kv, mx.optimizer, the Dask 
 # + MXNet's rarer operators, update ops, pickle, compose (issue 24, second round: +0.3k)
 # + the merged halves of each module (devices beside MXNet behaviours; +0.15k)
 # + MXNet's rarer operators, update ops, pickle, compose (issue 24, second round: +0.5k)
+#   MXNet's test_gluon/test_gluon_trainer use (+0.65k)
 DEFAULT_BUDGET = 150
 
 # Code-line budgets, keyed by path relative to the repository root.
@@ -185,9 +186,9 @@ BUDGETS: dict[str, int] = {
     # (+ PReLU, ELU, SELU, Swish, GELU: issue 24)
     "hybridlab/gluon/nn/basic_layers.py": 230,  # + BatchNorm on any axis, slices, MXNet reprs
     # (+ Embedding, LayerNorm, InstanceNorm, GroupNorm: issue 24)
-    "hybridlab/gluon/nn/conv_layers.py": 188,  # + MXNet's reprs of Conv2D and the pools
+    "hybridlab/gluon/nn/conv_layers.py": 232,  # + MXNet's reprs of Conv2D and the pools
     # (+ Conv1D/Conv3D and 1-D/3-D pooling written with the 2-D operators, layouts,
-    # ReflectionPad2D: issue 24)
+    # ReflectionPad2D, Conv2DTranspose as zeros between pixels + a convolution: issue 24)
     "hybridlab/gluon/loss.py": 60,  # STYLE gives loss+trainer+data 180 together; split 60/50/70
     "hybridlab/gluon/trainer.py": 160,  # sgd (momentum, wd), adam + hyperparameter checks;
     # (+ lr_mult/wd_mult, lr_scheduler, allreduce_grads/update, save_states/load_states: issue 24)

@@ -98,3 +98,44 @@ def test_pooling_with_a_channel_last_layout_keeps_it():
     expected = nn.MaxPool2D(3, ceil_mode=True)(x.transpose((0, 3, 1, 2))).asnumpy()
     np.testing.assert_array_equal(out, expected.transpose(0, 2, 3, 1))
     assert _both_ways(nn.GlobalMaxPool2D(), x.transpose((0, 3, 1, 2))).shape == (2, 3, 1, 1)
+
+
+def _transposed_reference(x, w, b, stride, pad, dilate, adj, groups):
+    """Each input pixel adds itself times the kernel into the output window it maps to."""
+    n, c, h, wd = x.shape
+    filters = w.shape[1] * groups
+    size = [(s - 1) * st - 2 * p + d * (k - 1) + 1 + a
+            for s, st, p, d, k, a in zip((h, wd), stride, pad, dilate, w.shape[2:], adj)]
+    full = np.zeros((n, filters, size[0] + 2 * pad[0] + 8, size[1] + 2 * pad[1] + 8))
+    per = c // groups
+    for ch in range(c):
+        group = slice(ch // per * w.shape[1], (ch // per + 1) * w.shape[1])
+        for i, j, u, v in np.ndindex(h, wd, *w.shape[2:]):
+            full[:, group, i * stride[0] + u * dilate[0], j * stride[1] + v * dilate[1]] += (
+                x[:, ch, i, j][:, None] * w[ch, :, u, v][None, :])
+    return full[:, :, pad[0]:pad[0] + size[0], pad[1]:pad[1] + size[1]] + b.reshape(1, -1, 1, 1)
+
+
+@pytest.mark.parametrize("options", [{}, {"groups": 2}, {"strides": 3}, {"dilation": 2},
+                                     {"strides": (2, 3), "output_padding": (1, 2)},
+                                     {"strides": 2, "padding": (1, 2)}])
+def test_conv2d_transpose_spreads_each_pixel_over_its_window(options):
+    mx.random.seed(0)
+    layer = nn.Conv2DTranspose(6, (3, 2), in_channels=4, **options)
+    x = nd.random.uniform(shape=(2, 4, 5, 4))
+    out = _both_ways(layer, x)
+    a = layer._attrs
+    expected = _transposed_reference(x.asnumpy(), layer.weight.data().asnumpy(),
+                                     layer.bias.data().asnumpy(), a["stride"], a["pad"],
+                                     a["dilate"], layer._adj, a["num_group"])
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
+    assert layer.weight.shape == (4, 6 // a["num_group"], 3, 2)  # MXNet's layout
+
+
+def test_conv2d_transpose_refuses_what_has_no_output():
+    with pytest.raises(ValueError, match="output_padding"):
+        nn.Conv2DTranspose(2, 3, strides=2, output_padding=2)
+    layer = nn.Conv2DTranspose(2, 3, padding=3, in_channels=1)
+    layer.initialize()
+    with pytest.raises(mx.errors.ShapeError, match="leaves no output"):
+        layer(nd.ones((1, 1, 2, 2)))

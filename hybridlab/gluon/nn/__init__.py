@@ -38,6 +38,7 @@ from hybridlab.gluon.nn.conv_layers import (  # type: ignore[attr-defined]  # (t
     AvgPool3D,
     Conv1D,
     Conv2D,
+    Conv2DTranspose,
     Conv3D,
     GlobalAvgPool1D,
     GlobalAvgPool2D,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from hybridlab.errors import ShapeError
 from hybridlab.gluon.block import HybridBlock
 from hybridlab.gluon.nn.activations import Activation
 from hybridlab.gluon.nn.basic_layers import _shape
@@ -52,7 +53,7 @@ def _channels_last(F: Any, x: Any, last: bool, ndim: int) -> Any:
 class _Conv(HybridBlock):
     """N-D convolution with ``channels`` filters of ``kernel_size`` (N = ``_ndim``)."""
 
-    _ndim = 2
+    _ndim, _transposed = 2, False
 
     def __init__(self, channels: int, kernel_size: Any, strides: Any = 1, padding: Any = 0,
                  dilation: Any = 1, groups: int = 1, layout: str | None = None,
@@ -70,7 +71,8 @@ class _Conv(HybridBlock):
             raise ValueError(f"{type(self).__name__}: groups={groups} must divide channels="
                              f"{channels} and in_channels={in_channels}")
         with self.name_scope():
-            shape = (channels, in_channels // groups, *self._attrs["kernel"])  # type: ignore[misc]
+            shape = (in_channels, channels // groups, *self._attrs["kernel"]) if \
+                self._transposed else (channels, in_channels // groups, *self._attrs["kernel"])
             self.weight = self.params.get("weight", shape=shape, init=weight_initializer)
             self.bias = self.params.get("bias", shape=(channels,), init=bias_initializer) \
                 if use_bias else None
@@ -82,7 +84,8 @@ class _Conv(HybridBlock):
     def infer_shape(self, x: Any, *args: Any) -> None:
         shape = self.weight.shape
         channels = _shape(x)[-1 if self._last else 1]
-        self.weight.shape = (shape[0], channels // self._attrs["num_group"], *shape[2:])  # type: ignore[index,operator]
+        self.weight.shape = (channels, *shape[1:]) if self._transposed else (  # type: ignore[index]
+            shape[0], channels // self._attrs["num_group"], *shape[2:])  # type: ignore[index]
 
     def hybrid_forward(self, F: Any, x: Any, weight: Any, bias: Any = None) -> Any:
         x = _channels_first(F, x, self._last, self._ndim)
@@ -152,6 +155,58 @@ class Conv3D(_Conv):
         out = F.transpose(F.reshape(out, shape=(-4, -1, out_depth, -2)), axes=(0, 2, 1, 3, 4))
         if bias is not None:
             out = F.broadcast_add(out, F.reshape(bias, shape=(1, -1, 1, 1, 1)))
+        return out
+
+
+class Conv2DTranspose(_Conv):
+    """The transpose of a convolution (its gradient with respect to its input): each input
+    pixel adds ``weight`` times itself into a ``kernel_size`` window of the output, windows
+    ``strides`` apart. Written as MXNet's docs explain it: zeros inserted between the
+    input's pixels (``strides - 1``), then an ordinary convolution with the kernel flipped
+    and its two channel axes swapped. The weight is ``(in_channels, channels / groups,
+    kh, kw)``, as MXNet's."""
+
+    _transposed = True
+
+    def __init__(self, channels: int, kernel_size: Any, strides: Any = 1, padding: Any = 0,
+                 output_padding: Any = 0, dilation: Any = 1, **kwargs: Any) -> None:
+        super().__init__(channels, kernel_size, strides, padding, dilation, **kwargs)
+        self._adj = _tuple(output_padding, 2)
+        if any(a >= s for a, s in zip(self._adj, self._attrs["stride"])):
+            raise ValueError(f"Conv2DTranspose: output_padding={self._adj} must be smaller "
+                             f"than strides={self._attrs['stride']}")
+
+    def _convolve(self, F: Any, x: Any, weight: Any, bias: Any) -> Any:
+        a = self._attrs
+        groups, channels = a["num_group"], a["num_filter"]
+        size, pads, crops = list(_shape(x)[2:]), [], []
+        for i, (k, s, p, d, adj) in enumerate(zip(a["kernel"], a["stride"], a["pad"],
+                                                  a["dilate"], self._adj)):
+            axis, out = 2 + i, (size[i] - 1) * s - 2 * p + d * (k - 1) + 1 + adj
+            if out < 1:
+                raise ShapeError(f"Conv2DTranspose: an input of {size[i]} along axis {axis} "
+                                 f"with padding {p} leaves no output ({out}); pad less")
+            if s > 1:  # s - 1 zeros after each pixel, the last ones cut off
+                wide = F.expand_dims(x, axis=axis + 1)
+                x = F.concat(wide, *[F.zeros_like(wide)] * (s - 1), dim=axis + 1)
+                x = F.reshape(x, shape=(0, 0, -3, -2) if axis == 2 else (0, 0, 0, -3))
+                x = F.slice_axis(x, axis=axis, begin=0, end=(size[i] - 1) * s + 1)
+            if adj:  # output_padding: more zeros at the far end
+                x = F.concat(x, F.zeros_like(F.slice_axis(x, axis=axis, begin=0, end=adj)),
+                             dim=axis)
+            pads.append(max(d * (k - 1) - p, 0))
+            crops.append((max(p - d * (k - 1), 0), out))
+        kernel = F.reverse(weight, axis=(2, 3))  # (C, F/g, kh, kw) -> (F, C/g, kh, kw)
+        kernel = F.reshape(kernel, shape=(groups, -1, channels // groups, *a["kernel"]))
+        kernel = F.reshape(F.transpose(kernel, axes=(0, 2, 1, 3, 4)), shape=(-3, -2))
+        out = F.Convolution(x, kernel, no_bias=True, kernel=a["kernel"], pad=tuple(pads),
+                            dilate=a["dilate"], num_filter=channels, num_group=groups,
+                            name="fwd")
+        for i, (begin, length) in enumerate(crops):
+            if begin:
+                out = F.slice_axis(out, axis=2 + i, begin=begin, end=begin + length)
+        if bias is not None:
+            out = F.broadcast_add(out, F.reshape(bias, shape=(1, -1, 1, 1)))
         return out
 
 
