@@ -12,7 +12,7 @@ LINT_PATHS := $(wildcard hybridlab tests tools benchmarks)
 
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help venv graphviz lab-graphviz chromium test test-notebooks test-oldest fuzz lab workspace-refresh site notebooks \
+.PHONY: help venv graphviz lab-graphviz chromium test test-notebooks test-frameworks test-oldest fuzz lab workspace-refresh site notebooks \
         bench clean distclean
 
 help:
@@ -22,6 +22,8 @@ help:
 	@echo "make site            the course as a static website in site/ (open site/index.html)"
 	@echo "make test            line budgets (tools/sz.py), ruff, import layers, mypy, pytest, notebooks"
 	@echo "make test-notebooks  only the notebook tests (nbval)"
+	@echo "make test-frameworks lesson 11's PyTorch cells and checks (needs torch, not installed"
+	@echo "                     by make venv: see the target)"
 	@echo "make test-oldest     make site and the fast tests under the oldest Python (3.11)"
 	@echo "make fuzz            the loaders fuzzed with 10 000 examples each (FUZZ_EXAMPLES=...)"
 	@echo "make notebooks       regenerate notebooks/ from lessons/ (tools/sync_notebooks.py)"
@@ -114,6 +116,20 @@ else
 	$(PY) -m pytest -q $(NBVAL_ARGS)
 endif
 # ---- end of notebook tests ----
+
+# Lesson 11's PyTorch cells (tag `requires-torch`) and the torch half of its exercise tests.
+# `make test` skips them where torch is missing: torch from the package registry pulls
+# several GB of CUDA libraries, so it is never a dependency. A CPU-only build is enough:
+#     .venv/bin/pip install torch==2.13.0 onnxscript --index-url https://download.pytorch.org/whl/cpu
+# (onnxscript: torch.onnx.export needs it; 2.13.0: the version lesson 11's outputs come from). Here torch must be importable, or this fails.
+FRAMEWORK_NOTEBOOKS := $(wildcard notebooks/11-*.ipynb)
+test-frameworks: venv graphviz
+	@$(PY) -c "import torch, onnxscript" 2>/dev/null || { \
+		echo "test-frameworks: torch and onnxscript are not installed in $(VENV); install a CPU-only build:"; \
+		echo "    $(VENV)/bin/pip install torch==2.13.0 onnxscript --index-url https://download.pytorch.org/whl/cpu"; \
+		exit 1; }
+	$(PY) -m pytest -q -rs tests/test_lessons.py tests/test_exercises.py -k lesson11
+	$(PY) -m pytest -q -rs $(filter-out notebooks/,$(NBVAL_ARGS)) $(FRAMEWORK_NOTEBOOKS)
 
 # `make lab` serves the student workspace (tools/workspace.py: a git-ignored copy of the
 # notebooks, made on first use). As root (a container) it adds --allow-root; LAB_ARGS passes

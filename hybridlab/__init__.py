@@ -16,10 +16,13 @@ from hybridlab import (
     errors,
     gluon,
     initializer,
+    kvstore,
+    lr_scheduler,
     name,
     ndarray,
     onnx,
     ops,
+    optimizer,
     profiler,
     random,
     runtime,
@@ -28,6 +31,7 @@ from hybridlab import (
     viz,
 )
 from hybridlab import initializer as init  # mx.init.Xavier()
+from hybridlab import kvstore as kv  # mx.kv.create('device')
 from hybridlab import ndarray as nd  # mx.nd, `from hybridlab import nd`
 from hybridlab import symbol as sym  # mx.sym, `from hybridlab import sym`
 from hybridlab.base import __version__  # tests/test_setup.py checks it against pyproject

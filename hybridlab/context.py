@@ -4,17 +4,25 @@ What this module teaches
 ------------------------
 MXNet tags every array with a *context*, the device that holds its buffer, and copies
 between devices explicitly (``x.as_in_context(ctx)``, ``x.copyto(ctx)``). hybridlab runs
-on numpy, so the only device is the CPU: ``cpu(0)`` exists so that MXNet code keeps
-working and prints what it printed, and ``gpu()`` raises at once with the reason and the
-fix instead of failing deep inside an operator.
+on numpy, so its devices are CPU devices: ``cpu(0)``, ``cpu(1)``, ... are distinct
+devices, as in MXNet (data-parallel code splits a batch over ``[mx.cpu(0), mx.cpu(1)]``
+on one machine). An array keeps the context it was made on; an operator's result is on
+its first input's context (MXNet's rule: ``a + b`` lands where ``a`` is); a copy to
+another device is an engine operation (``_copyto``), and a Parameter initialised on
+several contexts holds one array per context (``gluon.Parameter.list_data``). Every
+device shares the machine's memory, so a "copy" is a real copy of the bytes: what a
+transfer costs, in miniature. ``gpu()`` raises at once with the reason and the fix
+instead of failing deep inside an operator.
 
-Invariant: every NDArray's context is ``cpu(0)``; ``cpu(n)`` for another ``n`` is the
-same device (MXNet code uses ``cpu(i)`` for data-parallel splits on one machine).
+Invariant: contexts are interned -- ``mx.cpu(1) is mx.cpu(1)`` -- so the hot paths
+compare them by identity (``x._ctx is y._ctx``).
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+import numpy as np
 
 from hybridlab.errors import NoGPUError
 
@@ -23,21 +31,32 @@ class Context:
     """A device: ``Context('cpu', 0)``; works as ``with mx.cpu(): ...`` like MXNet."""
 
     _default: Context | None = None
+    _stack: list[Context | None] = []  # the contexts `with` blocks replaced (interned: no
+    _interned: dict[tuple[str, int], Context] = {}  # per-object state for nesting)
     device_type: str
     device_id: int
 
-    def __init__(self, device_type: str | Context = "cpu", device_id: int = 0) -> None:
+    def __new__(cls, device_type: str | Context = "cpu", device_id: int = 0) -> Context:
         if isinstance(device_type, Context):
-            given = device_type
-            device_type, device_id = given.device_type, given.device_id
+            return device_type
         if device_type != "cpu":
             raise NoGPUError(
                 f"hybridlab runs on the CPU only (numpy), so device {device_type!r} does not "
                 f"exist; use mx.cpu() (MXNet code often picks it with "
                 f"`mx.gpu() if mx.context.num_gpus() else mx.cpu()`)"
             )
-        self.device_type = device_type
-        self.device_id = int(device_id)
+        if not isinstance(device_id, (int, np.integer)) or device_id < 0:
+            raise ValueError(f"a device id is a number >= 0 (mx.cpu(0), mx.cpu(1)), "
+                             f"got {device_id!r}")
+        key = (device_type, int(device_id))
+        found = cls._interned.get(key)
+        if found is None:
+            found = cls._interned[key] = super().__new__(cls)
+            found.device_type, found.device_id = key
+        return found
+
+    def __reduce__(self) -> tuple:  # pickled to a Dask worker: the same interned device
+        return (Context, (self.device_type, self.device_id))
 
     def __repr__(self) -> str:
         return f"{self.device_type}({self.device_id})"
@@ -50,16 +69,16 @@ class Context:
         return hash((self.device_type, self.device_id))
 
     def __enter__(self) -> Context:
-        self._saved = Context._default
+        Context._stack.append(Context._default)
         Context._default = self
         return self
 
     def __exit__(self, *exc: object) -> None:
-        Context._default = self._saved
+        Context._default = Context._stack.pop()
 
 
 def cpu(device_id: int = 0) -> Context:
-    """The CPU, the device every hybridlab array lives on."""
+    """CPU device ``device_id``: ``cpu(0)``, where arrays live unless told otherwise."""
     return Context("cpu", device_id)
 
 
@@ -69,7 +88,7 @@ def gpu(device_id: int = 0) -> Context:
 
 
 def cpu_pinned(device_id: int = 0) -> Context:
-    """MXNet's pinned host memory: plain CPU memory here."""
+    """MXNet's pinned host memory: plain CPU memory here (``cpu(device_id)``)."""
     return Context("cpu", device_id)
 
 
@@ -90,3 +109,25 @@ def check_context(ctx: Any, where: str) -> None:
             raise TypeError(f"{where}: ctx must be a Context such as mx.cpu(), got {item!r}")
         if isinstance(item, str):
             Context(item)
+
+
+def as_context(ctx: Any, where: str) -> Context:
+    """One device from ``ctx=`` (a Context, ``'cpu'``, or None for the current one)."""
+    check_context(ctx, where)
+    if isinstance(ctx, (list, tuple)):
+        raise TypeError(f"{where}: ctx must be one Context here, got the list {ctx!r}")
+    return current_context() if ctx is None else Context(ctx)
+
+
+def as_context_list(ctx: Any, where: str) -> list[Context]:
+    """The devices of ``ctx=`` as a list without repeats (``initialize(ctx=[...])``)."""
+    check_context(ctx, where)
+    items = list(ctx) if isinstance(ctx, (list, tuple)) else [ctx]
+    if not items:
+        raise ValueError(f"{where}: ctx is an empty list; give at least one device, e.g. "
+                         f"[mx.cpu(0), mx.cpu(1)]")
+    devices = [as_context(item, where) for item in items]
+    if len(set(devices)) != len(devices):
+        raise ValueError(f"{where}: ctx lists a device twice ({devices}); each device holds "
+                         f"one copy")
+    return devices

@@ -24,10 +24,20 @@ import numpy as np
 
 
 class Initializer:
-    """Base class: ``init(shape, dtype)`` returns a new NDArray."""
+    """Base class: ``init(shape, dtype)`` returns a new NDArray.
+
+    An initializer written MXNet's way overrides ``_init_weight(self, name, arr)`` and
+    fills ``arr`` in place instead (see :func:`run`)."""
 
     def __call__(self, shape: tuple[int, ...], dtype: Any = "float32") -> Any:
-        raise NotImplementedError
+        from hybridlab import ndarray as nd
+        arr = nd.zeros(shape, dtype=dtype)  # type: ignore[misc]  # (nd's generated names)
+        self._init_weight("", arr)
+        return arr
+
+    def _init_weight(self, name: str, arr: Any) -> None:
+        raise NotImplementedError(f"{type(self).__name__} must define __call__(self, shape, "
+                                  f"dtype) or, as in MXNet, _init_weight(self, name, arr)")
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
@@ -100,14 +110,31 @@ class Xavier(Initializer):
 
 
 class Constant(Initializer):
-    """Every element equal to ``value``."""
+    """Every element equal to ``value``; or ``value`` itself, an array broadcast to the shape."""
 
-    def __init__(self, value: float) -> None:
-        self.value = _number(value, "mx.init.Constant(value)", "mx.init.Constant(0.5)")
+    def __init__(self, value: Any) -> None:
+        if hasattr(value, "shape") or isinstance(value, (list, tuple)):
+            self.value = value  # an array (NDArray, numpy, nested list), as MXNet accepts
+        else:
+            self.value = _number(value, "mx.init.Constant(value)", "mx.init.Constant(0.5)")
 
     def __call__(self, shape: tuple[int, ...], dtype: Any = "float32") -> Any:
         from hybridlab import ndarray as nd
-        return nd.full(shape, self.value, dtype=dtype)  # type: ignore[misc]
+        if isinstance(self.value, float):
+            return nd.full(shape, self.value, dtype=dtype)  # type: ignore[misc]
+        value = self.value.asnumpy() if hasattr(self.value, "asnumpy") else self.value
+        try:
+            return nd.array(np.broadcast_to(np.asarray(value, dtype=dtype), shape))
+        except ValueError:
+            raise ValueError(f"mx.init.Constant: a value of shape {np.shape(value)} cannot "
+                             f"fill a parameter of shape {shape}") from None
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and np.array_equal(
+            np.asarray(getattr(self.value, "asnumpy", lambda: self.value)()),
+            np.asarray(getattr(other.value, "asnumpy", lambda: other.value)()))  # type: ignore[attr-defined]
+
+    __hash__ = Initializer.__hash__
 
 
 class Zero(Constant):
@@ -126,6 +153,29 @@ class One(Constant):
 
 _BY_NAME = {"zeros": Zero, "zero": Zero, "ones": One, "one": One, "uniform": Uniform,
             "normal": Normal, "xavier": Xavier}
+
+
+_MXNET_DEFAULTS = {"bias": "zeros", "beta": "zeros", "gamma": "ones", "running_mean": "zeros",
+                   "running_var": "ones", "moving_mean": "zeros", "moving_var": "ones"}
+
+
+def run(init: Initializer, name: str, shape: tuple[int, ...], dtype: Any) -> Any:
+    """The first value of parameter ``name`` from ``init``. An initializer written MXNet's
+    way (overriding ``_init_weight``) is dispatched by the name's suffix as MXNet does:
+    ``*weight`` (and any other name) -> ``_init_weight``, biases and BatchNorm's
+    statistics -> zeros or ones (its ``_init_bias``/``_init_gamma`` ... when it defines them)."""
+    if type(init)._init_weight is Initializer._init_weight or type(init).__call__ \
+            is not Initializer.__call__:
+        return init(shape, dtype)
+    from hybridlab import ndarray as nd
+    arr = nd.zeros(shape, dtype=dtype)  # type: ignore[misc]  # (nd's generated names)
+    suffix = next((s for s in _MXNET_DEFAULTS if name.endswith(s)), None)
+    method = getattr(init, f"_init_{suffix}", None) if suffix else init._init_weight
+    if method is not None:
+        method(name, arr)
+    elif _MXNET_DEFAULTS[suffix] == "ones":  # type: ignore[index]
+        arr[:] = 1
+    return arr
 
 
 def create(init: Initializer | str | None) -> Initializer | None:

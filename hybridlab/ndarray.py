@@ -29,8 +29,11 @@ Invariants
   [Views], by copy-on-write on the base's Var). Other indexing, and any indexing under
   ``autograd.record()`` or of an array on the tape, returns a new array made by
   registry ops, so gradients flow through it.
-* Every array lives on ``cpu(0)``; ``float32`` is the default dtype (also for
-  ``nd.array`` of float64 or int numpy data, as in MXNet).
+* Every array lives on one device, ``x.context`` (``cpu(0)`` unless ``ctx=`` or a
+  ``with mx.cpu(1):`` block says otherwise); an operator's results are on its first
+  input's device (MXNet's rule), and ``copyto(ctx)``/``as_in_context(ctx)`` move values
+  by an engine op named ``_copyto`` (see hybridlab/context.py). ``float32`` is the
+  default dtype (also for ``nd.array`` of float64 or int numpy data, as in MXNet).
 * NOTE [Op names shadow builtins]: :func:`populate` puts ``sum``, ``max``, ``abs``,
   ``round``, ``slice``... into this module, so the code below spells builtins as
   ``builtins.slice`` etc.
@@ -48,7 +51,7 @@ import numpy as np
 
 from hybridlab import autograd, engine, ndarray_io
 from hybridlab import random as _seed_stream
-from hybridlab.context import Context, check_context, cpu
+from hybridlab.context import Context, as_context, cpu
 from hybridlab.errors import (
     InplaceGradError,
     MXNetError,
@@ -69,7 +72,7 @@ _object_new = object.__new__
 class NDArray:
     """An n-dimensional array on the engine; create one with ``nd.array`` or an operator."""
 
-    __slots__ = ("_data", "_var", "_aval", "shape", "dtype", "_ag", "__weakref__")
+    __slots__ = ("_data", "_var", "_aval", "shape", "dtype", "_ag", "_ctx", "__weakref__")
     __array_ufunc__ = None  # ``numpy_value * x`` defers to NDArray's dunders
     _data: np.ndarray | None  # (the slots' types, for readers and mypy)
     _var: engine.Var
@@ -77,6 +80,7 @@ class NDArray:
     shape: tuple[int, ...]
     dtype: np.dtype
     _ag: Any  # None, an autograd.Leaf, or (autograd.Node, output index)
+    _ctx: Context  # the device (interned: compared with `is`)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError("create arrays with nd.array(...), nd.zeros(...) or an operator")
@@ -91,7 +95,7 @@ class NDArray:
 
     @property
     def context(self) -> Context:
-        return _CPU
+        return self._ctx
 
     ctx = context
 
@@ -168,18 +172,20 @@ class NDArray:
 
     # --- devices and copies -------------------------------------------------------------
     def as_in_context(self, context: Context) -> NDArray:
-        check_context(context, "as_in_context")
-        return self
+        """This array on ``context``: itself when it is there already, else a copy."""
+        device = as_context(context, "as_in_context")
+        return self if device is self._ctx else self.copyto(device)
 
     def copyto(self, other: NDArray | Context) -> NDArray:
-        """Copy into ``other`` (an NDArray of the same shape) or to a device."""
+        """Copy into ``other`` (an NDArray of the same shape) or to a device: one engine op,
+        ``_copyto``, which copies the bytes (the transfer between devices) and is
+        recorded by autograd (the gradient flows back to this array's device)."""
         if isinstance(other, NDArray):
             if other.shape != self.shape:
                 raise ValueError(f"copyto: shape {self.shape} into an array of shape {other.shape}")
             _check_inplace(other, [self])
             return _assign(other, self)
-        check_context(other, "copyto")
-        return self.copy()
+        return _apply(registry.get("_copyto"), [self], {"ctx": as_context(other, "copyto")})
 
     def copy(self) -> NDArray:
         return _apply(registry.get("_copy"), [self], {})
@@ -195,7 +201,9 @@ class NDArray:
 
     def __setstate__(self, state: dict) -> None:
         values = ndarray_io.array_from_bytes(bytes(state["handle"]))
-        fresh = from_numpy(values)
+        # ops still reading or writing this array finish first (they would see the new shape)
+        engine.current().wait_all()
+        fresh = from_numpy(values, self._ctx)
         for slot in ("_data", "_var", "_aval", "shape", "dtype", "_ag"):
             object.__setattr__(self, slot, getattr(fresh, slot))
 
@@ -245,7 +253,7 @@ class NDArray:
     # --- autograd -----------------------------------------------------------------------
     def attach_grad(self, grad_req: str = "write", stype: Any = None) -> None:
         """Mark this array for gradients; ``backward`` fills ``x.grad`` (zeros until then)."""
-        zeros = from_numpy(np.zeros(self.shape, self.dtype))
+        zeros = from_numpy(np.zeros(self.shape, self.dtype), self._ctx)
         autograd.mark_variables([self], [zeros], grad_req)
 
     def backward(self, out_grad: NDArray | None = None, retain_graph: bool = False,
@@ -333,6 +341,7 @@ class _View(NDArray):
         aval = Aval(tuple(int(n) for n in shape), base.dtype)
         view._aval, view.shape, view.dtype = aval, aval.shape, aval.dtype
         view._base, view._rows, view._var, view._ag = base, (start, stop), base._var, None
+        view._ctx = base._ctx  # (the base's device: a view shares its buffer)
         return view
 
     @property  # type: ignore[override]
@@ -465,28 +474,29 @@ def _normalize_key(shape: tuple, key: Any) -> tuple[tuple, tuple, tuple, tuple]:
 
 
 # --- making arrays ------------------------------------------------------------------------
-def _new(aval: Aval, data: np.ndarray | None = None) -> NDArray:
+def _new(aval: Aval, data: np.ndarray | None = None, ctx: Context = _CPU) -> NDArray:
     result = _object_new(NDArray)  # skips __init__, which refuses direct construction
     result._aval, result.shape, result.dtype = aval, aval.shape, aval.dtype
-    result._data, result._var, result._ag = data, engine.Var(), None
+    result._data, result._var, result._ag, result._ctx = data, engine.Var(), None, ctx
     return result
 
 
-def from_numpy(values: np.ndarray) -> NDArray:
-    """Wrap an already computed numpy array (no engine op); hybridlab owns it afterwards."""
+def from_numpy(values: np.ndarray, ctx: Context | None = None) -> NDArray:
+    """Wrap an already computed numpy array (no engine op); hybridlab owns it afterwards.
+    It is on ``ctx``, else on the current context (``with mx.cpu(1):``)."""
     values = np.asarray(values)
-    return _new(Aval(values.shape, values.dtype), values)
+    return _new(Aval(values.shape, values.dtype), values, ctx or Context._default or _CPU)
 
 
 def _from_state(state: dict) -> NDArray:
     return from_numpy(ndarray_io.array_from_bytes(bytes(state["handle"])))
 
 
-def empty_like_aval(aval: Aval) -> NDArray:
+def empty_like_aval(aval: Aval, ctx: Context = _CPU) -> NDArray:
     """A result whose ``_data`` an op pushed later fills (used by the graph/gluon layers)."""
     if type(aval) is Aval and type(aval.shape) is tuple and isinstance(aval.dtype, np.dtype):
-        return _new(aval)  # already normal (a CachedOp's results, on every call)
-    return _new(Aval(tuple(aval.shape), np.dtype(aval.dtype)))
+        return _new(aval, None, ctx)  # already normal (a CachedOp's results, on every call)
+    return _new(Aval(tuple(aval.shape), np.dtype(aval.dtype)), None, ctx)
 
 
 # --- the one path every operator takes ----------------------------------------------------
@@ -498,8 +508,9 @@ def _apply(op: OpDef, inputs: list, attrs: dict, name: str | None = None, hint: 
     skip: output avals are cached per (op, input shapes and dtypes, attrs), and inputs are
     checked one by one only when one is not an NDArray.
     """
+    ctx = None
     if attrs and ("out" in attrs or "ctx" in attrs):
-        attrs, out = _split_out_and_ctx(op, attrs)
+        attrs, out, ctx = _split_out_and_ctx(op, attrs)
     attrs = op.parse_attrs(attrs)
     parts: list[Any] = [op]
     reads, missing = [], None
@@ -518,7 +529,10 @@ def _apply(op: OpDef, inputs: list, attrs: dict, name: str | None = None, hint: 
         avals = key = None
     if avals is None:  # (not in an `except`: a ShapeError then shows no chained KeyError)
         avals = _infer(op, inputs, attrs, key)
-    outputs = [_new(aval) for aval in avals] if out is None else _use_out(op, avals, out, inputs)
+    if ctx is None:  # MXNet's rule: the first input's device (a creation op: the current)
+        ctx = inputs[0]._ctx if inputs else Context._default or _CPU
+    outputs = ([_new(aval, None, ctx) for aval in avals] if out is None
+               else _use_out(op, avals, out, inputs))
     kernel_attrs = attrs
     if op.needs_context:  # the seed is drawn now, in program order (see hybridlab.random)
         rt = RunContext(training=_MODE.training, rng=_seed_stream.next_generator())
@@ -560,12 +574,12 @@ def _runner(op: OpDef, inputs: list, outputs: list, attrs: dict,
     return run_many
 
 
-def _split_out_and_ctx(op: OpDef, attrs: dict) -> tuple[dict, NDArray | None]:
+def _split_out_and_ctx(op: OpDef, attrs: dict) -> tuple[dict, NDArray | None, Context | None]:
+    """``out=`` and ``ctx=`` (the results' device: MXNet's creation functions took it)."""
     attrs = dict(attrs)
     out = attrs.pop("out", None)
-    if "ctx" not in op.attrs:  # MXNet's nd functions took ctx=; every array is on cpu(0)
-        check_context(attrs.pop("ctx", None), op.name)
-    return attrs, out
+    ctx = attrs.pop("ctx", None)
+    return attrs, out, None if ctx is None else as_context(ctx, op.name)
 
 
 def _infer(op: OpDef, inputs: list, attrs: dict, key: tuple | None) -> list[Aval]:
@@ -656,7 +670,7 @@ def _expand(op: OpDef, inputs: list, attrs: dict, name: str | None = None,
     pushed and recorded like any other, so the tape holds the primitives."""
     out = None
     if attrs and ("out" in attrs or "ctx" in attrs):
-        attrs, out = _split_out_and_ctx(op, attrs)
+        attrs, out, _ = _split_out_and_ctx(op, attrs)
     parsed = op.parse_attrs(attrs)
     if not all(isinstance(x, NDArray) for x in inputs):
         _explain_bad_input(op, inputs, parsed)
@@ -737,7 +751,7 @@ _array_guard: Callable[[], None] | None = None
 
 def array(source_array: Any, ctx: Context | None = None, dtype: Any = None) -> NDArray:
     """A new array from a list, numpy array or NDArray (float32 unless ``dtype`` is given)."""
-    check_context(ctx, "nd.array")
+    device = as_context(ctx, "nd.array")
     if _array_guard is not None:  # NOTE [Interception per thread] in gluon/_trace.py
         _array_guard()
     if source_array is None:  # numpy would make [nan] of it
@@ -761,7 +775,7 @@ def array(source_array: Any, ctx: Context | None = None, dtype: Any = None) -> N
                         f"{type(source_array).__name__} ({err})") from None
     if values.ndim == 0 and not isinstance(source_array, np.ndarray):
         values = values.reshape(1)  # a Python number: MXNet's (1,); a 0-d numpy array stays 0-d
-    return from_numpy(values)
+    return from_numpy(values, device)
 
 
 def empty(shape: Any, ctx: Context | None = None, dtype: Any = "float32") -> NDArray:
@@ -831,6 +845,14 @@ def fill_element_0index(lhs: NDArray, mhs: NDArray, rhs: NDArray) -> NDArray:
 def waitall() -> None:
     """Block until every pushed operator has run (raises the first failure, if any)."""
     engine.current().wait_all()
+
+
+def reset_arrays(*arrays: NDArray, num_arrays: int | None = None) -> None:
+    """Set every array to zero in place (MXNet's, as ``ParameterDict.zero_grad`` uses)."""
+    if num_arrays is not None and num_arrays != len(arrays):
+        raise ValueError(f"reset_arrays: num_arrays={num_arrays} but {len(arrays)} arrays given")
+    for array in arrays:
+        array[:] = 0
 
 
 def save(fname: str, data: NDArray | list | tuple | dict) -> None:

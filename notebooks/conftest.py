@@ -4,8 +4,13 @@ Rendered graphs and plots (SVG, PNG, and HTML panels that embed SVG) differ betw
 graphviz/matplotlib versions, so nbval does not compare them; every such output also
 carries a stable ``text/plain`` summary (``Graph(nodes=7, ops=[...])``), which *is*
 compared.
+
+A cell that needs a framework hybridlab does not install (lesson 11's PyTorch cells)
+carries the tag ``requires-<module>`` (``requires-torch``). Where that module cannot be
+imported, its items are skipped, saying why; ``make test-frameworks`` runs them.
 """
 
+import importlib.util
 import os
 from pathlib import Path
 
@@ -21,10 +26,25 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 os.environ["HYBRIDLAB_AUTOTUNE"] = "0"
 
 IMAGE_TYPES = ("image/svg+xml", "image/png", "text/html")
+REQUIRES = "requires-"  # the cell tag naming a module the cell needs
+
+
+def missing_modules(cell) -> list[str]:
+    """The modules a cell's ``requires-<module>`` tags name that cannot be imported here."""
+    tags = cell.get("metadata", {}).get("tags", []) if cell is not None else []
+    return [tag[len(REQUIRES):] for tag in tags if tag.startswith(REQUIRES)
+            and importlib.util.find_spec(tag[len(REQUIRES):]) is None]
 
 
 def pytest_collection_modifyitems(items):
+    import pytest
+
     for item in items:
+        missing = missing_modules(getattr(item, "cell", None))
+        if missing:
+            item.add_marker(pytest.mark.skip(
+                reason=f"this cell needs {', '.join(missing)} (not installed; the lesson's "
+                       f"first cell says how to install it, then `make test-frameworks`)"))
         parent = item.parent
         skip = getattr(parent, "skip_compare", None)
         if skip is not None and not set(IMAGE_TYPES) <= set(skip):

@@ -33,3 +33,20 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(f"{key}: {fuzz.TALLY[key]}")
     terminalreporter.write_line(f"largest peak: 64 MiB + {fuzz.PEAK_RATIO['worst']:.2f} x the "
                                 f"file's size (bound: 64 MiB + 4 x)")
+
+
+import pytest  # noqa: E402  (after the environment is set)
+
+
+@pytest.fixture(scope="session")
+def dask_client():
+    """One 2-process Dask cluster for the whole test session (starting one costs seconds):
+    the dist_sync/dist_async tests and the all-reduce measurements share it."""
+    pytest.importorskip("distributed")
+    from distributed import Client
+
+    from hybridlab import dask as hdask
+
+    with hdask.local_cluster(2, processes=True) as cluster, Client(cluster) as client:
+        client.wait_for_workers(2)
+        yield client

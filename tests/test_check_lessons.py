@@ -81,7 +81,7 @@ ISSUE_20_CLAIMS = [
     ("03", "reported once", '"asking again, the same synchronisation point raises again"'),
     ("03", "typically a", "took {{barrier_ratio}} the time"),
     ("01", "The first pass, constant folding",
-     '"the first pass, lower_operators, finds nothing to lower here"'),
+     '"lower_operators finds nothing to lower here"'),
     ("02", "the memory planner (lesson 01)", "the memory planner (lesson 05)"),
     ("02", "consecutive calls (lesson 03)", "consecutive calls (lesson 04)"),
     ("02", "a few hundred bytes", "the arena is {{arena_1}}"),

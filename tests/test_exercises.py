@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from hybridlab import exercises, nd, random
 from hybridlab.gluon import nn
@@ -326,6 +327,27 @@ def test_lesson08_onnx_check_fails_on_a_fixed_batch_and_other_weights(tmp_path):
     assert not lesson08.check_onnx_batch(str(tmp_path / "missing.onnx"), net)
 
 
+def test_lesson09_checks_fail_on_wrong_predictions_and_wrong_counts():
+    pytest.importorskip("onnx")
+    from hybridlab.exercises import lesson09
+
+    failed = lesson09.check_dense_concat_bytes(128 * 28 * 28 * 4)  # the block's input only
+    assert not failed and "growth rate" in failed.message
+    assert not lesson09.check_dense_concat_bytes(512 * 28 * 28)  # forgot 4 bytes a float
+    assert not lesson09.check_dense_concat_bytes("big")
+    failed = lesson09.check_inception_speedup(4.0)  # as if every worker were busy
+    assert not failed and "more than the span allows" in failed.message
+    assert not lesson09.check_inception_speedup(1.0)
+
+    def every_add(graph):  # counts a BatchNorm's bias as a residual sum
+        return sum(1 for node in graph.nodes if node.op in ("broadcast_add", "elemwise_add"))
+
+    failed = lesson09.check_residual_sums(every_add)
+    assert not failed and "bias" in failed.message
+    failed = lesson09.check_residual_sums(lambda graph: 1 / 0)
+    assert not failed and "ZeroDivisionError" in failed.message
+
+
 def test_liveness_bound_predictions_are_measured_and_explained():
     from hybridlab.exercises import lesson05
 
@@ -371,3 +393,55 @@ def test_tape_byte_predictions_are_measured_and_explained():
         verdict = lesson07.check_tape_bytes(wrong)
         assert not verdict and why in verdict.message, verdict.message
         assert f"{abs(wrong - 33 * activation)} bytes" in verdict.message
+
+
+def test_lesson11_checks_fail_on_the_original_and_on_plausible_mistakes():
+    import jax.numpy as jnp
+
+    from hybridlab import sym
+    from hybridlab.exercises import lesson11
+
+    verdict = lesson11.check_jit_rewrite(lesson11.clip_norm)
+    assert not verdict and "jnp.where" in verdict.message
+    # dividing always (no decision) is right above norm 1 and wrong below it
+    verdict = lesson11.check_jit_rewrite(lambda x: x / jnp.sqrt((x * x).sum()))
+    assert not verdict and "at most 1" in verdict.message
+    assert "raised" in lesson11.check_jit_rewrite(lambda x: x.no_such_method()).message
+
+    def no_tanh(closed, names):  # section 2's converter, which knows no tanh
+        raise NotImplementedError("no conversion for the primitive 'tanh'")
+
+    def swapped_sub(closed, names):  # y - 1 instead of 1 - y
+        w, x = sym.var("w"), sym.var("x")
+        y = sym.dot(x, w)
+        return sym.tanh(y) * (y - 1.0)
+
+    assert "tanh" in lesson11.check_jaxpr_converter(no_tanh).message
+    verdict = lesson11.check_jaxpr_converter(swapped_sub)
+    assert not verdict and "order" in verdict.message
+    assert "Symbol" in lesson11.check_jaxpr_converter(lambda c, n: 3).message
+
+
+def test_lesson11_dispatch_ratio_far_off_fails_and_says_why():
+    from _clock import scripted_clock
+
+    from hybridlab.exercises import lesson11
+
+    clock = scripted_clock([1e-4, 1.9e-3])  # returned after 0.1 ms, ready after 2 ms: 20
+    verdict = lesson11.check_dispatch_ratio(1.0, size=64, timer=clock)
+    assert not verdict and "20.0 times too low" in verdict.message
+    assert lesson11.check_dispatch_ratio(25.0, size=64, timer=scripted_clock([1e-4, 1.9e-3]))
+    assert not lesson11.check_dispatch_ratio(-1)
+
+
+def test_lesson11_graph_count_wrong_guess_or_no_torch():
+    from hybridlab.exercises import lesson11
+
+    try:
+        import torch  # noqa: F401 -- optional: without it the check says how to install it
+    except ImportError:
+        verdict = lesson11.check_graph_count(3)
+        assert not verdict and "pip install torch" in verdict.message
+        return
+    verdict = lesson11.check_graph_count(4)  # two prints and an if: three graphs
+    assert not verdict and "not 4" in verdict.message and "print" in verdict.message

@@ -15,7 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 import sync_notebooks  # noqa: E402 -- a tool script, not a package
-from _clock import scripted_clock  # noqa: E402
+from _clock import TaskClock, scripted_clock  # noqa: E402
 
 from hybridlab import exercises, random  # noqa: E402
 
@@ -108,6 +108,19 @@ def test_lesson04_solutions():
     assert exercises.check_tree_sum(sol.total)
 
 
+def test_lesson10_solutions():
+    sol = solution("10_many_devices")
+    assert exercises.check_allreduce_time(sol.RING_TIME, "ring", 8, 10e6, 20e-6, 2e-9)
+    assert exercises.check_fastest_way(sol.FASTEST_FOR_1KB, 16, 1e3, 50e-6, 1e-9)
+    assert exercises.check_break_even_batch(sol.BREAK_EVEN_BATCH, 40e-6, 1e-3, 8e-3)
+    assert not exercises.check_break_even_batch(sol.BREAK_EVEN_BATCH - 1, 40e-6, 1e-3, 8e-3)
+    assert not exercises.check_fastest_way("ring", 16, 1e3, 50e-6, 1e-9)
+    assert not exercises.check_allreduce_time(sol.RING_TIME * 1.5, "ring", 8, 10e6, 20e-6, 2e-9)
+    # the task-count cost model: every engine task costs the same
+    assert exercises.check_two_device_step(sol.TWO_DEVICE_RATIO, timer=TaskClock(), rounds=3)
+    assert not exercises.check_two_device_step(0.5, timer=TaskClock(), rounds=3)
+
+
 def test_lesson05_solutions():
     sol = solution("05_passes_and_the_memory_planner")
     assert exercises.check_cse_count(sol.CSE_COUNT)
@@ -143,6 +156,33 @@ def test_lesson08_solutions(tmp_path):
     net = lesson08_classifier()
     path = sol.export_any_batch(net, str(tmp_path / "any.onnx"))
     assert lesson08.check_onnx_batch(path, net)
+
+
+def test_lesson11_solutions():
+    from hybridlab.exercises import lesson11
+
+    sol = solution("11_hybrid_modes_elsewhere")
+    assert lesson11.check_jit_rewrite(sol.clip_norm)
+    assert lesson11.check_jaxpr_converter(sol.convert)
+    # a scripted clock: the call takes 0.1 ms, the wait 1.9 ms, a ratio of 20
+    assert lesson11.check_dispatch_ratio(sol.DISPATCH_RATIO, size=64,
+                                         timer=scripted_clock([1e-4, 1.9e-3]))
+
+
+def test_lesson11_torch_solution():
+    pytest.importorskip("torch", reason="exercise 3 of lesson 11 needs PyTorch (optional; "
+                                        "make test-frameworks runs it)")
+    from hybridlab.exercises import lesson11
+
+    assert lesson11.check_graph_count(solution("11_hybrid_modes_elsewhere").GRAPH_COUNT)
+def test_lesson09_solutions():
+    pytest.importorskip("onnx")
+    from hybridlab.exercises import lesson09
+
+    sol = solution("09_real_networks")
+    assert lesson09.check_dense_concat_bytes(sol.DENSE_CONCAT_BYTES)
+    assert lesson09.check_inception_speedup(sol.INCEPTION_SPEEDUP)
+    assert lesson09.check_residual_sums(sol.count_sums)
 
 
 def lesson08_classifier():
@@ -182,3 +222,58 @@ def test_rebuilt_notebooks_keep_no_addresses_split_prints_or_random_widget_ids()
     text = sync.stable_widget_ids(nbformat.writes(notebook))
     assert first not in text and second not in text
     assert f'"model_id": "{1:032x}"' in text and f"IPY_MODEL_{2:032x}" in text
+
+
+def test_cells_that_need_a_missing_framework_are_skipped_and_never_rebuilt():
+    import nbformat
+
+    notebook = nbformat.v4.new_notebook()
+    needs = nbformat.v4.new_code_cell("import not_a_framework_here")
+    needs.metadata["tags"] = ["requires-not_a_framework_here"]
+    present = nbformat.v4.new_code_cell("import numpy")
+    present.metadata["tags"] = ["requires-numpy"]
+    notebook.cells = [needs, present, nbformat.v4.new_code_cell("1 + 1")]
+    assert sync_notebooks.required_modules(notebook) == ["not_a_framework_here", "numpy"]
+    with pytest.raises(sync_notebooks.MissingFrameworkError, match="not_a_framework_here"):
+        sync_notebooks.check_frameworks(notebook, "99-example.md")
+    spec = importlib.util.spec_from_file_location("nb_conftest", ROOT / "notebooks" /
+                                                  "conftest.py")
+    conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conftest)
+    assert [conftest.missing_modules(cell) for cell in notebook.cells] == [
+        ["not_a_framework_here"], [], []]
+
+
+def test_lesson11_builds_only_with_torch_and_tags_every_torch_cell():
+    lesson = sync_notebooks.lesson_paths("11")[0]
+    notebook = sync_notebooks.read_lesson(lesson)
+    for cell in notebook.cells:
+        if cell.cell_type == "code" and "torch" in _names(cell.source):  # not in strings
+            assert "requires-torch" in cell.metadata.get("tags", []), cell.source[:80]
+    assert sync_notebooks.required_modules(notebook) == ["torch"]
+
+
+def _names(source: str) -> set[str]:
+    import io
+    import tokenize
+
+    tokens = tokenize.generate_tokens(io.StringIO(source).readline)
+    return {token.string for token in tokens if token.type == tokenize.NAME}
+
+
+def test_make_notebooks_builds_the_other_lessons_and_fails_for_a_refused_one(monkeypatch,
+                                                                               tmp_path):
+    built = []
+
+    def build(lesson):
+        if lesson.name.startswith("11"):
+            raise sync_notebooks.MissingFrameworkError(f"{lesson.name}: needs torch")
+        built.append(lesson.name)
+        return 0.0
+
+    lessons = [tmp_path / "10-a.md", tmp_path / "11-b.md", tmp_path / "12-c.md"]
+    monkeypatch.setattr(sync_notebooks, "lesson_paths", lambda prefix="": lessons)
+    monkeypatch.setattr(sync_notebooks, "build", build)
+    monkeypatch.setattr(sync_notebooks, "NOTEBOOKS", tmp_path)
+    assert sync_notebooks.main([]) == 1
+    assert built == ["10-a.md", "12-c.md"]

@@ -121,3 +121,49 @@ def test_the_memory_explorer_follows_its_controls():
     assert explorer.png != before and explorer.png.startswith(b"\x89PNG")
     bundle = explorer._repr_mimebundle_()
     assert "image/png" in bundle and bundle["text/plain"] == explorer.summary()
+
+
+@pytest.mark.parametrize("backward", [False, True])
+@pytest.mark.parametrize("make", [lambda: mlp(64), lenet])
+def test_the_profile_is_the_live_bytes_of_every_step(make, backward):
+    from hybridlab.lab.memory import live_profile
+
+    boxes, plan = timeline(make(), backward=backward)
+    profile = live_profile(boxes)
+    assert profile == [live_bytes(boxes, step) for step in range(len(profile))]
+    assert len(profile) == max(box.last for box in boxes) + 1
+    assert max(profile) <= plan.bound
+
+
+def test_a_result_written_in_place_counts_once_at_the_hand_over():
+    from hybridlab.lab.memory import Box, live_profile
+
+    boxes = [Box("a", "opaque", 0, 2, 0, 64, False), Box("b", "elementwise", 2, 4, 0, 64, True),
+             Box("c", "opaque", 1, 3, 64, 96, False)]
+    assert live_profile(boxes) == [live_bytes(boxes, step) for step in range(5)]
+    assert live_profile(boxes) == [64, 96, 96, 96, 64]
+
+
+def test_a_real_network_is_drawn_as_its_profile_of_live_bytes():
+    pytest.importorskip("onnx")
+    from hybridlab.exercises import lesson09
+    from hybridlab.viz.memory import MANY_BOXES
+
+    explorer = memory_explorer(lesson09.imported("densenet121")[0],
+                               shape=lesson09.shapes("densenet121"))
+    boxes, _ = explorer.plans["forward"]
+    assert len(boxes) > MANY_BOXES
+    figure = explorer._drawn["forward"][0]
+    assert figure.axes[0].get_ylabel().startswith("bytes alive")
+    explorer.step.value = 700
+    assert explorer.snapshot_png()
+
+
+def test_the_explorer_offers_only_the_programs_asked_for():
+    explorer = memory_explorer(mlp(4), modes=["forward"])
+    assert explorer.MODES == ("forward",) and list(explorer.plans) == ["forward"]
+    assert explorer.mode.options == ("forward",)
+    with pytest.raises(ValueError, match="including the program shown first"):
+        memory_explorer(mlp(4), backward=True, modes=["forward"])
+    with pytest.raises(ValueError, match="give some of"):
+        memory_explorer(mlp(4), modes=["sideways"])

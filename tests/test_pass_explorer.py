@@ -44,12 +44,14 @@ def test_the_stages_are_the_pipelines_intermediate_graphs():
     assert [s.name for s in model.stages] == ["input graph"] + [r.name for r in records]
     for stage, record in zip(model.stages[1:], records):
         assert str(stage.graph) == str(record.after) and stage.changes == record.changes
-    assert model.stages[1].name == "lower_operators" and model.stages[1].changes == []
-    cse = model.stages[3]
+    assert [s.name for s in model.stages[1:3]] == ["fold_batchnorm", "lower_operators"]
+    assert model.stages[1].changes == model.stages[2].changes == []
+    assert model.fold_note(1) == ""  # nothing folded: no arithmetic to show
+    cse = model.stages[model.stage_index("eliminate_common_subexpressions")]
     assert len(cse.changes) == 1 and len(cse.new) == 1  # relu twice: the add is rewritten
     assert [n.op for n in cse.graph.nodes if id(n) in cse.new] == ["elemwise_add"]
-    assert "-%2 = relu(%0)" in model.diff(3)
-    assert model.headline(5).startswith("stage 5/6: fuse_elementwise: 1 change(s); 1 node(s)")
+    assert "-%2 = relu(%0)" in model.diff(model.stage_index("eliminate_common_subexpressions"))
+    assert model.headline(6).startswith("stage 6/7: fuse_elementwise: 1 change(s); 1 node(s)")
     assert model.source.startswith("def forward(")
 
 
@@ -96,3 +98,26 @@ def test_the_explorer_widget_moves_through_the_stages():
     first_picture = view.picture.value
     view.slider.value = 0
     assert view.summary().startswith("stage 0/") and view.picture.value != first_picture
+
+
+def test_the_folding_stage_shows_its_arithmetic_on_the_blocks_numbers():
+    from hybridlab import nd
+    from hybridlab.gluon import nn
+    from hybridlab.graph.passes.fold_batchnorm import scale
+
+    net = nn.HybridSequential()
+    net.add(nn.Conv2D(4, 3), nn.BatchNorm())
+    net.initialize()
+    net.hybridize()
+    net(nd.ones((1, 2, 5, 5)))
+    params = {name: p for name, p in net.collect_params().items()}
+    name = next(n for n in params if n.endswith("gamma"))
+    params[name].set_data(nd.array([1.0, 2.0, 4.0, 8.0]))
+    model = PassModel(net, channel=2)
+    index = model.stage_index("fold_batchnorm")
+    note = model.fold_note(index)
+    var = params[name.replace("gamma", "running_var")].data().asnumpy()
+    s = scale(np.float32([1.0, 2.0, 4.0, 8.0]), var, 1e-5, False)
+    assert "output channel 2" in note and f"= {s[2]:.6g}" in note and "sqrt(" in note
+    assert note in model.summary(index)
+    assert "give the parameters' values" in PassModel(net, values={}).fold_note(index)

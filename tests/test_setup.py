@@ -27,7 +27,7 @@ CONDA_TO_PIP = {"python-graphviz": "graphviz"}
 CONDA_ONLY = {"python", "pip"}
 
 HEAVY_MODULES = ("matplotlib", "graphviz", "ipywidgets", "threadpoolctl", "IPython", "sklearn",
-                 "scipy", "onnx", "pandas")
+                 "scipy", "onnx", "pandas", "jax", "torch")
 
 
 def _load_toml(path: Path) -> dict:
@@ -245,7 +245,8 @@ def test_binder_environment_is_the_notebooks_set_without_a_pip_install_of_the_ch
     project = _load_toml(ROOT / "pyproject.toml")["project"]
     extras = project["optional-dependencies"]
     wanted = dict(_split_requirement(d) for d in
-                  project["dependencies"] + extras["notebooks"] + extras["dask"])
+                  project["dependencies"] + extras["notebooks"] + extras["dask"]
+                  + extras["frameworks"])
     wanted.pop(project["name"])
     assert conda_requirements(binder / "environment.yml") == wanted
     text = (binder / "environment.yml").read_text(encoding="utf-8")

@@ -63,6 +63,33 @@ class GlueError(ValueError):
     """A lesson's ``{{name}}`` placeholders and its ``glue(...)`` calls do not match."""
 
 
+class MissingFrameworkError(RuntimeError):
+    """A lesson has cells tagged ``requires-<module>`` and that module is not installed."""
+
+
+REQUIRES = "requires-"  # cell tag, as notebooks/conftest.py reads it
+
+
+def required_modules(notebook) -> list[str]:
+    """The modules named by the ``requires-<module>`` tags of a notebook's cells."""
+    found = {tag[len(REQUIRES):] for cell in notebook.cells
+             for tag in cell.get("metadata", {}).get("tags", []) if tag.startswith(REQUIRES)}
+    return sorted(found)
+
+
+def check_frameworks(notebook, lesson_name: str) -> None:
+    """Refuse to build a lesson whose tagged cells could not run here: executing it would
+    store errors (or no outputs) in place of the saved ones."""
+    import importlib.util
+
+    missing = [m for m in required_modules(notebook) if importlib.util.find_spec(m) is None]
+    if missing:
+        raise MissingFrameworkError(
+            f"{lesson_name}: cells tagged requires-{missing[0]} need {', '.join(missing)}, "
+            f"which is not installed; install it (the lesson's first cell gives the command "
+            f"for a CPU-only build) and run again")
+
+
 def lesson_paths(prefix: str = "") -> list[Path]:
     """The lesson sources, in course order (``NN-`` prefix)."""
     return sorted(p for p in LESSONS.glob("[0-9][0-9]-*.md") if p.name.startswith(prefix))
@@ -131,6 +158,7 @@ def build(lesson: Path, timeout: int = 120) -> float:
 
     use_this_checkout()
     notebook = read_lesson(lesson)
+    check_frameworks(notebook, lesson.name)
     for index, cell in enumerate(notebook.cells):
         cell.id = f"cell-{index:03d}"  # stable ids: random ones would churn every rebuild
     client = NotebookClient(notebook, timeout=timeout, kernel_name=KERNEL, km=current_kernel(),
@@ -248,13 +276,17 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(problems) or f"{len(lessons)} notebook(s) in sync")
         return 1 if problems else 0
     NOTEBOOKS.mkdir(exist_ok=True)
+    refused = []
     for lesson in lessons:
         try:
             print(f"{lesson.name}: executed in {build(lesson):.1f} s")
+        except MissingFrameworkError as err:  # the other lessons can still be built
+            print(f"error: {err} (the notebook was not written)", file=sys.stderr)
+            refused.append(lesson.name)
         except GlueError as err:
             print(f"error: {err} (the notebook was not written)", file=sys.stderr)
             return 1
-    return 0
+    return 1 if refused else 0
 
 
 if __name__ == "__main__":

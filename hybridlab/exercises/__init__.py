@@ -70,10 +70,17 @@ from hybridlab.exercises.lesson07 import (
     check_train_step,
     energy,
 )
+from hybridlab.exercises.lesson10 import (
+    check_allreduce_time,
+    check_break_even_batch,
+    check_fastest_way,
+    check_two_device_step,
+)
 
 __all__ = [
     "BARRIER_CHOICES", "BrokenBlock", "ClaimError", "Feedback", "FlattenBlock",
-    "LastColumn", "SYNC_CANDIDATES", "SignGate", "check_arena_bytes", "check_barrier",
+    "LastColumn", "SYNC_CANDIDATES", "SignGate", "check_allreduce_time", "check_arena_bytes",
+    "check_barrier", "check_break_even_batch", "check_fastest_way",
     "check_barrier_ratio", "check_biggest_stage", "check_bounded_loop", "check_cse_count",
     "check_dense_from_primitives", "check_enough_workers", "check_export_roundtrip",
     "check_fancy_func_nodes", "check_fc_count", "check_flatten", "check_gradients",
@@ -82,7 +89,8 @@ __all__ = [
     "check_ready_after_two_steps", "check_retrace_cost",
     "check_sign_gate", "check_span", "check_speedup", "check_speedup_guess",
     "check_symbol_program", "check_sync_points", "check_times_one_pass", "check_tour_mlp",
-    "check_train_step", "check_tree_sum", "claim", "energy", "fancy_func", "glue",
+    "check_train_step", "check_tree_sum",
+    "check_two_device_step", "claim", "energy", "fancy_func", "glue",
 ]
 
 

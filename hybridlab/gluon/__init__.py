@@ -5,8 +5,8 @@ Gluon's names. Read ``block.py`` for ``hybridize()``, ``_trace.py`` for what a t
 runs only once, and ``parameter.py`` for deferred initialisation.
 """
 
-from hybridlab import contrib  # installs F.contrib.cond/foreach/while_loop in nd and sym
-from hybridlab.gluon import data, loss, model_zoo, nn, utils
+from hybridlab import contrib as _control_flow  # installs F.contrib.cond/foreach/while_loop
+from hybridlab.gluon import contrib, data, loss, model_zoo, nn, utils
 from hybridlab.gluon.block import Block, HybridBlock
 from hybridlab.gluon.parameter import Parameter, ParameterDict
 from hybridlab.gluon.symbol_block import SymbolBlock

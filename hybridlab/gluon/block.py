@@ -115,6 +115,8 @@ class Block:
         self._scope = _BlockScope(self)
         self._children: OrderedDict[str, Block] = OrderedDict()
         self._reg_params: dict[str, Parameter] = {}
+        self._forward_pre_hooks: OrderedDict[int, Any] = OrderedDict()
+        self._forward_hooks: OrderedDict[int, Any] = OrderedDict()
 
     def _alias(self) -> str:
         return type(self).__name__.lower()
@@ -162,6 +164,31 @@ class Block:
     def register_child(self, block: Block, name: str | None = None) -> None:
         self._children[name or str(len(self._children))] = block
 
+    def apply(self, fn: Any) -> Block:
+        """Call ``fn(block)`` on every child (recursively), then on this block."""
+        for child in self._children.values():
+            child.apply(fn)
+        fn(self)
+        return self
+
+    def register_forward_pre_hook(self, hook: Any) -> HookHandle:
+        """Call ``hook(block, inputs)`` before each forward; ``.detach()`` the handle to stop."""
+        return HookHandle(self, self._forward_pre_hooks, hook)
+
+    def register_forward_hook(self, hook: Any) -> HookHandle:
+        """Call ``hook(block, inputs, outputs)`` after each forward."""
+        return HookHandle(self, self._forward_hooks, hook)
+
+    def _hooks_changed(self) -> None:
+        """(HybridBlock keeps its hot path free of hook checks: it looks here.)"""
+
+    def cast(self, dtype: Any) -> None:
+        """Convert every parameter (this block's and its children's) to ``dtype``."""
+        for child in self._children.values():
+            child.cast(dtype)
+        for param in self.params.values():
+            param.cast(dtype)
+
     def collect_params(self, select: str | None = None) -> ParameterDict:
         """Own parameters first, then each child's, in order; ``select`` is a regex."""
         self._warn_unregistered_blocks()
@@ -196,10 +223,28 @@ class Block:
             found.update(child._params_by_path(f"{path}{key}."))
         return found
 
-    def save_parameters(self, filename: str) -> None:
-        """Save the values with structural keys (``hidden.weight``); no pickle."""
-        arrays = {key: p.data() for key, p in self._params_by_path().items()}
+    def save_parameters(self, filename: str, deduplicate: bool = False) -> None:
+        """Save the values with structural keys (``hidden.weight``); no pickle.
+        ``deduplicate=True`` saves a parameter shared by several blocks once."""
+        arrays, seen = {}, set()
+        for key, param in self._params_by_path().items():
+            if not (deduplicate and id(param) in seen):
+                arrays[key] = param._reduce()
+            seen.add(id(param))
         ndarray.save(filename, arrays)
+
+    def save_params(self, filename: str) -> None:
+        """MXNet's deprecated form: full parameter names less this block's prefix."""
+        warnings.warn("save_params is deprecated; use save_parameters", DeprecationWarning,
+                      stacklevel=2)
+        self.collect_params().save(filename, strip_prefix=self.prefix)
+
+    def load_params(self, filename: str, ctx: Any = None, allow_missing: bool = False,
+                    ignore_extra: bool = False) -> None:
+        """MXNet's deprecated form of ``load_parameters``, for files of ``save_params``."""
+        warnings.warn("load_params is deprecated; use load_parameters", DeprecationWarning,
+                      stacklevel=2)
+        self.collect_params().load(filename, ctx, allow_missing, ignore_extra, self.prefix)
 
     def load_parameters(self, filename: str, ctx: Any = None, allow_missing: bool = False,
                         ignore_extra: bool = False, cast_dtype: bool = False,
@@ -214,7 +259,9 @@ class Block:
             raise ArrayFileError(f"{filename}: holds a list of {len(loaded)} unnamed arrays "
                                  f"(nd.save of a list), not named parameters. Fix: load it "
                                  f"with nd.load, or save the network with save_parameters")
-        missing = sorted(set(params) - set(loaded))
+        saved = {id(params[key]) for key in params.keys() & loaded.keys()}  # type: ignore[union-attr]
+        # a shared parameter saved once (deduplicate=True) is not missing
+        missing = sorted(k for k in set(params) - set(loaded) if id(params[k]) not in saved)
         extra = sorted(set(loaded) - set(params))  # type: ignore[type-var]  # (a dict: checked above)
         if missing and not allow_missing:
             raise ValueError(f"{filename}: no values for {missing} (allow_missing=True skips)")
@@ -231,8 +278,9 @@ class Block:
                     raise ValueError(f"{filename}: {key!r} is stored as {value.dtype} but the "
                                      f"parameter is {param.dtype}; load_parameters(..., "
                                      f"cast_dtype=True) converts it")
-                if dtype_source == "saved":
-                    param.dtype = np.dtype(value.dtype).name
+                if dtype_source == "saved":  # a new NDArray: compiled programs are stale
+                    param.cast(value.dtype)
+                    self.apply(_forget_programs)
             if param.shape is not None and 0 not in param.shape and value.shape != param.shape:
                 raise ValueError(f"{filename}: {key!r} has shape {value.shape} but the "
                                  f"parameter has {param.shape}: saved from another network?")
@@ -250,13 +298,46 @@ class Block:
             child.hybridize(active, **flags)
 
     def __call__(self, *args: Any) -> Any:
-        return self.forward(*args)
+        if not (self._forward_pre_hooks or self._forward_hooks):
+            return self.forward(*args)
+        return self._hooked(self.forward, args)
+
+    def _hooked(self, run: Any, args: tuple) -> Any:
+        for hook in list(self._forward_pre_hooks.values()):
+            hook(self, args)
+        out = run(*args)
+        for hook in list(self._forward_hooks.values()):
+            hook(self, args, out)
+        return out
 
     def forward(self, *args: Any) -> Any:
         raise NotImplementedError(f"{type(self).__name__} must define forward(self, x)")
 
 
-_FLAGS = ("static_alloc", "static_shape", "passes", "disabled_passes", "autotune")
+def _forget_programs(block: Block) -> None:
+    """Drop a hybridized block's compiled programs (they hold NDArrays now replaced)."""
+    if isinstance(block, HybridBlock) and block._cached_op is not None:
+        block._reset_cache()
+
+
+class HookHandle:
+    """What ``register_forward_hook`` returns: ``detach()`` removes the hook."""
+
+    _next_id = 0
+
+    def __init__(self, block: Block, hooks: OrderedDict, hook: Any) -> None:
+        HookHandle._next_id += 1
+        self._block, self._hooks, self._id = block, hooks, HookHandle._next_id
+        hooks[self._id] = hook
+        block._hooks_changed()
+
+    def detach(self) -> None:
+        self._hooks.pop(self._id, None)
+        self._block._hooks_changed()
+
+
+_FLAGS = ("static_alloc", "static_shape", "passes", "disabled_passes", "autotune",
+          "inline_limit")
 # One trace at a time, in any thread (a trace of a parent traces its children, hence
 # re-entrant): a trace is a one-off of milliseconds, and two threads making a block's
 # first call at once then compile it once, not twice.
@@ -275,6 +356,9 @@ def _check_flags(active: Any, flags: dict[str, Any]) -> None:
     for key, value in [("active", active), *switches.items()]:
         if not isinstance(value, bool):  # the strings "no" and "False" are true in Python
             raise TypeError(f"hybridize(): {key} must be True or False, got {value!r}")
+    limit = flags.get("inline_limit", 2)
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise TypeError(f"hybridize(): inline_limit must be an integer >= 0, got {limit!r}")
     for key, want in (("passes", callable), ("disabled_passes", lambda v: isinstance(v, str))):
         value = flags.get(key, ())
         if isinstance(value, (str, bytes)) or not all(want(v) for v in value):
@@ -318,15 +402,22 @@ def _only_ndarrays(args: tuple) -> bool:
     return bool(args)
 
 
+def _kinds(args: Any) -> set:
+    """Which of NDArray and Symbol the inputs hold (looking into lists, as MXNet)."""
+    if isinstance(args, (list, tuple)):
+        return set().union(*map(_kinds, args)) if args else set()
+    return {type_ for type_ in (ndarray.NDArray, symbol.Symbol) if isinstance(args, type_)}
+
+
 def _are_symbols(block: Block, args: tuple) -> bool:
-    """True for Symbol inputs, False for NDArrays; anything else is a clear error."""
-    if args:
-        wanted = symbol.Symbol if isinstance(args[0], symbol.Symbol) else ndarray.NDArray
-        for arg in args:
-            if not isinstance(arg, wanted):
-                break
-        else:
-            return wanted is symbol.Symbol
+    """True for Symbol inputs, False for NDArrays (other values, such as None or a number
+    beside them, pass through to ``hybrid_forward``, as in MXNet); no array at all, or
+    both kinds, is a clear error."""
+    if _only_ndarrays(args):  # the common case, without building sets
+        return False
+    kinds_found = _kinds(args)
+    if len(kinds_found) == 1:
+        return kinds_found == {symbol.Symbol}
     kinds = ", ".join(type(arg).__name__ for arg in args) or "no input"
     fix = ("pass the input: net(x)" if not args else
            "give all NDArrays (to compute) or all Symbols (to build a graph)"
@@ -343,10 +434,26 @@ class HybridBlock(Block):
         super().__init__(prefix, params)
         self._active = False
         self._flags: dict[str, Any] = {"static_alloc": False, "static_shape": False}
-        # one CachedOp, the block's one cache (made by hybridize); its traces, by mode
+        # one CachedOp, the block's one cache (made by hybridize); its traces, by mode.
+        # NOTE [One program per device]: data on another device than the first call's
+        # runs another CachedOp, fed that device's copies of the parameters
         self._cached_op: CachedOp | None = None
+        self._op_ctx: Any = None  # the device self._cached_op feeds (its first call's)
+        self._device_ops: dict[Any, CachedOp] = {}
         self._traces: dict[tuple, _Trace] = {}
         self._report: _report.HybridizationReport | None = None
+        self._fast = False  # hybridized, no hooks and no None inputs: the hot path
+        self._structure: tuple[bool, ...] | None = None  # which inputs were None, 1st call
+        self._given = 0  # how many inputs the first call gave (trailing Nones included)
+
+    def _hooks_changed(self) -> None:
+        self._fast = self._active and not (self._forward_pre_hooks or self._forward_hooks
+                                           or any(self._structure or ()))
+
+    def cast(self, dtype: Any) -> None:
+        super().cast(dtype)
+        if self._cached_op is not None:  # its programs read the old NDArrays
+            self._reset_cache()
 
     def register_child(self, block: Block, name: str | None = None) -> None:
         if not isinstance(block, HybridBlock):
@@ -371,9 +478,13 @@ class HybridBlock(Block):
         and ``disabled_passes=[...]`` names pipeline passes not to run; ``autotune=False``
         keeps the weights' layout as stored instead of timing both on the first call of
         each input signature (default: the ``AUTOTUNE`` flag, on; graph/autotune.py).
+        ``inline_limit`` is accepted for MXNet's code and changes nothing: MXNet keeps a
+        child with more operators than that as a nested program; hybridlab always
+        compiles a block and its children into one program (the same results).
         """
         _check_flags(active, flags)
         self._active = bool(active)
+        flags = {k: v for k, v in flags.items() if k != "inline_limit"}
         self._flags = {"static_alloc": False, "static_shape": False, **flags}
         for key in ("passes", "disabled_passes"):
             self._flags[key] = tuple(self._flags.get(key, ()))
@@ -383,8 +494,10 @@ class HybridBlock(Block):
     def _reset_cache(self) -> None:
         """A new CachedOp (nothing compiled) whose graphs come from tracing this block."""
         from hybridlab.graph.cached_op import CachedOp
-        self._traces = {}
+        self._traces, self._structure, self._given = {}, None, 0
+        self._hooks_changed()
         self._cached_op = CachedOp(trace=self._traced, **self._flags)
+        self._op_ctx, self._device_ops = None, {}
 
     def hybridization_report(self) -> _report.HybridizationReport | None:
         """What the last trace ran only once (prints, Python branches, frozen constants),
@@ -403,19 +516,75 @@ class HybridBlock(Block):
     def __call__(self, *args: Any) -> Any:
         # the hot path, checked first: NDArrays into a hybridized block, no trace running
         # (the trace stack read directly, not through _trace.current(): one call fewer)
-        if self._active and _only_ndarrays(args) and not _trace._STATE.stack:
+        if self._fast and _only_ndarrays(args) and not _trace._STATE.stack:
             # one cache, the CachedOp's: it asks self._traced on a miss (NOTE [The last
             # signature first] in graph/cached_op.py is the one fast path)
-            return self._cached_op(*args)  # type: ignore[misc]  # active: hybridize made one
+            if args[0]._ctx is self._op_ctx:  # (identity: contexts are interned)
+                return self._cached_op(*args)  # type: ignore[misc]  # active: hybridize made one
+            return self._device_op(args[0]._ctx)(*args)
+        if self._forward_pre_hooks or self._forward_hooks:
+            return self._hooked(self._dispatch, args)
+        return self._dispatch(*args)
+
+    def _dispatch(self, *args: Any) -> Any:
+        """Every call but the hot path: hooks, None inputs, Symbols, imperative."""
+        if self._active and not _trace._STATE.stack and _kinds(args) == {ndarray.NDArray}:
+            return self._call_compiled(args)
         if _are_symbols(self, args):  # (the clear errors for anything else are in here)
             return self._trace_call(*args)
         self._finish_deferred_init(*args)
         return self.forward(*args)
 
+    def _device_op(self, ctx: Any) -> Any:
+        """The CachedOp for data on ``ctx`` (NOTE [One program per device]): the block's own
+        on its first call, another for each further device, sharing the traces."""
+        if self._op_ctx is None:
+            self._op_ctx = ctx
+            return self._cached_op
+        if ctx is self._op_ctx:
+            return self._cached_op
+        if ctx not in self._device_ops:
+            from hybridlab.graph.cached_op import CachedOp
+            trace = functools.partial(self._traced, ctx=ctx)
+            self._device_ops[ctx] = CachedOp(trace=trace, **self._flags)
+        return self._device_ops[ctx]
+
+    def _call_compiled(self, args: tuple) -> Any:
+        """A hybridized call with None among the inputs (an optional input left out): the
+        program is compiled without it, and the block keeps the first call's structure."""
+        given = len(args)
+        while args and args[-1] is None:
+            args = args[:-1]
+        wrong = [a for a in args if a is not None and not isinstance(a, ndarray.NDArray)]
+        if wrong:
+            raise BlockInputError(f"{type(self).__name__} {self.name!r} is hybridized: its "
+                                  f"inputs must be NDArrays (or None), got "
+                                  f"{type(wrong[0]).__name__} {wrong[0]!r}. Fix: pass "
+                                  f"nd.array(...), or call hybridize(False)")
+        structure = tuple(arg is None for arg in args)
+        if self._structure is None:
+            self._structure, self._given = structure, given
+            self._hooks_changed()
+        self._check_structure(structure)
+        given_arrays = [a for a in args if a is not None]
+        op: Any = self._device_op(given_arrays[0]._ctx) if given_arrays else self._cached_op
+        return op(*given_arrays)
+
+    def _check_structure(self, structure: tuple[bool, ...]) -> None:
+        if structure != self._structure:
+            def show(s: Any) -> str:
+                return "(" + ", ".join("None" if n else "NDArray" for n in s) + ")"
+            raise BlockInputError(
+                f"{type(self).__name__} {self.name!r} was compiled for inputs "
+                f"{show(self._structure)} and is now called with {show(structure)}; a "
+                f"hybridized block keeps its first call's inputs (as MXNet). Fix: call "
+                f"hybridize() again before changing them")
+
     def forward(self, x: Any, *args: Any) -> Any:
         """Imperative execution: ``F`` is ``hybridlab.ndarray``, parameters are NDArrays."""
         _check_input_count(self, 1 + len(args))
-        params = {key: p.data() for key, p in self._reg_params.items()}
+        ctx = x.context if isinstance(x, ndarray.NDArray) else None  # the data's device
+        params = {key: p.data(ctx) for key, p in self._reg_params.items()}
         return self.hybrid_forward(ndarray, x, *args, **params)
 
     def hybrid_forward(self, F: Any, x: Any, *args: Any, **params: Any) -> Any:
@@ -445,7 +614,8 @@ class HybridBlock(Block):
         Deferred parameters are sized only when the input shapes are known (always under
         ``hybridize()``); ``net(sym.var('data'))`` leaves them deferred, as MXNet does.
         """
-        if all(value.aval is not None for arg in args for value in arg._outputs):
+        if all(value.aval is not None for arg in args if isinstance(arg, symbol.Symbol)
+               for value in arg._outputs):
             self._finish_deferred_init(*args)
         with self.name_scope():
             if type(self).forward is not HybridBlock.forward:  # the F-less tracing style
@@ -455,13 +625,16 @@ class HybridBlock(Block):
 
     def _trace(self, args: Sequence[Any]) -> _Trace:
         """Trace ``hybrid_forward`` once with Symbol inputs (``args``: arrays or avals)."""
-        _check_input_count(self, len(args))
+        structure = self._structure or (False,) * len(args)
+        structure += (True,) * (self._given - len(structure))  # trailing Nones, given
+        _check_input_count(self, len(structure))
         names = ["data"] if len(args) == 1 else [f"data{i}" for i in range(len(args))]
         inputs = [symbol.traced_input(n, a.shape, a.dtype) for n, a in zip(names, args)]
+        given = iter(inputs)
         frame = _trace.TraceFrame(self, _report.HybridizationReport(self.name),
                                   static_shape=self._flags["static_shape"])
         with _trace.tracing(frame):
-            out = self._trace_call(*inputs)
+            out = self._trace_call(*[None if none else next(given) for none in structure])
         outputs = list(out) if isinstance(out, (list, tuple)) else [out]
         for value in outputs:
             if not isinstance(value, symbol.Symbol):
@@ -489,12 +662,19 @@ class HybridBlock(Block):
         feed = [params[node.name] for node in read]
         graph = ir.Graph(graph.nodes, tuple(data) + tuple(read), graph.outputs)
         writes = tuple(feed.index(param) for param, _ in aux_updates)
-        traced = Traced(graph, tuple(p.data() for p in feed), writes, as_tuple)
-        return _Trace(outputs, traced)
+        traced = Traced(graph, (), writes, as_tuple)
+        return _Trace(outputs, traced, feed)
 
-    def _traced(self, training: bool, avals: list[Any]) -> Any:
+    def _traced(self, training: bool, avals: list[Any], ctx: Any = None) -> Any:
         """What the CachedOp compiles for a call in this mode: a trace, made on the first
-        call of each mode (and, under static_shape, of each input shape)."""
+        call of each mode (and, under static_shape, of each input shape), fed with the
+        parameters' copies on ``ctx`` (the block's first device when None)."""
+        if not any(self._structure or ()) and self._given <= len(avals):
+            _check_input_count(self, len(avals))  # the count error first, in the block's terms
+        if self._structure is None:
+            self._structure = (False,) * len(avals)
+        self._check_structure(tuple(self._structure) if len(avals) == self._structure.count(
+            False) else (False,) * len(avals))
         key: tuple = (training, len(avals))
         if self._flags["static_shape"]:
             key += tuple([(a.shape, a.dtype) for a in avals])
@@ -506,7 +686,7 @@ class HybridBlock(Block):
                     trace = self._trace(avals)
                     trace.in_avals = [(a.shape, a.dtype) for a in avals]
                     self._traces[key] = trace
-        return trace.traced
+        return trace.fed(self._op_ctx if ctx is None else ctx)
 
     def export(self, path: str, epoch: int = 0) -> None:
         """Write ``path-symbol.json`` and ``path-%04d.params`` (``arg:``/``aux:`` keys)."""
@@ -524,9 +704,9 @@ class HybridBlock(Block):
         params, arrays = self.collect_params(), {}
         for name in graph.list_arguments():
             if name in params:
-                arrays[f"arg:{name}"] = params[name].data()
+                arrays[f"arg:{name}"] = params[name]._reduce()
         for name in graph.list_auxiliary_states():
-            arrays[f"aux:{name}"] = params[name].data()
+            arrays[f"aux:{name}"] = params[name]._reduce()
         model_files.write_export_pair(f"{path}-symbol.json", graph.to_graph(),
                                       f"{path}-{epoch:04d}.params", arrays)
 
@@ -534,9 +714,17 @@ class HybridBlock(Block):
 class _Trace:
     """One trace of a block: its output Symbols and what its CachedOp compiles from it."""
 
-    def __init__(self, outputs: list, traced: Any) -> None:
-        self.outputs, self.traced = outputs, traced
+    def __init__(self, outputs: list, traced: Any, feed: list) -> None:
+        self.outputs, self.traced, self.feed = outputs, traced, feed
         self.in_avals: list = []  # the traced inputs' (shape, dtype), set by _traced
+        self._by_device: dict[Any, Any] = {}
+
+    def fed(self, ctx: Any) -> Any:
+        """``traced`` fed with the parameters' copies on ``ctx`` (one Traced per device)."""
+        if ctx not in self._by_device:
+            arrays = tuple(p.data(ctx) for p in self.feed)
+            self._by_device[ctx] = dataclasses.replace(self.traced, feed=arrays)
+        return self._by_device[ctx]
 
     def exported_symbol(self) -> Any:
         """The user-visible outputs only (running-stat updates are a training detail)."""

@@ -20,6 +20,15 @@ order of creation, and is what ``collect_params()`` returns and ``Trainer`` upda
 Invariants: a Parameter's ``shape`` only gains information (a 0 may become a size, a
 size never changes); its NDArray, once created, always has exactly that shape.
 
+NOTE: [One copy per device] ``initialize(ctx=[mx.cpu(0), mx.cpu(1)])`` gives the
+Parameter one NDArray on each device (``list_data()``, ``list_ctx()``, ``data(ctx)``),
+filled with the same values: data parallelism runs the same network on each device's
+slice of the batch, and the Trainer keeps the copies equal (it sums the gradients across
+devices and applies one update; gluon/trainer.py, hybridlab/kvstore.py). ``data()``
+without a device means the only copy, or the current context's (MXNet's rule); asking
+for a device it was not initialised on raises MXNet's "was not initialized on context".
+The first copy is the Parameter's NDArray of NOTE [One NDArray per Parameter].
+
 NOTE: [One NDArray per Parameter] once created, a Parameter's NDArray is the same object
 for the Parameter's whole life: new values (``set_data``, ``initialize(force_reinit=
 True)``, ``load_parameters``) are *copied into* it by an engine op. So a compiled program
@@ -50,6 +59,7 @@ from typing import Any
 import numpy as np
 
 from hybridlab import initializer as _init
+from hybridlab.context import Context, as_context, as_context_list, current_context
 from hybridlab.errors import DeferredInitializationError, MXNetError
 from hybridlab.gluon import _trace
 from hybridlab.ndarray_io import aligned, aligned_empty  # noqa: F401 (defined below nd)
@@ -61,14 +71,22 @@ class Parameter:
 
     def __init__(self, name: str, grad_req: str = "write", shape: Any = None,
                  dtype: Any = "float32", init: Any = None, allow_deferred_init: bool = True,
-                 differentiable: bool = True) -> None:
+                 differentiable: bool = True, lr_mult: float = 1.0, wd_mult: float = 1.0,
+                 stype: str = "default", grad_stype: str = "default") -> None:
+        if stype != "default" or grad_stype != "default":
+            raise ValueError(f"Parameter {name!r}: stype={stype!r}, grad_stype={grad_stype!r}: "
+                             f"hybridlab stores every array densely; leave both 'default'")
         self.name = name
+        # the Trainer multiplies its learning rate and weight decay by these (MXNet's)
+        self.lr_mult, self.wd_mult = lr_mult, wd_mult
         self._shape = _as_shape(shape)
-        self.dtype = np.dtype(dtype).name
+        self.dtype = np.dtype(dtype)  # == "float32" and == np.float32, as MXNet users compare
         self.init = _init.create(init)
         self.allow_deferred_init = allow_deferred_init
         self._differentiable = differentiable
-        self._data: Any = None
+        self._data: Any = None  # the copy on the first device (NOTE [One copy per device])
+        self._copies: dict[Context, Any] = {}  # device -> its NDArray, in list_ctx() order
+        self._ctx_list: list[Context] | None = None  # the devices initialize() was given
         self._vars: dict[Any, Any] = {}  # shape -> Symbol var: one node per name in a trace
         self._grad_req = "write"
         self.grad_req = grad_req if differentiable else "null"
@@ -116,6 +134,8 @@ class Parameter:
                           f"force_reinit=True to re-initialize.",
                           stacklevel=_trace.user_stacklevel())
             return
+        self._ctx_list = as_context_list(current_context() if ctx is None else ctx,
+                                         f"Parameter {self.name!r}: initialize")
         self._deferred = (_init.create(init) or self.init or _init.create(default_init)
                           or _init.Uniform())
         if self._shape_known():
@@ -134,12 +154,52 @@ class Parameter:
                 f"Parameter {self.name!r}: shape {self.shape} is still unknown after "
                 f"shape inference; pass the input size (e.g. in_units=/in_channels=)")
         _check_fits_in_memory(self.name, self._shape, self.dtype)  # type: ignore[arg-type]  # (known: checked above)
-        values, self._deferred = self._deferred(self._shape, self.dtype), None  # type: ignore[arg-type]
+        values = _init.run(self._deferred, self.name, self._shape, self.dtype)  # type: ignore[arg-type]
+        self._deferred = None
         self._store(values)  # (force_reinit: into the same NDArray)
 
+    def list_ctx(self) -> list[Context]:
+        """The devices this parameter lives on (NOTE [One copy per device])."""
+        if self._ctx_list is None:
+            self._raise_uninitialized()
+        return list(self._ctx_list)  # type: ignore[arg-type]  # (set: checked above)
+
+    @property
+    def _grad(self) -> list | None:
+        """MXNet's internal list of gradient arrays, one per device: None when
+        ``grad_req='null'``."""
+        if self._data is None or self.grad_req == "null" or self._data.grad is None:
+            return None
+        return [data.grad for data in self._copies.values()]
+
+    def cast(self, dtype: Any) -> None:
+        """Change the parameter's dtype; its values (and gradient) are converted. The one
+        exception to NOTE [One NDArray per Parameter]: new NDArrays (one per device), so
+        ``Block.cast`` throws away the compiled programs that held the old ones."""
+        self.dtype, self._vars = np.dtype(dtype), {}
+        if self._data is not None:
+            old, self._data, self._copies = self._data, None, {}
+            self._store(old.astype(self.dtype))
+
+    def reset_ctx(self, ctx: Any = None) -> None:
+        """Move the parameter to the devices ``ctx`` (one copy each), keeping its values."""
+        devices = as_context_list(current_context() if ctx is None else ctx,
+                                  f"Parameter {self.name!r}: reset_ctx")
+        if self._data is None:
+            self._ctx_list = devices  # (deferred: the copies are made when the shape is known)
+            return
+        first = self.list_data()[0]
+        self._ctx_list = devices
+        self._store(first)
+
     def list_data(self) -> list:
-        """The parameter's arrays, one per context: here one (MXNet's API)."""
-        return [self.data()]
+        """The parameter's arrays, one per device, in ``list_ctx()`` order."""
+        self.data(self.list_ctx()[0])  # the errors of data(): deferred, uninitialised
+        return list(self._copies.values())
+
+    def list_grad(self) -> list:
+        """The gradients, one per device, in ``list_ctx()`` order."""
+        return [self.grad(ctx) for ctx in self.list_ctx()]
 
     def data(self, ctx: Any = None) -> Any:
         """The parameter's NDArray; while a block is traced, its Symbol ``var()``.
@@ -150,20 +210,41 @@ class Parameter:
         """
         if _trace.current() is not None:
             return self.var()
+        found = self._copies.get(ctx)  # the common case: a device it lives on (interned)
+        if found is not None:
+            return found
         if self._data is None:
-            if self._deferred is not None:
-                raise DeferredInitializationError(
-                    f"Parameter {self.name!r} has not been initialized yet because its "
-                    f"shape {self.shape} is not known: run one forward pass (net(x)) first, "
-                    f"or give the input size (e.g. nn.Dense(256, in_units=512))")
+            self._raise_uninitialized()
+        if ctx is None:
+            if len(self._copies) == 1:
+                return self._data
+            ctx = current_context()
+        found = self._copies.get(as_context(ctx, f"Parameter {self.name!r}: data"))
+        if found is None:  # MXNet 1.9's words
             raise RuntimeError(
-                f"Parameter {self.name!r} has not been initialized. Call "
-                f"net.initialize() (or net.collect_params().initialize()) first")
-        return self._data
+                f"Parameter {self.name!r} was not initialized on context {ctx}. It was only "
+                f"initialized on {list(self._copies)}. Fix: initialize(ctx=[...]) with every "
+                f"device the data is split over, or move the data (x.as_in_context(ctx))")
+        return found
+
+    def _reduce(self) -> Any:
+        """The values to save or export: the first device's copy (the Trainer keeps the
+        copies equal; MXNet 1.9 averages them, which gives the same values then)."""
+        return self.data(self.list_ctx()[0])
+
+    def _raise_uninitialized(self) -> None:
+        if self._deferred is not None:
+            raise DeferredInitializationError(
+                f"Parameter {self.name!r} has not been initialized yet because its "
+                f"shape {self.shape} is not known: run one forward pass (net(x)) first, "
+                f"or give the input size (e.g. nn.Dense(256, in_units=512))")
+        raise RuntimeError(
+            f"Parameter {self.name!r} has not been initialized. Call "
+            f"net.initialize() (or net.collect_params().initialize()) first")
 
     def grad(self, ctx: Any = None) -> Any:
-        """The gradient NDArray written by ``backward()``."""
-        data = self.data()
+        """The gradient NDArray written by ``backward()`` (on device ``ctx``)."""
+        data = self.data(ctx)
         if self.grad_req == "null" or data.grad is None:
             raise RuntimeError(f"Parameter {self.name!r} has no gradient because "
                                f"grad_req='null'")
@@ -179,8 +260,9 @@ class Parameter:
 
     def zero_grad(self) -> None:
         """Set the gradient to 0 (needed between steps when ``grad_req='add'``)."""
-        if self._data is not None and self._data.grad is not None:
-            self._data.grad[:] = 0
+        for data in self._copies.values():
+            if data.grad is not None:
+                data.grad[:] = 0
 
     def var(self) -> Any:
         """The Symbol placeholder for this parameter (used when tracing)."""
@@ -201,22 +283,37 @@ class Parameter:
         is shared, not copied, when it needs neither (NOTE [Immutable buffers] in
         ndarray.py). The first value creates the NDArray (NOTE [One NDArray per Parameter])."""
         from hybridlab import engine, ndarray
-        if self._data is None:  # empty until the op below runs
-            self._data = ndarray.empty_like_aval(Aval(self._shape, np.dtype(self.dtype)))  # type: ignore[arg-type]  # (known by the first value)
-            self._attach_grad()
-        target = self._data
+        devices = self._ctx_list or [current_context()]
+        if list(self._copies) != devices:  # the first value, or initialize(ctx=) changed them
+            self._make_copies(devices)
         missing = ndarray._unfilled([values])
+        for index, target in enumerate(self._copies.values()):
+            def write(target: Any = target, copy: bool = index > 0) -> None:
+                if missing is not None:  # its op failed: refuse, as copyto does
+                    ndarray._refuse_unfilled(missing)
+                # each further device gets its own bytes (a copy), the first may share
+                value = values._data.astype(target.dtype, copy=copy)
+                target._data = aligned(value)
 
-        def write() -> None:
-            if missing is not None:  # its op failed: refuse, as copyto does
-                ndarray._refuse_unfilled(missing)
-            target._data = aligned(values._data.astype(target.dtype, copy=False))
+            engine.current().push(write, [values._var], [target._var], "_store")
 
-        engine.current().push(write, [values._var], [target._var], "_store")
+    def _make_copies(self, devices: list[Context]) -> None:
+        """One empty NDArray per device, filled by the ops ``_store`` pushes; the first
+        keeps the Parameter's NDArray when it has one (NOTE [One NDArray per Parameter])."""
+        from hybridlab import ndarray
+        aval = Aval(self._shape, np.dtype(self.dtype))  # type: ignore[arg-type]  # (known by the first value)
+        if self._data is None:
+            self._data = ndarray.empty_like_aval(aval, devices[0])
+        self._data._ctx = devices[0]
+        self._copies = {devices[0]: self._data}
+        for device in devices[1:]:
+            self._copies[device] = ndarray.empty_like_aval(aval, device)
+        self._attach_grad()
 
     def _attach_grad(self) -> None:
         if self._grad_req != "null":
-            self._data.attach_grad(grad_req=self._grad_req)
+            for data in self._copies.values():
+                data.attach_grad(grad_req=self._grad_req)
 
 
 def _as_shape(shape: Any) -> tuple[int, ...] | None:
@@ -262,6 +359,57 @@ class ParameterDict(OrderedDict):
         self[full] = found
         return found
 
+    def get_constant(self, name: str, value: Any = None) -> Parameter:
+        """The constant ``prefix + name`` (created with ``value``, a nested list, numpy
+        array or NDArray): a Parameter with ``grad_req='null'`` that no Trainer changes."""
+        full = self.prefix + name
+        found = super().get(full) or (OrderedDict.get(self._shared, full)
+                                      if self._shared is not None else None)
+        if found is None:
+            if value is None:
+                raise KeyError(f"no constant {full!r}: give its value, "
+                               f"get_constant({name!r}, value)")
+            found = Constant(full, value)
+        self[full] = found
+        return found
+
+    def save(self, filename: str, strip_prefix: str = "") -> None:
+        """Save every value under its full name, less ``strip_prefix`` (MXNet's legacy
+        ``save_params`` format)."""
+        from hybridlab import ndarray
+        arrays = {}
+        for name, param in self.items():
+            if not name.startswith(strip_prefix):
+                raise ValueError(f"save: parameter {name!r} does not start with "
+                                 f"strip_prefix={strip_prefix!r}; give a common prefix or ''")
+            arrays[name[len(strip_prefix):]] = param.data()
+        ndarray.save(filename, arrays)
+
+    def load(self, filename: str, ctx: Any = None, allow_missing: bool = False,
+             ignore_extra: bool = False, restore_prefix: str = "", cast_dtype: bool = False,
+             dtype_source: str = "current") -> None:
+        """Load values saved by :meth:`save` (names get ``restore_prefix`` back; MXNet's
+        ``arg:``/``aux:`` keys are accepted too)."""
+        from hybridlab import ndarray
+        loaded = ndarray.load(filename)
+        if not isinstance(loaded, dict):
+            raise ValueError(f"{filename}: holds unnamed arrays (nd.save of a list), not "
+                             f"named parameters")
+        values = {restore_prefix + key.split(":", 1)[-1]: v for key, v in loaded.items()}
+        missing = [name for name in self if name not in values]
+        extra = [name for name in values if name not in self]
+        if missing and not allow_missing:
+            raise ValueError(f"{filename}: no values for {missing} (allow_missing=True skips)")
+        if extra and not ignore_extra:
+            raise ValueError(f"{filename}: values for unknown parameters {extra} "
+                             f"(ignore_extra=True skips them)")
+        for name in self.keys() & values.keys():
+            value, param = values[name], self[name]
+            if np.dtype(value.dtype) != np.dtype(param.dtype) and cast_dtype \
+                    and dtype_source == "saved":
+                param.cast(value.dtype)
+            param.set_data(value)
+
     def update(self, other: Any = (), **unused: Any) -> None:  # type: ignore[override]  # (MXNet's API)
         """Add every parameter of ``other``; one name may not mean two parameters."""
         for name, param in dict(other).items():
@@ -285,10 +433,33 @@ class ParameterDict(OrderedDict):
         for param in self.values():
             param.zero_grad()
 
+    def reset_ctx(self, ctx: Any = None) -> None:
+        """Move every parameter to the devices ``ctx``."""
+        for param in self.values():
+            param.reset_ctx(ctx)
+
+    def list_ctx(self) -> list:
+        """Every device some parameter lives on."""
+        return list(dict.fromkeys(c for param in self.values() for c in param.list_ctx()))
+
     def setattr(self, name: str, value: Any) -> None:
         """Set an attribute on every parameter, e.g. ``setattr('grad_req', 'null')``."""
         for param in self.values():
             setattr(param, name, value)
+
+
+class Constant(Parameter):
+    """A constant array of a Block (``params.get_constant``): no gradient, never trained."""
+
+    def __init__(self, name: str, value: Any) -> None:
+        from hybridlab import ndarray
+        if not isinstance(value, ndarray.NDArray):  # float32 unless given in floats (MXNet)
+            value = np.asarray(value)
+            value = ndarray.array(value, dtype=value.dtype if value.dtype.kind == "f"
+                                  else "float32")
+        super().__init__(name, grad_req="null", shape=value.shape, dtype=value.dtype,
+                         init=_init.Constant(value))
+        self.value = value
 
 
 def _check_fits_in_memory(name: str, shape: tuple[int, ...], dtype: Any) -> None:

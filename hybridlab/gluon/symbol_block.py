@@ -16,6 +16,8 @@ the file is an error, so a file for another graph is not silently half-loaded.
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import warnings
 from typing import Any
 
@@ -49,7 +51,11 @@ class SymbolBlock(HybridBlock):
                 self.params.get(name, grad_req="null" if name in aux else "write",
                                 differentiable=name not in aux,
                                 init=_ROLE_INIT.get(roles.get(name, "")))
-        self._reg_params = dict(self.params)  # save_parameters keys: the graph's names
+        # save_parameters keys: the graph's names less their common prefix (MXNet's), so
+        # two SymbolBlocks cut from two instances of one network read each other's files
+        names = list(self.params)
+        cut = len(os.path.commonprefix(names)) if len(names) > 1 else 0
+        self._reg_params = {name[cut:]: param for name, param in self.params.items()}
         self._graph, self._active = graph, True
         self._reset_cache()  # a SymbolBlock is always compiled: its one CachedOp
         # deviation from MXNet (README, "Compatibility"): its BatchNorm nodes do not move
@@ -115,7 +121,8 @@ class SymbolBlock(HybridBlock):
 
     def infer_shape(self, *args: Any) -> None:
         """Size deferred parameters (shared with a block not run yet) from the graph."""
-        given = {name: arg.shape for name, arg in zip(self._input_names, args)}
+        given = {name: arg._outputs[0].aval.shape if isinstance(arg, symbol.Symbol) else  # type: ignore[union-attr]  # (traced: known)
+                 arg.shape for name, arg in zip(self._input_names, args)}
         arg_shapes, _, aux_shapes = self._graph.infer_shape_partial(**given)
         names = self._graph.list_arguments() + self._graph.list_auxiliary_states()
         for name, shape in zip(names, (arg_shapes or []) + (aux_shapes or [])):
@@ -132,12 +139,20 @@ class SymbolBlock(HybridBlock):
     def _trace_call(self, *args: Any) -> Any:
         """Symbol inputs: substitute them for the graph's input variables (composition)."""
         from hybridlab.graph import ir
+        if all(arg._outputs[0].aval is not None for arg in args):  # traced: shapes known
+            self._finish_deferred_init(*args)
         given = {name: arg._outputs[0] for name, arg in zip(self._input_names, args)}
 
         def visit(node: Any, inputs: tuple) -> Any:
             if node.kind == "var" and node.name in given:
                 return (given[node.name],)
-            return ir.with_inputs(node, inputs)
+            if node.kind == "var" and node.name in self.params:  # its shape, now known
+                return self.params[node.name].var()._outputs
+            fresh = ir.with_inputs(node, inputs)
+            if fresh is not node and node.kind == "call" and all(
+                    v.aval is not None for v in inputs):  # shapes for the layers after it
+                fresh = dataclasses.replace(fresh, aval=ir.infer_node(fresh))
+            return fresh
 
         return symbol.Symbol(ir.rebuild(self._graph.to_graph(), visit).outputs)
 

@@ -16,130 +16,220 @@ The new weights go into a fresh aligned buffer that the weight's NDArray then ho
 [Immutable buffers] in ndarray.py: ``w.detach()`` may share the old one, which must
 keep its values); the optimizer states are the Trainer's own and change in place.
 
-SGD:   ``state = momentum*state - lr*(g + wd*w);  w += state``   (plain: ``w -= lr*(g+wd*w)``)
-Adam:  ``m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g*g;  w -= lr_t * m / (sqrt(v) + eps)``
-       with ``lr_t = lr*sqrt(1-b2**t)/(1-b1**t)`` (bias correction).
+The update rules themselves (SGD, Adam) live in hybridlab/optimizer.py.
+
+Several devices (NOTE [One copy per device] in parameter.py): each device's copy of a
+Parameter got the gradient of its own slice of the batch. ``step`` first makes them
+agree through a key-value store (hybridlab/kvstore.py), as MXNet's Trainer does:
+
+* ``kvstore='device'`` (the default) or ``'local'``, with ``update_on_kvstore`` (the
+  default for a store): push every device's gradient (summed in the store), the store
+  applies the optimizer once per Parameter, and every device pulls the new weights;
+* ``update_on_kvstore=False``: the store only sums (``pushpull`` of the gradients),
+  then each device applies the optimizer to its own copy (same gradient, same result);
+* ``kvstore=None``: no store; each device updates with its own gradient (the copies
+  drift apart -- MXNet's behaviour too);
+* ``'dist_sync'``/``'dist_async'`` (or a store made by ``mx.kv.create``): the same on
+  Dask workers; the batch size given to ``step`` is the *global* one (all workers'), since
+  the store sums every worker's gradient.
+With one device and a local store type there is nothing to agree on: no store is made.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any, Callable
 
 import numpy as np
 
 from hybridlab import engine
-from hybridlab.gluon.parameter import Parameter, ParameterDict, aligned_empty
-from hybridlab.initializer import _number
-
-_STATE_COUNT = {"sgd": 1, "adam": 2}
-_DEFAULTS = {
-    "sgd": {"learning_rate": 0.01, "momentum": 0.0, "wd": 0.0},
-    "adam": {"learning_rate": 0.001, "beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8, "wd": 0.0},
-}
+from hybridlab import kvstore as _kv
+from hybridlab import optimizer as opt
+from hybridlab.gluon.parameter import Parameter, ParameterDict
+from hybridlab.optimizer import check_number as _check_number
 
 
 class Trainer:
     """``Trainer(net.collect_params(), 'sgd', {'learning_rate': 0.1, 'momentum': 0.9})``."""
 
-    def __init__(self, params: ParameterDict | list | dict, optimizer: str,
-                 optimizer_params: dict | None = None) -> None:
-        name = optimizer.lower()
-        if name not in _DEFAULTS:
-            raise ValueError(f"unknown optimizer {optimizer!r}; hybridlab has {list(_DEFAULTS)}")
+    def __init__(self, params: ParameterDict | list | dict, optimizer: str | opt.Optimizer,
+                 optimizer_params: dict | None = None, kvstore: Any = "device",
+                 compression_params: Any = None, update_on_kvstore: bool | None = None
+                 ) -> None:
         given = dict(optimizer_params or {})
-        unknown = set(given) - set(_DEFAULTS[name]) - {"rescale_grad"}
-        if unknown:
-            raise ValueError(f"{name}: unknown optimizer parameter(s) {sorted(unknown)}; "
-                             f"known: {sorted(_DEFAULTS[name])}")
-        for key, value in given.items():
-            _check_number(f"{name} {key}", value)
-        self._optimizer = name
-        self._hyper = {**_DEFAULTS[name], **given}
+        self._scheduler = given.pop("lr_scheduler", None)
+        if self._scheduler is not None and not callable(self._scheduler):
+            raise TypeError(f"Trainer: lr_scheduler must be an mx.lr_scheduler object, got "
+                            f"{self._scheduler!r}")
+        self._optimizer = opt.create(optimizer, **given)
+        self._hyper = self._optimizer.hyper  # (shared: set_learning_rate changes both)
         values = params.values() if isinstance(params, (ParameterDict, dict)) else params
         self._params: list[Parameter] = [p for p in values if p.grad_req != "null"]
-        self._states: dict[str, list[np.ndarray]] = {}
+        self._states: dict[Any, list[np.ndarray]] = {}
         self._steps = 0
+        if kvstore is not None and not isinstance(kvstore, (str, _kv.KVStore)):
+            raise TypeError(f"Trainer: kvstore must be a type name ('device', 'local', "
+                            f"'dist_sync', ...), a store from mx.kv.create or None, got "
+                            f"{kvstore!r}")
+        self._kv_config = (kvstore, update_on_kvstore)
+        self._kvstore: Any = None
+        self._update_on_kvstore = False
+        self._kv_ready = False
 
     @property
     def learning_rate(self) -> float:
+        """The rate of the next step (the scheduler's, when one was given)."""
+        if self._scheduler is not None:
+            return self._scheduler(self._steps)
         return self._hyper["learning_rate"]
 
     def set_learning_rate(self, lr: float) -> None:
+        if self._scheduler is not None:
+            raise UserWarning("Trainer: an lr_scheduler sets the learning rate; change the "
+                              "scheduler instead of calling set_learning_rate")
         self._hyper["learning_rate"] = _check_number("learning_rate", lr)
+        if self._kvstore is not None and self._kvstore._optimizer is not None:
+            self._kvstore._optimizer.set_learning_rate(lr)  # (one process's store)
 
     def step(self, batch_size: int, ignore_stale_grad: bool = False) -> None:
-        """One update of every parameter, with gradients scaled by ``1/batch_size``."""
+        """One update of every parameter, with gradients scaled by ``1/batch_size``. Each
+        parameter's learning rate and weight decay are multiplied by its
+        ``lr_mult``/``wd_mult`` (on a store that updates, by the store's optimizer: there
+        the multipliers are not applied, a deviation hybridlab's kvstore documents)."""
         if _check_number("step(batch_size)", batch_size) <= 0:
             raise ValueError(f"step(batch_size): the number of samples the gradients were "
                              f"summed over must be positive, got {batch_size!r}")
-        self._steps += 1
         rescale = self._hyper.get("rescale_grad", 1.0) / batch_size
-        hyper = {**self._hyper, "rescale": rescale, "t": self._steps}
-        weights = [param.data() for param in self._params]
-        grads = [param.grad() for param in self._params]
-        states = [self._state(param, weight) for param, weight in zip(self._params, weights)]
-        kernel = _bind(self._optimizer, weights, grads, states, hyper)
-        engine.current().push(kernel, reads=[grad._var for grad in grads],
-                              writes=[weight._var for weight in weights],
-                              name=f"multi_{self._optimizer}_update")
+        if not self._kv_ready:
+            self._init_kvstore(rescale)
+        self._steps += 1
+        store = self._kvstore
+        if store is not None and self._update_on_kvstore:
+            if store._optimizer is not None:  # (a dist store's optimizer is on the server)
+                store._optimizer.rescale_grad = rescale
+            keys = list(range(len(self._params)))  # all keys in one call: one round trip
+            store.pushpull(keys, [p.list_grad() for p in self._params],
+                           out=[p.list_data() for p in self._params])
+            return
+        if store is not None:
+            store.pushpull(list(range(len(self._params))), [p.list_grad() for p in self._params])
+        self._update_each_device(rescale)
 
-    def _state(self, param: Parameter, weight: Any) -> list[np.ndarray]:
-        """The optimizer's arrays for ``param``, made at its first step (SGD keeps a
-        momentum, Adam two moments)."""
-        if param.name not in self._states:
-            self._states[param.name] = [np.zeros(weight.shape, weight.dtype)
-                                        for _ in range(_STATE_COUNT[self._optimizer])]
-        return self._states[param.name]
+    def _update_each_device(self, rescale: float) -> None:
+        """The optimizer on every device's copies: one engine op per device, reading its
+        gradients and writing its weights (MXNet's ``multi_sgd_update``)."""
+        hyper = {**self._hyper, "rescale": rescale, "t": self._steps}
+        if self._scheduler is not None:
+            hyper["learning_rate"] = self._scheduler(self._steps)
+        name = self._optimizer.name
+        mults = [(param.lr_mult, param.wd_mult) for param in self._params]
+        for device in self._params[0].list_ctx() if self._params else []:
+            weights = [param.data(device) for param in self._params]
+            grads = [param.grad(device) for param in self._params]
+            states = [self._state((param.name, device), weight)
+                      for param, weight in zip(self._params, weights)]
+            kernel = _bind(name, weights, grads, states, mults, dict(hyper))
+            engine.current().push(kernel, reads=[grad._var for grad in grads],
+                                  writes=[weight._var for weight in weights],
+                                  name=f"multi_{name}_update")
+
+    def _init_kvstore(self, rescale: float) -> None:
+        """MXNet's choice of store (``_create_kvstore``): none for one device and a local
+        type; else the store, the optimizer on it unless ``update_on_kvstore=False``, and
+        every Parameter's first copy as its key's value (pulled back, so a dist store's
+        workers all start from rank 0's weights)."""
+        config, update = self._kv_config
+        devices = self._params[0].list_ctx() if self._params else []
+        kind = config if isinstance(config, str) else getattr(config, "type", "")
+        if update is False and kind == "dist_async":
+            raise ValueError("Trainer: dist_async applies every push on the store, so it "
+                             "needs update_on_kvstore=True (or None)")
+        store: Any = config
+        if isinstance(config, str):
+            store = None if len(devices) <= 1 and "dist" not in config else _kv.create(config)
+        self._kv_ready = True
+        if store is None:
+            return
+        distributed = store.type.startswith("dist")
+        self._kvstore, self._update_on_kvstore = store, True if update is None else update
+        if self._update_on_kvstore:
+            store.set_optimizer(opt.create(self._optimizer.name,
+                                           **{**self._hyper, "rescale_grad": rescale}))
+        for index, param in enumerate(self._params):
+            store.init(index, param.list_data()[0])
+            if distributed:
+                store.pull(index, out=param.list_data())
+
+    def _state(self, key: Any, weight: Any) -> list[np.ndarray]:
+        """The optimizer's arrays for ``key`` (a Parameter on a device), made at its first
+        step (SGD keeps a momentum, Adam two moments)."""
+        if key not in self._states:
+            self._states[key] = [np.zeros(weight.shape, weight.dtype)
+                                 for _ in range(opt._STATE_COUNT[self._optimizer.name])]
+        return self._states[key]
 
     def zero_grad(self) -> None:
         for param in self._params:
             param.zero_grad()
 
+    def allreduce_grads(self) -> None:
+        """Sum each gradient over the devices (``step`` = ``allreduce_grads`` + ``update``,
+        with ``update_on_kvstore=False``)."""
+        if not self._kv_ready:
+            self._init_kvstore(self._hyper.get("rescale_grad", 1.0))
+        if self._kvstore is not None:
+            self._kvstore.pushpull(list(range(len(self._params))),
+                                   [p.list_grad() for p in self._params])
 
-def _check_number(what: str, value: Any) -> Any:
-    """A hyperparameter must be a real number, checked now: the update runs later, in the
-    engine, where a string would fail far from the line that gave it."""
-    return _number(value, f"Trainer: {what}", "{'learning_rate': 0.1}")
+    def update(self, batch_size: int, ignore_stale_grad: bool = False) -> None:
+        """The update alone, on every device's copy (after :meth:`allreduce_grads`)."""
+        if _check_number("step(batch_size)", batch_size) <= 0:
+            raise ValueError(f"update(batch_size): the number of samples the gradients "
+                             f"were summed over must be positive, got {batch_size!r}")
+        self._steps += 1
+        self._update_each_device(self._hyper.get("rescale_grad", 1.0) / batch_size)
+
+    def save_states(self, fname: str) -> None:
+        """Save the optimizer's state (momenta, Adam's moments, the step count) with
+        ``nd.save`` -- not MXNet's pickle: hybridlab never unpickles a file. Keys are
+        ``name|device index:state index``."""
+        from hybridlab import ndarray
+        ndarray.waitall()  # the states change inside the engine's update ops
+        arrays = {"__steps__": ndarray.array([self._steps], dtype="int64")}
+        index = {p.name: p.list_ctx() for p in self._params}
+        for (name, device), states in self._states.items():
+            where = index[name].index(device)
+            arrays.update({f"{name}|{where}:{i}": ndarray.array(a)
+                           for i, a in enumerate(states)})
+        ndarray.save(fname, arrays)
+
+    def load_states(self, fname: str) -> None:
+        """Restore what :meth:`save_states` wrote (the same parameters and devices)."""
+        from hybridlab import ndarray
+        loaded = ndarray.load(fname)
+        if not isinstance(loaded, dict) or "__steps__" not in loaded:
+            raise ValueError(f"{fname}: not a file of Trainer.save_states")
+        ndarray.waitall()
+        index = {p.name: p.list_ctx() for p in self._params}
+        self._steps = int(loaded.pop("__steps__").asscalar())
+        self._states = {}
+        for key in sorted(loaded, key=lambda k: int(k.rsplit(":", 1)[1])):
+            name, where = key.rsplit(":", 1)[0].rsplit("|", 1)
+            if name not in index:
+                raise ValueError(f"{fname}: state of {name!r}, which this Trainer does not "
+                                 f"update; load the states into the Trainer that saved them")
+            device = index[name][int(where)]
+            self._states.setdefault((name, device), []).append(loaded[key].asnumpy())
 
 
-def _bind(optimizer: str, weights: list, grads: list, states: list, hyper: dict) -> Callable:
+def _bind(optimizer: str, weights: list, grads: list, states: list, mults: list,
+          hyper: dict) -> Callable:
     """The engine op: each weight's next buffer from its gradient's."""
-    update = _sgd_update if optimizer == "sgd" else _adam_update
+    update = opt.RULES[optimizer]
+    lr, wd = hyper.pop("learning_rate"), hyper.pop("wd")
 
     def kernel() -> None:
-        for weight, grad, state in zip(weights, grads, states):
-            weight._data = update(weight._data, grad._data, state, **hyper)
+        for weight, grad, state, (lr_mult, wd_mult) in zip(weights, grads, states, mults):
+            weight._data = update(weight._data, grad._data, state, learning_rate=lr * lr_mult,
+                                  wd=wd * wd_mult, **hyper)
 
     return kernel
-
-
-def _sgd_update(w: np.ndarray, g: np.ndarray, states: list, learning_rate: float,
-                momentum: float, wd: float, rescale: float, **unused: Any) -> np.ndarray:
-    """The new weights, in a fresh aligned array (``step``: one temporary, reused for the
-    result; NOTE [Aligned weights] in parameter.py)."""
-    step = np.multiply(g, learning_rate * rescale, out=aligned_empty(w.shape, w.dtype))
-    if wd:
-        step += (learning_rate * wd) * w
-    if momentum:
-        states[0] *= momentum
-        states[0] -= step
-        return np.add(w, states[0], out=step)
-    return np.subtract(w, step, out=step)
-
-
-def _adam_update(w: np.ndarray, g: np.ndarray, states: list, learning_rate: float,
-                 beta1: float, beta2: float, epsilon: float, wd: float, rescale: float,
-                 t: int, **unused: Any) -> np.ndarray:
-    """The new weights, computed in the one aligned array returned (``step``)."""
-    grad = g * rescale + wd * w if wd else g * rescale
-    mean, var = states
-    mean *= beta1
-    mean += (1 - beta1) * grad
-    var *= beta2
-    var += (1 - beta2) * grad * grad
-    # a Python float (np.sqrt would give a float64 scalar, and float64 temporaries)
-    lr_t = learning_rate * math.sqrt(1 - beta2 ** t) / (1 - beta1 ** t)
-    step = np.sqrt(var, out=aligned_empty(w.shape, w.dtype))
-    np.divide(mean, np.add(step, epsilon, out=step), out=step)  # m / (sqrt(v) + eps)
-    return np.subtract(w, np.multiply(step, lr_t, out=step), out=step)

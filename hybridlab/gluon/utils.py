@@ -1,8 +1,8 @@
 """MXNet's ``gluon.utils``: split a batch into slices, and clip gradients by their norm.
 
-hybridlab runs on one device, so ``split_and_load`` with one context returns the batch as
-it is; with several contexts it slices the batch, one slice per context (each slice stays
-on the CPU: placing them on devices belongs to the many-devices work).
+``split_and_load(batch, [mx.cpu(0), mx.cpu(1)])`` is data parallelism's first step: one
+slice of the batch per device, each slice copied to its device (``as_in_context``: an
+engine op ``_copyto``); with one device, the whole batch on it.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import warnings
 from typing import Any
 
 from hybridlab import ndarray
+from hybridlab.context import as_context
 
 
 def split_data(data: Any, num_slice: int, batch_axis: int = 0,
@@ -33,12 +34,20 @@ def split_data(data: Any, num_slice: int, batch_axis: int = 0,
 
 def split_and_load(data: Any, ctx_list: Any, batch_axis: int = 0,
                    even_split: bool = True) -> list:
-    """One slice of ``data`` per context in ``ctx_list`` (the whole batch for one)."""
+    """One slice of ``data`` per context in ``ctx_list``, on that context (the whole batch
+    for one)."""
+    if not isinstance(ctx_list, (list, tuple)):
+        ctx_list = [ctx_list]
+    devices = [as_context(ctx, "split_and_load") for ctx in ctx_list]
+    if not devices:
+        raise ValueError("split_and_load: ctx_list is empty; give the devices to split over, "
+                         "e.g. [mx.cpu(0), mx.cpu(1)]")
     if not isinstance(data, ndarray.NDArray):
-        data = ndarray.array(data)
-    if len(ctx_list) == 1:
-        return [data]
-    return split_data(data, len(ctx_list), batch_axis, even_split)
+        data = ndarray.array(data, ctx=devices[0])
+    if len(devices) == 1:
+        return [data.as_in_context(devices[0])]
+    slices = split_data(data, len(devices), batch_axis, even_split)
+    return [part.as_in_context(ctx) for part, ctx in zip(slices, devices)]
 
 
 def clip_global_norm(arrays: list, max_norm: float, check_isfinite: bool = True) -> Any:

@@ -111,11 +111,11 @@ def split_joint(joint: Graph, num_inputs: int, num_outputs: int) -> Split:
     cotangents = joint.inputs[num_inputs:]
     late = _late_nodes(joint, cotangents, num_outputs)
     needed: list[Value] = []  # forward values the backward reads: the residuals
-    for node in joint.nodes:
-        if id(node) in late:
-            needed += [v for v in node.inputs if id(v.node) not in late and v not in needed]
     grads = joint.outputs[num_outputs:]
-    needed += [v for v in grads if id(v.node) not in late and v not in needed]
+    late_inputs = [v for node in joint.nodes if id(node) in late for v in node.inputs]
+    for v in late_inputs + list(grads):  # one at a time: concat(x, x) reads x twice
+        if id(v.node) not in late and v not in needed:
+            needed.append(v)
     residuals = [v for v in needed if v.node.kind == "call"]
     position = {id(n): i for i, n in enumerate(joint.inputs[:num_inputs])}
     saved = tuple(position[id(v.node)] for v in needed if v.node.kind == "var")

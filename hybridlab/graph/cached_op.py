@@ -34,9 +34,9 @@ from hybridlab.errors import MissingGradientError
 from hybridlab.graph import autodiff, ir
 from hybridlab.graph.autotune import AS_STORED, PRETRANSPOSED, LayoutChoice, Tuner
 from hybridlab.graph.codegen import Program, compile_graph
-from hybridlab.graph.passes import PassContext, lower_operators, run_pipeline
+from hybridlab.graph.passes import PassContext, derived_input, lower_operators, run_pipeline
 from hybridlab.graph.passes.eliminate_dead_code import eliminate_dead_code
-from hybridlab.graph.passes.pretranspose_weights import LAYOUT_OF, pretranspose_weights
+from hybridlab.graph.passes.pretranspose_weights import pretranspose_weights
 from hybridlab.ndarray_io import aligned
 from hybridlab.ops.registry import Aval, RunContext
 
@@ -83,21 +83,26 @@ class _Entry:
 
 
 class _Layouts:
-    """NOTE: [Weights in the kernel's layout] the ``pretranspose_weights`` pass makes a
-    program read each dense layer's weight transposed, as a new input marked
-    ``layout_of``. The call supplies it: the transposed copy is made when the program
-    first runs and kept with the buffer it was made from. Buffers are never written once
-    stored (NOTE [Immutable buffers] in ndarray.py): a weight that changes gets a new
-    buffer object, so "is this still the same buffer object" is the whole validity test,
-    one identity comparison per weight and call. In inference the copy is made once; in
-    training every step changes the weights, and every step pays the copy again.
+    """NOTE: [Weights in the kernel's layout] a pass may make a program read a weight in
+    another form, as a new input it marks (NOTE [Derived inputs] in graph/passes):
+    ``pretranspose_weights`` each dense layer's weight transposed, ``fold_batchnorm`` a
+    convolution's weight and bias with the BatchNorm after it folded in. The call supplies
+    them: each is made when the program first runs and kept with the buffers it was made
+    from. Buffers are never written once stored (NOTE [Immutable buffers] in ndarray.py):
+    a weight that changes gets a new buffer object, so "are these still the same buffer
+    objects" is the whole validity test, one identity comparison per source and call. In
+    inference the copies are made once; in training every step changes the weights, and
+    every step would pay them again (so the layout pass runs only in inference, and
+    folding only applies there).
     """
 
-    __slots__ = ("sources", "held")
+    __slots__ = ("sources", "makers", "used", "held")
 
-    def __init__(self, sources: list[int]) -> None:
-        self.sources = sources  # for each transposed input, the input it transposes
-        self.held: list[tuple[Any, Any]] = [(None, None)] * len(sources)
+    def __init__(self, sources: list[tuple[int | None, ...]], makers: list[Any]) -> None:
+        self.sources = sources  # for each derived input, the inputs it is made from
+        self.makers = makers  # and the function of their arrays that makes it
+        self.used = sorted({i for each in sources for i in each if i is not None})
+        self.held: tuple[list[Any], list[Any]] = ([], [])  # (the sources seen, what was made)
 
     @classmethod
     def of(cls, program: Program, inputs: Sequence[ir.Node]) -> _Layouts | None:
@@ -106,18 +111,26 @@ class _Layouts:
         extra = program.graph.inputs[len(names):]
         if not extra:
             return None
-        return cls([names.index(dict(node.attrs)[LAYOUT_OF]) for node in extra])
+        derivations = [derived_input(node) for node in extra]
+        if any(d is None for d in derivations):
+            raise RuntimeError(f"the program reads inputs no pass derives: "
+                               f"{[n.name for n, d in zip(extra, derivations) if d is None]}")
+        return cls([tuple(names.index(s) if s else None for s in d[0])  # type: ignore[index]
+                    for d in derivations], [d[1] for d in derivations])  # type: ignore[index]
 
     def extend(self, arrays: list[Any]) -> list[Any]:
-        """``arrays`` followed by each transposed weight (made again only for a new buffer)."""
-        held = self.held
-        for k, source in enumerate(self.sources):
-            weight = arrays[source]
-            kept, transposed = held[k]
-            if kept is not weight:  # (a reference is kept: its id cannot be reused)
-                transposed = aligned(weight.T)
-                held[k] = (weight, transposed)
-            arrays.append(transposed)
+        """``arrays`` followed by each derived input, made again only from new buffers (the
+        pair of what was seen and made is swapped in at once: concurrent calls each read a
+        consistent one)."""
+        seen, made = self.held
+        current = [arrays[i] for i in self.used]
+        if len(seen) != len(current) or any(a is not b for a, b in zip(current, seen)):
+            before = dict(zip(self.used, seen))  # (references kept: ids cannot be reused)
+            made = [made[k] if made and all(i is None or before[i] is arrays[i] for i in sources)
+                    else aligned(make(*[None if i is None else arrays[i] for i in sources]))
+                    for k, (sources, make) in enumerate(zip(self.sources, self.makers))]
+            self.held = (current, made)
+        arrays.extend(made)
         return arrays
 
 
@@ -131,10 +144,11 @@ class _Tuning:
     before the choice was made (a ThreadedEngine) wait on the lock, then run it too.
     """
 
-    def __init__(self, entry: _Entry, layout: Program, tuner: Tuner, plain: bool) -> None:
+    def __init__(self, entry: _Entry, layout: Program, tuner: Tuner, plain: bool,
+                 inputs: Sequence[ir.Node]) -> None:
         self.entry, self.tuner, self.plain, self.lock = entry, tuner, plain, threading.Lock()
         self.candidates = {AS_STORED: (entry.forward, entry.layouts),
-                           PRETRANSPOSED: (layout, _Layouts.of(layout, entry.forward.graph.inputs))}
+                           PRETRANSPOSED: (layout, _Layouts.of(layout, inputs))}
 
     def run(self, arrays: Sequence[Any], contexts: tuple[RunContext, ...] = ()
             ) -> Sequence[Any]:
@@ -270,7 +284,9 @@ class CachedOp:
         # ``Program.single``, which lends it an arena). The op and its Vars
         # are those _push pushes, minus the steps that would do nothing, and written here
         # rather than in a helper (one Python call less; "Performance notes").
-        result = ndarray._new(entry.out_avals[0])  # normalised at compile time
+        # normalised at compile time; on the data's device (MXNet's rule, ndarray.py)
+        result = ndarray._new(entry.out_avals[0], None,
+                              inputs[0]._ctx if inputs else ndarray._CPU)
         layouts, missing = entry.layouts, ndarray._unfilled(inputs)
         if missing is not None:  # NOTE [Inputs without values]: the general path checks
             return self._push_program(entry, inputs)
@@ -290,7 +306,8 @@ class CachedOp:
         # out_avals were normalised at compile time: the constructor without the checks;
         # they are the outputs, the fed arrays' next values (``writes``), the residuals
         count, writes = entry.num_outputs, entry.traced.writes if entry.traced else ()
-        results = list(map(ndarray._new, entry.out_avals))
+        ctx = inputs[0]._ctx if inputs else ndarray._CPU  # the data's device
+        results = [ndarray._new(aval, None, ctx) for aval in entry.out_avals]
         if writes:  # the program's values for them become the fed arrays' next buffers
             fed = inputs[len(inputs) - len(entry.feed):]
             results[count:count + len(writes)] = [fed[i] for i in writes]
@@ -347,14 +364,17 @@ class CachedOp:
         """The entry keeps ``avals``, these very objects: NOTE [The last signature first]."""
         graph = ir.infer_shapes(traced.graph, [Aval(tuple(a.shape), np.dtype(a.dtype))
                                                for a in avals])
-        # the pipeline's first pass, run before the gradient: layer operators have no
-        # gradient rule of their own, their lowerings' primitives do
+        # lowered before the gradient: layer operators have no gradient rule of their own,
+        # their lowerings' primitives do. Without a gradient the pipeline lowers, after
+        # the passes that read layer operators whole (fold_batchnorm)
         context = PassContext(training=training)
-        graph, _ = lower_operators(graph, context)
+        wanted = tuple(i for i, need in enumerate(needs) if need)
+        if wanted:
+            graph, _ = lower_operators(graph, context)
         written = len(traced.writes)
         num_outputs = len(graph.outputs) - written
         saved: tuple[int, ...] = ()
-        backward, wanted = None, tuple(i for i, need in enumerate(needs) if need)
+        backward = None
         if wanted:  # recording, and some input wants its gradient
             joint = _keep_gradients(autodiff.gradient_graph(graph), len(graph.outputs), needs)
             split = autodiff.split_joint(joint, len(avals), len(graph.outputs))
@@ -371,8 +391,9 @@ class CachedOp:
                        _Layouts.of(forward, graph.inputs), traced, traced.feed)
         if self._tunes(entry):  # NOTE [Layout by measurement]
             layout = self._program(graph, "forward", context, (pretranspose_weights,))
-            if layout.graph.inputs != forward.graph.inputs:  # the pass rewrote a layer
-                entry.tuning, entry.plain = _Tuning(entry, layout, self.tuner, plain), None
+            if len(layout.graph.inputs) > len(forward.graph.inputs):  # it rewrote a layer
+                entry.tuning = _Tuning(entry, layout, self.tuner, plain, graph.inputs)
+                entry.plain = None
         return entry
 
     def _tunes(self, entry: _Entry) -> bool:

@@ -95,6 +95,31 @@ def live_bytes(boxes: list[Box], step: int) -> int:
     return used
 
 
+def live_profile(boxes: list[Box]) -> list[int]:
+    """:func:`live_bytes` at every step from 0 to the last, in one pass (a real network's
+    program has thousands of steps and results). Boxes alive at one step never share
+    bytes -- that is what a plan guarantees -- except where a result is written in place
+    over the input read at that step: there the two count once."""
+    steps = max((b.last for b in boxes), default=-1) + 1
+    delta = [0] * (steps + 1)
+    ending: dict[int, list[Box]] = {}
+    for box in boxes:
+        delta[box.first] += box.high - box.low
+        delta[box.last + 1] -= box.high - box.low
+        ending.setdefault(box.last, []).append(box)
+    for box in boxes:
+        if box.inplace:  # the hand-over step: its input's bytes are its own
+            shared = sum(max(0, min(box.high, other.high) - max(box.low, other.low))
+                         for other in ending.get(box.first, ()) if other is not box)
+            delta[box.first] -= shared
+            delta[box.first + 1] += shared
+    profile, total = [], 0
+    for step in range(steps):
+        total += delta[step]
+        profile.append(total)
+    return profile
+
+
 def describe_step(boxes: list[Box], plan: Any, mode: str, step: int) -> str:
     """One line for ``step`` of the ``mode`` program: what it computes, what is alive
     across it, and the plan."""

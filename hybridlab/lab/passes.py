@@ -22,7 +22,10 @@ import difflib
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+import numpy as np
+
 from hybridlab.graph.autotune import PRETRANSPOSED, LayoutChoice
+from hybridlab.graph.passes.fold_batchnorm import FOLDED_FROM, FORMULA, folded_value, scale
 from hybridlab.graph.passes.pretranspose_weights import pretranspose_weights
 from hybridlab.lab.graphs import as_graph, cached_op_of
 
@@ -53,14 +56,20 @@ def signatures(graph: Any) -> dict[int, Any]:
 
 
 class PassModel:
-    """The pipeline's stages for a Symbol, a graph IR or a hybridized block."""
+    """The pipeline's stages for a Symbol, a graph IR or a hybridized block. ``values``
+    (name -> array; a block's own parameters by default) lets the BatchNorm-folding stage
+    show its arithmetic on real numbers for output ``channel`` (:meth:`fold_note`)."""
 
-    def __init__(self, obj: Any, passes: Sequence[Any] = (), shape: dict[str, Any] | None = None
-                 ) -> None:
+    def __init__(self, obj: Any, passes: Sequence[Any] = (), shape: dict[str, Any] | None = None,
+                 values: dict[str, Any] | None = None, channel: int = 0) -> None:
         from hybridlab.graph.codegen import compile_graph
         from hybridlab.graph.passes import run_pipeline
 
         graph, self.params = as_graph(obj, shape)
+        # the values the folding note reads: given, or the block's parameters (read lazily:
+        # the note needs one layer's, not a whole network's)
+        self.values: Any = BlockValues(obj) if values is None else dict(values)
+        self.channel = channel
         # a block whose CachedOp chose the weights' layout by timing: say what it chose,
         # and show the layout pass among the stages when it won (graph/autotune.py)
         cached_op = cached_op_of(obj)
@@ -77,14 +86,21 @@ class PassModel:
             removed = len(old - set(after.values()))  # keys are unique: names are
             self.stages.append(Stage(record.name, record.after, record.changes, new, removed))
         self.source = compile_graph(final).source
+        self._printed: dict[int, str] = {}
+
+    def printed(self, index: int) -> str:
+        """Stage ``index``'s printed IR (printed once: a real network's takes a while)."""
+        if index not in self._printed:
+            self._printed[index] = str(self.stages[index].graph)
+        return self._printed[index]
 
     def diff(self, index: int) -> str:
         """The printed IR of stage ``index`` against the stage before (unified diff)."""
         if index == 0:
-            return str(self.stages[0].graph)
+            return self.printed(0)
         before, after = self.stages[index - 1], self.stages[index]
-        lines = difflib.unified_diff(str(before.graph).splitlines(),
-                                     str(after.graph).splitlines(),
+        lines = difflib.unified_diff(self.printed(index - 1).splitlines(),
+                                     self.printed(index).splitlines(),
                                      before.name, after.name, lineterm="", n=1)
         return "\n".join(lines) or "(the printed IR is unchanged)"
 
@@ -97,11 +113,67 @@ class PassModel:
                 f"change(s); {len(stage.new)} node(s) new or rewritten, {stage.removed} "
                 f"replaced or removed; {calls} operator calls")
 
+    def stage_index(self, name: str) -> int:
+        """The index of the stage the pass ``name`` made."""
+        names = [stage.name for stage in self.stages]
+        if name not in names:
+            raise ValueError(f"no stage {name!r}: the stages are {names}")
+        return names.index(name)
+
+    def fold_note(self, index: int) -> str:
+        """At the BatchNorm-folding stage: the formula, and the first fold's numbers for
+        output channel ``self.channel`` before and after (any other stage: "")."""
+        stage = self.stages[index]
+        folded = [dict(n.attrs) for n in stage.graph.inputs if FOLDED_FROM in dict(n.attrs)]
+        if stage.name != "fold_batchnorm" or not folded:
+            return ""
+        lines = [f"inference: BatchNorm's moving statistics are constants, so it folds into "
+                 f"the convolution ({len(folded) // 2} pair(s) here)", f"  {FORMULA}"]
+        first = folded[0]  # weight, bias ("": none), gamma, beta, mean, var
+        values: list[Any] = [np.asarray(self.values[n]) if n else None for n in first[FOLDED_FROM]
+                  if not n or n in self.values]
+        if len(values) < 6:
+            return "\n".join([*lines, "  (give the parameters' values to see the numbers: "
+                                     "a hybridized block that ran, or values={name: array})"])
+        w, b, gamma, beta, mean, var = values
+        eps, fix_gamma, c = first["eps"], first["fix_gamma"], self.channel % len(w)
+        s = scale(gamma, var, eps, fix_gamma)
+        new_w, new_b = (folded_value(part, eps, fix_gamma, *values) for part in ("weight", "bias"))
+        lines += [f"{first[FOLDED_FROM][0]} with its BatchNorm, output channel {c}:",
+                  f"  s = {'1 (fix_gamma)' if fix_gamma else f'{gamma[c]:.6g}'} / "
+                  f"sqrt({var[c]:.6g} + {eps:g}) = {s[c]:.6g}",
+                  f"  w'[{c}] = w[{c}] * s: {_first(w[c])} -> {_first(new_w[c])}",
+                  f"  b' = ({0.0 if b is None else b[c]:.6g} - {mean[c]:.6g}) * {s[c]:.6g} + "
+                  f"{beta[c]:.6g} = {new_b[c]:.6g}"]
+        return "\n".join(lines)
+
     def summary(self, index: int) -> str:
         stage = self.stages[index]
         lines = [self.headline(index), *(f"  {change}" for change in stage.changes[:6])]
         if len(stage.changes) > 6:
             lines.append(f"  ... and {len(stage.changes) - 6} more")
+        note = self.fold_note(index)
+        if note:
+            lines.append(note)
         if self.layout is not None:
             lines.append(f"layout chosen on the first call: {self.layout}")
         return "\n".join(lines)
+
+
+def _first(weights: Any, count: int = 3) -> str:
+    return "[" + ", ".join(f"{v:.4g}" for v in np.ravel(weights)[:count]) + ", ...]"
+
+
+class BlockValues:
+    """A block's parameters by name as numpy arrays, each read when asked (none for
+    anything but a block)."""
+
+    def __init__(self, obj: Any) -> None:
+        collect = getattr(obj, "collect_params", None)
+        self.params = {} if collect is None else dict(collect())
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.params and getattr(self.params[name], "_data", None) is not None
+
+    def __getitem__(self, name: str) -> Any:
+        return self.params[name].data().asnumpy()

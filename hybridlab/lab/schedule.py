@@ -274,6 +274,7 @@ class ScheduleModel:
         self.graph, self.workers, self.cost, self.tree = graph, workers, cost, tree
         self.op_costs, self.streams = op_costs, streams
         self.arrows, self.critical = True, True
+        self._schedules: dict[tuple[Any, ...], list[TaskRecord]] = {}
         if cost not in self.costs():
             raise ValueError(f"cost={cost!r}: this graph offers {self.costs()}")
         if streams not in self.stream_options():
@@ -326,10 +327,16 @@ class ScheduleModel:
         return devices
 
     def schedule(self, workers: int | None = None) -> list[TaskRecord]:
-        graph = self.current()
-        pools = self.pools(workers)
-        return simulate(graph.names, graph.deps, self.durations(graph), pools,
-                        None if isinstance(pools, int) else self._devices())
+        """The list schedule on ``workers`` (default: the model's), kept per setting: a
+        redraw asks for the same schedules again (the curve, the bounds, the chart)."""
+        key = (self.cost, self.tree, self.streams, workers or self.workers)
+        if key not in self._schedules:
+            graph = self.current()
+            pools = self.pools(workers)
+            self._schedules[key] = simulate(graph.names, graph.deps, self.durations(graph),
+                                            pools,
+                                            None if isinstance(pools, int) else self._devices())
+        return self._schedules[key]
 
     def numbers(self) -> dict[str, float]:
         """work, span, the makespan, and the bounds every list schedule keeps: Brent's

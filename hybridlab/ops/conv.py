@@ -2,12 +2,12 @@
 
 What this module teaches
 ------------------------
-A convolution is a matrix product in disguise. ``sliding_window_view`` shows every
-``kh x kw`` window of the (padded) image as a 6-D array ``(N, C, OH, OW, kh, kw)``
-without copying; copying those windows into one matrix per image, ``(C*kh*kw, OH*OW)``,
-is the classic *im2col*, and then ``weight (F, C*kh*kw) @ cols`` is the image's output
-``(F, OH*OW)`` -- already in NCHW order, so ``np.matmul`` writes it straight into the
-result (``kernel_out``), with no transpose or copy afterwards.
+A convolution is a matrix product in disguise. Copy every ``kh x kw`` window of the
+(padded) image into one matrix per image, ``(C*kh*kw, OH*OW)`` -- the classic *im2col*,
+filled one kernel offset ``(i, j)`` at a time: offset ``(i, j)`` of every window is one
+strided slab of the image (:func:`slabs`) -- and then ``weight (F, C*kh*kw) @ cols`` is
+the image's output ``(F, OH*OW)``, already in NCHW order, so ``np.matmul`` writes it
+straight into the result (``kernel_out``), with no transpose or copy afterwards.
 
 The im2col matrix is ``kh * kw`` times bigger than the image: for LeNet's first layer
 at batch 1024 it would be 59 MB to produce a 14 MB result. So the kernels walk the batch
@@ -34,7 +34,6 @@ import math
 from typing import Any
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 from hybridlab.errors import ShapeError
 from hybridlab.ops._infer import promote
@@ -66,13 +65,6 @@ def check_pairs(name: str, **pairs: tuple[int, ...]) -> None:
                              f"e.g. {key}=(1, 1)")
 
 
-def _windows(padded: np.ndarray, kernel: Any, stride: Any, dilate: Any = (1, 1)) -> np.ndarray:
-    """Every window as a view ``(N, C, OH, OW, kh, kw)``: no data is copied."""
-    reach = [(k - 1) * d + 1 for k, d in zip(kernel, dilate)]
-    view = sliding_window_view(padded, reach, axis=(2, 3))
-    return view[:, :, ::stride[0], ::stride[1], ::dilate[0], ::dilate[1]]
-
-
 def slabs(kernel: Any, stride: Any, dilate: Any, size: tuple[int, ...]) -> Any:
     """For each kernel offset (i, j): the index of the input elements it touches.
 
@@ -97,8 +89,16 @@ def fold(cols: np.ndarray, image: np.ndarray, stride: Any, dilate: Any = (1, 1))
 
 
 def pad_image(x: np.ndarray, pad: Any, extra: Any = (0, 0), value: float = 0.0) -> np.ndarray:
-    widths = ((0, 0), (0, 0), (pad[0], pad[0] + extra[0]), (pad[1], pad[1] + extra[1]))
-    return np.pad(x, widths, constant_values=value) if any(pad) or any(extra) else x
+    """``x`` with ``pad`` (and ``extra`` at the end) rows and columns of ``value`` around
+    each image (``x`` itself without padding). Written into a filled buffer by one slice
+    assignment: ``np.pad``'s general machinery costs more than the copy on small images."""
+    if not (any(pad) or any(extra)):
+        return x
+    n, c, h, w = x.shape
+    padded = np.full((n, c, h + 2 * pad[0] + extra[0], w + 2 * pad[1] + extra[1]), value,
+                     x.dtype)
+    padded[:, :, pad[0]:pad[0] + h, pad[1]:pad[1] + w] = x
+    return padded
 
 
 def crop(image: np.ndarray, pad: Any, shape: Any) -> np.ndarray:
@@ -140,15 +140,21 @@ def _im2col(x: np.ndarray, dtype: Any, kernel: Any, stride: Any, dilate: Any, pa
     """The windows of the images ``x`` copied into one matrix per image,
     ``(n, C*kh*kw, OH*OW)``, in ``dtype`` (the one copy im2col makes). A 1x1 window with
     stride 1 and no padding *is* the image: its matrix is a view, nothing is copied
-    (most of SqueezeNet's and ResNet's convolutions)."""
+    (most of SqueezeNet's and ResNet's convolutions). Otherwise the matrix is filled one
+    kernel offset at a time (:func:`slabs`): ``kh * kw`` copies of whole strided slabs,
+    each row of the copy as long as an output row (faster than copying the 6-D window
+    view, whose rows are as short as a window)."""
     if (tuple(kernel) == (1, 1) and tuple(stride) == (1, 1) and not any(pad)
             and x.dtype == dtype):
         return x.reshape(len(x), x.shape[1], x.shape[2] * x.shape[3])
-    windows = _windows(pad_image(x, pad), kernel, stride, dilate)  # (n, C, OH, OW, kh, kw)
-    n, channels, height, width = windows.shape[:4]
-    cols = np.empty((n, channels, *kernel, height, width), dtype)
-    np.copyto(cols, windows.transpose(0, 1, 4, 5, 2, 3), casting="unsafe")
-    return cols.reshape(n, channels * kernel[0] * kernel[1], height * width)
+    padded = pad_image(x, pad)
+    size = tuple(out_size("Convolution", padded.shape[2 + i], (kernel[i] - 1) * dilate[i] + 1,
+                          stride[i], 0) for i in (0, 1))
+    n, channels = x.shape[:2]
+    cols = np.empty((n, channels, *kernel, *size), dtype)
+    for i, j, slab in slabs(kernel, stride, dilate, size):
+        np.copyto(cols[:, :, i, j], padded[slab], casting="unsafe")
+    return cols.reshape(n, channels * kernel[0] * kernel[1], size[0] * size[1])
 
 
 def _flat(images: np.ndarray) -> tuple[int, int, int]:
@@ -164,7 +170,24 @@ def allocating(kernel_out: Any, infer: Any) -> Any:
         result: np.ndarray = kernel_out(*arrays, out=np.empty(aval.shape, aval.dtype), **attrs)
         return result
 
+    def specialise(avals: list[Aval], out: bool, **attrs: Any) -> Any:
+        """NOTE [Specialised kernels] in graph/codegen.py: with the shapes known when the
+        program is compiled, the result's aval is too -- ``infer`` runs once, here, not on
+        every call (on SqueezeNet, a tenth of a forward's time went to asking it)."""
+        if out:
+            return None  # a planned buffer: the line calls ``kernel_out`` already
+        result = infer(*avals, **attrs)[0]
+        shape, dtype = tuple(result.shape), np.dtype(result.dtype)
+
+        def sized(*arrays: np.ndarray) -> np.ndarray:
+            made: np.ndarray = kernel_out(*arrays, out=np.empty(shape, dtype), **attrs)
+            return made
+
+        sized.__name__ = f"{kernel.__name__}_sized"
+        return sized
+
     kernel.__name__ = kernel_out.__name__.removesuffix("_out")
+    kernel.specialise = specialise  # type: ignore[attr-defined]  # asked by graph/codegen.py
     return kernel
 
 

@@ -252,6 +252,12 @@ _unary("exp", lambda x: _exp_out(x, np.empty_like(x)), lambda F, g, x, out: g * 
        "Elementwise ``e ** x``.", kernel_out=_exp_out)
 _unary("_copy", np.positive, lambda F, g, x, out: g, "A copy of ``x``.", np.positive,
        ("identity",))
+# A copy to another device (``x.copyto(mx.cpu(1))``; MXNet's ``_copyto``): the bytes are
+# really copied, as a transfer would, and it stays its own task (opaque: never fused), so a
+# Gantt chart of the engine's trace shows the copies beside the compute.
+register(OpDef(name="_copyto", kernel=lambda x: np.array(x, copy=True), infer=_infer.same_as_first,
+               grad=lambda F, inputs, outputs, out_grads: [out_grads[0]], kind=Kind.OPAQUE,
+               doc="A copy of ``x`` on another device (``copyto``, ``as_in_context``)."))
 _unary("relu", lambda x: np.maximum(x, 0, dtype=x.dtype), lambda F, g, x, out: F._relu_grad(g, x),
        "Rectified linear unit ``max(x, 0)``.", kernel_out=lambda x, out: np.maximum(x, 0, out=out))
 _unary("zeros_like", np.zeros_like, None, "Zeros with the shape and dtype of ``x``.")

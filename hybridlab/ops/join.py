@@ -58,8 +58,14 @@ def _concat(*xs: np.ndarray, dim: int, num_args: int) -> np.ndarray:
     return np.concatenate(xs, axis=dim, dtype=_infer.promote(*(x.dtype for x in xs)))
 
 
+def _concat_out(*xs: np.ndarray, out: np.ndarray, dim: int, num_args: int) -> np.ndarray:
+    """Into a buffer of the promised aval: a DenseNet's growing concatenations can then be
+    placed by the memory planner like any other result."""
+    return np.concatenate(xs, axis=dim, out=out)
+
+
 register(OpDef(
-    name="Concat", kernel=_concat,
+    name="Concat", kernel=_concat, kernel_out=_concat_out,
     infer=_concat_infer, grad=_concat_grad, kind=Kind.OPAQUE, inputs=("*data",),
     attrs={"dim": Attr("int", 1), "num_args": Attr("int", 0)},
     aliases=("concat",), doc="Join the inputs along axis ``dim``."))

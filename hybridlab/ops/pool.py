@@ -75,11 +75,36 @@ def _pooling_out(x: np.ndarray, *, out: np.ndarray, pool_type: str, **attrs: Any
 def _combine(padded: np.ndarray, kernel: Any, stride: Any, size: tuple[int, ...], largest: bool,
              out: np.ndarray
         ) -> Any:
-    """``out`` = the max (``largest``) or the sum of each window of ``padded``."""
+    """``out`` = the max (``largest``) or the sum of each window of ``padded``.
+
+    A window's max (or sum) is the max over its rows of each row's max: combined along
+    the height first -- ``kh`` slabs whose rows are contiguous in memory -- into a scratch
+    ``(N, C, OH, width)``, then along the width, ``kw`` strided slabs: ``kh + kw``
+    elementwise ops instead of ``kh * kw`` strided ones (the same count of elements, read
+    in longer runs). A window covering the whole image (global pooling) is one reduction.
+    """
     combine = np.maximum if largest else np.add
-    out[...] = _lowest(out.dtype) if largest else 0
-    for _, _, slab in slabs(kernel, stride, (1, 1), size):
-        combine(out, padded[slab], out=out)
+    if tuple(size) == (1, 1) and padded.shape[2:] == tuple(kernel):
+        combine.reduce(padded.reshape(*padded.shape[:2], -1), axis=2, out=out[:, :, 0, 0])
+        return out
+    rows = (padded[:, :, :stride[0] * (size[0] - 1) + 1:stride[0]] if kernel[0] == 1 else
+            _along(padded, 2, kernel[0], stride[0], size[0], combine,
+                   np.empty((*padded.shape[:2], size[0], padded.shape[3]), out.dtype)))
+    return _along(rows, 3, kernel[1], stride[1], size[1], combine, out)
+
+
+def _along(src: np.ndarray, axis: int, k: int, step: int, n: int, combine: Any,
+           out: np.ndarray) -> np.ndarray:
+    """``out`` = ``combine`` of the ``k`` slabs of ``src`` along ``axis`` (``n`` each, every
+    ``step``-th): the windows of one axis."""
+    slabs = [src[(slice(None),) * axis + (slice(i, i + step * (n - 1) + 1, step),)]
+             for i in range(k)]
+    if k == 1:
+        np.copyto(out, slabs[0])
+    else:
+        combine(slabs[0], slabs[1], out=out)
+    for slab in slabs[2:]:
+        combine(out, slab, out=out)
     return out
 
 
@@ -127,24 +152,33 @@ def _pool_grad_chunk(g: np.ndarray, x: np.ndarray, out: np.ndarray, pool_type: s
         np.copyto(out, crop(image, pad, x.shape))
 
 
-def _pool_workspace(x: Aval, pool_type: str, **attrs: Any) -> int:
-    """The padded copy of ``x`` when padding is needed (an average's tiny counts aside)."""
-    _, _, pad, extra, _ = _pool_geometry(x.shape, **attrs)
-    if not any(pad + extra):
-        return 0
+def _pool_scratch(x: Aval, **attrs: Any) -> tuple[int, int]:
+    """Elements of ``x``'s padded copy (0 without padding) and of ``_combine``'s rows."""
+    kernel, _, pad, extra, size = _pool_geometry(x.shape, **attrs)
     padded = np.add(x.shape[2:], np.add(np.multiply(pad, 2), extra))
-    return x.shape[0] * x.shape[1] * int(np.prod(padded)) * x.dtype.itemsize
+    whole = tuple(size) == (1, 1) and tuple(padded) == tuple(kernel)
+    rows = 0 if kernel[0] == 1 or whole else size[0] * int(padded[1])
+    images = x.shape[0] * x.shape[1]
+    return (images * int(np.prod(padded)) if any(pad + extra) else 0), images * rows
+
+
+def _pool_workspace(x: Aval, pool_type: str, **attrs: Any) -> int:
+    """The padded copy of ``x`` when padding is needed (an average's tiny counts aside),
+    and ``_combine``'s rows combined along the height."""
+    return sum(_pool_scratch(x, **attrs)) * np.dtype(x.dtype).itemsize
 
 
 def _pool_grad_per_image(g: Any, x: Any, pool_type: str, **attrs: Any) -> int:
     """For one image of ``x``: the padded input and image (if padded); max: the
-    recomputed maxima, the routed gradient and two masks (bool); avg: the shared one."""
+    recomputed maxima with ``_combine``'s rows, then the routed gradient and two masks
+    (bool), whichever is more; avg: the shared one."""
     g, x = (Aval((1, *a.shape[1:]), np.dtype(a.dtype)) for a in (g, x))
-    padded = _pool_workspace(x, pool_type, **attrs)
+    padded, rows = _pool_scratch(x, **attrs)
     count = int(np.prod(g.shape))
-    scratch = {"max": count * (x.dtype.itemsize + g.dtype.itemsize + 2),
+    scratch = {"max": count * x.dtype.itemsize + max(rows * x.dtype.itemsize,
+                                                     count * (g.dtype.itemsize + 2)),
                "avg": count * g.dtype.itemsize}
-    result: int = padded + padded // x.dtype.itemsize * g.dtype.itemsize + scratch.get(pool_type, 0)
+    result: int = padded * (x.dtype.itemsize + g.dtype.itemsize) + scratch.get(pool_type, 0)
     return result
 
 

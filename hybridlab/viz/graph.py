@@ -33,8 +33,18 @@ from typing import Any, Sequence
 
 from hybridlab import display
 from hybridlab.errors import GraphvizNotFoundError
+from hybridlab.graph.passes import derived_input
+from hybridlab.graph.passes.fold_batchnorm import FOLDED_FROM
 from hybridlab.graph.passes.pretranspose_weights import LAYOUT_OF
-from hybridlab.lab.graphs import as_graph, drawable, summary, unused_nodes
+from hybridlab.lab.graphs import (
+    Block,
+    as_graph,
+    blocks,
+    drawable,
+    parameter_names,
+    summary,
+    unused_nodes,
+)
 from hybridlab.viz.bundle import rich_bundle
 from hybridlab.viz.palette import BACKGROUND, KIND_COLOURS, OKABE_ITO
 
@@ -124,8 +134,8 @@ def to_dot(graph: Any, title: str = "plot", params: Any = (), node_attrs: dict |
         node_attr={"fontname": "Helvetica", "fontsize": "10", "height": "0.3",
                    **(node_attrs or {})},
         edge_attr={"arrowsize": "0.6", "color": "#555555"})
-    roles = {id(n): ("param" if n.name in set(params) or LAYOUT_OF in dict(n.attrs) else
-                     "input") for n in graph.inputs}  # a weight's transposed copy: a weight
+    roles = {id(n): ("param" if n.name in set(params) or derived_input(n) is not None else
+                     "input") for n in graph.inputs}  # a weight's transposed/folded copy too
     hidden = {id(n) for n in graph.inputs if roles[id(n)] == "param"} if hide_weights else set()
     canvas = _Canvas(roles, hidden, unused_nodes(graph), dict(notes or {}), set(highlight or ()),
                      names=names)
@@ -155,6 +165,91 @@ def to_dot(graph: Any, title: str = "plot", params: Any = (), node_attrs: dict |
             dot.node("legend", key, shape="plaintext", fontsize="9")
             dot.edge(f"out{len(graph.outputs) - 1}", "legend", style="invis")
     return dot
+
+
+BLOCK_COLOURS = {"residual block": "#d4e6f6", "inception block": "#fbe3c8",
+                 "dense layer": "#d3eee2", "block": "#e8e8e8", "chain": "#f6f6f6"}
+BIG_GRAPH = 150  # nodes: above this, drawings show one box per block (``to_block_dot``)
+
+
+def to_block_dot(graph: Any, found: Sequence[Block], title: str = "plot", params: Any = (),
+                 expand: Any = (), highlight: set[int] | None = None) -> Any:
+    """``graph`` drawn as one box per block of ``found`` (``lab.graphs.blocks``): its
+    name, kind, operators and result type. Blocks named in ``expand`` (or all, with
+    ``expand=True``) are drawn open, their operators inside a dashed box; a block holding a
+    node of ``highlight`` is outlined in red. Weights and constants are left out: of the
+    graph's inputs, only those the first operator reads are drawn (an imported BatchNorm's
+    scale, read by a ``broadcast_mul``, cannot be told from data by its operator)."""
+    from hybridlab.graph.ir import format_type
+
+    heading = {} if title == "plot" else {"label": title, "labelloc": "t", "fontsize": "12"}
+    dot = graphviz_class()(name=title, graph_attr={
+        "rankdir": "TB", "nodesep": "0.25", "ranksep": "0.22", "fontname": "Helvetica",
+        "bgcolor": BACKGROUND, **heading},
+        node_attr={"fontname": "Helvetica", "fontsize": "10", "height": "0.3"},
+        edge_attr={"arrowsize": "0.6", "color": "#555555"})
+    opened = {b.name for b in found} if expand is True else set(expand or ())
+    unknown = opened - {b.name for b in found}
+    if unknown:
+        raise ValueError(f"expand={sorted(unknown)}: no such block; the blocks are "
+                         f"{[b.name for b in found][:8]}...")
+    marked = set(highlight or ())
+    weights = set(params) | set(parameter_names(graph))  # a pass's new weights too
+    roles = {id(n): "param" if n.name in weights else "input" for n in graph.inputs}
+    canvas = _Canvas(roles, set(), unused_nodes(graph), {}, marked)
+    position = {id(n): i for i, n in enumerate(graph.nodes)}
+    ids: dict[int, str] = {}
+    entry = {id(v.node) for v in (found[0].nodes[0].inputs if found else ())}
+    for node in graph.inputs:
+        if roles[id(node)] == "input" and id(node) in entry:
+            ids[id(node)] = f"n{position[id(node)]}"
+            dot.node(ids[id(node)], _label(node, canvas), **_style(node, canvas))
+    for index, block in enumerate(found):
+        changed = any(id(n) in marked for n in block.nodes)
+        outline = ({"color": OKABE_ITO["vermillion"], "penwidth": "2.5"} if changed else {})
+        if block.name in opened:
+            with dot.subgraph(name=f"cluster_b{index}") as box:
+                box.attr(label=dot_text(f"{block.name} ({block.kind})"), labeljust="l",
+                         style="rounded,dashed", fontsize="11", fontname="Helvetica",
+                         **{"color": "#999999", **outline})
+                for node in block.nodes:
+                    ids[id(node)] = f"n{position[id(node)]}"
+                    box.node(ids[id(node)], _label(node, canvas), **_style(node, canvas))
+            continue
+        counts = [f"{op} x{n}" if n > 1 else op for op, n in block.op_counts().items()]
+        kind = block.kind if block.count == 1 else f"{block.count} x {block.kind}"
+        lines = [block.name, f"{kind}: {len(block.nodes)} ops",
+                 ", ".join(counts[:3]) + (", ..." if len(counts) > 3 else ""),
+                 format_type(block.nodes[-1].aval) if block.nodes[-1].aval else ""]
+        dot.node(f"b{index}", r"\n".join(dot_text(line) for line in lines if line),
+                 shape="box", style="rounded,filled", group="spine",
+                 fillcolor=BLOCK_COLOURS.get(block.kind, "#eeeeee"), **outline)
+        ids.update((id(node), f"b{index}") for node in block.nodes)
+    edges: dict[tuple[str, str], None] = {}
+    for block in found:
+        for node in block.nodes:
+            for value in node.inputs:
+                tail = ids.get(id(value.node))
+                if tail is not None and tail != ids[id(node)]:
+                    edges[(tail, ids[id(node)])] = None
+    for index, value in enumerate(graph.outputs):
+        dot.node(f"out{index}", f"output {index}", **LEAF_STYLES["output"])
+        if id(value.node) in ids:
+            edges[(ids[id(value.node)], f"out{index}")] = None
+    for tail, head in edges:
+        dot.edge(tail, head)
+    return dot
+
+
+def draw_blocks(obj: Any, title: str = "plot", expand: Any = (), shape: dict | None = None
+                ) -> Drawing:
+    """A :class:`Drawing` of ``obj`` with one box per block (``lab.graphs.blocks``: by name
+    scope where names carry it, by structure where they do not); ``expand`` opens blocks
+    by name (``True``: all); ``shape`` gives a Symbol's input shapes (the boxes' types)."""
+    graph, params = as_graph(obj, shape)
+    found = blocks(graph)
+    text = f"{summary(graph, params)}; {len(found)} blocks"
+    return Drawing(to_block_dot(graph, found, title, params, expand), text)
 
 
 def _calls(graph: Any) -> list[Any]:
@@ -216,8 +311,9 @@ def _label(node: Any, canvas: _Canvas) -> str:
     from hybridlab.graph.ir import format_type
 
     if node.kind == "var":  # a layout pass's copy says whose: "= fc_weight transposed"
-        source = dict(node.attrs).get(LAYOUT_OF)
-        lines = [node.name] + ([f"= {source} transposed"] if source else [])
+        source, folded = dict(node.attrs).get(LAYOUT_OF), dict(node.attrs).get(FOLDED_FROM)
+        lines = [node.name] + ([f"= {source} transposed"] if source else []) + (
+            [f"= {folded[0]} with {folded[2].removesuffix('_gamma')} folded"] if folded else [])
     elif node.kind == "const":
         lines = [f"const {node.value.item():g}" if node.value.size == 1 else "const"]
     else:
@@ -293,8 +389,11 @@ class Drawing:
     def png(self) -> bytes | None:
         """The rendered PNG (rendered once), or None without ``dot``: what a reader that
         shows no SVG (an untrusted notebook) displays instead."""
-        if self._png is None and self.svg() is not None:
-            self._png = self.dot.pipe(format="png")
+        if self._png is None and self.hint is None:  # one run of dot, not an SVG first
+            try:
+                self._png = self.dot.pipe(format="png")
+            except GraphvizNotFoundError as err:
+                self.hint = str(err)
         return self._png
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:

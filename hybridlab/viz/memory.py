@@ -13,6 +13,11 @@ which no placement can go below. Results kept in buffers of their own (the outpu
 caller keeps, chains allocated per call) are stacked above the arena. The title adds the
 planned peak and what a fresh array per result would allocate (unplanned).
 
+A real network's program (lesson 09) places thousands of results over thousands of steps:
+a box each would be a speck. Past :data:`MANY_BOXES` results the picture is the
+*profile* instead -- the bytes of results alive at each step (``lab.memory.live_profile``),
+under the same two lines -- and the step slider reads out what each step computes.
+
 :func:`~hybridlab.lab.memory.timeline` computes the boxes (the model, in ``hybridlab.lab``);
 :func:`memory_timeline` draws them with matplotlib and returns a bundle-ready figure.
 """
@@ -20,9 +25,9 @@ planned peak and what a fresh array per result would allocate (unplanned).
 from __future__ import annotations
 
 import html
-from typing import Any
+from typing import Any, Sequence
 
-from hybridlab.lab.memory import MODES, Box, describe_step, live_bytes, timeline
+from hybridlab.lab.memory import MODES, Box, describe_step, live_bytes, live_profile, timeline
 from hybridlab.viz.bundle import AUTO_BUTTONS, NATURAL_SIZE, Instrument, canvas_png
 from hybridlab.viz.palette import KIND_COLOURS, OKABE_ITO, OTHER_COLOUR
 
@@ -39,6 +44,7 @@ def memory_timeline(obj: Any, shape: dict | None = None, backward: bool = False
     return figure, str(plan)
 
 
+MANY_BOXES = 300  # more results than this: the profile of bytes alive, not a box each
 LABEL_PT = 9  # a box's name, drawn only where it fits whole (never cut, never overlapping)
 
 
@@ -66,25 +72,43 @@ def draw(figure: Any, boxes: list[Box], plan: Any, step: int | None = None,
     # the plot area in points (about 6 x 2.3 inches of the 8 x 3.2 figure, legend aside)
     steps = max((box.last for box in boxes), default=0) + 1
     pt_per_step, pt_per_unit = 430 / steps, 165 / (max(total, plan.bound, 1) / scale * 1.15)
-    for box in boxes:  # from the step that writes it to the step that last reads it
-        left, width = (box.first, box.last - box.first) if box.last > box.first else \
-            (box.first - 0.45, 0.9)
-        live = step is None or box.first <= step <= box.last
-        for animated in (False, True) if artists is not None else (False,):
-            bar = axes.broken_barh(
-                [(left, width)], (box.low / scale, (box.high - box.low) / scale),
-                facecolor=KIND_COLOURS.get(box.kind, OTHER_COLOUR),
-                edgecolor=OKABE_ITO["vermillion"] if box.inplace else "#555555",
-                linewidth=1.6 if box.inplace else 0.6, hatch="///" if box.backward else None,
-                alpha=1.0 if live and (animated or artists is None) else 0.35,
-                animated=animated)
-            label = None
-            if fits(box.name, width * pt_per_step, (box.high - box.low) / scale * pt_per_unit):
-                label = axes.text(left + width / 2, (box.low + box.high) / 2 / scale, box.name,
-                                  ha="center", va="center", fontsize=LABEL_PT, clip_on=True,
-                                  animated=animated)
-            if animated and artists is not None:
-                artists.setdefault("live", []).append((box, bar, label))
+    if len(boxes) > MANY_BOXES:  # a real network: the bytes alive, not one box per result
+        profile = live_profile(boxes)
+        axes.fill_between(range(len(profile)), [b / scale for b in profile], step="mid",
+                          color=KIND_COLOURS["opaque"], edgecolor="#555555", linewidth=0.6,
+                          label=f"bytes of results alive ({len(boxes)} results)")
+    live = [step is None or box.first <= step <= box.last for box in boxes]
+    # a backward box is hatched where a hatch shows (8 points or more each way): hatching
+    # is most of a redraw's time, and on a box a few pixels wide it is invisible anyway
+    hatched = [box.backward and _span(box)[1] * pt_per_step >= 8
+               and (box.high - box.low) / scale * pt_per_unit >= 8 for box in boxes]
+    # a real network has thousands of steps: a box is at least 2 points wide, and one
+    # too small for an edge has none (else its edge would be all that shows of it)
+    fit = (scale, 2 / pt_per_step, 4 / pt_per_step, 4 / pt_per_unit * scale)
+    for hatch in (False, True):  # one collection per hatch: thousands of boxes, two artists
+        chosen = [i for i in range(len(boxes)) if hatched[i] == hatch
+                  and len(boxes) <= MANY_BOXES]
+        if not chosen:
+            continue
+        faded = _collection(boxes, chosen, fit, [0.35 if artists is not None or not live[i]
+                                                    else 1.0 for i in chosen], hatch)
+        axes.add_collection(faded)
+        if artists is not None:  # the full copy, drawn by the explorer over the live boxes
+            top = _collection(boxes, chosen, fit, [1.0] * len(chosen), hatch)
+            top.set_animated(True)
+            axes.add_collection(top)
+            looks = (top.get_facecolor().copy(), top.get_edgecolor().copy(),
+                     list(top.get_linewidth()))  # per chosen box, picked per step
+            artists.setdefault("live", []).append((top, chosen, _rectangles(boxes, fit),
+                                                   looks))
+    for box in boxes if len(boxes) <= MANY_BOXES else ():  # a name only where it fits whole
+        left, width = _span(box)
+        if fits(box.name, width * pt_per_step, (box.high - box.low) / scale * pt_per_unit):
+            label = axes.text(left + width / 2, (box.low + box.high) / 2 / scale, box.name,
+                              ha="center", va="center", fontsize=LABEL_PT, clip_on=True,
+                              animated=artists is not None)
+            if artists is not None:
+                artists.setdefault("labels", []).append((box, label))
     axes.axhline(plan.buffer_bytes[0] / scale, color=OKABE_ITO["blue"], linestyle="-",
                  linewidth=1, label=f"end of the shared arena: {plan.buffer_bytes[0]} bytes")
     axes.axhline(plan.bound / scale, color=OKABE_ITO["vermillion"], linestyle="--",
@@ -100,22 +124,67 @@ def draw(figure: Any, boxes: list[Box], plan: Any, step: int | None = None,
                          ha="right", va="top", fontsize=9, animated=artists is not None)
         if artists is not None:
             artists.update(step=line, text=text)
-    kinds = sorted({box.kind for box in boxes})
+    kinds = sorted({box.kind for box in boxes}) if len(boxes) <= MANY_BOXES else []
     handles = [Patch(facecolor=KIND_COLOURS.get(k, OTHER_COLOUR), edgecolor="#555555",
                      label=k) for k in kinds]
-    handles.append(Patch(facecolor="white", edgecolor=OKABE_ITO["vermillion"],
-                         label="in place over its input"))
-    if first_backward is not None:
+    if kinds:
+        handles.append(Patch(facecolor="white", edgecolor=OKABE_ITO["vermillion"],
+                             label="in place over its input"))
+    if first_backward is not None and kinds:
         handles.append(Patch(facecolor="white", edgecolor="#555555", hatch="///",
                              label="computed by the backward"))
     axes.legend(handles=[*axes.get_legend_handles_labels()[0], *handles], fontsize=9,
                 loc="upper left", bbox_to_anchor=(1.01, 1))
     axes.set(xlabel="program step (node)",
-             ylabel=f"byte offset ({unit}):\narena, then own buffers",
-             ylim=(0, max(total, plan.bound, 1) / scale * 1.15))
+             ylabel=f"byte offset ({unit}):\narena, then own buffers" if kinds else
+             f"bytes alive ({unit})", ylim=(0, max(total if kinds else 0, plan.bound, 1)
+                                            / scale * 1.15))
     axes.set_title(f"{len(boxes)} results placed; peak {plan.planned} bytes (scratch "
-                   f"{plan.workspace} included), {plan.unplanned} unplanned", fontsize=9)
+                   f"{plan.workspace} included), {plan.unplanned} unplanned", fontsize=9,
+                   loc="left")  # a long title runs right, over the legend's margin
     return figure
+
+
+def _span(box: Box) -> tuple[float, float]:
+    """(left, width) in steps: from the step that writes it to the step that last reads it."""
+    return (box.first, box.last - box.first) if box.last > box.first else (box.first - 0.45, 0.9)
+
+
+Fit = tuple[float, float, float, float]  # bytes per unit; least width, edged width, height
+
+
+def _rectangles(boxes: list[Box], fit: Fit) -> Any:
+    """Every box's corners, an array (n, 4, 2) in the axes' data units (at least
+    ``fit[1]`` steps wide, centred on its span)."""
+    import numpy as np
+
+    corners = np.empty((len(boxes), 4, 2))
+    for i, box in enumerate(boxes):
+        left, width = _span(box)
+        if width < fit[1]:
+            left, width = left + width / 2 - fit[1] / 2, fit[1]
+        low, high = box.low / fit[0], box.high / fit[0]
+        corners[i] = ((left, low), (left + width, low), (left + width, high), (left, high))
+    return corners
+
+
+def _collection(boxes: list[Box], chosen: list[int], fit: Fit, alphas: list[float],
+                hatch: bool) -> Any:
+    """The ``chosen`` boxes as one PolyCollection: colour by kind, a red edge in place,
+    hatched (``hatch``) when computed by the backward."""
+    from matplotlib.collections import PolyCollection
+    from matplotlib.colors import to_rgba
+
+    picked = [boxes[i] for i in chosen]
+    return PolyCollection(
+        _rectangles(picked, fit),
+        facecolors=[to_rgba(KIND_COLOURS.get(b.kind, OTHER_COLOUR), a)
+                    for b, a in zip(picked, alphas)],
+        edgecolors=[to_rgba(OKABE_ITO["vermillion"] if b.inplace else "#555555", a)
+                    for b, a in zip(picked, alphas)],
+        linewidths=[0.0 if _span(b)[1] < fit[2] or b.high - b.low < fit[3] else
+                    1.6 if b.inplace else 0.6 for b in picked],
+        hatch="///" if hatch else None)
 
 
 def step_text(boxes: list[Box], step: int) -> str:
@@ -126,15 +195,20 @@ class MemoryExplorer(Instrument):
     """The timeline as a widget: forward or forward + backward, and a step slider that
     names the result computed at that step and the results alive across it."""
 
-    MODES = MODES
+    MODES: tuple[str, ...] = MODES
 
-    def __init__(self, obj: Any, shape: dict | None = None, backward: bool = False) -> None:
+    def __init__(self, obj: Any, shape: dict | None = None, backward: bool = False,
+                 modes: Sequence[str] = MODES) -> None:
         import ipywidgets as widgets
         from matplotlib.figure import Figure
 
+        if not modes or set(modes) - set(MODES) or MODES[int(backward)] not in modes:
+            raise ValueError(f"modes={list(modes)!r}: give some of {list(MODES)}, including "
+                             f"the program shown first ({MODES[int(backward)]!r})")
+        self.MODES = tuple(m for m in MODES if m in modes)  # the programs this one offers
         self.plans = {mode: timeline(obj, shape, mode != "forward") for mode in self.MODES}
         self.mode = widgets.ToggleButtons(options=list(self.MODES),
-                                          value=self.MODES[int(backward)], description="program",
+                                          value=MODES[int(backward)], description="program",
                                           style=AUTO_BUTTONS)
         self.step = widgets.IntSlider(value=0, min=0, description="step",
                                       continuous_update=False)
@@ -183,11 +257,18 @@ class MemoryExplorer(Instrument):
         figure, artists, background = self._drawn[self.mode.value]
         step, canvas, axes = self.step.value, figure.canvas, figure.axes[0]
         canvas.restore_region(background)
-        for box, bar, label in artists["live"]:
+        for top, chosen, corners, (faces, edges, widths) in artists.get("live", ()):
+            alive = [k for k, i in enumerate(chosen) if boxes[i].first <= step <= boxes[i].last]
+            if not alive:  # only the boxes alive at this step are drawn over the faded ones
+                continue
+            top.set_verts(corners[[chosen[k] for k in alive]])
+            top.set_facecolor(faces[alive])
+            top.set_edgecolor(edges[alive])
+            top.set_linewidth([widths[k] for k in alive])
+            axes.draw_artist(top)
+        for box, label in artists.get("labels", []):
             if box.first <= step <= box.last:
-                axes.draw_artist(bar)
-                if label is not None:
-                    axes.draw_artist(label)
+                axes.draw_artist(label)
         artists["step"].set_xdata([step, step])
         artists["text"].set_text(step_text(boxes, step))
         axes.draw_artist(artists["step"])
@@ -203,7 +284,9 @@ class MemoryExplorer(Instrument):
         return self.png
 
 
-def memory_explorer(obj: Any, shape: dict | None = None, backward: bool = False
-                    ) -> MemoryExplorer:
-    """The memory timeline of ``obj`` as a widget (see :class:`MemoryExplorer`)."""
-    return MemoryExplorer(obj, shape, backward)
+def memory_explorer(obj: Any, shape: dict | None = None, backward: bool = False,
+                    modes: Sequence[str] = MODES) -> MemoryExplorer:
+    """The memory timeline of ``obj`` as a widget (see :class:`MemoryExplorer`); ``modes``
+    the programs it offers (a real network's forward + backward takes a while to plan:
+    ``modes=["forward"]`` leaves it out)."""
+    return MemoryExplorer(obj, shape, backward, modes)

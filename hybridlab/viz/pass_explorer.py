@@ -27,21 +27,31 @@ from __future__ import annotations
 import html
 from typing import Any, Sequence
 
-from hybridlab.lab.graphs import summary
+from hybridlab.lab.graphs import blocks, summary
 from hybridlab.lab.memory import memory_notes
 from hybridlab.lab.passes import PassModel
 from hybridlab.viz.bundle import Instrument, encode_png
-from hybridlab.viz.graph import Drawing, to_dot
+from hybridlab.viz.graph import BIG_GRAPH, Drawing, to_block_dot, to_dot
 from hybridlab.viz.views import CODE_STYLE
 
 
-def stage_drawing(model: PassModel, index: int) -> Drawing:
+def stage_drawing(model: PassModel, index: int, block: str | None = None) -> Drawing:
     """Stage ``index`` drawn: the nodes the pass made outlined in red, the memory plan
-    written on the nodes at the last stage."""
+    written on the nodes at the last stage. A real network (more than ``BIG_GRAPH``
+    nodes) is drawn one box per block, a block the pass changed outlined in red, and
+    ``block`` (by name, when the stage has it) open."""
     stage = model.stages[index]
+    if len(stage.graph.nodes) > BIG_GRAPH:
+        found = blocks(stage.graph)
+        opened = [block] if block in {b.name for b in found} else []
+        return Drawing(to_block_dot(stage.graph, found, "plot", model.params, opened,
+                                    highlight=stage.new), summary(stage.graph, model.params))
     notes = memory_notes(stage.graph) if stage.name == "plan_memory" else {}
     return Drawing(to_dot(stage.graph, "plot", model.params, notes=notes,
                           highlight=stage.new), summary(stage.graph, model.params))
+
+
+CLOSED = "(none)"  # the block menu's first choice: every block drawn closed
 
 
 class PassExplorer(Instrument):
@@ -51,6 +61,7 @@ class PassExplorer(Instrument):
         import ipywidgets as widgets
 
         self.model = model
+        self._pngs: dict[tuple[int, str], bytes | None] = {}  # each view rendered once
         last = len(model.stages) - 1
         self.slider = widgets.IntSlider(value=last if stage is None else stage, min=0,
                                         max=last, description="stage",
@@ -58,16 +69,28 @@ class PassExplorer(Instrument):
         self.headline = widgets.HTML()
         self.picture = widgets.HTML()
         self.text = widgets.HTML()
-        self.slider.observe(lambda change: self.refresh(), names="value")
-        self.widget = widgets.VBox([self.slider, self.headline,
-                                    widgets.HBox([self.picture, self.text])])
+        # the output channel whose numbers the BatchNorm-folding stage shows
+        self.channel = widgets.BoundedIntText(value=model.channel, min=0, max=1 << 20,
+                                              description="channel")
+        # a real network is drawn by blocks: the one to open (the input graph's names)
+        graph = model.stages[0].graph
+        names = [b.name for b in blocks(graph)] if len(graph.nodes) > BIG_GRAPH else []
+        self.block = widgets.Dropdown(options=[CLOSED, *names], value=CLOSED,
+                                      description="open block")
+        if not names:
+            self.block.layout.display = "none"
+        for control in (self.slider, self.channel, self.block):
+            control.observe(lambda change: self.refresh(), names="value")
+        self.widget = widgets.VBox([widgets.HBox([self.slider, self.channel, self.block]),
+                                    self.headline, widgets.HBox([self.picture, self.text])])
         self.widget.add_class("hybridlab-pass-explorer")
         self.refresh()
 
     def refresh(self) -> None:
         index, model = self.slider.value, self.model
+        model.channel = self.channel.value
         self.headline.value = f"<b>{html.escape(model.headline(index))}</b>"
-        png = stage_drawing(model, index).png()
+        png = self.snapshot_png()
         # at its natural size (its text as drawn), scrolled when wider than its half
         self.picture.value = (f'<div style="max-width:600px;overflow:auto">'
                               f'<img src="data:image/png;base64,{encode_png(png)}" '
@@ -76,20 +99,34 @@ class PassExplorer(Instrument):
         text = model.diff(index)
         if index == len(model.stages) - 1:
             text += "\n\n# generated source\n" + model.source
-        changes = "".join(f"<li>{html.escape(c)}</li>" for c in model.stages[index].changes)
+        changes = "".join(f"<li>{html.escape(c)}</li>" for c in model.stages[index].changes[:20])
+        more = len(model.stages[index].changes) - 20
+        changes += f"<li>... and {more} more</li>" if more > 0 else ""
+        note = model.fold_note(index)  # the folding stage's arithmetic, on real numbers
+        note = f"<pre style='{CODE_STYLE}'>{html.escape(note)}</pre>" if note else ""
         self.text.value = (f"<div style='margin-left:1em;max-width:560px'><ul>{changes}</ul>"
-                           f"<pre style='{CODE_STYLE}'>{html.escape(text)}</pre></div>")
+                           f"{note}<pre style='{CODE_STYLE}'>{html.escape(text)}</pre></div>")
 
     def summary(self) -> str:
         return self.model.summary(self.slider.value)
 
     def snapshot_png(self) -> bytes | None:
-        return stage_drawing(self.model, self.slider.value).png()
+        key = (self.slider.value, self.block.value)
+        if key not in self._pngs:
+            opened = None if self.block.value == CLOSED else self.block.value
+            self._pngs[key] = stage_drawing(self.model, self.slider.value, opened).png()
+        return self._pngs[key]
 
 
-def pass_explorer(obj: Any, passes: Sequence[Any] = (), stage: int | None = None,
-                  shape: dict | None = None) -> PassExplorer:
+def pass_explorer(obj: Any, passes: Sequence[Any] = (), stage: int | str | None = None,
+                  shape: dict | None = None, values: dict | None = None,
+                  channel: int = 0) -> PassExplorer:
     """The explorer over ``obj`` (a Symbol -- give its input ``shape`` for the memory plan
     -- a graph IR, or a hybridized block that ran), with your ``passes`` added to the
-    pipeline; it opens at ``stage`` (default: the last)."""
-    return PassExplorer(PassModel(obj, passes, shape), stage)
+    pipeline; it opens at ``stage`` (an index or a pass's name; default: the last). The
+    BatchNorm-folding stage shows its arithmetic for output ``channel`` with the block's
+    parameters (or ``values``, name -> array, for a Symbol)."""
+    model = PassModel(obj, passes, shape, values, channel)
+    if isinstance(stage, str):
+        stage = model.stage_index(stage)
+    return PassExplorer(model, stage)

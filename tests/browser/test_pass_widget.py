@@ -21,11 +21,11 @@ def test_the_stage_slider_changes_the_drawing(page, lab: Lab) -> None:
     widget = run_instrument(page, lab, "passes.ipynb", CELLS, "hybridlab-pass-explorer",
                             "the pass explorer")
     headline = widget.locator(".widget-html", has_text="stage")
-    expect(headline).to_contain_text("stage 6/6: plan_memory", timeout=STEP_MS)
+    expect(headline).to_contain_text("stage 7/7: plan_memory", timeout=STEP_MS)
     picture = widget.locator("img").first
     before = picture.get_attribute("src")
 
     widget.locator(".noUi-handle").press("Home")  # the first stage: the input graph
 
-    expect(headline).to_contain_text("stage 0/6: the input graph", timeout=STEP_MS)
+    expect(headline).to_contain_text("stage 0/7: the input graph", timeout=STEP_MS)
     expect(picture).not_to_have_attribute("src", before, timeout=STEP_MS)

@@ -188,6 +188,17 @@ def test_slicing_a_sequential_gives_a_container_of_the_same_children(container):
     np.testing.assert_allclose(middle(x).asnumpy(), net[2](net[1](x)).asnumpy(), rtol=1e-6)
 
 
-def test_grouped_convolution_is_refused_when_the_layer_is_built():
-    with pytest.raises(mx.errors.AttributeValueError, match=r"Conv2D\(groups=2\).*Fix: groups=1"):
-        nn.Conv2D(4, kernel_size=3, groups=2)
+def test_grouped_convolution_layer_equals_one_convolution_per_group():
+    mx.random.seed(1)
+    layer = nn.Conv2D(4, kernel_size=3, groups=2, in_channels=4)
+    layer.initialize()
+    x = mx.nd.random.uniform(shape=(1, 4, 5, 5))
+    w, b = layer.weight.data(), layer.bias.data()
+    halves = [mx.nd.Convolution(x[:, 2 * i:2 * i + 2], w[2 * i:2 * i + 2], b[2 * i:2 * i + 2],
+                                kernel=(3, 3), num_filter=2) for i in range(2)]
+    np.testing.assert_allclose(layer(x).asnumpy(), mx.nd.concat(*halves, dim=1).asnumpy(),
+                               rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="groups=3 must divide"):
+        nn.Conv2D(4, kernel_size=3, groups=3)
+
+

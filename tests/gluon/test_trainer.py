@@ -106,3 +106,50 @@ def test_a_step_is_one_engine_op_and_backward_stores_every_gradient_in_one():
     assert set(updates[0].writes) == {str(w.data()._var), str(b.data()._var)}
     np.testing.assert_allclose(w.data().asnumpy(), [0.9, -2.2], rtol=1e-6)  # g = [1, 2]
     np.testing.assert_allclose(b.data().asnumpy(), [0.45, 0.45], rtol=1e-6)  # g = 1/2
+
+
+def test_lr_mult_and_wd_mult_scale_each_parameters_update():
+
+    x = gluon.Parameter("x", shape=(3,), lr_mult=0.5, init="ones")
+    y = gluon.Parameter("y", shape=(3,), wd_mult=0.0, init="ones")
+    for p in (x, y):
+        p.initialize()
+    trainer = gluon.Trainer([x, y], "sgd", {"learning_rate": 1.0, "wd": 0.1})
+    with autograd.record():
+        (x.data() + y.data()).sum().backward()
+    trainer.step(1)
+    # w -= lr * lr_mult * (g + wd * wd_mult * w)
+    np.testing.assert_allclose(x.data().asnumpy(), 1 - 0.5 * (1 + 0.1), rtol=1e-6)
+    np.testing.assert_allclose(y.data().asnumpy(), 1 - 1.0 * (1 + 0.0), atol=1e-7)
+    x.lr_mult = 2.0  # read at every step, as MXNet's optimizer does
+    with autograd.record():
+        (x.data() * 1).sum().backward()
+    before = x.data().asnumpy()
+    trainer.step(1)
+    np.testing.assert_allclose(x.data().asnumpy(), before - 2.0 * (1 + 0.1 * before), rtol=1e-6)
+
+
+def test_an_lr_scheduler_sets_the_rate_of_each_step_and_states_round_trip(tmp_path):
+    import hybridlab as mx
+
+    x = gluon.Parameter("x", shape=(2,), init="zeros")
+    x.initialize()
+    schedule = mx.lr_scheduler.FactorScheduler(2, factor=0.1, base_lr=1.0)
+    trainer = gluon.Trainer([x], "sgd", {"learning_rate": 1.0, "lr_scheduler": schedule,
+                                         "momentum": 0.5})
+    rates = []
+    for _ in range(5):
+        with autograd.record():
+            (x.data() + 1).sum().backward()
+        trainer.step(1)
+        rates.append(trainer.learning_rate)
+    np.testing.assert_allclose(rates, [1.0, 1.0, 0.1, 0.1, 0.01])
+    with pytest.raises(UserWarning, match="lr_scheduler sets the learning rate"):
+        trainer.set_learning_rate(0.5)
+    trainer.save_states(str(tmp_path / "t.states"))
+    key = ("x", x.list_ctx()[0])  # the optimizer's state of x on its one device
+    momentum = trainer._states[key][0].copy()
+    trainer._states[key][0][:] = 0
+    trainer.load_states(str(tmp_path / "t.states"))
+    np.testing.assert_array_equal(trainer._states[key][0], momentum)
+    assert trainer._steps == 5

@@ -14,7 +14,13 @@ from hybridlab.gluon import nn
 from hybridlab.graph import ir
 from hybridlab.graph.cached_op import CachedOp
 from hybridlab.graph.evaluate import evaluate
-from hybridlab.graph.passes import PIPELINE, PassContext, lower_operators, run_pipeline
+from hybridlab.graph.passes import (
+    PIPELINE,
+    PassContext,
+    fold_batchnorm,
+    lower_operators,
+    run_pipeline,
+)
 from hybridlab.ops import OPS
 
 LAYER_OPS = sorted(name for name, op in OPS.items() if op.lower is not None)
@@ -25,7 +31,8 @@ X = RNG.normal(size=(4, 3, 5)).astype(np.float32)
 def test_the_layer_operators_are_mxnets():
     assert LAYER_OPS == ["Activation", "BatchNorm", "Dropout", "Embedding", "LRN",
                          "log_softmax", "softmax"]
-    assert PIPELINE[0] is lower_operators
+    # lowering comes first, after the one pass that reads a layer operator whole
+    assert PIPELINE[:2] == (fold_batchnorm, lower_operators)
 
 
 # one call per layer operator: (build with F, the inputs)
@@ -178,9 +185,11 @@ def test_the_pass_explorer_pipeline_shows_the_lowering_first():
     graph = ir.infer_shapes(sym.softmax(sym.Activation(x, act_type="tanh")).to_graph(),
                             [ir.Aval((2, 3), np.dtype("float32"))])
     final, records = run_pipeline(graph)
-    assert records[0].name == "lower_operators" and len(records[0].changes) == 2
-    assert {n.op for n in records[0].before.nodes} >= {"Activation", "softmax"}
-    assert {"tanh", "exp", "max", "sum"} <= {n.op for n in records[0].after.nodes}
+    assert records[0].name == "fold_batchnorm" and records[0].after is graph  # no BatchNorm
+    lowering = records[1]
+    assert lowering.name == "lower_operators" and len(lowering.changes) == 2
+    assert {n.op for n in lowering.before.nodes} >= {"Activation", "softmax"}
+    assert {"tanh", "exp", "max", "sum"} <= {n.op for n in lowering.after.nodes}
     np.testing.assert_allclose(evaluate(final, np.zeros((2, 3), np.float32))[0], 1 / 3,
                                rtol=1e-6)
 

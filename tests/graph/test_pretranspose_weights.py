@@ -68,15 +68,15 @@ def test_cached_op_keeps_one_transposed_copy_per_weight_buffer():
     np.testing.assert_allclose(layout(*inputs).asnumpy(), expected, rtol=1e-5, atol=1e-6)
     assert f"dot_c(data, {net[0].weight.name}__T)" in layout.code
     layouts = layout._last.layouts
-    first = [transposed for _, transposed in layouts.held]
+    first = list(layouts.held[1])
     layout(*inputs).wait_to_read()  # the same buffers: the copies are reused
-    assert all(a is b for a, (_, b) in zip(first, layouts.held))
+    assert all(a is b for a, b in zip(first, layouts.held[1]))
     weight = params[net[0].weight.name]
     weight.set_data(weight.data() * 2)  # a new buffer: the copy is made again
     inputs = [x if n == "data" else params[n].data() for n in graph.list_inputs()]
     np.testing.assert_allclose(layout(*inputs).asnumpy(), plain(*inputs).asnumpy(),
                                rtol=1e-5, atol=1e-6)
-    assert layouts.held[0][1] is not first[0] and layouts.held[1][1] is first[1]
+    assert layouts.held[1][0] is not first[0] and layouts.held[1][1] is first[1]
 
 
 def test_hybridize_takes_passes_and_training_stays_correct():

@@ -131,6 +131,7 @@ ROWS: list[Row] = [
     Row("_maximum_scalar", [(2, 3)], lambda x: np.maximum(x, 0.1), {"scalar": 0.1}),
     Row("_minimum_scalar", [(2, 3)], lambda x: np.minimum(x, 0.1), {"scalar": 0.1}),
     Row("_copy", [(2, 3)], lambda x: x.copy()),
+    Row("_copyto", [(2, 3)], lambda x: x.copy()),
     Row("relu", [(2, 3)], lambda x: np.where(x > 0, x, 0)),
     Row("tan", [(2, 3)], np.tan, low=-1.0, high=1.0),
     Row("arcsin", [(2, 3)], np.arcsin, low=-0.9, high=0.9),

@@ -9,8 +9,10 @@ to ONNX and draws like any block. The parameter names follow MXNet's (``resnetv1
 weight``), so weights saved by MXNet's model zoo load with ``load_parameters``.
 
 hybridlab downloads nothing: ``pretrained=True`` is refused with the way to get weights
-(MXNet's ``.params`` file, loaded with ``net.load_parameters``). MobileNet is missing:
-it needs grouped (depthwise) convolution, which hybridlab's ``Convolution`` does not have.
+(MXNet's ``.params`` file, loaded with ``net.load_parameters``). MobileNet's depthwise
+convolutions are ``Conv2D(groups=channels)`` (NOTE [Groups] in ops/conv.py); Inception v3's
+branches run side by side in ``contrib.nn.HybridConcurrent`` and needs 299x299 images
+(its last pooling window is MXNet's fixed 8x8).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from hybridlab.gluon.block import HybridBlock
+from hybridlab.gluon.contrib.nn import HybridConcurrent
 from hybridlab.gluon.nn import (
     Activation,
     AvgPool2D,
@@ -39,16 +42,10 @@ def _no_pretrained(name: str, pretrained: bool) -> None:
                          f"file: net.load_parameters('{name}-0000.params')")
 
 
-class _Concurrent(HybridSequential):
-    """Children side by side on one input, outputs concatenated on the channel axis."""
-
-    def hybrid_forward(self, F: Any, x: Any) -> Any:
-        return F.concat(*[block(x) for block in self._children.values()], dim=1)
-
-
-def _conv_bn(channels: int, kernel: int, stride: int = 1, pad: int = 0,
-             relu: bool = True) -> list:
-    layers = [Conv2D(channels, kernel, stride, pad, use_bias=False), BatchNorm()]
+def _conv_bn(channels: int, kernel: Any, stride: int = 1, pad: Any = 0, relu: bool = True,
+             groups: int = 1, epsilon: float = 1e-5) -> list:
+    layers = [Conv2D(channels, kernel, stride, pad, groups=groups, use_bias=False),
+              BatchNorm(epsilon=epsilon)]
     return layers + [Activation("relu")] if relu else layers
 
 
@@ -178,7 +175,7 @@ class ResNet(HybridBlock):
 def _fire(squeeze: int, expand: int) -> HybridSequential:
     out = HybridSequential(prefix="")
     out.add(Conv2D(squeeze, 1, activation="relu"))
-    both = _Concurrent(prefix="")
+    both = HybridConcurrent(axis=1, prefix="")
     both.add(Conv2D(expand, 1, activation="relu"), Conv2D(expand, 3, padding=1,
                                                           activation="relu"))
     out.add(both)
@@ -256,6 +253,167 @@ class DenseNet(HybridBlock):
         return self.output(self.features(x))
 
 
+# --- MobileNet v1 / v2 ------------------------------------------------------------------
+class MobileNet(HybridBlock):
+    """Depthwise-separable convolutions: a 3x3 convolution per channel (groups = channels),
+    then a 1x1 convolution mixing the channels; ``multiplier`` thins every layer."""
+
+    def __init__(self, multiplier: float = 1.0, classes: int = 1000, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        width = [int(c * multiplier) for c in [32, 64, 128, 128, 256, 256] + [512] * 6
+                 + [1024, 1024]]
+        strides = [1, 2] * 3 + [1] * 5 + [2, 1]
+        with self.name_scope():
+            self.features = HybridSequential(prefix="")
+            with self.features.name_scope():
+                self.features.add(*_conv_bn(width[0], 3, 2, 1))
+                for depthwise, channels, stride in zip(width, width[1:], strides):
+                    self.features.add(*_conv_bn(depthwise, 3, stride, 1, groups=depthwise),
+                                      *_conv_bn(channels, 1))
+                self.features.add(GlobalAvgPool2D(), Flatten())
+            self.output = Dense(classes)
+
+    def hybrid_forward(self, F: Any, x: Any) -> Any:
+        return self.output(self.features(x))
+
+
+class BottleNeck(HybridBlock):
+    """MobileNet v2's unit: widen ``t`` times (1x1), depthwise 3x3, narrow (1x1, linear);
+    the input is added back when the shapes allow."""
+
+    def __init__(self, in_channels: int, channels: int, t: int, stride: int,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._shortcut = stride == 1 and in_channels == channels
+        wide = in_channels * t
+        with self.name_scope():
+            self.out = HybridSequential()
+            self.out.add(*_conv_bn(wide, 1), *_conv_bn(wide, 3, stride, 1, groups=wide),
+                         *_conv_bn(channels, 1, relu=False))
+
+    def hybrid_forward(self, F: Any, x: Any) -> Any:
+        out = self.out(x)
+        return F.elemwise_add(out, x) if self._shortcut else out
+
+
+class MobileNetV2(HybridBlock):
+    def __init__(self, multiplier: float = 1.0, classes: int = 1000, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        widths = [int(c * multiplier) for c in [32, 16, 24, 24, 32, 32, 32] + [64] * 4
+                  + [96] * 3 + [160] * 3 + [320]]
+        strides = [1, 2, 1, 2, 1, 1, 2, 1, 1, 1, 1, 1, 1, 2, 1, 1, 1]
+        with self.name_scope():
+            self.features = HybridSequential(prefix="features_")
+            with self.features.name_scope():
+                self.features.add(*_conv_bn(widths[0], 3, 2, 1))
+                for i, stride in enumerate(strides):
+                    self.features.add(BottleNeck(widths[i], widths[i + 1],
+                                                        1 if i == 0 else 6, stride))
+                self.features.add(*_conv_bn(int(1280 * multiplier) if multiplier > 1 else 1280,
+                                            1), GlobalAvgPool2D())
+            self.output = HybridSequential(prefix="output_")
+            with self.output.name_scope():
+                self.output.add(Conv2D(classes, 1, use_bias=False, prefix="pred_"),
+                                Flatten(prefix="flat_"))
+
+    def hybrid_forward(self, F: Any, x: Any) -> Any:
+        return self.output(self.features(x))
+
+
+# --- Inception v3 -----------------------------------------------------------------------
+def _branch(pool: str | None, *convs: tuple) -> HybridSequential:
+    """One Inception branch: an optional pooling, then conv-BN-relu units given as
+    ``(channels, kernel, stride, padding)``."""
+    out = HybridSequential(prefix="")
+    if pool == "avg":
+        out.add(AvgPool2D(3, 1, 1))
+    elif pool == "max":
+        out.add(MaxPool2D(3, 2))
+    for channels, kernel, stride, pad in convs:
+        out.add(*_conv_bn(channels, kernel, stride or 1, pad or 0, epsilon=0.001))
+    return out
+
+
+def _mixed(prefix: str, *branches: Callable[[], HybridBlock]) -> HybridConcurrent:
+    """The branches side by side, built inside the block's name scope (``A1_conv0_``)."""
+    out = HybridConcurrent(axis=1, prefix=prefix)
+    with out.name_scope():
+        out.add(*[build() for build in branches])
+    return out
+
+
+def _inception_a(pool_features: int, prefix: str) -> HybridConcurrent:
+    return _mixed(prefix, lambda: _branch(None, (64, 1, None, None)),
+                  lambda: _branch(None, (48, 1, None, None), (64, 5, None, 2)),
+                  lambda: _branch(None, (64, 1, None, None), (96, 3, None, 1),
+                                  (96, 3, None, 1)),
+                  lambda: _branch("avg", (pool_features, 1, None, None)))
+
+
+def _inception_c(c7: int, prefix: str) -> HybridConcurrent:
+    row, col = ((1, 7), (0, 3)), ((7, 1), (3, 0))
+    return _mixed(prefix, lambda: _branch(None, (192, 1, None, None)),
+                  lambda: _branch(None, (c7, 1, None, None), (c7, row[0], None, row[1]),
+                                  (192, col[0], None, col[1])),
+                  lambda: _branch(None, (c7, 1, None, None), (c7, col[0], None, col[1]),
+                                  (c7, row[0], None, row[1]), (c7, col[0], None, col[1]),
+                                  (192, row[0], None, row[1])),
+                  lambda: _branch("avg", (192, 1, None, None)))
+
+
+def _split_3x3(first: tuple, *rest: tuple) -> HybridSequential:
+    """A branch ending in a 1x3 and a 3x1 convolution side by side (Inception's E)."""
+    out = HybridSequential(prefix="")
+    out.add(_branch(None, first, *rest))
+    both = HybridConcurrent(axis=1, prefix="")
+    both.add(_branch(None, (384, (1, 3), None, (0, 1))), _branch(None, (384, (3, 1), None,
+                                                                        (1, 0))))
+    out.add(both)
+    return out
+
+
+def _inception_e(prefix: str) -> HybridConcurrent:
+    return _mixed(prefix, lambda: _branch(None, (320, 1, None, None)),
+                  lambda: _split_3x3((384, 1, None, None)),
+                  lambda: _split_3x3((448, 1, None, None), (384, 3, None, 1)),
+                  lambda: _branch("avg", (192, 1, None, None)))
+
+
+class Inception3(HybridBlock):
+    """Inception v3 for 299x299 images: stem convolutions, then mixed blocks whose
+    branches (1x1, 5x5, stacked 3x3, factorised 1x7/7x1, pooling) are concatenated."""
+
+    def __init__(self, classes: int = 1000, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        with self.name_scope():
+            self.features = HybridSequential(prefix="")
+            for channels, kernel, stride, pad in ((32, 3, 2, 0), (32, 3, 1, 0), (64, 3, 1, 1)):
+                self.features.add(*_conv_bn(channels, kernel, stride, pad, epsilon=0.001))
+            self.features.add(MaxPool2D(3, 2), *_conv_bn(80, 1, epsilon=0.001),
+                              *_conv_bn(192, 3, epsilon=0.001), MaxPool2D(3, 2))
+            self.features.add(_inception_a(32, "A1_"), _inception_a(64, "A2_"),
+                              _inception_a(64, "A3_"))
+            self.features.add(_mixed("B_", lambda: _branch(None, (384, 3, 2, None)),
+                                     lambda: _branch(None, (64, 1, None, None),
+                                                     (96, 3, None, 1), (96, 3, 2, None)),
+                                     lambda: _branch("max")))
+            for i, c7 in enumerate((128, 160, 160, 192)):
+                self.features.add(_inception_c(c7, f"C{i + 1}_"))
+            self.features.add(_mixed("D_", lambda: _branch(None, (192, 1, None, None),
+                                                           (320, 3, 2, None)),
+                                     lambda: _branch(None, (192, 1, None, None),
+                                                     (192, (1, 7), None, (0, 3)),
+                                                     (192, (7, 1), None, (3, 0)),
+                                                     (192, 3, 2, None)),
+                                     lambda: _branch("max")))
+            self.features.add(_inception_e("E1_"), _inception_e("E2_"), AvgPool2D(8),
+                              Dropout(0.5))
+            self.output = Dense(classes)
+
+    def hybrid_forward(self, F: Any, x: Any) -> Any:
+        return self.output(self.features(x))
+
+
 # --- the constructors MXNet's model zoo has ---------------------------------------------
 def _constructor(name: str, build: Callable[..., HybridBlock]) -> Callable[..., HybridBlock]:
     def make(pretrained: bool = False, ctx: Any = None, root: Any = None,
@@ -282,6 +440,13 @@ for _version in ("1.0", "1.1"):
 for _n in _DENSENET_SPEC:
     _MODELS[f"densenet{_n}"] = _constructor(
         f"densenet{_n}", lambda n=_n, **kw: DenseNet(*_DENSENET_SPEC[n], **kw))
+for _m in ("1.0", "0.75", "0.5", "0.25"):
+    _MODELS[f"mobilenet{_m}"] = _constructor(
+        f"mobilenet{_m}", lambda m=float(_m), **kw: MobileNet(m, **kw))
+    _MODELS[f"mobilenetv2_{_m}"] = _constructor(
+        f"mobilenetv2_{_m}", lambda m=float(_m), **kw: MobileNetV2(m, **kw))
+_MODELS["inceptionv3"] = _constructor("inceptionv3", Inception3)
+inception_v3 = _MODELS["inceptionv3"]
 globals().update({name.replace(".", "_"): make for name, make in _MODELS.items()})
 
 
@@ -298,6 +463,5 @@ def get_resnet(version: int, num_layers: int, pretrained: bool = False, ctx: Any
 def get_model(name: str, **kwargs: Any) -> HybridBlock:
     """The network called ``name`` (``'resnet18_v1'``, ``'vgg16'``, ``'squeezenet1.0'``)."""
     if name.lower() not in _MODELS:
-        raise ValueError(f"get_model: no model {name!r}; hybridlab has {sorted(_MODELS)} "
-                         f"(MobileNet and Inception are not defined here)")
+        raise ValueError(f"get_model: no model {name!r}; hybridlab has {sorted(_MODELS)}")
     return _MODELS[name.lower()](**kwargs)

@@ -17,15 +17,38 @@ Dense layer made in a session is the Symbol ``dense2_fwd``.
 """
 
 from hybridlab.gluon.block import Block, HybridBlock
-from hybridlab.gluon.nn.activations import Activation, LeakyReLU
+from hybridlab.gluon.nn.activations import ELU, GELU, SELU, Activation, LeakyReLU, PReLU, Swish
 from hybridlab.gluon.nn.basic_layers import (
     BatchNorm,
     Dense,
     Dropout,
+    Embedding,
     Flatten,
+    GroupNorm,
     HybridLambda,
     HybridSequential,
+    InstanceNorm,
     Lambda,
+    LayerNorm,
     Sequential,
 )
-from hybridlab.gluon.nn.conv_layers import AvgPool2D, Conv2D, GlobalAvgPool2D, MaxPool2D
+from hybridlab.gluon.nn.conv_layers import (  # type: ignore[attr-defined]  # (the pools: made)
+    AvgPool1D,
+    AvgPool2D,
+    AvgPool3D,
+    Conv1D,
+    Conv2D,
+    Conv2DTranspose,
+    Conv3D,
+    GlobalAvgPool1D,
+    GlobalAvgPool2D,
+    GlobalAvgPool3D,
+    GlobalMaxPool1D,
+    GlobalMaxPool2D,
+    GlobalMaxPool3D,
+    MaxPool1D,
+    MaxPool2D,
+    MaxPool3D,
+    ReflectionPad2D,
+)
+from hybridlab.gluon.symbol_block import SymbolBlock  # (MXNet's gluon.nn has it too)

@@ -44,3 +44,68 @@ class LeakyReLU(HybridBlock):
 
     def hybrid_forward(self, F: Any, x: Any) -> Any:
         return F.LeakyReLU(x, act_type="leaky", slope=self._alpha, name="fwd")
+
+
+class PReLU(HybridBlock):
+    """Leaky relu whose slope ``alpha`` is learned, one per channel (axis 1) or shared."""
+
+    def __init__(self, alpha_initializer: Any = None, in_channels: int = 1,
+                 **kwargs: Any) -> None:
+        from hybridlab import initializer
+        super().__init__(**kwargs)
+        with self.name_scope():
+            self.alpha = self.params.get("alpha", shape=(in_channels,),
+                                         init=alpha_initializer or initializer.Constant(0.25))
+
+    def hybrid_forward(self, F: Any, x: Any, alpha: Any) -> Any:
+        from hybridlab.gluon.nn.basic_layers import _shape
+        ndim = len(_shape(x))
+        slope = F.reshape(alpha, shape=(1, -1) + (1,) * (ndim - 2)) if ndim > 1 else alpha
+        return F.relu(x) + F.broadcast_mul(slope, F.minimum(x, 0.0))
+
+
+class ELU(HybridBlock):
+    """``x`` where positive, ``alpha * (exp(x) - 1)`` elsewhere."""
+
+    def __init__(self, alpha: float = 1.0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._alpha = alpha
+
+    def hybrid_forward(self, F: Any, x: Any) -> Any:
+        return F.LeakyReLU(x, act_type="elu", slope=self._alpha, name="fwd")
+
+
+class SELU(HybridBlock):
+    """Scaled ELU with the self-normalising constants (Klambauer et al., 2017)."""
+
+    _scale, _alpha = 1.0507009873554804934193349852946, 1.6732632423543772848170429916717
+
+    def hybrid_forward(self, F: Any, x: Any) -> Any:
+        return F.where(x >= 0, x * self._scale, F.expm1(x) * (self._scale * self._alpha))
+
+
+class Swish(HybridBlock):
+    """``x * sigmoid(beta * x)`` (Ramachandran et al., 2017)."""
+
+    def __init__(self, beta: float = 1.0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._beta = beta
+
+    def hybrid_forward(self, F: Any, x: Any) -> Any:
+        return x * F.sigmoid(x * self._beta)
+
+
+def _erf(F: Any, x: Any) -> Any:
+    """erf(x) to within 1.5e-7 (Abramowitz & Stegun 7.1.26; hybridlab has no erf operator)."""
+    a = F.abs(x)
+    t = 1.0 / (1.0 + 0.3275911 * a)
+    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (
+        -1.453152027 + t * 1.061405429))))
+    return F.sign(x) * (1.0 - poly * F.exp(-(a * a)))
+
+
+class GELU(HybridBlock):
+    """``x * Phi(x)``, Phi the standard normal's distribution function (Hendrycks & Gimpel)."""
+
+    def hybrid_forward(self, F: Any, x: Any) -> Any:
+        return 0.5 * x * (1.0 + _erf(F, x * 0.7071067811865476))

@@ -238,3 +238,110 @@ class HybridLambda(HybridBlock):
         if isinstance(self._func, str):  # an operator name: the same op in nd and sym
             return getattr(F, self._func)(x, *args)
         return self._func(F, x, *args)
+
+
+class Embedding(HybridBlock):
+    """Row ``x[i]`` of a learned ``(input_dim, output_dim)`` table for each index in ``x``.
+
+    ``sparse_grad`` is accepted for MXNet's code; the gradient is stored densely (the same
+    values: zero rows for indices not seen)."""
+
+    def __init__(self, input_dim: int, output_dim: int, dtype: Any = "float32",
+                 weight_initializer: Any = None, sparse_grad: bool = False,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._attrs = {"input_dim": input_dim, "output_dim": output_dim,
+                       "dtype": np.dtype(dtype).name}
+        with self.name_scope():
+            self.weight = self.params.get("weight", shape=(input_dim, output_dim),
+                                          dtype=dtype, init=weight_initializer)
+
+    def hybrid_forward(self, F: Any, x: Any, weight: Any) -> Any:
+        return F.Embedding(x, weight, name="fwd", **self._attrs)
+
+    def __repr__(self) -> str:
+        return (f"Embedding({self._attrs['input_dim']} -> {self._attrs['output_dim']}, "
+                f"{self._attrs['dtype']})")
+
+
+def _normalise(F: Any, x: Any, axes: tuple[int, ...], eps: float) -> Any:
+    """``(x - mean) / sqrt(var + eps)`` over ``axes`` (the statistics of this input)."""
+    centred = F.broadcast_sub(x, F.mean(x, axis=axes, keepdims=True))
+    return F.broadcast_div(centred, F.sqrt(F.mean(F.square(centred), axis=axes,
+                                                  keepdims=True) + eps))
+
+
+class _Norm(HybridBlock):
+    """A normalisation with a learned ``gamma`` and ``beta`` per channel (or group)."""
+
+    def __init__(self, size: int, epsilon: float, center: bool, scale: bool,
+                 beta_initializer: Any, gamma_initializer: Any, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._eps = epsilon
+        with self.name_scope():
+            self.gamma = self.params.get("gamma", shape=(size,), init=gamma_initializer,
+                                         grad_req="write" if scale else "null")
+            self.beta = self.params.get("beta", shape=(size,), init=beta_initializer,
+                                        grad_req="write" if center else "null")
+
+    def _affine(self, F: Any, x: Any, gamma: Any, beta: Any, axis: int) -> Any:
+        """``x * gamma + beta`` with both along ``axis`` of ``x``."""
+        shape = [1] * len(_shape(x))
+        shape[axis] = -1
+        return F.broadcast_add(F.broadcast_mul(x, F.reshape(gamma, shape=tuple(shape))),
+                               F.reshape(beta, shape=tuple(shape)))
+
+
+class LayerNorm(_Norm):
+    """Normalise each sample over ``axis`` (the features), then scale and shift."""
+
+    def __init__(self, axis: int = -1, epsilon: float = 1e-5, center: bool = True,
+                 scale: bool = True, beta_initializer: Any = "zeros",
+                 gamma_initializer: Any = "ones", in_channels: int = 0, **kwargs: Any) -> None:
+        super().__init__(in_channels, epsilon, center, scale, beta_initializer,
+                         gamma_initializer, **kwargs)
+        self._axis = axis
+
+    def infer_shape(self, x: Any, *args: Any) -> None:
+        self.gamma.shape = self.beta.shape = (_shape(x)[self._axis],)
+
+    def hybrid_forward(self, F: Any, x: Any, gamma: Any, beta: Any) -> Any:
+        axis = self._axis % len(_shape(x))
+        return self._affine(F, _normalise(F, x, (axis,), self._eps), gamma, beta, axis)
+
+
+class InstanceNorm(_Norm):
+    """Normalise each sample's each channel (``axis``) over its other axes."""
+
+    def __init__(self, axis: int = 1, epsilon: float = 1e-5, center: bool = True,
+                 scale: bool = False, beta_initializer: Any = "zeros",
+                 gamma_initializer: Any = "ones", in_channels: int = 0, **kwargs: Any) -> None:
+        super().__init__(in_channels, epsilon, center, scale, beta_initializer,
+                         gamma_initializer, **kwargs)
+        self._axis = axis
+
+    def infer_shape(self, x: Any, *args: Any) -> None:
+        self.gamma.shape = self.beta.shape = (_shape(x)[self._axis],)
+
+    def hybrid_forward(self, F: Any, x: Any, gamma: Any, beta: Any) -> Any:
+        ndim = len(_shape(x))
+        axis = self._axis % ndim
+        axes = tuple(a for a in range(1, ndim) if a != axis)
+        return self._affine(F, _normalise(F, x, axes, self._eps), gamma, beta, axis)
+
+
+class GroupNorm(_Norm):
+    """Split the channels (axis 1) into ``num_groups`` groups and normalise each group of
+    each sample; ``gamma`` and ``beta`` are one per group (MXNet 1.x)."""
+
+    def __init__(self, num_groups: int = 1, epsilon: float = 1e-5, center: bool = True,
+                 scale: bool = True, beta_initializer: Any = "zeros",
+                 gamma_initializer: Any = "ones", **kwargs: Any) -> None:
+        super().__init__(num_groups, epsilon, center, scale, beta_initializer,
+                         gamma_initializer, **kwargs)
+        self._groups = num_groups
+
+    def hybrid_forward(self, F: Any, x: Any, gamma: Any, beta: Any) -> Any:
+        grouped = F.reshape(x, shape=(0, self._groups, -1))
+        out = self._affine(F, _normalise(F, grouped, (2,), self._eps), gamma, beta, 1)
+        return F.reshape_like(out, x)

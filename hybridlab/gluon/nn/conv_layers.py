@@ -1,44 +1,78 @@
-"""Convolution and pooling layers over NCHW images.
+"""Convolution and pooling layers over 1-, 2- and 3-D images.
 
 What this module teaches
 ------------------------
 ``Conv2D`` is ``Dense`` for images: the same deferred weight shape (the number of input
 channels is read from the first input), one ``F.Convolution`` operator. Pooling layers
 have no parameters; MXNet names all of them ``pool<n>_``, whatever their kind.
+
+hybridlab's ``Convolution`` and ``Pooling`` operators are 2-D (NCHW); the other shapes
+are written with them, as a reader could by hand: 1-D data is a 2-D image of height 1;
+a 3-D convolution adds up one 2-D convolution per depth offset of its kernel (each over
+the depth slices that offset reads); 3-D pooling pools each depth slice's (H, W)
+windows, then the depth windows (max and mean are separable). Channel-last layouts
+(``NHWC`` ...) are transposed to channel-first and back.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from hybridlab.errors import AttributeValueError
+from hybridlab.errors import ShapeError
 from hybridlab.gluon.block import HybridBlock
 from hybridlab.gluon.nn.activations import Activation
 from hybridlab.gluon.nn.basic_layers import _shape
+
+_LAYOUTS = {1: ("NCW", "NWC"), 2: ("NCHW", "NHWC"), 3: ("NCDHW", "NDHWC")}
+
+
+def _tuple(value: Any, ndim: int) -> tuple[int, ...]:
+    return (value,) * ndim if isinstance(value, int) else tuple(value)
 
 
 def _pair(value: Any) -> tuple[int, int]:
     return (value, value) if isinstance(value, int) else tuple(value)
 
 
-class Conv2D(HybridBlock):
-    """2-D convolution over NCHW input with ``channels`` filters of ``kernel_size``."""
+def _check_layout(layout: str, ndim: int, what: str) -> bool:
+    """True for a channel-last layout (transposed around the operator)."""
+    if layout not in _LAYOUTS[ndim]:
+        raise ValueError(f"{what}: layout={layout!r}; a {ndim}-D layer takes one of "
+                         f"{_LAYOUTS[ndim]}")
+    return layout != _LAYOUTS[ndim][0]
+
+
+def _channels_first(F: Any, x: Any, last: bool, ndim: int) -> Any:
+    return F.transpose(x, axes=(0, ndim + 1, *range(1, ndim + 1))) if last else x
+
+
+def _channels_last(F: Any, x: Any, last: bool, ndim: int) -> Any:
+    return F.transpose(x, axes=(0, *range(2, ndim + 2), 1)) if last else x
+
+
+class _Conv(HybridBlock):
+    """N-D convolution with ``channels`` filters of ``kernel_size`` (N = ``_ndim``)."""
+
+    _ndim, _transposed = 2, False
 
     def __init__(self, channels: int, kernel_size: Any, strides: Any = 1, padding: Any = 0,
-                 dilation: Any = 1, groups: int = 1, activation: str | None = None,
-                 use_bias: bool = True, weight_initializer: Any = None,
-                 bias_initializer: Any = "zeros", in_channels: int = 0, **kwargs: Any) -> None:
-        if groups != 1:  # found now, not at the first call deep inside the operator
-            raise AttributeValueError(
-                f"Conv2D(groups={groups}): hybridlab's Convolution has no grouped form "
-                f"(num_group=1 only). Fix: groups=1, or F.split the input channels into "
-                f"groups, run one Conv2D on each and F.concat the results")
+                 dilation: Any = 1, groups: int = 1, layout: str | None = None,
+                 activation: str | None = None, use_bias: bool = True,
+                 weight_initializer: Any = None, bias_initializer: Any = "zeros",
+                 in_channels: int = 0, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._attrs = {"kernel": _pair(kernel_size), "stride": _pair(strides),
-                       "pad": _pair(padding), "dilate": _pair(dilation),
+        n = self._ndim
+        self._last = _check_layout(layout or _LAYOUTS[n][0], n, type(self).__name__)
+        self._attrs: dict[str, Any] = {"kernel": _tuple(kernel_size, n),
+                                       "stride": _tuple(strides, n),
+                       "pad": _tuple(padding, n), "dilate": _tuple(dilation, n),
                        "num_filter": channels, "num_group": groups}
+        if channels % groups or in_channels % groups:
+            raise ValueError(f"{type(self).__name__}: groups={groups} must divide channels="
+                             f"{channels} and in_channels={in_channels}")
         with self.name_scope():
-            shape = (channels, in_channels // groups, *self._attrs["kernel"])  # type: ignore[misc]
+            shape = (in_channels, channels // groups, *self._attrs["kernel"]) if \
+                self._transposed else (channels, in_channels // groups, *self._attrs["kernel"])
             self.weight = self.params.get("weight", shape=shape, init=weight_initializer)
             self.bias = self.params.get("bias", shape=(channels,), init=bias_initializer) \
                 if use_bias else None
@@ -49,62 +83,233 @@ class Conv2D(HybridBlock):
 
     def infer_shape(self, x: Any, *args: Any) -> None:
         shape = self.weight.shape
-        self.weight.shape = (shape[0], _shape(x)[1] // self._attrs["num_group"], *shape[2:])  # type: ignore[index,operator]
+        channels = _shape(x)[-1 if self._last else 1]
+        self.weight.shape = (channels, *shape[1:]) if self._transposed else (  # type: ignore[index]
+            shape[0], channels // self._attrs["num_group"], *shape[2:])  # type: ignore[index]
 
     def hybrid_forward(self, F: Any, x: Any, weight: Any, bias: Any = None) -> Any:
+        x = _channels_first(F, x, self._last, self._ndim)
+        out = self._convolve(F, x, weight, bias)
+        out = self.act(out) if self.act is not None else out
+        return _channels_last(F, out, self._last, self._ndim)
+
+    def _convolve(self, F: Any, x: Any, weight: Any, bias: Any) -> Any:
         inputs = (x, weight) if bias is None else (x, weight, bias)
-        out = F.Convolution(*inputs, no_bias=bias is None, name="fwd", **self._attrs)
-        return self.act(out) if self.act is not None else out
+        return F.Convolution(*inputs, no_bias=bias is None, name="fwd", **self._attrs)
 
     def __repr__(self) -> str:  # MXNet's text: defaults left out, the activation inline
-        attrs, shape = self._attrs, self.weight.shape
-        text = (f"Conv2D({shape[1] or None} -> {shape[0]}, kernel_size={attrs['kernel']}, "  # type: ignore[index]
-                f"stride={attrs['stride']}")
-        text += f", padding={attrs['pad']}" if attrs["pad"] != (0, 0) else ""
-        text += f", dilation={attrs['dilate']}" if attrs["dilate"] != (1, 1) else ""
+        attrs, shape, n = self._attrs, self.weight.shape, self._ndim
+        text = (f"{type(self).__name__}({shape[1] or None} -> {shape[0]}, "  # type: ignore[index]
+                f"kernel_size={attrs['kernel']}, stride={attrs['stride']}")
+        text += f", padding={attrs['pad']}" if attrs["pad"] != (0,) * n else ""
+        text += f", dilation={attrs['dilate']}" if attrs["dilate"] != (1,) * n else ""
+        text += f", groups={attrs['num_group']}" if attrs["num_group"] != 1 else ""
         text += ", bias=False" if self.bias is None else ""
         return text + (f", {self.act})" if self.act is not None else ")")
 
 
-class _Pool2D(HybridBlock):
-    """Pooling over ``pool_size`` windows; subclasses choose ``_pool_type``."""
+class Conv1D(_Conv):
+    """1-D convolution over (N, C, W) input: a 2-D convolution of height 1."""
 
-    _pool_type, _global = "max", False
+    _ndim = 1
 
-    def __init__(self, pool_size: Any = (2, 2), strides: Any = None, padding: Any = 0,
-                 ceil_mode: bool = False, **kwargs: Any) -> None:
+    def _convolve(self, F: Any, x: Any, weight: Any, bias: Any) -> Any:
+        attrs = {k: (v if k in ("num_filter", "num_group") else (1 if k != "pad" else 0, *v))
+                 for k, v in self._attrs.items()}
+        inputs = [F.expand_dims(x, axis=2), F.expand_dims(weight, axis=2)]
+        out = F.Convolution(*inputs, *([] if bias is None else [bias]), no_bias=bias is None,
+                            name="fwd", **attrs)
+        return F.squeeze(out, axis=2)
+
+
+class Conv2D(_Conv):
+    """2-D convolution over NCHW input with ``channels`` filters of ``kernel_size``."""
+
+
+class Conv3D(_Conv):
+    """3-D convolution over (N, C, D, H, W): one 2-D convolution per depth offset ``k`` of
+    the kernel, over the depth slices it reads, summed."""
+
+    _ndim = 3
+
+    def _convolve(self, F: Any, x: Any, weight: Any, bias: Any) -> Any:
+        (kd, *k2), (sd, *s2), (pd, *p2), (dd, *d2) = (self._attrs[k] for k in (
+            "kernel", "stride", "pad", "dilate"))
+        _, channels, depth, height, width = _shape(x)
+        if pd:  # zeros before and after the depth axis
+            zeros = F.zeros_like(F.slice_axis(x, axis=2, begin=0, end=1))
+            x = F.concat(*[zeros] * pd, x, *[zeros] * pd, dim=2)
+        out_depth = (depth + 2 * pd - dd * (kd - 1) - 1) // sd + 1
+        attrs = {**self._attrs, "kernel": tuple(k2), "stride": tuple(s2), "pad": tuple(p2),
+                 "dilate": tuple(d2)}
+        parts = []
+        for k in range(kd):
+            begin = k * dd
+            part = F.slice(x, begin=(None, None, begin), end=(None, None, begin + (
+                out_depth - 1) * sd + 1), step=(None, None, sd))
+            images = F.reshape(F.transpose(part, axes=(0, 2, 1, 3, 4)), shape=(-3, -2))
+            kernel = F.reshape(F.slice_axis(weight, axis=2, begin=k, end=k + 1),
+                               shape=(0, 0, -3, -2))
+            parts.append(F.Convolution(images, kernel, no_bias=True, **attrs))
+        out = parts[0] if kd == 1 else F.add_n(*parts)
+        out = F.transpose(F.reshape(out, shape=(-4, -1, out_depth, -2)), axes=(0, 2, 1, 3, 4))
+        if bias is not None:
+            out = F.broadcast_add(out, F.reshape(bias, shape=(1, -1, 1, 1, 1)))
+        return out
+
+
+class Conv2DTranspose(_Conv):
+    """The transpose of a convolution (its gradient with respect to its input): each input
+    pixel adds ``weight`` times itself into a ``kernel_size`` window of the output, windows
+    ``strides`` apart. Written as MXNet's docs explain it: zeros inserted between the
+    input's pixels (``strides - 1``), then an ordinary convolution with the kernel flipped
+    and its two channel axes swapped. The weight is ``(in_channels, channels / groups,
+    kh, kw)``, as MXNet's."""
+
+    _transposed = True
+
+    def __init__(self, channels: int, kernel_size: Any, strides: Any = 1, padding: Any = 0,
+                 output_padding: Any = 0, dilation: Any = 1, **kwargs: Any) -> None:
+        super().__init__(channels, kernel_size, strides, padding, dilation, **kwargs)
+        self._adj = _tuple(output_padding, 2)
+        if any(a >= s for a, s in zip(self._adj, self._attrs["stride"])):
+            raise ValueError(f"Conv2DTranspose: output_padding={self._adj} must be smaller "
+                             f"than strides={self._attrs['stride']}")
+
+    def _convolve(self, F: Any, x: Any, weight: Any, bias: Any) -> Any:
+        a = self._attrs
+        groups, channels = a["num_group"], a["num_filter"]
+        size, pads, crops = list(_shape(x)[2:]), [], []
+        for i, (k, s, p, d, adj) in enumerate(zip(a["kernel"], a["stride"], a["pad"],
+                                                  a["dilate"], self._adj)):
+            axis, out = 2 + i, (size[i] - 1) * s - 2 * p + d * (k - 1) + 1 + adj
+            if out < 1:
+                raise ShapeError(f"Conv2DTranspose: an input of {size[i]} along axis {axis} "
+                                 f"with padding {p} leaves no output ({out}); pad less")
+            if s > 1:  # s - 1 zeros after each pixel, the last ones cut off
+                wide = F.expand_dims(x, axis=axis + 1)
+                x = F.concat(wide, *[F.zeros_like(wide)] * (s - 1), dim=axis + 1)
+                x = F.reshape(x, shape=(0, 0, -3, -2) if axis == 2 else (0, 0, 0, -3))
+                x = F.slice_axis(x, axis=axis, begin=0, end=(size[i] - 1) * s + 1)
+            if adj:  # output_padding: more zeros at the far end
+                x = F.concat(x, F.zeros_like(F.slice_axis(x, axis=axis, begin=0, end=adj)),
+                             dim=axis)
+            pads.append(max(d * (k - 1) - p, 0))
+            crops.append((max(p - d * (k - 1), 0), out))
+        kernel = F.reverse(weight, axis=(2, 3))  # (C, F/g, kh, kw) -> (F, C/g, kh, kw)
+        kernel = F.reshape(kernel, shape=(groups, -1, channels // groups, *a["kernel"]))
+        kernel = F.reshape(F.transpose(kernel, axes=(0, 2, 1, 3, 4)), shape=(-3, -2))
+        out = F.Convolution(x, kernel, no_bias=True, kernel=a["kernel"], pad=tuple(pads),
+                            dilate=a["dilate"], num_filter=channels, num_group=groups,
+                            name="fwd")
+        for i, (begin, length) in enumerate(crops):
+            if begin:
+                out = F.slice_axis(out, axis=2 + i, begin=begin, end=begin + length)
+        if bias is not None:
+            out = F.broadcast_add(out, F.reshape(bias, shape=(1, -1, 1, 1)))
+        return out
+
+
+class _Pool(HybridBlock):
+    """Pooling over ``pool_size`` windows; subclasses choose the kind and dimension."""
+
+    _pool_type, _global, _ndim = "max", False, 2
+
+    def __init__(self, pool_size: Any = 2, strides: Any = None, padding: Any = 0,
+                 ceil_mode: bool = False, layout: str | None = None,
+                 count_include_pad: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._attrs = {"kernel": _pair(pool_size), "pad": _pair(padding),
-                       "stride": _pair(pool_size if strides is None else strides),
+        n = self._ndim
+        self._last = _check_layout(layout or _LAYOUTS[n][0], n, type(self).__name__)
+        self._layout = layout or _LAYOUTS[n][0]
+        size = _tuple(pool_size, n)
+        self._attrs: dict[str, Any] = {"kernel": size, "pad": _tuple(padding, n),
+                       "stride": size if strides is None else _tuple(strides, n),
                        "pool_type": self._pool_type, "global_pool": self._global}
         if ceil_mode:  # MXNet's 'full' convention: a partial last window counts
             self._attrs["pooling_convention"] = "full"
+        if not count_include_pad:
+            self._attrs["count_include_pad"] = False
 
     def _alias(self) -> str:
         return "pool"  # MXNet names every pooling layer pool<n>_
 
     def hybrid_forward(self, F: Any, x: Any) -> Any:
-        return F.Pooling(x, name="fwd", **self._attrs)
+        x = _channels_first(F, x, self._last, self._ndim)
+        if self._ndim == 2:
+            out = F.Pooling(x, name="fwd", **self._attrs)
+        elif self._ndim == 1:
+            out = F.squeeze(F.Pooling(F.expand_dims(x, axis=2), name="fwd", **self._axes(
+                [0], 0)), axis=2)
+        else:  # (H, W) windows of each depth slice, then the depth windows
+            n, c, d, h, w = _shape(x)
+            flat = F.Pooling(F.reshape(x, shape=(0, -3, -2)), **self._axes([1, 2]))
+            out = F.Pooling(F.reshape(flat, shape=(0, c, d, -1)), name="fwd",
+                            **self._axes([0], 1))
+            out = F.reshape(out, shape=(0, 0, 0, *_shape(flat)[2:]))
+        return _channels_last(F, out, self._last, self._ndim)
+
+    def _axes(self, axes: list[int], pad_to: int | None = None) -> dict[str, Any]:
+        """The 2-D attributes pooling only ``axes`` of the window (the other of the two
+        2-D axes, at ``pad_to``, gets a window of 1)."""
+        attrs = dict(self._attrs)
+        for key, one in (("kernel", 1), ("stride", 1), ("pad", 0)):
+            picked = [self._attrs[key][a] for a in axes]
+            if pad_to is not None:
+                picked.insert(pad_to, one)
+            attrs[key] = tuple(picked)
+        return attrs
 
     def __repr__(self) -> str:  # MXNet's text; its global pools show a (1, 1) window
-        attrs, glob = self._attrs, self._global
-        size, stride = ((1, 1), (1, 1)) if glob else (attrs["kernel"], attrs["stride"])
+        attrs, glob, n = self._attrs, self._global, self._ndim
+        size, stride = ((1,) * n, (1,) * n) if glob else (attrs["kernel"], attrs["stride"])
         return (f"{type(self).__name__}(size={size}, stride={stride}, padding={attrs['pad']}, "
                 f"ceil_mode={glob}, global_pool={glob}, pool_type={self._pool_type}, "
-                f"layout=NCHW)")
+                f"layout={self._layout})")
 
 
-class MaxPool2D(_Pool2D):
-    """The maximum of each ``pool_size`` window (stride defaults to the window size)."""
+def _pools() -> dict[str, type]:
+    """MaxPool1D ... GlobalAvgPool3D: one class per kind and dimension, as MXNet has."""
+    made = {}
+    for n in (1, 2, 3):
+        for name, kind, glob in (("MaxPool", "max", False), ("AvgPool", "avg", False),
+                                 ("GlobalMaxPool", "max", True), ("GlobalAvgPool", "avg", True)):
+            doc = (f"{'Global ' if glob else ''}{kind} pooling over {n}-D windows "
+                   f"({'each whole feature map' if glob else 'stride defaults to the window'}).")
+            made[f"{name}{n}D"] = type(f"{name}{n}D", (_Pool,), {
+                "_pool_type": kind, "_global": glob, "_ndim": n, "__doc__": doc,
+                "__module__": __name__})
+    return made
 
 
-class AvgPool2D(_Pool2D):
-    """The mean of each ``pool_size`` window (stride defaults to the window size)."""
-
-    _pool_type = "avg"
+globals().update(_pools())
 
 
-class GlobalAvgPool2D(_Pool2D):
-    """The mean over each whole feature map: ``(N, C, H, W) -> (N, C, 1, 1)``."""
+class ReflectionPad2D(HybridBlock):
+    """Pad H and W of NCHW data by ``padding`` on each side with their mirror images
+    (the border row is not repeated: ``[1, 2, 3]`` padded by 1 is ``[2, 1, 2, 3, 2]``)."""
 
-    _pool_type, _global = "avg", True
+    def __init__(self, padding: Any = 0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if isinstance(padding, int):
+            padding = (0, 0, 0, 0) + (padding,) * 4
+        if len(padding) != 8 or any(padding[:4]):
+            raise ValueError(f"ReflectionPad2D: padding={padding!r}; give an int, or MXNet's "
+                             f"8-tuple (0, 0, 0, 0, top, bottom, left, right)")
+        self._pads = ((2, padding[4], padding[5]), (3, padding[6], padding[7]))
+
+    def hybrid_forward(self, F: Any, x: Any) -> Any:
+        for axis, before, after in self._pads:
+            size = _shape(x)[axis]
+            if max(before, after) >= size:
+                raise ValueError(f"ReflectionPad2D: padding {max(before, after)} needs more "
+                                 f"than {size} rows or columns along axis {axis}")
+            parts = [x]
+            if before:
+                parts.insert(0, F.reverse(F.slice_axis(x, axis=axis, begin=1, end=before + 1),
+                                          axis=axis))
+            if after:
+                parts.append(F.reverse(F.slice_axis(x, axis=axis, begin=size - after - 1,
+                                                    end=size - 1), axis=axis))
+            x = F.concat(*parts, dim=axis) if len(parts) > 1 else x
+        return x

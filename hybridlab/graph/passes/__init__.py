@@ -17,24 +17,29 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
 
 from hybridlab import config
 from hybridlab.errors import GraphError
-from hybridlab.graph.ir import Graph
+from hybridlab.graph.ir import Graph, Node
 from hybridlab.graph.ir import verify as verify_graph
 from hybridlab.graph.passes.context import PassContext
 from hybridlab.graph.passes.eliminate_common_subexpressions import eliminate_common_subexpressions
 from hybridlab.graph.passes.eliminate_dead_code import eliminate_dead_code
+from hybridlab.graph.passes.fold_batchnorm import FOLDED_FROM, fold_batchnorm, recipe
 from hybridlab.graph.passes.fold_constants import fold_constants
 from hybridlab.graph.passes.fuse_elementwise import fuse_elementwise
 from hybridlab.graph.passes.lower_operators import lower_operators
 from hybridlab.graph.passes.plan_memory import MemoryPlan, plan_memory
+from hybridlab.graph.passes.pretranspose_weights import LAYOUT_OF
 
 Pass = Callable[..., "tuple[Graph, list[str]]"]  # (graph) or (graph, context)
 
 PIPELINE: tuple[Pass, ...] = (
-    lower_operators,  # first: every later pass sees primitive operators only
+    fold_batchnorm,  # inference only; reads BatchNorm whole, so before it is lowered
+    lower_operators,  # every later pass sees primitive operators only
     fold_constants,
     eliminate_common_subexpressions,
     eliminate_dead_code,
@@ -105,6 +110,39 @@ def takes_context(compiler_pass: Pass) -> bool:
     return len(positional) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in parameters)
 
 
+# NOTE: [Derived inputs] a pass that wants a weight in another form (transposed, folded
+# with a BatchNorm) cannot compute it: it sees the graph, not the values. It adds a new
+# graph input, a ``var`` whose attributes say what it is computed from, and the caller
+# (CachedOp, or a test feeding ``graph.evaluate``) computes it with the function below.
+Derivation = tuple[tuple[str, ...], Callable[..., np.ndarray]]
+
+
+def derived_input(node: Node) -> Derivation | None:
+    """For an input a pass added: the names of the inputs it is computed from ("" for an
+    absent one, whose value is None) and the function of their values that computes it;
+    None for any other input."""
+    attrs = dict(node.attrs)
+    if LAYOUT_OF in attrs:  # pretranspose_weights
+        return (attrs[LAYOUT_OF],), np.transpose
+    if FOLDED_FROM in attrs:  # fold_batchnorm
+        return recipe(node)
+    return None
+
+
+def derived_values(graph: Graph, values: Mapping[str, Any]) -> list[Any]:
+    """The arrays for ``graph.inputs``: ``values`` by name, and each derived input computed
+    from them (for feeding ``graph.evaluate`` or a compiled program by hand)."""
+    arrays = []
+    for node in graph.inputs:
+        derivation = derived_input(node)
+        if derivation is None:
+            arrays.append(values[node.name])
+        else:
+            sources, make = derivation
+            arrays.append(make(*(values[s] if s else None for s in sources)))
+    return arrays
+
+
 def _with_user_passes(passes: Sequence[Any]) -> tuple[Pass, ...]:
     for extra in passes:
         if not callable(extra) or not getattr(extra, "__name__", "").isidentifier():
@@ -115,7 +153,8 @@ def _with_user_passes(passes: Sequence[Any]) -> tuple[Pass, ...]:
 
 
 __all__ = [
-    "PIPELINE", "MemoryPlan", "PassContext", "PassRecord", "eliminate_common_subexpressions",
+    "PIPELINE", "Derivation", "MemoryPlan", "derived_input", "derived_values", "fold_batchnorm",
+    "PassContext", "PassRecord", "eliminate_common_subexpressions",
     "eliminate_dead_code", "fold_constants", "fuse_elementwise", "lower_operators", "plan_memory",
     "run_pipeline", "takes_context",
 ]

@@ -1,0 +1,3 @@
+"""MXNet's ``gluon.contrib``: the container layers (``contrib.nn``)."""
+
+from hybridlab.gluon.contrib import nn

@@ -1,0 +1,106 @@
+"""dist_sync and dist_async on a 2-process Dask cluster (hybridlab/dask.py's store actor,
+NOTE [The store as a Dask actor]): the same weights as one process, and errors, not hangs."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hybridlab import dask as hdask
+from hybridlab.errors import MXNetError
+from hybridlab.exercises import lesson10
+
+
+def _close(a, b):
+    for x, y in zip(a["weights"], b["weights"]):
+        np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-5)
+
+
+@settings(max_examples=4, deadline=None)
+@given(hidden=st.lists(st.integers(1, 8), min_size=0, max_size=2).map(tuple),
+       seed=st.integers(0, 50), batch=st.integers(2, 9), devices=st.integers(1, 2))
+def test_dist_sync_on_two_workers_trains_the_weights_of_one_process(dask_client, hidden, seed,
+                                                                    batch, devices):
+    """Each rank trains on its slice of every batch and steps with the global batch size;
+    the store sums the ranks' gradients and applies SGD once: one process's update."""
+    one = lesson10.train_mlp(hidden, seed, steps=3, batch=batch, devices=1)
+    ranks = hdask.run_workers(lesson10.train_mlp, hidden, seed, 3, batch, 5, devices,
+                              "dist_sync", client=dask_client)
+    assert [r["rank"] for r in ranks] == [0, 1] and ranks[0]["num_workers"] == 2
+    for result in ranks:
+        _close(result, one)
+
+
+def test_dist_async_applies_every_push_and_keeps_the_ranks_close(dask_client):
+    """dist_async applies each push once, as it arrives, and no rank waits for the other:
+    with momentum, two half-gradients applied one after the other are not the synchronous
+    step's one sum, so the weights differ from one process's (and depend on timing)."""
+    ranks = hdask.run_workers(lesson10.train_mlp, (4,), 0, 3, 8, 5, 1, "dist_async",
+                              client=dask_client)
+    one = lesson10.train_mlp((4,), 0, steps=3, batch=8)
+    assert [r["rank"] for r in ranks] == [0, 1]
+    assert all(np.isfinite(w).all() for r in ranks for w in r["weights"])
+    moved = [np.abs(w - w0).max() for w, w0 in zip(ranks[0]["weights"], one["weights"])]
+    assert max(moved) > 0  # async is not the synchronous update
+
+
+def _pushes_then_fails(fail_rank):
+    import hybridlab as mx
+    from hybridlab import nd
+
+    kv = mx.kv.create("dist_sync")
+    kv.init(0, nd.zeros((2,)))
+    if kv.rank == fail_rank:
+        raise RuntimeError("this worker stops here")
+    out = nd.zeros((2,))
+    kv.pushpull(0, nd.ones((2,)), out=out)  # waits for the other rank's push: never comes
+    return out.asnumpy()
+
+
+def test_a_lost_worker_is_an_error_on_every_rank_not_a_hang(dask_client):
+    with pytest.raises(RuntimeError, match="this worker stops here"):
+        hdask.run_workers(_pushes_then_fails, 1, client=dask_client, timeout=30)
+
+
+def test_the_store_waits_a_bounded_time(dask_client):
+    """A rank that never pushes (alive, but stopped calling the store): the other raises
+    after the store's timeout, naming what it waited for."""
+    with pytest.raises(MXNetError, match="waited 2 s for the other workers' push of key 0"):
+        hdask.run_workers(_one_rank_skips_the_push, client=dask_client, timeout=2)
+
+
+def _one_rank_skips_the_push():
+    import hybridlab as mx
+    from hybridlab import nd
+
+    kv = mx.kv.create("dist_sync")
+    kv.init(0, nd.zeros((2,)))
+    if kv.rank == 0:
+        out = nd.zeros((2,))
+        kv.pushpull(0, nd.ones((2,)), out=out)
+    return kv.rank
+
+
+def _one_rank_dies():
+    import os
+
+    import hybridlab as mx
+    from hybridlab import nd
+
+    kv = mx.kv.create("dist_sync")
+    kv.init(0, nd.zeros((2,)))
+    if kv.rank == 1:
+        os._exit(1)  # the process is gone: Dask's nanny notices and starts a new one
+    out = nd.zeros((2,))
+    kv.pushpull(0, nd.ones((2,)), out=out)
+    return kv.rank
+
+
+def test_a_worker_process_that_dies_mid_step_is_an_error_not_a_hang(dask_client):
+    """Rank 1's process exits; rank 0's pushpull waits for its push until the store's
+    timeout, and run_workers raises that, naming the wait (then gives up on rank 1)."""
+    try:
+        with pytest.raises(MXNetError, match="a worker was lost"):
+            hdask.run_workers(_one_rank_dies, client=dask_client, timeout=3)
+    finally:
+        dask_client.wait_for_workers(2, timeout=60)  # the nanny's new worker, for the others
