@@ -672,3 +672,10 @@ def test_runtime_features_are_all_disabled():
     assert not features.is_enabled("CUDA") and not features.is_enabled("int64_tensor_size")
     with pytest.raises(RuntimeError, match="unknown"):
         features.is_enabled("WARP_DRIVE")
+
+
+def test_take_mode_raise_refuses_an_index_out_of_range():
+    a = nd.arange(5)
+    assert nd.take(a, nd.array([1, -1]), mode="raise").asnumpy().tolist() == [1.0, 4.0]
+    with pytest.raises(mx.base.MXNetError, match="index 7 is out of range"):
+        nd.take(a, nd.array([7]), mode="raise").asnumpy()

@@ -254,7 +254,7 @@ BUDGETS: dict[str, int] = {
     "hybridlab/ops/optimizer.py": 105,  # MXNet's ten update operators (sgd_update ... ftml_update)
     "hybridlab/ops/sorting.py": 70,  # topk (values, indices, mask, both), its VJP; sort, argsort
     "hybridlab/ops/special.py": 76,  # MXNet's rarer math (rint, hypot, gamma), contrib value tests
-    "hybridlab/ops/indexing.py": 155,  # slice, pick, take, one_hot + scatters and their grads
+    "hybridlab/ops/indexing.py": 160,  # slice, pick, take (+ mode raise), one_hot + scatters, grads
     "hybridlab/ops/join.py": 78,  # concat, stack, split; _concat_part's own (2nd-order) gradient
     "hybridlab/ops/linalg.py": 83,  # MXNet's linalg.gemm2 and potrf (+ its backward)
     "hybridlab/ops/nn.py": 262,  # + LeakyReLU selu/gelu (issue 24);

@@ -102,6 +102,12 @@ register(OpDef(
 
 def _indices(index: np.ndarray, size: int, mode: str) -> np.ndarray:
     whole = index.astype(np.int64)
+    if mode == "raise":  # MXNet's take(mode='raise'): an index out of range is an error
+        bad = whole[(whole < -size) | (whole >= size)]
+        if bad.size:
+            raise IndexError(f"take: index {bad.flat[0]} is out of range for an axis of "
+                             f"{size}; use mode='clip' or 'wrap' to keep it in range")
+        return np.mod(whole, size)
     return np.clip(whole, 0, size - 1) if mode == "clip" else np.mod(whole, size)
 
 
@@ -173,7 +179,7 @@ def _take_grad(g: np.ndarray, a: np.ndarray, indices: np.ndarray, axis: Any, mod
     return out
 
 
-_TAKE_ATTRS = {"axis": Attr("int", 0), "mode": Attr("str", "clip", ("clip", "wrap"))}
+_TAKE_ATTRS = {"axis": Attr("int", 0), "mode": Attr("str", "clip", ("clip", "wrap", "raise"))}
 register(OpDef(
     name="take", inputs=("a", "indices"), attrs=_TAKE_ATTRS, kind=Kind.OPAQUE, infer=_take_infer,
     kernel=lambda a, indices, axis, mode: np.take(
