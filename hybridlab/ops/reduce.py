@@ -60,14 +60,16 @@ def _reduction(name: str, numpy_fn: Any, grad: Any, doc: str, aliases: Any = (),
     attributes, passed on to ``numpy_fn`` (``norm``'s ``ord``)."""
     def infer(x: Aval, axis: Any, keepdims: bool, exclude: bool, **more: Any) -> list[Aval]:
         axes = reduced_axes(name, x.shape, axis, exclude)
-        return [Aval(reduced_shape(x.shape, axes, keepdims), x.dtype)]
+        dtype = np.dtype(more.get("out_dtype") or x.dtype)
+        return [Aval(reduced_shape(x.shape, axes, keepdims), dtype)]
 
     def kernel(x: np.ndarray, axis: Any, keepdims: bool, exclude: bool, **more: Any
                ) -> np.ndarray:
         axes = reduced_axes(name, x.shape, axis, exclude)
         out = numpy_fn(x, axis=axes, keepdims=keepdims, **more)
+        x_dtype = more.get("out_dtype") or x.dtype
         shape = reduced_shape(x.shape, axes, keepdims)
-        result: np.ndarray = np.asarray(out, x.dtype).reshape(shape)
+        result: np.ndarray = np.asarray(out, x_dtype).reshape(shape)
         return result
 
     def kernel_out(x: np.ndarray, out: np.ndarray, axis: Any, keepdims: bool, exclude: bool
@@ -141,14 +143,14 @@ _reduction("nanprod", np.nanprod, lambda F, inputs, outputs, out_grads, **attrs:
     F.zeros_like(inputs[0]))], "Product over ``axis``, NaNs counted as 1.")
 
 
-def _norm(x: np.ndarray, axis: Any, keepdims: bool, ord: int) -> np.ndarray:
+def _norm(x: np.ndarray, axis: Any, keepdims: bool, ord: int, out_dtype: Any) -> np.ndarray:
     if ord == 1:
         return np.sum(np.abs(x), axis, keepdims=keepdims)  # type: ignore[no-any-return]
     return np.sqrt(np.sum(x * x, axis, keepdims=keepdims))  # type: ignore[no-any-return]
 
 
 def _norm_grad(F: Any, inputs: list[Any], outputs: list[Any], out_grads: list[Any],
-               ord: int, **attrs: Any) -> list[Any]:
+               ord: int, out_dtype: Any, **attrs: Any) -> list[Any]:
     x = inputs[0]
     if ord == 1:
         return [_spread(F, out_grads[0], x, attrs) * F.sign(x)]
@@ -156,7 +158,8 @@ def _norm_grad(F: Any, inputs: list[Any], outputs: list[Any], out_grads: list[An
 
 
 _reduction("norm", _norm, _norm_grad, "The L1 (``ord=1``) or L2 (``ord=2``, the default) norm "
-           "over ``axis`` (all axes by default).", extra={"ord": Attr("int", 2, (1, 2))})
+           "over ``axis`` (all axes by default), in ``out_dtype`` if given.",
+           extra={"ord": Attr("int", 2, (1, 2)), "out_dtype": Attr("dtype", None)})
 
 
 def _arg_reduction(name: str, numpy_fn: Any, doc: str) -> OpDef:

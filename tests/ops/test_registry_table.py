@@ -167,6 +167,8 @@ ROWS: list[Row] = [
     Row("LeakyReLU", [(2, 3)], lambda x: 0.5 * x * (1 + np.tanh(
         0.7978845608028654 * (x + 0.044715 * x ** 3))), {"act_type": "gelu"}),
     Row("norm", [(2, 3)], lambda x: np.abs(x).sum(axis=1), {"ord": 1, "axis": 1}),
+    Row("norm", [(2, 3)], lambda x: np.sqrt((x.astype(np.float64) ** 2).sum(axis=0)),
+        {"axis": 0, "out_dtype": "float64"}),
     Row("nansum", [(2, 3)], lambda x: x.sum(axis=1), {"axis": 1}),
     Row("topk", [(2, 5)], lambda x: -np.sort(-x, axis=1)[:, :2], {"k": 2, "ret_typ": "value"}),
     Row("topk", [(2, 5)], lambda x: np.argsort(x, axis=1)[:, :3].astype(np.float32),
