@@ -96,7 +96,7 @@ BUDGETS: dict[str, int] = {
     # (+ a correctly rounded float32 exp, no gradient through an integer cast: issue 24)
     # (+ BlockGrad, MakeLoss, relu NaN gradient, trig rows, cast_storage: issue 24)
     #  # + kernel_out forms and the dtype contract
-    "hybridlab/ops/reduce.py": 145,  # + norm(ord=1), softmax(dtype=), softmin, nansum (issue 24)
+    "hybridlab/ops/reduce.py": 148,  # + norm(ord, out_dtype), softmax(dtype=), softmin, nansum
     "hybridlab/ops/shape.py": 144,
     "hybridlab/ops/products.py": 171,  # + infer_params; kernel_out for dot/FC; dtypes; FC_2d, dot_c
     "hybridlab/ops/random.py": 40,
