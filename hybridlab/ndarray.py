@@ -201,8 +201,11 @@ class NDArray:
 
     def __setstate__(self, state: dict) -> None:
         values = ndarray_io.array_from_bytes(bytes(state["handle"]))
+        pending = getattr(self, "_var", None)  # an existing array: let its pending writer
+        if pending is not None:  # finish first (it would store its result into the new state)
+            engine.current().wait_for_var(pending)
         fresh = from_numpy(values)
-        for slot in ("_data", "_var", "_aval", "shape", "dtype", "_ag"):
+        for slot in ("_data", "_var", "_aval", "shape", "dtype", "_ag", "_ctx"):
             object.__setattr__(self, slot, getattr(fresh, slot))
 
     def detach(self) -> NDArray:
