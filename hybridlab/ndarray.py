@@ -201,10 +201,10 @@ class NDArray:
 
     def __setstate__(self, state: dict) -> None:
         values = ndarray_io.array_from_bytes(bytes(state["handle"]))
-        # ops still reading or writing this array finish first (they would see the new shape)
-        engine.current().wait_all()
-        fresh = from_numpy(values, self._ctx)
-        for slot in ("_data", "_var", "_aval", "shape", "dtype", "_ag"):
+        if getattr(self, "_var", None) is not None:  # an existing array: the ops pending on
+            engine.current().wait_all()  # it finish first (they would see the new shape)
+        fresh = from_numpy(values)
+        for slot in ("_data", "_var", "_aval", "shape", "dtype", "_ag", "_ctx"):
             object.__setattr__(self, slot, getattr(fresh, slot))
 
     def tostype(self, stype: str) -> NDArray:

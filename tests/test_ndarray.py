@@ -577,6 +577,7 @@ def test_pickle_and_deepcopy_give_independent_arrays():
     a = nd.arange(6).reshape((2, 3)) + 1  # a view pickles as a plain array of its values
     for b in (pickle.loads(pickle.dumps(a)), __import__("copy").deepcopy(a)):
         np.testing.assert_array_equal(b.asnumpy(), a.asnumpy())
+        assert b.context == mx.cpu(0) and (b + 0).shape == a.shape  # a whole NDArray
         b[:] = 0
         assert a.asnumpy().sum() == 21
 
@@ -585,8 +586,9 @@ def test_setstate_reads_mxnet_one_array_bytes():
     # MXNet's pickled state of arange(1) on a GPU: magic, dense, 1-d (1,), gpu 0, float32 0.0
     state = {"handle": bytearray(b"\xc9\xfa\x93\xf9" + bytes(4) + b"\x01\x00\x00\x00"
                                  + b"\x01" + bytes(7) + b"\x02" + bytes(3) + bytes(12))}
-    array = nd.arange(5)
+    array = nd.arange(5)  # (its pending op finishes first: nothing fails later, elsewhere)
     array.__setstate__(state)
+    nd.waitall()
     assert array.shape == (1,) and array.asnumpy()[0] == 0.0
     with pytest.raises(mx.base.MXNetError, match="unexpected bytes"):
         array.__setstate__({"handle": bytes(state["handle"]) + b"\x00"})
