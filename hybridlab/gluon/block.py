@@ -402,6 +402,18 @@ def _only_ndarrays(args: tuple) -> bool:
     return bool(args)
 
 
+def _one_device(block: Any, args: tuple) -> Any:
+    """The device of a compiled call's inputs; inputs on two devices are refused, as
+    MXNet's CachedOp refuses them (checked on a block's first call on each device: the
+    hot path compares only the first input's device)."""
+    devices = list(dict.fromkeys(arg._ctx for arg in args))
+    if len(devices) > 1:
+        raise ValueError(f"{type(block).__name__} {block.name!r} is hybridized: its inputs "
+                         f"must all be on one device, got {devices}. Fix: move them with "
+                         f"x.as_in_context({devices[0]})")
+    return devices[0]
+
+
 def _kinds(args: Any) -> set:
     """Which of NDArray and Symbol the inputs hold (looking into lists, as MXNet)."""
     if isinstance(args, (list, tuple)):
@@ -521,7 +533,7 @@ class HybridBlock(Block):
             # signature first] in graph/cached_op.py is the one fast path)
             if args[0]._ctx is self._op_ctx:  # (identity: contexts are interned)
                 return self._cached_op(*args)  # type: ignore[misc]  # active: hybridize made one
-            return self._device_op(args[0]._ctx)(*args)
+            return self._device_op(_one_device(self, args))(*args)
         if self._forward_pre_hooks or self._forward_hooks:
             return self._hooked(self._dispatch, args)
         return self._dispatch(*args)
@@ -567,7 +579,8 @@ class HybridBlock(Block):
             self._hooks_changed()
         self._check_structure(structure)
         given_arrays = [a for a in args if a is not None]
-        op: Any = self._device_op(given_arrays[0]._ctx) if given_arrays else self._cached_op
+        op: Any = (self._device_op(_one_device(self, tuple(given_arrays))) if given_arrays
+                   else self._cached_op)
         return op(*given_arrays)
 
     def _check_structure(self, structure: tuple[bool, ...]) -> None:

@@ -256,6 +256,8 @@ class Parameter:
         value = data if isinstance(data, nd.NDArray) else nd.array(data, dtype=self.dtype)
         self.shape = value.shape
         self._deferred = None
+        if self._ctx_list is None:  # never initialised (a file loaded into it): as MXNet,
+            self._ctx_list = [current_context()]  # it lives on the current device now
         self._store(value)
 
     def zero_grad(self) -> None:

@@ -295,3 +295,33 @@ def test_a_symbol_block_inside_a_hybridized_net_sizes_its_parameters_and_reloads
     other = _Backbone()  # another instance: other prefixes, the same structural keys
     other.load_parameters(str(tmp_path / "net.params"))
     np.testing.assert_allclose(other(x).asnumpy(), expected, rtol=1e-6)
+
+
+def test_a_file_loaded_into_a_network_never_initialised_can_be_saved_again(tmp_path):
+    class Shared(gluon.Block):  # two children, one parameter: b reads a's
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Dense(2, in_units=2)
+            self.b = nn.Dense(2, in_units=2, params=self.a.collect_params())
+
+    net = Shared()
+    net.initialize()
+    net.save_parameters(str(tmp_path / "once.params"), deduplicate=True)
+    fresh = Shared()  # not initialised: the file is its first value
+    fresh.load_parameters(str(tmp_path / "once.params"))
+    fresh.save_parameters(str(tmp_path / "both.params"))
+    assert len(nd.load(str(tmp_path / "both.params"))) == 4
+    assert fresh.b.weight.list_ctx() == [mx.current_context()]
+
+
+def test_a_hybridized_block_refuses_inputs_on_two_devices():
+    class Add(gluon.HybridBlock):
+        def hybrid_forward(self, F, a, b):
+            return a + b
+
+    net = Add()
+    net.hybridize()
+    with pytest.raises(ValueError, match="on one device"):
+        net(nd.ones((2,), ctx=mx.cpu(1)), nd.ones((2,), ctx=mx.cpu(2)))
+    np.testing.assert_array_equal(net(nd.ones((2,), ctx=mx.cpu(1)),
+                                      nd.ones((2,), ctx=mx.cpu(1))).asnumpy(), [2, 2])
