@@ -325,3 +325,19 @@ def test_a_hybridized_block_refuses_inputs_on_two_devices():
         net(nd.ones((2,), ctx=mx.cpu(1)), nd.ones((2,), ctx=mx.cpu(2)))
     np.testing.assert_array_equal(net(nd.ones((2,), ctx=mx.cpu(1)),
                                       nd.ones((2,), ctx=mx.cpu(1))).asnumpy(), [2, 2])
+
+
+def test_sync_batchnorm_on_one_device_is_batchnorm_and_refuses_several():
+    from hybridlab.gluon.contrib.nn import SyncBatchNorm
+
+    x = nd.array(np.random.RandomState(0).uniform(size=(6, 3, 4)))
+    plain, synced = nn.BatchNorm(in_channels=3), SyncBatchNorm(in_channels=3, num_devices=1)
+    plain.initialize()
+    synced.initialize()
+    with autograd.record():
+        expected, got = plain(x), synced(x)
+    np.testing.assert_allclose(got.asnumpy(), expected.asnumpy(), rtol=1e-6)
+    np.testing.assert_allclose(synced.running_mean.data().asnumpy(),
+                               0.1 * x.asnumpy().mean(axis=(0, 2)), rtol=1e-5)
+    with pytest.raises(ValueError, match="one device only"):
+        SyncBatchNorm(in_channels=3, num_devices=2)
