@@ -958,6 +958,19 @@ def _to_ndarray(value: Any) -> Any:
 # sym.slice into this module's globals, so code above must not call those builtins.
 registry.populate(sys.modules[__name__], _apply, _compose)
 registry.install_dunders(Symbol, _apply, _foreign_operand, registry.ELEMENTWISE_DUNDERS)
+def _ignoring_inplace(name: str) -> Any:
+    function = getattr(sys.modules[__name__], name)
+
+    def method(self: Symbol, *args: Any, inplace: bool = False, **kwargs: Any) -> Any:
+        return function(self, *args, **kwargs)  # a Symbol holds no memory to share
+
+    method.__name__, method.__doc__ = name, f"``{name}``; MXNet's ``inplace`` (an NDArray " \
+        f"view) asks nothing of a graph, so it is accepted and changes nothing."
+    return method
+
+
+for _spelling in ("squeeze", "expand_dims", "flatten"):  # NDArray's inplace= forms, traced
+    setattr(Symbol, _spelling, _ignoring_inplace(_spelling))
 registry.install_methods(Symbol, sys.modules[__name__])  # x.relu(): the rule NDArray uses
 
 

@@ -696,3 +696,17 @@ def test_infer_type_partial_leaves_undecided_arguments_unknown():
     assert sym.FullyConnected(sym.var("x"), num_hidden=2).infer_type_partial()[:2] == (
         [None, None, None], [None])
     assert net.infer_type(data=np.float16)[0][0] == np.float16
+
+
+def test_squeeze_expand_dims_flatten_take_inplace_when_traced():
+    from hybridlab import gluon
+
+    class Squeeze(gluon.HybridBlock):
+        def forward(self, x):  # F-less: x is a Symbol while traced
+            return x.squeeze(inplace=True).expand_dims(0, inplace=True).flatten(inplace=True)
+
+    block = Squeeze()
+    block.hybridize()
+    x = mx.nd.ones((3, 4, 1))
+    assert block(x).shape == (1, 12)
+    assert mx.sym.var("x").squeeze(inplace=False).list_arguments() == ["x"]
