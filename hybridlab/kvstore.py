@@ -161,9 +161,10 @@ class KVStore:
         """One engine op: the stored value's next buffer from the summed gradient."""
         optimizer = self._optimizer
         assert optimizer is not None
+        hyper = optimizer.step_hyper(key)  # the rates of this push, not of when it runs
 
         def update() -> None:
-            stored._data = optimizer.update(key, stored._data, total._data)  # type: ignore[arg-type]  # (computed: the engine ran their writers)
+            stored._data = optimizer.update(key, stored._data, total._data, hyper)  # type: ignore[arg-type]  # (computed: the engine ran their writers)
 
         engine.current().push(update, [total._var], [stored._var], "kv_update")
 

@@ -55,6 +55,9 @@ class Optimizer:
         self.hyper: dict[str, Any] = {**DEFAULTS[self.name], **hyper}
         self.states: dict[Any, list[np.ndarray]] = {}
         self.counts: dict[Any, int] = {}
+        # key -> what has ``lr_mult``/``wd_mult`` (a Parameter; the Trainer fills it, as
+        # MXNet's Trainer fills ``param_dict``): that key's rates are multiplied by them
+        self.param_dict: dict[Any, Any] = {}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({', '.join(f'{k}={v}' for k, v in self.hyper.items())})"
@@ -81,10 +84,28 @@ class Optimizer:
                                 for _ in range(_STATE_COUNT[self.name])]
         return self.states[key]
 
-    def update(self, key: Any, weight: np.ndarray, grad: np.ndarray) -> np.ndarray:
-        """The next value of ``weight`` (a new array) after one step with ``grad``."""
+    def _get_lr(self, key: Any) -> float:
+        """``key``'s learning rate: the optimizer's times its parameter's ``lr_mult``."""
+        return float(self.hyper["learning_rate"]) * getattr(self.param_dict.get(key),
+                                                            "lr_mult", 1.0)
+
+    def _get_wd(self, key: Any) -> float:
+        """``key``'s weight decay: the optimizer's times its parameter's ``wd_mult``."""
+        return float(self.hyper["wd"]) * getattr(self.param_dict.get(key), "wd_mult", 1.0)
+
+    def step_hyper(self, key: Any) -> dict[str, Any]:
+        """``key``'s hyperparameters as they are now: an update that runs later, inside the
+        engine, must use the rates of the moment it was asked for (a ``x.lr_mult = 2`` or
+        a new learning rate after ``step`` changes the next step, not this one)."""
+        return {**self.hyper, "rescale": self.hyper["rescale_grad"],
+                "learning_rate": self._get_lr(key), "wd": self._get_wd(key)}
+
+    def update(self, key: Any, weight: np.ndarray, grad: np.ndarray,
+               hyper: dict[str, Any] | None = None) -> np.ndarray:
+        """The next value of ``weight`` (a new array) after one step with ``grad``, with
+        ``hyper`` from :meth:`step_hyper` (taken now when not given)."""
         self.counts[key] = self.counts.get(key, 0) + 1
-        hyper = {**self.hyper, "rescale": self.hyper["rescale_grad"], "t": self.counts[key]}
+        hyper = {**(hyper or self.step_hyper(key)), "t": self.counts[key]}
         return RULES[self.name](weight, grad, self.state(key, weight), **hyper)
 
 

@@ -37,7 +37,7 @@ With one device and a local store type there is nothing to agree on: no store is
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
@@ -64,6 +64,7 @@ class Trainer:
         self._hyper = self._optimizer.hyper  # (shared: set_learning_rate changes both)
         values = params.values() if isinstance(params, (ParameterDict, dict)) else params
         self._params: list[Parameter] = [p for p in values if p.grad_req != "null"]
+        self._optimizer.param_dict = dict(enumerate(self._params))  # (MXNet's: index -> param)
         self._states: dict[Any, list[np.ndarray]] = {}
         self._steps = 0
         if kvstore is not None and not isinstance(kvstore, (str, _kv.KVStore)):
@@ -93,8 +94,8 @@ class Trainer:
     def step(self, batch_size: int, ignore_stale_grad: bool = False) -> None:
         """One update of every parameter, with gradients scaled by ``1/batch_size``. Each
         parameter's learning rate and weight decay are multiplied by its
-        ``lr_mult``/``wd_mult`` (on a store that updates, by the store's optimizer: there
-        the multipliers are not applied, a deviation hybridlab's kvstore documents)."""
+        ``lr_mult``/``wd_mult`` (on a store that updates, by the store's optimizer, which
+        reads them through its ``param_dict``)."""
         if _check_number("step(batch_size)", batch_size) <= 0:
             raise ValueError(f"step(batch_size): the number of samples the gradients were "
                              f"summed over must be positive, got {batch_size!r}")
@@ -152,8 +153,13 @@ class Trainer:
         distributed = store.type.startswith("dist")
         self._kvstore, self._update_on_kvstore = store, True if update is None else update
         if self._update_on_kvstore:
-            store.set_optimizer(opt.create(self._optimizer.name,
-                                           **{**self._hyper, "rescale_grad": rescale}))
+            chosen = opt.create(self._optimizer.name, **{**self._hyper, "rescale_grad": rescale})
+            # each key's lr_mult/wd_mult: the Parameters themselves in this process (a
+            # later x.lr_mult = 2 counts, as in MXNet); their values at this step for a
+            # dist store, whose optimizer is sent to the server
+            chosen.param_dict = {i: (_Mults(p.lr_mult, p.wd_mult) if distributed else p)
+                                 for i, p in enumerate(self._params)}
+            store.set_optimizer(chosen)
         for index, param in enumerate(self._params):
             store.init(index, param.list_data()[0])
             if distributed:
@@ -219,6 +225,13 @@ class Trainer:
                                  f"update; load the states into the Trainer that saved them")
             device = index[name][int(where)]
             self._states.setdefault((name, device), []).append(loaded[key].asnumpy())
+
+
+class _Mults(NamedTuple):
+    """A Parameter's rate multipliers, as sent to a dist store's server."""
+
+    lr_mult: float
+    wd_mult: float
 
 
 def _bind(optimizer: str, weights: list, grads: list, states: list, mults: list,

@@ -153,3 +153,26 @@ def test_an_lr_scheduler_sets_the_rate_of_each_step_and_states_round_trip(tmp_pa
     trainer.load_states(str(tmp_path / "t.states"))
     np.testing.assert_array_equal(trainer._states[key][0], momentum)
     assert trainer._steps == 5
+
+
+@pytest.mark.parametrize("update_on_kvstore", [True, False])
+def test_lr_mult_counts_on_two_devices_whoever_updates(update_on_kvstore):
+    import hybridlab as mx
+
+    x = gluon.Parameter("x", shape=(3,), init="zeros")
+    x.initialize(ctx=[mx.cpu(0), mx.cpu(1)])
+    trainer = gluon.Trainer([x], "sgd", {"learning_rate": 1.0},
+                            update_on_kvstore=update_on_kvstore)
+
+    def step():
+        with autograd.record():
+            for w in x.list_data():
+                (w + 1).sum().backward()
+        trainer.step(1)
+
+    step()  # two devices' gradients of 1 summed: -2
+    x.lr_mult = 0.5  # read at every step, as MXNet's param_dict
+    step()  # -2 - 0.5 * 2
+    for copy in x.list_data():
+        np.testing.assert_allclose(copy.asnumpy(), [-3, -3, -3])
+    assert trainer._optimizer._get_lr(0) == 0.5
