@@ -623,6 +623,10 @@ def _infer_call(node: Node, inputs: list[Aval | None]) -> list[Aval | None]:
         # (MXNet's partial inference: relu(elemwise_add(known, unknown)) is known)
         shape = next((a.shape for a in inputs if a.shape is not None), None)  # type: ignore[union-attr]
         elementwise = node.opdef.kind == registry.Kind.ELEMENTWISE and count == 1
+        if elementwise:  # the dtype from the op's own rule (Cast's dtype=), run on stand-ins
+            stand_ins = [Aval(shape, a.dtype) for a in inputs]  # type: ignore[arg-type,union-attr]
+            with contextlib.suppress(ValueError, IndexError, TypeError, ArithmeticError):
+                return [Aval(shape, node.opdef.infer(*stand_ins, **node.attr_dict)[0].dtype)]  # type: ignore[arg-type]
         return [Aval(shape if elementwise else None,  # type: ignore[arg-type]
                      _infer.promote(*(a.dtype for a in inputs)))] * count  # type: ignore[arg-type,union-attr]
     try:

@@ -696,3 +696,10 @@ def test_infer_type_partial_leaves_undecided_arguments_unknown():
     assert sym.FullyConnected(sym.var("x"), num_hidden=2).infer_type_partial()[:2] == (
         [None, None, None], [None])
     assert net.infer_type(data=np.float16)[0][0] == np.float16
+
+
+def test_infer_type_without_shapes_follows_the_ops_own_dtype_rule():
+    cast = sym.Cast(sym.var("x", dtype="int32"), dtype="float32")
+    assert cast.infer_type() == ([np.int32], [np.float32], [])
+    exe = cast.simple_bind(x=(2, 2))
+    assert (exe.arg_arrays[0].dtype, exe.outputs[0].dtype) == (np.int32, np.float32)
