@@ -584,8 +584,16 @@ def _fill_parameters(node: Node, known: dict) -> None:
     for value, input_name in zip(node.inputs, node.opdef.input_names(node.attr_dict)):
         key = (id(value.node), value.index)
         unknown = key not in known or known[key].shape is None or 0 in known[key].shape
-        if input_name in shapes and unknown and value.node.kind == "var":
-            known[key] = Aval(tuple(shapes[input_name]), data.dtype)
+        if input_name not in shapes or not unknown:
+            continue
+        source = value  # a parameter reached through Casts (MXNet infers through them too)
+        while source.node.kind == "call" and source.node.op in ("Cast", "_cast_like"):
+            source = source.node.inputs[0]
+        if source.node.kind != "var":
+            continue
+        for step in {key, (id(source.node), source.index)}:
+            dtype = known[step].dtype if step in known else data.dtype
+            known[step] = Aval(tuple(shapes[input_name]), dtype)
 
 
 def _var_aval(node: Node, shape: Any, dtype: np.dtype | None) -> Aval:
@@ -623,6 +631,10 @@ def _infer_call(node: Node, inputs: list[Aval | None]) -> list[Aval | None]:
         # (MXNet's partial inference: relu(elemwise_add(known, unknown)) is known)
         shape = next((a.shape for a in inputs if a.shape is not None), None)  # type: ignore[union-attr]
         elementwise = node.opdef.kind == registry.Kind.ELEMENTWISE and count == 1
+        if elementwise:  # the dtype from the op's own rule (Cast's dtype=), run on stand-ins
+            stand_ins = [Aval(shape, a.dtype) for a in inputs]  # type: ignore[arg-type,union-attr]
+            with contextlib.suppress(ValueError, IndexError, TypeError, ArithmeticError):
+                return [Aval(shape, node.opdef.infer(*stand_ins, **node.attr_dict)[0].dtype)]  # type: ignore[arg-type]
         return [Aval(shape if elementwise else None,  # type: ignore[arg-type]
                      _infer.promote(*(a.dtype for a in inputs)))] * count  # type: ignore[arg-type,union-attr]
     try:

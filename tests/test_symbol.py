@@ -710,3 +710,17 @@ def test_squeeze_expand_dims_flatten_take_inplace_when_traced():
     x = mx.nd.ones((3, 4, 1))
     assert block(x).shape == (1, 12)
     assert mx.sym.var("x").squeeze(inplace=False).list_arguments() == ["x"]
+
+
+def test_infer_type_without_shapes_follows_the_ops_own_dtype_rule():
+    cast = sym.Cast(sym.var("x", dtype="int32"), dtype="float32")
+    assert cast.infer_type() == ([np.int32], [np.float32], [])
+    exe = cast.simple_bind(x=(2, 2))
+    assert (exe.arg_arrays[0].dtype, exe.outputs[0].dtype) == (np.int32, np.float32)
+
+
+def test_parameter_shapes_are_inferred_through_casts():
+    data = sym.var("d")
+    net = sym.FullyConnected(sym.cast(data, dtype="float16"),
+                             sym.cast(sym.var("w"), dtype="float16"), no_bias=True, num_hidden=3)
+    assert net.infer_shape(d=(2, 5)) == ([(2, 5), (3, 5)], [(2, 3)], [])

@@ -59,7 +59,7 @@ PACKAGE = ROOT / "hybridlab"
 # timer, ~0.1k) and the fastest-of-three timing runs: 10.9k.
 # + 0.1k: instruments as documents (each display a moment, the snapshot notice, the
 # save hook) and controls redrawn by pasting a saved background (<= 300 ms a control)
-TOTAL_BUDGET = 15650  # + MXNet's symbolic/operator API (issue 24, merged on main: 0.05k)
+TOTAL_BUDGET = 15700  # + MXNet's symbolic/operator API (issue 24, after main's merge: 0.1k)
 # + many devices (contexts, mx.kv, mx.optimizer, the Dask store): 0.4k;
 # + lesson 09: real networks drawn by blocks, instruments at their sizes, exercises (0.25k)
 # + lesson 10: the all-reduce model and explorer, its exercises (0.3k) and measurements

@@ -38,7 +38,7 @@ from hybridlab.ops.registry import Attr, Aval, Kind, OpDef, composite, register
 
 def _sum_back(F: Any, grads: Any, inputs: list[Any]) -> list[Any]:
     """Sum each gradient back to the shape of its (possibly broadcast) input."""
-    return [F.sum_like(g, x) for g, x in zip(grads, inputs)]
+    return [None if g is None else F.sum_like(g, x) for g, x in zip(grads, inputs)]
 
 
 def _keep_dtype(fn: Any) -> Any:
@@ -114,8 +114,18 @@ _elemwise("elemwise_div", np.divide, lambda F, g, a, b, out: [g / b, F.negative(
 _arith("broadcast_power", np.power,
        lambda F, g, a, b, out: [g * b * a ** (b - 1.0), g * out * F.log(a)],
        ("_power", "_Power"), "``lhs ** rhs`` with broadcasting (``rhs`` grad needs lhs > 0).")
-_arith("broadcast_mod", np.mod,
-       lambda F, g, a, b, out: [g, F.negative(g * F.floor(a / b))],
+def _integers(x: Any) -> bool:
+    """Is ``x`` (an NDArray, or a Symbol whose type is known) of an integer dtype?"""
+    dtype = getattr(x, "dtype", None)  # (a Symbol's dtype raises an AttributeError)
+    if dtype is None and getattr(x, "_outputs", None):
+        aval = x._outputs[0].aval
+        dtype = None if aval is None else aval.dtype
+    return dtype is not None and np.dtype(dtype).kind in "iu"
+
+
+_arith("broadcast_mod", np.mod,  # as MXNet: an integer modulo has a zero gradient
+       lambda F, g, a, b, out: [None, None] if _integers(a) and _integers(b) else [
+           g, F.negative(g * F.floor(a / b))],
        ("_mod", "_Mod"), "``lhs % rhs`` (sign of ``rhs``, like Python) with broadcasting.")
 _arith("broadcast_maximum", np.maximum,
        lambda F, g, a, b, out: [g * (a >= b), g * (a < b)],
@@ -338,8 +348,6 @@ def _copy_into(out: np.ndarray, x: np.ndarray) -> np.ndarray:
 
 def _cast_grad(F: Any, inputs: list[Any], outputs: list[Any], out_grads: list[Any], **attrs: Any
         ) -> list[Any]:
-    if np.dtype(attrs.get("dtype", "float32")).kind in "iub":  # as MXNet: an integer value
-        return [None] * len(inputs)  # carries no gradient (cast(a, 'int32') % b: zero)
     return [F._cast_like(out_grads[0], inputs[0])] + [None] * (len(inputs) - 1)
 
 

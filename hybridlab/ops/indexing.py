@@ -103,11 +103,11 @@ register(OpDef(
 def _indices(index: np.ndarray, size: int, mode: str) -> np.ndarray:
     whole = index.astype(np.int64)
     if mode == "raise":  # MXNet's take(mode='raise'): an index out of range is an error
-        bad = whole[(whole < -size) | (whole >= size)]
+        bad = whole[(whole < 0) | (whole >= size)]  # (negative ones too, as MXNet)
         if bad.size:
             raise IndexError(f"take: index {bad.flat[0]} is out of range for an axis of "
                              f"{size}; use mode='clip' or 'wrap' to keep it in range")
-        return np.mod(whole, size)
+        return whole
     return np.clip(whole, 0, size - 1) if mode == "clip" else np.mod(whole, size)
 
 
