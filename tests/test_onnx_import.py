@@ -20,34 +20,11 @@ ort = pytest.importorskip("onnxruntime")
 import hybridlab as mx  # noqa: E402
 from hybridlab import nd  # noqa: E402
 from hybridlab.errors import OnnxImportError  # noqa: E402
+from hybridlab.exercises.lesson09 import randomized  # noqa: E402  (the lesson's own helper)
 
 LIGHT = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
 MODELS = ["bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50",
           "shufflenet", "squeezenet", "vgg19", "zfnet512"]
-
-
-def randomized(model, seed: int = 0):
-    """The model with a random value for every computed weight, and without its Softmax."""
-    from onnx import helper, numpy_helper
-
-    rng = np.random.default_rng(seed)
-    stored = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
-    nodes = []
-    for node in model.graph.node:
-        if node.op_type == "ConstantOfShape" and node.input[0] in stored:
-            shape = tuple(int(d) for d in stored[node.input[0]])
-            values = (rng.normal(0, np.sqrt(2 / np.prod(shape[1:])), shape) if len(shape) > 1
-                      else rng.uniform(0.5, 1.5, shape))
-            node = helper.make_node("Constant", [], [node.output[0]], name=node.name,
-                                    value=numpy_helper.from_array(values.astype(np.float32)))
-        nodes.append(node)
-    copy = onnx.ModelProto()
-    copy.CopyFrom(model)
-    if nodes[-1].op_type == "Softmax":
-        copy.graph.output[0].name = nodes.pop().input[0]
-    del copy.graph.node[:]
-    copy.graph.node.extend(nodes)
-    return copy
 
 
 def run_onnxruntime(model, feed):

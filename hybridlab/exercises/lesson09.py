@@ -37,9 +37,17 @@ def light_model(name: str, seed: int = 0) -> Any:
     """The light model ``name`` (a ``ModelProto``) with random weights and its final
     Softmax dropped (its output: the logits)."""
     import onnx
+
+    return randomized(onnx.load(light_path(name)), seed)
+
+
+def randomized(model: Any, seed: int = 0) -> Any:
+    """A copy of the ONNX ``model`` with a random value for every weight it computes
+    (He-scaled kernels, positive vectors: BatchNorm's variances stay valid) and without
+    its final Softmax, so its output depends on its input."""
+    import onnx
     from onnx import helper, numpy_helper
 
-    model = onnx.load(light_path(name))
     rng = np.random.default_rng(seed)
     stored = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
     nodes = []

@@ -20,7 +20,7 @@ from typing import Any
 
 from hybridlab.lab.allreduce import KINDS, AllReduceModel
 from hybridlab.viz.bundle import AUTO_BUTTONS, NATURAL_SIZE, Instrument, canvas_png
-from hybridlab.viz.gantt import draw_tasks, label_tasks
+from hybridlab.viz.gantt import draw_tasks, label_tasks, two_axes
 from hybridlab.viz.palette import OKABE_ITO, lighten
 
 # one colour per way (the curves) and per phase of a way (the bars)
@@ -71,20 +71,7 @@ def draw(model: AllReduceModel, figure: Any = None) -> Any:
 
 
 def _axes(figure: Any) -> tuple[Any, Any]:
-    """The figure's two axes, made once and emptied of what the last redraw drew (making
-    them again was a third of a redraw; viz/schedule.py does the same)."""
-    if getattr(figure, "_hybridlab_allreduce", None) != tuple(figure.axes) or \
-            len(figure.axes) != 2:
-        figure.clear()
-        figure.subplots(1, 2, width_ratios=[3, 2], gridspec_kw={
-            "left": 0.1, "right": 0.98, "bottom": 0.27, "top": 0.9, "wspace": 0.3})
-        figure._hybridlab_allreduce = tuple(figure.axes)
-    for axes in figure.axes:
-        for artist in [*axes.collections, *axes.lines, *axes.texts, *axes.patches]:
-            artist.remove()
-        if axes.get_legend() is not None:
-            axes.get_legend().remove()
-    return figure.axes[0], figure.axes[1]
+    return two_axes(figure, [3, 2], left=0.1, right=0.98, bottom=0.27, top=0.9, wspace=0.3)
 
 
 class AllReduceExplorer(Instrument):

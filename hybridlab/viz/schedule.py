@@ -30,7 +30,7 @@ from typing import Any, Sequence
 from hybridlab.engine import TaskRecord
 from hybridlab.lab.schedule import STREAMS, ScheduleModel, TaskGraph
 from hybridlab.viz.bundle import AUTO_BUTTONS, NATURAL_SIZE, Instrument, canvas_png
-from hybridlab.viz.gantt import draw_tasks, kind_colours, label_tasks, legend_handles
+from hybridlab.viz.gantt import draw_tasks, kind_colours, label_tasks, legend_handles, two_axes
 from hybridlab.viz.palette import DEVICE_COLOURS, DEVICE_HATCHES, OKABE_ITO, OTHER_COLOUR
 
 BAND = "workers-band"  # the curve panel's mark of the chosen number of workers
@@ -96,21 +96,7 @@ def draw(model: ScheduleModel, figure: Any = None) -> Any:
 
 
 def _axes(figure: Any) -> tuple[Any, Any]:
-    """The figure's two axes, emptied. Made once per figure (fixed margins, not a layout
-    engine, so a redraw is one render); a redraw removes only what it drew, so the axes
-    and their ticks are reused: clearing and making them again took half a redraw."""
-    if getattr(figure, "_hybridlab_schedule", None) != tuple(figure.axes) or \
-            len(figure.axes) != 2:
-        figure.clear()
-        figure.subplots(1, 2, width_ratios=[3, 1], gridspec_kw={
-            "left": 0.09, "right": 0.98, "bottom": 0.27, "top": 0.9, "wspace": 0.28})
-        figure._hybridlab_schedule = tuple(figure.axes)
-    for axes in figure.axes:
-        for artist in [*axes.collections, *axes.lines, *axes.texts, *axes.patches]:
-            artist.remove()
-        if axes.get_legend() is not None:
-            axes.get_legend().remove()
-    return figure.axes[0], figure.axes[1]
+    return two_axes(figure, [3, 1], left=0.09, right=0.98, bottom=0.27, top=0.9, wspace=0.28)
 
 
 class ScheduleExplorer(Instrument):
