@@ -283,10 +283,19 @@ register(OpDef(
     attrs={"a_min": Attr("float"), "a_max": Attr("float")},
     doc="Limit values to ``[a_min, a_max]``; the gradient is zero outside.",
 ))
+def _row_condition(c: Any, x: Any) -> tuple[int, ...]:
+    """MXNet's ``where`` with a 1-D condition as long as ``x``'s first axis picks whole rows
+    (numpy would match its last axis): the condition's shape, lined up with ``x``'s."""
+    if len(c.shape) == 1 and len(x.shape) > 1 and c.shape[0] == x.shape[0]:
+        return (c.shape[0],) + (1,) * (len(x.shape) - 1)
+    return tuple(c.shape)
+
+
 register(OpDef(
-    name="where", kernel=lambda c, x, y: np.where(c != 0, x, y).astype(  # type: ignore[attr-defined]  # (numpy's stubs)
+    name="where", kernel=lambda c, x, y: np.where(c.reshape(_row_condition(c, x)) != 0, x, y).astype(  # type: ignore[attr-defined]  # (numpy's stubs)
         _infer.promote(x.dtype, y.dtype), copy=False),
-    infer=lambda c, x, y: [Aval(_infer.broadcast(c, x, y, op_name="where")[0].shape,
+    infer=lambda c, x, y: [Aval(_infer.broadcast(Aval(_row_condition(c, x), c.dtype), x, y,
+                                                 op_name="where")[0].shape,
                                 _infer.broadcast(x, y, op_name="where")[0].dtype)],
     grad=lambda F, inputs, outputs, out_grads: [None, *_sum_back(F, [
         F.where(inputs[0], out_grads[0], F.zeros_like(out_grads[0])),

@@ -550,3 +550,20 @@ def test_integer_gradients_of_broadcasting_and_mean_keep_the_integer_dtype():
     spread = eager._unreduce(np.array([7, 9], np.int32), x, axis=1, mean=True).data
     assert spread.dtype == np.int32
     np.testing.assert_array_equal(spread, [[2, 2, 2], [3, 3, 3]])
+
+
+def test_where_with_a_row_condition_picks_whole_rows_as_mxnet():
+    import hybridlab as mx
+    from hybridlab import autograd, nd
+
+    rows = nd.array([1, 0, 1])
+    x, y = nd.ones((3, 3)), nd.zeros((3, 3))  # square: numpy would pick columns
+    expected = [[1, 1, 1], [0, 0, 0], [1, 1, 1]]
+    np.testing.assert_array_equal(nd.where(rows, x, y).asnumpy(), expected)
+    where = mx.sym.where(mx.sym.var("c"), mx.sym.var("x"), mx.sym.var("y"))
+    assert where.infer_shape(c=(3,), x=(3, 3), y=(3, 3))[1] == [(3, 3)]
+    x.attach_grad()
+    with autograd.record():
+        picked = nd.where(rows, x, y)
+    picked.backward()
+    np.testing.assert_array_equal(x.grad.asnumpy(), expected)
