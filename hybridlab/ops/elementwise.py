@@ -292,8 +292,9 @@ def _row_condition(c: Any, x: Any) -> tuple[int, ...]:
 
 
 register(OpDef(
-    name="where", kernel=lambda c, x, y: np.where(c.reshape(_row_condition(c, x)) != 0, x, y).astype(  # type: ignore[attr-defined]  # (numpy's stubs)
-        _infer.promote(x.dtype, y.dtype), copy=False),
+    name="where", kernel=lambda c, x, y: np.where(  # type: ignore[attr-defined]  # (numpy's stubs)
+        c.reshape(_row_condition(c, x)) != 0, x, y).astype(_infer.promote(x.dtype, y.dtype),
+                                                            copy=False),
     infer=lambda c, x, y: [Aval(_infer.broadcast(Aval(_row_condition(c, x), c.dtype), x, y,
                                                  op_name="where")[0].shape,
                                 _infer.broadcast(x, y, op_name="where")[0].dtype)],
