@@ -111,9 +111,6 @@ class KVStore:
     def pull(self, key: Any, out: Any = None, priority: int = 0,
              ignore_sparse: bool = True) -> None:
         """Copy each key's stored value into ``out`` (an NDArray, or one per device)."""
-        if out is None:
-            raise ValueError("kvstore pull: give out= (the arrays to copy the values into, "
-                             "e.g. out=param.list_data())")
         for k, outs in _pairs(key, out, "pull"):
             self._pull_into(k, self._stored(k, "pull"), outs)
 
@@ -223,9 +220,6 @@ class DistKVStore(KVStore):
 
     def pull(self, key: Any, out: Any = None, priority: int = 0,
              ignore_sparse: bool = True) -> None:
-        if out is None:
-            raise ValueError("kvstore pull: give out= (the arrays to copy the values into, "
-                             "e.g. out=param.list_data())")
         for k, outs in _pairs(key, out, "pull"):
             self._known(k, "pull")
             # dist_sync: the value once the round of this worker's last push is complete
@@ -269,6 +263,9 @@ class DistKVStore(KVStore):
 
 def _pairs(key: Any, value: Any, what: str) -> list[tuple[Any, Any]]:
     """``(key, value)`` pairs from one key or a list of keys (MXNet's two call forms)."""
+    if value is None and what == "pull":
+        raise ValueError("kvstore pull: give out= (the arrays to copy the values into, "
+                         "e.g. out=param.list_data())")
     if isinstance(key, (list, tuple)):
         if not isinstance(value, (list, tuple)) or len(value) != len(key):
             raise ValueError(f"kvstore {what}: {len(key)} keys need a list of {len(key)} "
