@@ -163,7 +163,7 @@ class KVStore:
         def update() -> None:
             stored._data = optimizer.update(key, stored._data, total._data, hyper)  # type: ignore[arg-type]  # (computed: the engine ran their writers)
 
-        engine.current().push(update, [total._var], [stored._var], "kv_update")
+        engine.current().push(update, [total._var], [stored._var], "kv_update", stored._ctx)
 
     def _pull_into(self, key: Any, stored: nd.NDArray, outs: Any) -> None:
         for target in outs if isinstance(outs, (list, tuple)) else [outs]:

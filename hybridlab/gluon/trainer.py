@@ -131,7 +131,7 @@ class Trainer:
             kernel = _bind(name, weights, grads, states, mults, dict(hyper))
             engine.current().push(kernel, reads=[grad._var for grad in grads],
                                   writes=[weight._var for weight in weights],
-                                  name=f"multi_{name}_update")
+                                  name=f"multi_{name}_update", device=device)
 
     def _init_kvstore(self, rescale: float) -> None:
         """MXNet's choice of store (``_create_kvstore``): none for one device and a local
