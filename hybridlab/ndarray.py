@@ -643,7 +643,7 @@ def _assign(target: NDArray, source: NDArray) -> NDArray:
             _refuse_unfilled(missing)
         target._data = source._data.astype(target.dtype, copy=False)  # type: ignore[union-attr]
 
-    engine.current().push(write, [source._var], [target._var], "_copy_to")
+    engine.current().push(write, [source._var], [target._var], "_assign")
     return target
 
 
@@ -661,7 +661,7 @@ def _assign_all(targets: list[NDArray], sources: list[NDArray]) -> None:
             target._data = source._data.astype(target.dtype, copy=False)  # type: ignore[union-attr]
 
     engine.current().push(write, [s._var for s in sources], [t._var for t in targets],
-                          "_copy_to")
+                          "_assign")
 
 
 def _expand(op: OpDef, inputs: list, attrs: dict, name: str | None = None,
