@@ -647,7 +647,7 @@ def _assign(target: NDArray, source: NDArray) -> NDArray:
             _refuse_unfilled(missing)
         target._data = source._data.astype(target.dtype, copy=False)  # type: ignore[union-attr]
 
-    engine.current().push(write, [source._var], [target._var], "_copy_to", target._ctx,
+    engine.current().push(write, [source._var], [target._var], "_assign", target._ctx,
                           source._ctx is not target._ctx)
     return target
 
@@ -666,7 +666,7 @@ def _assign_all(targets: list[NDArray], sources: list[NDArray]) -> None:
             target._data = source._data.astype(target.dtype, copy=False)  # type: ignore[union-attr]
 
     engine.current().push(write, [s._var for s in sources], [t._var for t in targets],
-                          "_copy_to", targets[0]._ctx)
+                          "_assign", targets[0]._ctx)
 
 
 def _expand(op: OpDef, inputs: list, attrs: dict, name: str | None = None,
