@@ -124,6 +124,12 @@ class KVStore:
         self._optimizer = opt.create(optimizer)
         self._updater = self._optimizer_update
 
+    def _set_hyper(self, name: str, value: float) -> None:
+        """A new ``learning_rate`` or ``rescale_grad`` for the optimizer on the store
+        (``Trainer.set_learning_rate``, a new batch size), from the next push on."""
+        if self._optimizer is not None:
+            self._optimizer.hyper[name] = opt.check_number(name, value)
+
     def _set_updater(self, updater: Callable[[Any, nd.NDArray, nd.NDArray], None]) -> None:
         """MXNet's ``updater(key, summed, stored)``, which changes ``stored`` in place."""
         self._updater = updater
@@ -212,6 +218,12 @@ class DistKVStore(KVStore):
         if self.rank == 0:
             self._session.call("set_optimizer", chosen)
         self._session.call("barrier", "set_optimizer")
+
+    def _set_hyper(self, name: str, value: float) -> None:
+        """Sent to the store, whose optimizer is the one that updates. Every worker sends
+        it, at the same step of the same script (the same value, in the same round); a
+        push already applied keeps the rate it had."""
+        self._session.call("set_hyper", name, opt.check_number(name, value))
 
     def push(self, key: Any, value: Any, priority: int = 0) -> None:
         for k, values in _pairs(key, value, "push"):

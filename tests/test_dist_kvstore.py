@@ -104,3 +104,44 @@ def test_a_worker_process_that_dies_mid_step_is_an_error_not_a_hang(dask_client)
             hdask.run_workers(_one_rank_dies, client=dask_client, timeout=3)
     finally:
         dask_client.wait_for_workers(2, timeout=60)  # the nanny's new worker, for the others
+
+
+def _train_with_rates(rates, kind):
+    """A Dense layer trained with momentum, a new learning rate and batch size each step;
+    on ``kind`` ('dist_sync': this rank's half of each batch), or alone (kind None)."""
+    import hybridlab as mx
+    from hybridlab import autograd, gluon, nd
+    from hybridlab.gluon import nn
+
+    mx.random.seed(0)
+    net = nn.Dense(3, in_units=4)
+    net.initialize(mx.init.Xavier())
+    kv = mx.kv.create(kind) if kind else None
+    rank, workers = (kv.rank, kv.num_workers) if kv else (0, 1)
+    trainer = gluon.Trainer(net.collect_params(), "sgd",
+                            {"learning_rate": 0.1, "momentum": 0.5}, kvstore=kv)
+    data = np.random.default_rng(1).normal(size=(8, 7)).astype("float32")
+    rows = slice(rank * 8 // workers, (rank + 1) * 8 // workers)
+    loss_fn = gluon.loss.L2Loss()
+    for step, rate in enumerate(rates):
+        trainer.set_learning_rate(rate)
+        x, y = nd.array(data[rows, :4]), nd.array(data[rows, 4:])
+        with autograd.record():
+            loss = loss_fn(net(x), y)
+        loss.backward()
+        trainer.step(8 * (1 + step % 2))  # the batch size changes too (rescale_grad)
+    return [p.data().asnumpy() for p in net.collect_params().values()]
+
+
+def test_set_learning_rate_and_a_new_batch_size_reach_the_dist_store(dask_client):
+    """With update_on_kvstore the optimizer runs on the store: a new learning rate
+    (Trainer.set_learning_rate) and a new batch size must reach it, or two workers would
+    go on with the first ones while one process follows them."""
+    rates = [0.1, 0.3, 0.0, 0.05]
+    alone = _train_with_rates(rates, None)
+    ranks = hdask.run_workers(_train_with_rates, rates, "dist_sync", client=dask_client)
+    for weights in ranks:
+        for got, want in zip(weights, alone):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    fixed = _train_with_rates([0.1] * 4, None)  # the rates matter: a check that can fail
+    assert max(np.abs(a - b).max() for a, b in zip(alone, fixed)) > 1e-3

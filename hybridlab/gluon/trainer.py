@@ -75,6 +75,7 @@ class Trainer:
         self._kvstore: Any = None
         self._update_on_kvstore = False
         self._kv_ready = False
+        self._store_rescale = 0.0  # the rescale_grad the store's optimizer has
 
     @property
     def learning_rate(self) -> float:
@@ -88,8 +89,8 @@ class Trainer:
             raise UserWarning("Trainer: an lr_scheduler sets the learning rate; change the "
                               "scheduler instead of calling set_learning_rate")
         self._hyper["learning_rate"] = _check_number("learning_rate", lr)
-        if self._kvstore is not None and self._kvstore._optimizer is not None:
-            self._kvstore._optimizer.set_learning_rate(lr)  # (one process's store)
+        if self._kvstore is not None and self._update_on_kvstore:  # (a dist store's
+            self._kvstore._set_hyper("learning_rate", lr)  # optimizer is on the server)
 
     def step(self, batch_size: int, ignore_stale_grad: bool = False) -> None:
         """One update of every parameter, with gradients scaled by ``1/batch_size``. Each
@@ -105,8 +106,9 @@ class Trainer:
         self._steps += 1
         store = self._kvstore
         if store is not None and self._update_on_kvstore:
-            if store._optimizer is not None:  # (a dist store's optimizer is on the server)
-                store._optimizer.rescale_grad = rescale
+            if rescale != self._store_rescale:  # a new batch size (a dist store's optimizer
+                store._set_hyper("rescale_grad", rescale)  # is on the server: sent there)
+                self._store_rescale = rescale
             keys = list(range(len(self._params)))  # all keys in one call: one round trip
             store.pushpull(keys, [p.list_grad() for p in self._params],
                            out=[p.list_data() for p in self._params])
@@ -152,6 +154,7 @@ class Trainer:
             return
         distributed = store.type.startswith("dist")
         self._kvstore, self._update_on_kvstore = store, True if update is None else update
+        self._store_rescale = rescale
         if self._update_on_kvstore:
             chosen = opt.create(self._optimizer.name, **{**self._hyper, "rescale_grad": rescale})
             # each key's lr_mult/wd_mult: the Parameters themselves in this process (a
