@@ -145,3 +145,40 @@ def test_set_learning_rate_and_a_new_batch_size_reach_the_dist_store(dask_client
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     fixed = _train_with_rates([0.1] * 4, None)  # the rates matter: a check that can fail
     assert max(np.abs(a - b).max() for a, b in zip(alone, fixed)) > 1e-3
+
+
+def _compressed_pushes(grads_by_rank, threshold):
+    """Each rank pushes its gradients (one per step) through 2-bit compression; the
+    values it pulls after each step."""
+    import hybridlab as mx
+    from hybridlab import nd
+
+    kv = mx.kv.create("dist_sync")
+    kv.set_gradient_compression({"type": "2bit", "threshold": threshold})
+    kv.init(0, nd.zeros((4,)))
+    pulled = []
+    for grad in grads_by_rank[kv.rank]:
+        out = nd.zeros((4,))
+        kv.pushpull(0, nd.array(grad), out=out)
+        pulled.append(out.asnumpy())
+    return pulled
+
+
+def test_2bit_compression_from_each_worker_to_the_store(dask_client):
+    """MXNet compresses worker -> server: each rank sends its thresholded residual (the
+    reference below), the store sums them; three steps, so the residuals carry over."""
+    rng = np.random.default_rng(3)
+    grads = [[rng.normal(scale=0.3, size=4).astype(np.float32) for _ in range(3)]
+             for _ in range(2)]
+    pulled = hdask.run_workers(_compressed_pushes, grads, 0.25, client=dask_client)
+    residuals = [np.zeros(4, np.float32) for _ in range(2)]
+    for step in range(3):
+        expected = np.zeros(4, np.float32)
+        for rank in range(2):
+            total = residuals[rank] + grads[rank][step]
+            sent = np.where(total >= 0.25, 0.25, np.where(total <= -0.25, -0.25, 0.0))
+            residuals[rank] = total - sent.astype(np.float32)
+            expected += sent.astype(np.float32)
+        for rank in range(2):
+            np.testing.assert_array_equal(pulled[rank][step], expected)
+    assert any(np.abs(values).max() > 0 for values in pulled[0])  # something was sent

@@ -59,8 +59,9 @@ PACKAGE = ROOT / "hybridlab"
 # timer, ~0.1k) and the fastest-of-three timing runs: 10.9k.
 # + 0.1k: instruments as documents (each display a moment, the snapshot notice, the
 # save hook) and controls redrawn by pasting a saved background (<= 300 ms a control)
-TOTAL_BUDGET = 15730  # + MXNet's symbolic/operator API (issue 24, after main's merge: 0.1k)
+TOTAL_BUDGET = 15770  # + MXNet's symbolic/operator API (issue 24, after main's merge: 0.1k)
 # + a worker and a copy stream per device in the ThreadedEngine (0.03k);
+# + the kvstore's 2-bit gradient compression and rates sent to a dist store (0.04k);
 # + many devices (contexts, mx.kv, mx.optimizer, the Dask store): 0.4k;
 # + lesson 09: real networks drawn by blocks, instruments at their sizes, exercises (0.25k)
 # + lesson 10: the all-reduce model and explorer, its exercises (0.3k) and measurements
@@ -198,8 +199,8 @@ BUDGETS: dict[str, int] = {
     # (+ Conv1D/Conv3D and 1-D/3-D pooling written with the 2-D operators, layouts,
     # ReflectionPad2D, Conv2DTranspose as zeros between pixels + a convolution: issue 24)
     "hybridlab/gluon/loss.py": 60,  # STYLE gives loss+trainer+data 180 together; split 60/50/70
-    "hybridlab/gluon/trainer.py": 168,  # sgd (momentum, wd), adam + hyperparameter checks;
-    # (+ each key's rate multipliers for a store that updates)
+    "hybridlab/gluon/trainer.py": 170,  # sgd (momentum, wd), adam + hyperparameter checks;
+    # (+ each key's rate multipliers for a store that updates) (+ compression_params)
     # (+ lr_mult/wd_mult, lr_scheduler, allreduce_grads/update, save_states/load_states: issue 24)
     # + one engine op per step for the whole parameter group
     # (+15: kvstore modes (update on the store or on each device); rules moved to optimizer.py)
@@ -280,8 +281,9 @@ BUDGETS: dict[str, int] = {
     "hybridlab/viz/allreduce.py": 100,  # the all-reduce explorer: drawing (axes reused), widget
     "hybridlab/exercises/lesson10.py": 180,  # lesson 10: training runs, 4 checks, the store
     # timed, a data-parallel step as a task graph
-    "hybridlab/kvstore.py": 188,  # mx.kv: local/device stores, dist_* on the Dask actor
+    "hybridlab/kvstore.py": 230,  # mx.kv: local/device stores, dist_* on the Dask actor
     # (+ a push's rates taken when it is pushed)
+    # + MXNet's 2-bit gradient compression with error feedback, new rates sent to a store
     "hybridlab/optimizer.py": 100,  # mx.optimizer: SGD, Adam, their rules (from the Trainer)
     # (+ param_dict: lr_mult/wd_mult per key, rates at push time)
     "hybridlab/gluon/utils.py": 46,  # split_data, split_and_load, clip_global_norm

@@ -71,6 +71,10 @@ class Trainer:
             raise TypeError(f"Trainer: kvstore must be a type name ('device', 'local', "
                             f"'dist_sync', ...), a store from mx.kv.create or None, got "
                             f"{kvstore!r}")
+        if compression_params is not None and not isinstance(compression_params, dict):
+            raise TypeError(f"Trainer: compression_params is a dict such as {{'type': '2bit', "
+                            f"'threshold': 0.5}}, got {compression_params!r}")
+        self._compression = compression_params  # set on the store, when there is one
         self._kv_config = (kvstore, update_on_kvstore)
         self._kvstore: Any = None
         self._update_on_kvstore = False
@@ -153,6 +157,8 @@ class Trainer:
         if store is None:
             return
         distributed = store.type.startswith("dist")
+        if self._compression:  # MXNet's: only when there is a store (two devices, dist)
+            store.set_gradient_compression(self._compression)
         self._kvstore, self._update_on_kvstore = store, True if update is None else update
         self._store_rescale = rescale
         if self._update_on_kvstore:
