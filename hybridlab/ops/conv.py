@@ -336,6 +336,10 @@ def _groups(count: int, channels: int, filters: int) -> list[tuple[slice, slice]
     return [(slice(i * c, (i + 1) * c), slice(i * f, (i + 1) * f)) for i in range(count)]
 
 
+_PLANAR = {fn.__name__: lifted(fn) for fn in (_grouped_forward, _grouped_data_grad,
+                                              _grouped_weight_grad)}  # made once, not per call
+
+
 # NOTE [1-D and 3-D] The kernels above are 2-D. 1-D data (NCW) is an image of height 1
 # (:func:`lifted`: views, nothing copied). A 3-D convolution (NCDHW) adds up one 2-D
 # convolution per depth offset ``k`` of its kernel: offset k reads every stride-th depth
@@ -370,7 +374,7 @@ def _pad_depth(x: np.ndarray, pad: int) -> np.ndarray:
 def _forward(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *, out: np.ndarray,
              **attrs: Any) -> np.ndarray:
     if len(attrs["kernel"]) != 3:
-        return lifted(_grouped_forward)(x, w, b, out=out, **attrs)
+        return _PLANAR["_grouped_forward"](x, w, b, out=out, **attrs)
     depth, flat = _depth(attrs)
     padded, count = _pad_depth(x, depth[2]), out.shape[2]
     out[...] = 0
@@ -386,7 +390,7 @@ def _forward(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *, out: 
 def _data_grad(g: np.ndarray, w: np.ndarray, x: np.ndarray, *, out: np.ndarray, **attrs: Any
                ) -> np.ndarray:
     if len(attrs["kernel"]) != 3:
-        return lifted(_grouped_data_grad)(g, w, x, out=out, **attrs)
+        return _PLANAR["_grouped_data_grad"](g, w, x, out=out, **attrs)
     (size, stride, pad, dilate), flat = _depth(attrs)
     count, depth = g.shape[2], x.shape[2]
     image = np.zeros((*x.shape[:2], depth + 2 * pad, *x.shape[3:]), out.dtype)
@@ -403,7 +407,7 @@ def _data_grad(g: np.ndarray, w: np.ndarray, x: np.ndarray, *, out: np.ndarray, 
 
 def _weight_grad(g: np.ndarray, x: np.ndarray, *, out: np.ndarray, **attrs: Any) -> np.ndarray:
     if len(attrs["kernel"]) != 3:
-        return lifted(_grouped_weight_grad)(g, x, out=out, **attrs)
+        return _PLANAR["_grouped_weight_grad"](g, x, out=out, **attrs)
     depth, flat = _depth(attrs)
     padded, count = _pad_depth(x, depth[2]), g.shape[2]
     grads = _planes(g, 0, (1, 1, 0, 1), count)
