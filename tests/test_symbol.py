@@ -724,3 +724,12 @@ def test_parameter_shapes_are_inferred_through_casts():
     net = sym.FullyConnected(sym.cast(data, dtype="float16"),
                              sym.cast(sym.var("w"), dtype="float16"), no_bias=True, num_hidden=3)
     assert net.infer_shape(d=(2, 5)) == ([(2, 5), (3, 5)], [(2, 3)], [])
+
+
+def test_backward_with_every_grad_req_null_computes_nothing_as_mxnet():
+    x = mx.sym.var("x")
+    exe = (x * 2).bind(mx.cpu(), {"x": mx.nd.ones((2,))}, args_grad={"x": mx.nd.zeros((2,))},
+                       grad_req="null")
+    exe.forward(is_train=True)
+    exe.backward(mx.nd.ones((2,)))  # no error: there is no gradient to give
+    assert exe.grad_arrays == [None]
