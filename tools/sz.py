@@ -59,7 +59,8 @@ PACKAGE = ROOT / "hybridlab"
 # timer, ~0.1k) and the fastest-of-three timing runs: 10.9k.
 # + 0.1k: instruments as documents (each display a moment, the snapshot notice, the
 # save hook) and controls redrawn by pasting a saved background (<= 300 ms a control)
-TOTAL_BUDGET = 15700  # + MXNet's symbolic/operator API (issue 24, after main's merge: 0.1k)
+TOTAL_BUDGET = 16150  # + MXNet's test_ndarray/test_symbol/trainer APIs, third round (+0.45k)
+# + MXNet's symbolic/operator API (issue 24, after main's merge: 0.1k)
 # + many devices (contexts, mx.kv, mx.optimizer, the Dask store): 0.4k;
 # + lesson 09: real networks drawn by blocks, instruments at their sizes, exercises (0.25k)
 # + lesson 10: the all-reduce model and explorer, its exercises (0.3k) and measurements
@@ -106,7 +107,9 @@ BUDGETS: dict[str, int] = {
     # + engine_scope typed per engine class (overloads: a StepEngine scope gives a StepEngine);
     # + typed for mypy --strict;
     # + the push/fail/skip/clear events and typed dependencies (Dep) every instrument reads
-    "hybridlab/ndarray.py": 595,  # + the caller named in save errors (export, nd.save)
+    "hybridlab/ndarray.py": 660,  # + the caller named in save errors (export, nd.save)
+    # (+65: numpy's newaxis/advanced indexing through take, contiguous views, DLPack, np.all,
+    # load_frombuffer -- MXNet's test_ndarray)
     # (+ nd.reset_arrays: issue 24); (+ arrays keep their device: results take their first
     # input's context)
     # + pickle/deepcopy, inplace views, _fresh_grad, in-place update ops, moveaxis and
@@ -116,7 +119,8 @@ BUDGETS: dict[str, int] = {
     # + _assign_all: a backward pass stores every gradient in one engine op
     # + nd.BatchNorm moving its statistics in place, b[0] = [v] (issue 24)
     #  # + never-computed-array errors, nd.<typo> hints, head_grad
-    "hybridlab/ndarray_io.py": 272,  # MXNet's file format: bounded reads, aligned, atomic writes;
+    "hybridlab/ndarray_io.py": 290,  # MXNet's file format: bounded reads, aligned, atomic writes;
+    # (+18: arrays older than MXNet 1.0, NOTE [Legacy arrays]; reading bytes in memory)
     # + one array as bytes (pickle);
     # + modes, read-only files, symlinks, stale temporaries, special files refused
     # (+65: saves behave as open(..., "w") -- mode, read-only, links -- and clean stale temps)
@@ -250,7 +254,8 @@ BUDGETS: dict[str, int] = {
     "hybridlab/exercises/glue.py": 25,  # numbers from outputs into lesson prose; claims
     # Modules the first sketch did not list (the issues asked for more).
     "hybridlab/ops/_infer.py": 45,  # shared shape-rule helpers (axis normalisation, broadcast)
-    "hybridlab/ops/broadcast.py": 60,  # broadcast_to/axis/like and sum_like, their inverse
+    "hybridlab/ops/broadcast.py": 78,  # broadcast_to/axis/like and sum_like, their inverse
+    # (+18: broadcast_like's lhs_axes/rhs_axes)
     "hybridlab/ops/conv.py": 210,  # + kernels sized at compile time (infer once, not per call)
     # im2col in bounded chunks, out= kernels, workspace formulas;
     # (+2: stride, dilate, pad "()" mean the default, as in MXNet)
@@ -260,7 +265,8 @@ BUDGETS: dict[str, int] = {
     "hybridlab/ops/optimizer.py": 105,  # MXNet's ten update operators (sgd_update ... ftml_update)
     "hybridlab/ops/sorting.py": 70,  # topk (values, indices, mask, both), its VJP; sort, argsort
     "hybridlab/ops/special.py": 76,  # MXNet's rarer math (rint, hypot, gamma), contrib value tests
-    "hybridlab/ops/indexing.py": 160,  # slice, pick, take (+ mode raise), one_hot + scatters, grads
+    "hybridlab/ops/indexing.py": 188,  # slice, pick, take (+ mode raise), one_hot + scatters, grads
+    # (+28: _slice_assign and its scalar form, MXNet's _crop_assign)
     "hybridlab/ops/join.py": 78,  # concat, stack, split; _concat_part's own (2nd-order) gradient
     "hybridlab/ops/linalg.py": 83,  # MXNet's linalg.gemm2 and potrf (+ its backward)
     "hybridlab/ops/nn.py": 262,  # + LeakyReLU selu/gelu (issue 24);

@@ -94,8 +94,8 @@ def _mean_of_real(patch, axis):
     return np.sum(np.where(real, patch, 0), axis=axis) / real.sum(axis=axis)
 
 
-def _scatter(shape, index, values):
-    out = np.zeros(shape, values.dtype)
+def _scatter(shape, index, values, base=None):
+    out = np.zeros(shape, values.dtype) if base is None else base.copy()
     out[index] = values
     return out
 
@@ -227,6 +227,14 @@ ROWS: list[Row] = [
     Row("_slice_grad", [(4, 3), (4, 5)],  # slice_axis's backward: begin/end for one axis
         lambda g, like: _scatter(like.shape, (slice(None), slice(-3, None)), g),
         {"axis": 1, "begin": (-3,), "end": (None,)}),
+    Row("_slice_assign", [(4, 5), (2, 3)],
+        lambda x, v: _scatter(x.shape, (slice(1, 3), slice(None, None, 2)), v, x),
+        {"begin": (1, None), "end": (3, None), "step": (None, 2)}),
+    Row("_slice_assign_scalar", [(4, 5)],
+        lambda x: _scatter(x.shape, (slice(0, 2),), np.full((2, 5), 7.0), x),
+        {"scalar": 7.0, "begin": (0,), "end": (2,)}),
+    Row("broadcast_like", [(1, 3), (2, 5)], lambda x, like: np.broadcast_to(x, (5, 3)),
+        {"lhs_axes": (0,), "rhs_axes": (1,)}),
     Row("pick", [(3, 4), (3,)], lambda x, i: x[np.arange(3), i.astype(int)], ints={1: 4}),
     Row("_pick_grad", [(3,), (3, 4), (3,)],
         lambda g, x, i: np.eye(4)[i.astype(int)] * g[:, None], ints={2: 4}),
