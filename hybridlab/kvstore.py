@@ -44,7 +44,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from hybridlab import autograd, engine
+from hybridlab import autograd
 from hybridlab import ndarray as nd
 from hybridlab import optimizer as opt
 from hybridlab.context import cpu
@@ -122,7 +122,7 @@ class KVStore:
     def set_optimizer(self, optimizer: Any) -> None:
         """Update on the store: each push applies ``optimizer`` to the stored value."""
         self._optimizer = opt.create(optimizer)
-        self._updater = self._optimizer_update
+        self._updater = opt.Updater(self._optimizer)
 
     def _set_updater(self, updater: Callable[[Any, nd.NDArray, nd.NDArray], None]) -> None:
         """MXNet's ``updater(key, summed, stored)``, which changes ``stored`` in place."""
@@ -153,17 +153,6 @@ class KVStore:
             nd._assign(stored, total)  # no optimizer: the sum replaces the value
         else:
             self._updater(key, total, stored)
-
-    def _optimizer_update(self, key: Any, total: nd.NDArray, stored: nd.NDArray) -> None:
-        """One engine op: the stored value's next buffer from the summed gradient."""
-        optimizer = self._optimizer
-        assert optimizer is not None
-        hyper = optimizer.step_hyper(key)  # the rates of this push, not of when it runs
-
-        def update() -> None:
-            stored._data = optimizer.update(key, stored._data, total._data, hyper)  # type: ignore[arg-type]  # (computed: the engine ran their writers)
-
-        engine.current().push(update, [total._var], [stored._var], "kv_update")
 
     def _pull_into(self, key: Any, stored: nd.NDArray, outs: Any) -> None:
         for target in outs if isinstance(outs, (list, tuple)) else [outs]:
