@@ -128,8 +128,8 @@ def _dropout_mask(x: np.ndarray, p: float, mode: str, axes: Any, rt: RunContext)
     shape = _mask_infer(Aval(x.shape, x.dtype), p, mode, axes)[0].shape
     if p == 0 or not (rt.training or mode == "always"):
         return np.ones(shape, x.dtype)
-    if p == 1:  # (MXNet accepts it: everything is dropped)
-        return np.zeros(shape, x.dtype)
+    if p == 1:  # as MXNet: everything dropped, scaled by 1 / (1 - p) = inf, and 0 * inf is NaN
+        return np.full(shape, np.nan if x.dtype.kind == "f" else 0, x.dtype)
     keep = rt.rng.random(shape) >= p  # type: ignore[union-attr]  # (needs_context: rt has an rng)
     return (keep / (1.0 - p)).astype(x.dtype)
 

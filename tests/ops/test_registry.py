@@ -296,6 +296,10 @@ def test_broadcast_infer_agrees_with_numpy(left, right):
      r"Pooling: stride=\(2,\) needs one value per axis of the kernel \(2, 2\), e\.g\. "
      r"stride=\(2, 2\)"),
     (lambda: eager.concat(X23, X23, num_args=3), r"concat: num_args=3 but 2 inputs"),
+    (lambda: eager.linalg.gemm2(X23, X23.T, axis=-1), r"linalg\.gemm2: axis=-1 must be an "
+                                                       r"axis of shape \(2, 3\) other than"),
+    (lambda: eager.reshape_like(X23, X23, lhs_begin=3), r"reshape_like: lhs_begin=3, "
+                                                        r"lhs_end=None do not fit the 2 axes"),
     (lambda: eager.zeros(shape=(2, -1)), r"_zeros: shape \(2, -1\) is not a valid array shape"),
     (lambda: eager.random.normal(shape=()), r"_random_normal: shape \(\) is not a valid"),
     (lambda: eager.one_hot(np.zeros(2, np.float32), depth=0), r"one_hot: depth=0 must be"),
@@ -657,3 +661,14 @@ def test_one_d_pooling_and_mxnets_same_convention():
     np.testing.assert_array_equal(x.grad.asnumpy(), np.full((1, 1, 10), 0.5))
     with pytest.raises(ShapeError, match="stride=.*needs one value per axis"):
         nd.Pooling(x, kernel=(2,), stride=(2, 3))
+
+
+def test_dropout_of_everything_is_nan_as_mxnets_zero_times_infinity():
+    from hybridlab import autograd, nd
+
+    x = nd.ones((3,))
+    x.attach_grad()
+    with autograd.record():
+        y = nd.Dropout(x, p=1.0)
+    y.backward()
+    assert np.isnan(y.asnumpy()).all() and np.isnan(x.grad.asnumpy()).all()
