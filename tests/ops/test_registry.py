@@ -672,3 +672,31 @@ def test_dropout_of_everything_is_nan_as_mxnets_zero_times_infinity():
         y = nd.Dropout(x, p=1.0)
     y.backward()
     assert np.isnan(y.asnumpy()).all() and np.isnan(x.grad.asnumpy()).all()
+
+
+def test_softmax_with_length_weighs_only_the_first_length_values():
+    from hybridlab import autograd, nd
+
+    x = nd.array(np.random.default_rng(0).normal(size=(2, 4, 3)))
+    length = nd.array([[1, 2, 4], [3, 4, 2]], dtype="int32")
+    x.attach_grad()
+    with autograd.record():
+        y = nd.softmax(x, length, axis=1, use_length=True)
+    y.backward(nd.array(np.arange(24).reshape(2, 4, 3)))
+    out, grad, n = y.asnumpy(), x.grad.asnumpy(), length.asnumpy()
+    past = np.arange(4)[None, :, None] >= n[:, None, :]
+    assert (out[past] == 0).all() and (grad[past] == 0).all()
+    np.testing.assert_allclose(out.sum(axis=1), 1, rtol=1e-6)
+    with pytest.raises(ShapeError, match="softmax: length of shape"):
+        nd.softmax(x, nd.ones((2, 4)), axis=1, use_length=True)
+
+
+def test_float16_softmax_is_computed_in_float32_as_mxnets_safe_accumulation():
+    from hybridlab import autograd, nd
+
+    x = nd.random.uniform(shape=(4, 500)).astype("float16")
+    x.attach_grad()
+    with autograd.record():
+        y = nd.softmax(x)
+    y.backward()  # d sum(softmax) = 0: float16 sums of 500 terms would leave ~1e-3
+    assert y.dtype == np.float16 and np.abs(x.grad.asnumpy()).max() < 1e-5

@@ -218,6 +218,9 @@ ROWS: list[Row] = [
     Row("SwapAxis", [(2, 3, 4)], lambda x: x.transpose(2, 1, 0), {"dim1": 0, "dim2": -1}),
     Row("reverse", [(2, 3, 4)], lambda x: x[::-1, :, ::-1], {"axis": (0, 2)}),
     Row("Cast", [(2, 3)], lambda x: x.astype(np.float64), {"dtype": "float64"}),
+    Row("_length_mask", [(2, 4, 3), (2, 3)], lambda x, n: np.where(
+        np.arange(4)[None, :, None] < n[:, None, :], 0, -np.inf), {"axis": 1}, grad=False,
+        ints={1: 5}),
     Row("amp_cast", [(2, 3)], lambda x: x.astype(np.float16), {"dtype": "float16"}),
     Row("_cast_like", [(2, 3), (1,)], lambda x, like: x.astype(like.dtype)),
     # indexing
