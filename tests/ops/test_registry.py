@@ -296,6 +296,8 @@ def test_broadcast_infer_agrees_with_numpy(left, right):
      r"Pooling: stride=\(2,\) needs one value per axis of the kernel \(2, 2\), e\.g\. "
      r"stride=\(2, 2\)"),
     (lambda: eager.concat(X23, X23, num_args=3), r"concat: num_args=3 but 2 inputs"),
+    (lambda: eager.LeakyReLU(X23, np.ones(4, np.float32), act_type="prelu"),
+     r"LeakyReLU: prelu's gamma \(4,\) fits neither data \(2, 3\)'s channels"),
     (lambda: eager.linalg.gemm2(X23, X23.T, axis=-1), r"linalg\.gemm2: axis=-1 must be an "
                                                        r"axis of shape \(2, 3\) other than"),
     (lambda: eager.reshape_like(X23, X23, lhs_begin=3), r"reshape_like: lhs_begin=3, "

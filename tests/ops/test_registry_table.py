@@ -160,6 +160,11 @@ ROWS: list[Row] = [
         {"a_min": -0.5, "a_max": 0.5}),
     Row("where", [(2, 3), (2, 3), (3,)], lambda c, x, y: np.where(c != 0, x, y), ints={0: 2}),
     Row("LeakyReLU", [(2, 3)], lambda x: np.where(x > 0, x, 0.25 * x)),
+    Row("LeakyReLU", [(2, 3, 2), (3,)], lambda x, gamma: np.where(x > 0, x, x * gamma[:, None]),
+        {"act_type": "prelu"}),
+    Row("LeakyReLU", [(2, 3, 2), (2, 3)], lambda x, gamma: np.where(x > 0, x, x * gamma[..., None]),
+        {"act_type": "prelu"}),
+    Row("_prelu_grad", [(2, 3), (2, 3), (3,)], None, grad=False, checked_by="LeakyReLU prelu"),
     Row("LeakyReLU", [(2, 3)], lambda x: np.where(x > 0, x, 0.3 * (np.exp(x) - 1)),
         {"act_type": "elu", "slope": 0.3}),
     Row("LeakyReLU", [(2, 3)], lambda x: 1.0507009873554805 * np.where(
