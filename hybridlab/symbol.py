@@ -917,10 +917,14 @@ class Executor:
                                "(args_grad, or simple_bind with a grad_req other than 'null')")
         if not self.grad_dict:  # every grad_req 'null': nothing to compute (as MXNet)
             return
+        # an output of an operator with no gradient (argmax, topk's indices) passes none,
+        # whatever its head gradient says, so MXNet never reads it: neither is it checked
+        zero = [v.node.kind == "call" and v.node.opdef.grad is None
+                and not v.node.opdef.grad_missing for v in self._symbol._outputs]
         heads = None if out_grads is None else [
-            _to_ndarray(g).astype(out.dtype, copy=False) for g, out in zip(
-                out_grads if isinstance(out_grads, (list, tuple)) else [out_grads],
-                self._results)]
+            None if dead else _to_ndarray(g).astype(out.dtype, copy=False) for g, out, dead in
+            zip(out_grads if isinstance(out_grads, (list, tuple)) else [out_grads],
+                self._results, zero)]
         autograd.backward(self._results, heads)
         for name, target in self.grad_dict.items():
             fresh = self.arg_dict[name].grad

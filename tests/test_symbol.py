@@ -733,3 +733,17 @@ def test_backward_with_every_grad_req_null_computes_nothing_as_mxnet():
     exe.forward(is_train=True)
     exe.backward(mx.nd.ones((2,)))  # no error: there is no gradient to give
     assert exe.grad_arrays == [None]
+
+
+def test_backward_ignores_the_head_gradient_of_an_output_that_passes_no_gradient():
+    """argmax passes no gradient, so MXNet never reads its head gradient (not even its
+    shape); a differentiable output's head gradient is still checked."""
+    a = mx.sym.var("a")
+    exe = mx.sym.argmax(a, axis=1, keepdims=True).simple_bind(mx.cpu(), a=(2, 3))
+    exe.forward(is_train=True)
+    exe.backward([mx.nd.ones((2, 3))])
+    assert not exe.grad_dict["a"].asnumpy().any()
+    exe = (a * 2).simple_bind(mx.cpu(), a=(2, 3))
+    exe.forward(is_train=True)
+    with pytest.raises(ValueError, match="a head gradient of shape"):
+        exe.backward([mx.nd.ones((3, 2))])
