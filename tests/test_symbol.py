@@ -747,3 +747,12 @@ def test_backward_ignores_the_head_gradient_of_an_output_that_passes_no_gradient
     exe.forward(is_train=True)
     with pytest.raises(ValueError, match="a head gradient of shape"):
         exe.backward([mx.nd.ones((3, 2))])
+
+
+def test_numpy_shape_mode_spells_an_unknown_size_minus_one():
+    with mx.np_shape():
+        data = mx.sym.var("data", shape=(-1, 20))
+        out = mx.sym.slice(data, begin=(None, 2), end=(None, 10), step=(None, 2))
+        assert out.infer_shape_partial()[1] == [(-1, 4)]
+    with pytest.raises(ValueError, match="negative size"):  # outside it, 0 is the unknown
+        mx.sym.var("data", shape=(-1, 20))

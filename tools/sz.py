@@ -134,7 +134,7 @@ BUDGETS: dict[str, int] = {
     "hybridlab/context.py": 78,  # mx.cpu/gpu/Context: CPU devices, gpu() refused with the fix
     # (+28: distinct interned devices, as_context/as_context_list for ctx= arguments)
     "hybridlab/random.py": 27,  # ARCHITECTURE.md: mx.random.seed and the seed stream
-    "hybridlab/symbol.py": 668,  # compose, get_children, tape->Symbol;
+    "hybridlab/symbol.py": 672,  # compose, get_children, tape->Symbol; -1 in np_shape mode;
     # (+ inplace= accepted by squeeze/expand_dims/flatten)
     # Executor, teaching errors, elementwise completion (JSON moved
     # to model_files.py)
