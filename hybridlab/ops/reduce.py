@@ -265,3 +265,12 @@ def softmin(F: Any, data: Any, axis: int = -1, temperature: Any = None, dtype: A
     """MXNet's ``softmin``: ``softmax(-x)`` (the smallest value gets the largest weight)."""
     return F.softmax(F.negative(data), axis=axis, temperature=temperature, dtype=dtype,
                      name=name)
+
+
+@composite("SoftmaxActivation")
+def softmax_activation(F: Any, data: Any, mode: str = "instance", name: Any = None) -> Any:
+    """MXNet's older ``SoftmaxActivation``: ``mode='instance'`` a softmax along the last
+    axis (MXNet's data seen as rows of its last axis), ``'channel'`` along axis 1."""
+    if mode not in ("instance", "channel"):
+        raise ValueError(f"SoftmaxActivation: mode={mode!r}; use 'instance' or 'channel'")
+    return F.softmax(data, axis=1 if mode == "channel" else -1, name=name)

@@ -296,6 +296,10 @@ def test_broadcast_infer_agrees_with_numpy(left, right):
      r"Pooling: stride=\(2,\) needs one value per axis of the kernel \(2, 2\), e\.g\. "
      r"stride=\(2, 2\)"),
     (lambda: eager.concat(X23, X23, num_args=3), r"concat: num_args=3 but 2 inputs"),
+    (lambda: eager.Deconvolution(np.ones((1, 2, 3, 3)), np.ones((3, 1, 2, 2)), kernel=(2, 2),
+                                 num_filter=1), r"Deconvolution: data NCW/NCHW/NCDHW "
+                                                r"\(1, 2, 3, 3\) with kernel \(2, 2\) needs "
+                                                r"weight \(2, 1, 2, 2\)"),
     (lambda: eager.LeakyReLU(X23, np.ones(4, np.float32), act_type="prelu"),
      r"LeakyReLU: prelu's gamma \(4,\) fits neither data \(2, 3\)'s channels"),
     (lambda: eager.linalg.gemm2(X23, X23.T, axis=-1), r"linalg\.gemm2: axis=-1 must be an "
@@ -702,3 +706,10 @@ def test_float16_softmax_is_computed_in_float32_as_mxnets_safe_accumulation():
         y = nd.softmax(x)
     y.backward()  # d sum(softmax) = 0: float16 sums of 500 terms would leave ~1e-3
     assert y.dtype == np.float16 and np.abs(x.grad.asnumpy()).max() < 1e-5
+
+
+def test_up_sampling_refuses_what_it_does_not_compute():
+    from hybridlab import nd
+
+    with pytest.raises(ValueError, match="UpSampling: hybridlab has sample_type='nearest'"):
+        nd.UpSampling(nd.ones((1, 1, 2, 2)), scale=2, sample_type="bilinear")

@@ -70,6 +70,20 @@ def _conv_ref(x, w, b=None, stride=(1, 1), pad=(0, 0), dilate=(1, 1)):
     return out if b is None else out + b.reshape(1, -1, 1, 1)
 
 
+def _deconv_ref(x, w, b, stride, pad, adj):
+    """Each input pixel adds ``weight`` times itself into its window of the output."""
+    kh, kw = w.shape[2:]
+    oh = (x.shape[2] - 1) * stride[0] + kh + adj[0]  # before the padding is cut off
+    ow = (x.shape[3] - 1) * stride[1] + kw + adj[1]
+    out = np.zeros((x.shape[0], w.shape[1], oh, ow))
+    for i in range(x.shape[2]):
+        for j in range(x.shape[3]):
+            out[:, :, i * stride[0]:i * stride[0] + kh, j * stride[1]:j * stride[1] + kw] += \
+                np.einsum("nc,cfkl->nfkl", x[:, :, i, j], w)
+    out = out[:, :, pad[0]:oh - pad[0], pad[1]:ow - pad[1]]
+    return out + b.reshape(1, -1, 1, 1)
+
+
 def _pool_ref(x, kernel, stride, pad=(0, 0), reduce=np.max, fill=-np.inf, out_size=None):
     xp = np.pad(x, ((0, 0), (0, 0), (pad[0], pad[0] + 2), (pad[1], pad[1] + 2)),
                 constant_values=fill)
@@ -328,6 +342,13 @@ ROWS: list[Row] = [
         lambda x, w: np.concatenate([_conv_ref(x[:, i:i + 1], w[i:i + 1]) for i in range(3)],
                                     1),
         {"kernel": (2, 2), "num_filter": 3, "num_group": 3, "no_bias": True}),
+    Row("Deconvolution", [(2, 3, 3, 4), (3, 2, 3, 3), (2,)],
+        lambda x, w, b: _deconv_ref(x, w, b, stride=(2, 2), pad=(1, 1), adj=(1, 0)),
+        {"kernel": (3, 3), "stride": (2, 2), "pad": (1, 1), "adj": (1, 0), "num_filter": 2,
+         "no_bias": False}),
+    Row("_deconv_data_grad", [(2, 2, 6, 7), (3, 2, 3, 3)], None, grad=False,
+        attrs={"kernel": (3, 3), "stride": (2, 2), "pad": (1, 1), "num_filter": 2},
+        checked_by="Deconvolution"),
     Row("_conv_data_grad", [(2, 4, 3, 3), (4, 3, 3, 3), (2, 3, 5, 5)], None, grad=False,
         attrs={"kernel": (3, 3), "stride": (2, 2), "pad": (1, 1), "num_filter": 4},
         checked_by="Convolution"),
@@ -619,6 +640,10 @@ COMPOSITE_ROWS: list[tuple[str, Callable[[], Any], Any]] = [
     ("logical_or", lambda: eager.logical_or(0.0, X > 0), (X > 0).astype(X.dtype)),
     ("logical_xor", lambda: eager.logical_xor(X > 0, 1.0), (X <= 0).astype(X.dtype)),
     ("stack", lambda: eager.stack(X, X, axis=1), np.stack([X, X], axis=1)),
+    ("SoftmaxActivation", lambda: eager.SoftmaxActivation(X, mode="channel"),
+     np.exp(X) / np.exp(X).sum(axis=1, keepdims=True)),
+    ("UpSampling", lambda: eager.UpSampling(X.reshape(1, 1, *X.shape), scale=2),
+     X.repeat(2, axis=0).repeat(2, axis=1)[None, None]),
     ("linalg_gemm", lambda: eager.linalg.gemm(X, X.T, X @ X.T, alpha=2.0, beta=-1.0),
      X @ X.T),
     ("Dropout", lambda: eager.Dropout(X, p=0.5), X),
