@@ -713,3 +713,18 @@ def test_up_sampling_refuses_what_it_does_not_compute():
 
     with pytest.raises(ValueError, match="UpSampling: hybridlab has sample_type='nearest'"):
         nd.UpSampling(nd.ones((1, 1, 2, 2)), scale=2, sample_type="bilinear")
+
+
+@pytest.mark.parametrize("axis", [0, 1, None])
+def test_topk_of_a_few_picks_as_a_stable_sort_would_ties_and_all(axis):
+    """topk of k much smaller than the axis selects by a partition; with many ties at the
+    k-th value it must still pick, and order, as the first k of a stable sort."""
+    rng = np.random.default_rng(3)
+    for data in (rng.integers(0, 3, (30, 40)).astype(np.float32), rng.normal(size=(30, 40))):
+        for ascend in (True, False):
+            key = (data if ascend else -data).reshape(-1) if axis is None else (
+                data if ascend else -data)
+            stable = np.argsort(key, axis=0 if axis is None else axis, kind="stable")
+            expected = np.take(stable, np.arange(5), axis=0 if axis is None else axis)
+            got = eager.topk(data, axis=axis, k=5, ret_typ="indices", is_ascend=ascend).data
+            np.testing.assert_array_equal(got, expected.astype(np.float32))
