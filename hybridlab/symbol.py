@@ -53,7 +53,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from hybridlab import autograd, display, errors, model_files
+from hybridlab import autograd, display, errors, model_files, util
 from hybridlab import name as _name
 from hybridlab.graph import frontend, ir
 from hybridlab.graph.ir import Graph, Node, Value
@@ -244,7 +244,9 @@ class Symbol:
         declared = {n.name: n.attr_dict.get("__shape__") for n in self._variables()}
         arg = [s if s is not None or declared[n] is None else model_files.parse_shape(
             str(declared[n])) for n, s in zip(self.list_arguments(), arg)]  # (1, 0, 0, 0)
-        return tuple([() if s is None else s for s in shapes] for shapes in (arg, out, aux))  # type: ignore[return-value]  # (a 3-tuple)
+        unknown = -1 if util.is_np_shape() else 0  # (numpy-shape mode spells it -1)
+        return tuple([() if s is None else tuple(d or unknown for d in s) for s in shapes]
+                     for shapes in (arg, out, aux))  # type: ignore[return-value]  # (a 3-tuple)
 
     def infer_type(self, *args: Any, **kwargs: Any
                    ) -> tuple[list | None, list | None, list | None]:
@@ -694,6 +696,8 @@ def _as_shape(shape: Any, where: str) -> tuple[int, ...]:
     except (TypeError, ValueError) as err:
         raise TypeError(f"{where}: shape must be a tuple of ints such as (2, 3), got "
                         f"{shape!r} ({err})") from None
+    if util.is_np_shape():  # numpy-shape mode: -1 is "not known yet" (0 an empty axis)
+        parsed = tuple(0 if d == -1 else d for d in parsed)
     if any(d < 0 for d in parsed):
         raise ValueError(f"{where}: shape {parsed} has a negative size; use 0 for a size "
                          f"that is not known yet (MXNet's convention), e.g. (0, 3)")
@@ -918,10 +922,14 @@ class Executor:
                                "(args_grad, or simple_bind with a grad_req other than 'null')")
         if not self.grad_dict:  # every grad_req 'null': nothing to compute (as MXNet)
             return
+        # an output of an operator with no gradient (argmax, topk's indices) passes none,
+        # whatever its head gradient says, so MXNet never reads it: neither is it checked
+        zero = [v.node.kind == "call" and v.node.opdef.grad is None
+                and not v.node.opdef.grad_missing for v in self._symbol._outputs]
         heads = None if out_grads is None else [
-            _to_ndarray(g).astype(out.dtype, copy=False) for g, out in zip(
-                out_grads if isinstance(out_grads, (list, tuple)) else [out_grads],
-                self._results)]
+            None if dead else _to_ndarray(g).astype(out.dtype, copy=False) for g, out, dead in
+            zip(out_grads if isinstance(out_grads, (list, tuple)) else [out_grads],
+                self._results, zero)]
         autograd.backward(self._results, heads)
         for name, target in self.grad_dict.items():
             fresh = self.arg_dict[name].grad

@@ -117,3 +117,32 @@ def test_models_exported_by_mxnet_run_in_onnxruntime_as_mxnet_ran_them(model, tm
     session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
     (out,) = session.run(None, {session.get_inputs()[0].name: io["x"]})
     np.testing.assert_allclose(out, io["y"], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape, act, gamma", [
+    ((2, 3, 4, 5), "prelu", (3,)), ((2, 3), "prelu", (2, 3)), ((2, 3), "selu", None),
+    ((2, 3, 10), "conv1d", None)])
+def test_prelu_selu_and_1d_convolution_export_as_they_compute(tmp_path, shape, act, gamma):
+    """selu was once written as ONNX's Elu; prelu's per-channel slope must be reshaped to
+    (C, 1, ...) for ONNX's right-aligned broadcasting; a 1-D convolution's geometry has
+    one value per axis."""
+    from hybridlab.onnx import export_model
+
+    rng = np.random.default_rng(0)
+    data = sym.var("data")
+    if act == "conv1d":
+        net = sym.Convolution(data, num_filter=4, kernel=(3,), stride=(2,), pad=(1,), name="c")
+        net = sym.Pooling(net, kernel=(2,), stride=(2,), pooling_convention="same")
+    elif gamma:
+        net = sym.LeakyReLU(data, sym.var("gamma"), act_type=act)
+    else:
+        net = sym.LeakyReLU(data, act_type=act)
+    shapes = dict(zip(net.list_arguments(), net.infer_shape(data=shape)[0]))
+    params = {n: nd.array(rng.normal(size=s)) for n, s in shapes.items() if n != "data"}
+    x = rng.normal(size=shape).astype(np.float32)
+    expected = net.eval(data=nd.array(x), **params)[0].asnumpy()
+    path = str(tmp_path / "m.onnx")
+    export_model(net, params, [shape], np.float32, path)
+    session = ort.InferenceSession(path)
+    got = session.run(None, {session.get_inputs()[0].name: x})[0]
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)

@@ -752,3 +752,26 @@ def test_tiling_operators_are_methods_of_both_front_ends():
             getattr(mx.nd.ones((2, 3)), name)(**kw).shape]
     with pytest.raises(errors.ShapeError, match="pad_width .* needs two sizes"):
         mx.nd.pad(mx.nd.ones((2, 3)), pad_width=(1, 1))
+
+
+def test_backward_ignores_the_head_gradient_of_an_output_that_passes_no_gradient():
+    """argmax passes no gradient, so MXNet never reads its head gradient (not even its
+    shape); a differentiable output's head gradient is still checked."""
+    a = mx.sym.var("a")
+    exe = mx.sym.argmax(a, axis=1, keepdims=True).simple_bind(mx.cpu(), a=(2, 3))
+    exe.forward(is_train=True)
+    exe.backward([mx.nd.ones((2, 3))])
+    assert not exe.grad_dict["a"].asnumpy().any()
+    exe = (a * 2).simple_bind(mx.cpu(), a=(2, 3))
+    exe.forward(is_train=True)
+    with pytest.raises(ValueError, match="a head gradient of shape"):
+        exe.backward([mx.nd.ones((3, 2))])
+
+
+def test_numpy_shape_mode_spells_an_unknown_size_minus_one():
+    with mx.np_shape():
+        data = mx.sym.var("data", shape=(-1, 20))
+        out = mx.sym.slice(data, begin=(None, 2), end=(None, 10), step=(None, 2))
+        assert out.infer_shape_partial()[1] == [(-1, 4)]
+    with pytest.raises(ValueError, match="negative size"):  # outside it, 0 is the unknown
+        mx.sym.var("data", shape=(-1, 20))

@@ -32,6 +32,7 @@ from hybridlab.graph import ir
 from hybridlab.graph.passes.context import PassContext
 from hybridlab.graph.passes.lower_operators import lower_operators
 from hybridlab.ops.conv import spatial
+from hybridlab.ops.nn import gamma_shape
 from hybridlab.ops.registry import Aval
 
 OPSET = 17
@@ -137,9 +138,16 @@ def _pooling(b: _Builder, node: ir.Node, ins: list, out: str) -> None:
 
 
 def _leaky_relu(b: _Builder, node: ir.Node, ins: list, out: str) -> None:
-    attrs = node.attr_dict
-    op = "LeakyRelu" if attrs.get("act_type", "leaky") == "leaky" else "Elu"
-    b.add(op, ins, [out], alpha=float(attrs.get("slope", 0.25)))
+    kind, slope = node.attr_dict.get("act_type", "leaky"), float(node.attr_dict.get("slope", 0.25))
+    if kind == "prelu":  # ONNX broadcasts the slope from the right: a channel's gets (C,1,..)
+        shape = b.const(gamma_shape(*(v.aval for v in node.inputs)), np.int64)
+        b.add("PRelu", [ins[0], b.add("Reshape", [ins[1], shape])], [out])
+    elif kind in ("leaky", "elu", "selu"):  # (ONNX's Selu defaults are MXNet's constants)
+        b.add({"leaky": "LeakyRelu", "elu": "Elu", "selu": "Selu"}[kind], ins, [out],
+              **({} if kind == "selu" else {"alpha": slope}))
+    else:
+        raise OnnxExportError(f"LeakyReLU {node.name!r}: act_type={kind!r} has no ONNX "
+                              f"operator in the opsets hybridlab writes")
 
 
 def _batch_norm(b: _Builder, node: ir.Node, ins: list, out: str) -> None:

@@ -16,6 +16,16 @@ from hybridlab.errors import ShapeError
 from hybridlab.ops.registry import Aval
 
 
+def known_dtype(x: object) -> np.dtype | None:
+    """The dtype of ``x`` -- an NDArray, or a Symbol whose type is known -- else None (a
+    rule written with ``F`` asks it where MXNet's kernel would branch on the type)."""
+    dtype = getattr(x, "dtype", None)  # (a Symbol's dtype raises an AttributeError)
+    if dtype is None and getattr(x, "_outputs", None):
+        aval = x._outputs[0].aval  # type: ignore[attr-defined]  # (a Symbol's)
+        dtype = None if aval is None else aval.dtype
+    return None if dtype is None else np.dtype(dtype)
+
+
 def same_as_first(*avals: Aval, **attrs: object) -> list[Aval]:
     """Elementwise ops: the output looks like the first input."""
     return [avals[0]]

@@ -20,7 +20,7 @@ import numpy as np
 
 from hybridlab.errors import ShapeError
 from hybridlab.ops import _infer
-from hybridlab.ops.registry import Attr, Aval, Kind, OpDef, register
+from hybridlab.ops.registry import Attr, Aval, Kind, OpDef, composite, register
 
 
 def _sum_like_kernel(x: np.ndarray, like: np.ndarray) -> np.ndarray:
@@ -116,3 +116,18 @@ _broadcast_op("broadcast_to", lambda x, shape: _target(x, shape),
               "Broadcast to ``shape``; a 0 keeps the input's dimension.", {"shape": Attr("shape")})
 _broadcast_op("broadcast_axis", _along_axes, "Broadcast axes of length 1 to ``size``.",
               {"axis": Attr("axis"), "size": Attr("shape")}, ("broadcast_axes",))
+
+
+@composite("UpSampling")
+def up_sampling(F: Any, *data: Any, scale: int, sample_type: str = "nearest", num_args: int = 1,
+                num_filter: int = 0, multi_input_mode: str = "concat", workspace: int = 512,
+                name: Any = None) -> Any:
+    """MXNet's ``UpSampling`` of NCHW data, ``sample_type='nearest'``: each pixel repeated
+    ``scale`` times along H and W (a broadcast between two axes of length 1)."""
+    if sample_type != "nearest" or len(data) != 1 or int(scale) < 1:
+        raise ValueError(f"UpSampling: hybridlab has sample_type='nearest' of one input by an "
+                         f"integer scale >= 1 (got {sample_type!r}, {len(data)} inputs, scale="
+                         f"{scale}); for 'bilinear' use a Deconvolution with a bilinear weight")
+    wide = F.expand_dims(F.expand_dims(data[0], axis=4), axis=3)  # (N, C, H, 1, W, 1)
+    repeated = F.broadcast_axis(wide, axis=(3, 5), size=(int(scale), int(scale)))
+    return F.Reshape(repeated, shape=(0, 0, -3, -3), name=name)

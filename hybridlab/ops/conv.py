@@ -45,7 +45,8 @@ _GEOMETRY = {"kernel": Attr("shape", low=1),
              "pad": Attr("shape", (0, 0), low=0, empty_is_default=True)}
 _CONV_ATTRS = {**_GEOMETRY, "num_filter": Attr("int", low=1),
                "num_group": Attr("int", 1, low=1),
-               "no_bias": Attr("bool", False), "layout": Attr("str", "NCHW", ("NCHW",))}
+               "no_bias": Attr("bool", False),
+               "layout": Attr("str", "NCHW", ("NCW", "NCHW", "NCDHW"))}  # (channels first)
 
 
 def out_size(name: str, size: int, kernel: int, stride: int, pad: int, ceil: bool = False
@@ -480,3 +481,78 @@ register(OpDef(
     grad=None, grad_missing="Convolution's backward has no second order",
     infer=_weight_grad_infer, attrs=_CONV_ATTRS, inputs=("data", "like"),
     doc="Convolution's gradient for its weight."))
+
+
+# NOTE [Deconvolution] A transposed convolution *is* a convolution's data gradient: each
+# input pixel adds ``weight`` times itself into a window of the output. So its forward is
+# ``_conv_data_grad`` of the convolution that would map its output back to its input (the
+# weight's layout, (C_in, num_filter / groups, *kernel), is that convolution's), its data
+# gradient is that convolution, and its weight gradient ``_conv_weight_grad`` with data
+# and output gradient swapped.
+def _conv_of(attrs: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    """The attributes of the convolution a Deconvolution is the data gradient of."""
+    return {**{k: v for k, v in attrs.items() if k in _CONV_ATTRS}, **changes}
+
+
+def _deconv_infer(x: Aval, w: Aval, b: Aval | None = None, **attrs: Any) -> list[Aval]:
+    kernel, filters, groups = attrs["kernel"], attrs["num_filter"], attrs["num_group"]
+    want = (x.shape[1] if len(x.shape) > 1 else 0, filters // groups, *kernel)
+    if (len(x.shape) != 2 + len(kernel) or len(kernel) not in (1, 2, 3) or x.shape[1] % groups
+            or filters % groups or w.shape != want or b is not None and b.shape != (filters,)):
+        raise ShapeError(f"Deconvolution: data NCW/NCHW/NCDHW {x.shape} with kernel {kernel} "
+                         f"needs weight {want} (in channels, num_filter / num_group, *kernel)"
+                         f" and bias ({filters},); got weight {w.shape}")
+    if any(attrs["target_shape"]):
+        raise ShapeError("Deconvolution: target_shape is not supported; give pad and adj")
+    geometry = spatial("Deconvolution", attrs, ("stride", "pad", "dilate", "adj"))
+    stride, pad, dilate, adj = (geometry[k] for k in ("stride", "pad", "dilate", "adj"))
+    sizes = [(x.shape[2 + i] - 1) * stride[i] - 2 * pad[i] + dilate[i] * (k - 1) + 1 + adj[i]
+             for i, k in enumerate(kernel)]
+    if min(sizes) < 1 or any(a >= s for a, s in zip(adj, stride)):
+        raise ShapeError(f"Deconvolution: data {x.shape} gives output sizes {sizes}; pad less, "
+                         f"and keep each adj smaller than its stride")
+    return [Aval((x.shape[0], filters, *sizes), promote(x.dtype, w.dtype))]
+
+
+def _deconvolution_out(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *,
+                       out: np.ndarray, **attrs: Any) -> np.ndarray:
+    like = np.broadcast_to(np.zeros((), out.dtype), out.shape)  # (only its shape is read)
+    _data_grad(x, w, like, out=out, **_conv_of(attrs))
+    if b is not None:
+        np.add(out, b.reshape(1, -1, *(1,) * (out.ndim - 2)), out=out, casting="unsafe")
+    return out
+
+
+def _deconv_grad(F: Any, inputs: list[Any], outputs: list[Any], out_grads: list[Any],
+                 **attrs: Any) -> list[Any]:
+    x, w, g = inputs[0], inputs[1], out_grads[0]
+    grads = [F._deconv_data_grad(g, w, **attrs), F._conv_weight_grad(x, g, **_conv_of(attrs))]
+    axes = (0, *range(2, 2 + len(attrs["kernel"])))
+    return grads if attrs["no_bias"] else grads + [F.sum(g, axis=axes)]
+
+
+def _deconv_data_grad_infer(g: Aval, w: Aval, **attrs: Any) -> list[Aval]:
+    return _conv_infer(g, w, **_conv_of(attrs, num_filter=w.shape[0], no_bias=True))
+
+
+_DECONV_ATTRS = {**_CONV_ATTRS, "no_bias": Attr("bool", True),
+                 "adj": Attr("shape", (0, 0), low=0, empty_is_default=True),
+                 "target_shape": Attr("shape", (0, 0), low=0, empty_is_default=True)}
+register(OpDef(
+    name="Deconvolution", kernel=allocating(_deconvolution_out, _deconv_infer),
+    kernel_out=_deconvolution_out, infer=_deconv_infer, grad=_deconv_grad,
+    workspace=lambda x, w, b=None, **attrs: _data_grad_workspace(
+        x, w, _deconv_infer(x, w, **attrs)[0], **_conv_of(attrs)),
+    infer_params=lambda x, *, kernel, num_filter, num_group, **_: {
+        "weight": (x.shape[1], num_filter // num_group, *kernel), "bias": (num_filter,)},
+    kind=Kind.OPAQUE, attrs=_DECONV_ATTRS,
+    inputs=lambda attrs: ("data", "weight") if attrs["no_bias"] else ("data", "weight", "bias"),
+    doc="The transposed convolution (NOTE [Deconvolution]) of NCW/NCHW/NCDHW ``data`` with "
+        "``weight`` ``(C, num_filter / num_group, *kernel)``: output size ``(in - 1) * stride "
+        "- 2 * pad + dilate * (kernel - 1) + 1 + adj``; no bias unless ``no_bias=False``."))
+register(OpDef(
+    name="_deconv_data_grad", kind=Kind.OPAQUE, attrs=_DECONV_ATTRS, inputs=("data", "weight"),
+    kernel=allocating(lambda g, w, *, out, **attrs: _forward(
+        g, w, out=out, **_conv_of(attrs, num_filter=w.shape[0])), _deconv_data_grad_infer),
+    infer=_deconv_data_grad_infer, grad=None, grad_missing="Deconvolution has no second order",
+    doc="Deconvolution's gradient for its data: the convolution it transposes."))

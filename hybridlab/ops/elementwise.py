@@ -116,11 +116,8 @@ _arith("broadcast_power", np.power,
        ("_power", "_Power"), "``lhs ** rhs`` with broadcasting (``rhs`` grad needs lhs > 0).")
 def _integers(x: Any) -> bool:
     """Is ``x`` (an NDArray, or a Symbol whose type is known) of an integer dtype?"""
-    dtype = getattr(x, "dtype", None)  # (a Symbol's dtype raises an AttributeError)
-    if dtype is None and getattr(x, "_outputs", None):
-        aval = x._outputs[0].aval
-        dtype = None if aval is None else aval.dtype
-    return dtype is not None and np.dtype(dtype).kind in "iu"
+    dtype = _infer.known_dtype(x)
+    return dtype is not None and dtype.kind in "iu"
 
 
 _arith("broadcast_mod", np.mod,  # as MXNet: an integer modulo has a zero gradient

@@ -23,10 +23,19 @@ from typing import Any, Callable
 import numpy as np
 
 from hybridlab.errors import ShapeError
-from hybridlab.ops.registry import Attr, Aval, Kind, OpDef, register
+from hybridlab.ops.registry import Attr, Aval, Kind, OpDef, composite, register
 
 _GEMM_ATTRS = {"transpose_a": Attr("bool", False), "transpose_b": Attr("bool", False),
-               "alpha": Attr("float", 1.0), "axis": Attr("int", -2, low=-2, high=-2)}
+               "alpha": Attr("float", 1.0), "axis": Attr("int", -2)}
+
+
+def _rows(shape: tuple[int, ...], axis: int, name: str = "gemm2") -> tuple[int, ...]:
+    """``shape`` with its rows' ``axis`` moved to the second-to-last place (MXNet's
+    ``axis``: the matrices' rows may lie on any axis but the last, the columns')."""
+    if not -len(shape) <= axis < len(shape) or axis % len(shape) == len(shape) - 1:
+        raise ShapeError(f"linalg.{name}: axis={axis} must be an axis of shape {shape} other "
+                         f"than the last (the columns'); the default is -2")
+    return tuple(np.moveaxis(np.broadcast_to(0, shape), axis, -2).shape)
 
 
 def _matrices(name: str, *avals: Aval) -> None:
@@ -51,6 +60,12 @@ def _work(x: np.ndarray) -> np.ndarray:
 
 def _gemm2_infer(a: Aval, b: Aval, *, transpose_a: bool, transpose_b: bool, alpha: float, axis: Any
         ) -> list[Aval]:
+    if axis != -2:
+        a, b = (Aval(_rows(x.shape, axis), x.dtype) for x in (a, b))
+        out = _gemm2_infer(a, b, transpose_a=transpose_a, transpose_b=transpose_b, alpha=alpha,
+                           axis=-2)[0]
+        return [Aval(tuple(np.moveaxis(np.broadcast_to(0, out.shape), -2, axis).shape),
+                     out.dtype)]
     _matrices("gemm2", a, b)
     rows, inner = a.shape[-1:-3:-1] if transpose_a else a.shape[-2:]
     inner2, cols = b.shape[-1:-3:-1] if transpose_b else b.shape[-2:]
@@ -64,23 +79,36 @@ def _gemm2_grad(F: Any, inputs: list[Any], outputs: list[Any], out_grads: list[A
                 transpose_a: bool, transpose_b: bool, alpha: float, axis: int) -> list[Any]:
     """C = alpha op(A) op(B): dop(A) = alpha g op(B)^T, dop(B) = alpha op(A)^T g."""
     a, b, g = inputs[0], inputs[1], out_grads[0]
-    if transpose_a:
-        grad_a = F.linalg.gemm2(b, g, transpose_a=transpose_b, transpose_b=True, alpha=alpha)
+    if transpose_a:  # (the same formulas on any rows' axis: every matrix moves alike)
+        grad_a = F.linalg.gemm2(b, g, transpose_a=transpose_b, transpose_b=True, alpha=alpha,
+                                axis=axis)
     else:
-        grad_a = F.linalg.gemm2(g, b, transpose_b=not transpose_b, alpha=alpha)
+        grad_a = F.linalg.gemm2(g, b, transpose_b=not transpose_b, alpha=alpha, axis=axis)
     if transpose_b:
-        grad_b = F.linalg.gemm2(g, a, transpose_a=True, transpose_b=transpose_a, alpha=alpha)
+        grad_b = F.linalg.gemm2(g, a, transpose_a=True, transpose_b=transpose_a, alpha=alpha,
+                                axis=axis)
     else:
-        grad_b = F.linalg.gemm2(a, g, transpose_a=not transpose_a, alpha=alpha)
+        grad_b = F.linalg.gemm2(a, g, transpose_a=not transpose_a, alpha=alpha, axis=axis)
     return [grad_a, grad_b]
 
 
 register(OpDef(
     name="linalg_gemm2", kind=Kind.OPAQUE, inputs=("A", "B"), attrs=_GEMM_ATTRS,
-    kernel=lambda a, b, transpose_a, transpose_b, alpha, axis: (
-        alpha * np.matmul(_t(a, transpose_a), _t(b, transpose_b))).astype(a.dtype, copy=False),
+    kernel=lambda a, b, transpose_a, transpose_b, alpha, axis: np.moveaxis((alpha * np.matmul(
+        _t(np.moveaxis(a, axis, -2), transpose_a), _t(np.moveaxis(b, axis, -2), transpose_b))
+    ).astype(a.dtype, copy=False), -2, axis),
     infer=_gemm2_infer, grad=_gemm2_grad, aliases=("linalg.gemm2",),
-    doc="``alpha * op(A) op(B)`` on the last two axes (leading axes are a batch)."))
+    doc="``alpha * op(A) op(B)`` on the last two axes (leading axes are a batch; ``axis`` "
+        "puts the rows on another axis)."))
+
+
+@composite("linalg_gemm", aliases=("linalg.gemm", "_linalg_gemm"))
+def _gemm(F: Any, A: Any, B: Any, C: Any, transpose_a: bool = False, transpose_b: bool = False,
+          alpha: float = 1.0, beta: float = 1.0, axis: int = -2, name: Any = None) -> Any:
+    """``alpha * op(A) op(B) + beta * C`` (MXNet's ``linalg.gemm``; ``gemm2`` without C)."""
+    product = F.linalg.gemm2(A, B, transpose_a=transpose_a, transpose_b=transpose_b,
+                             alpha=alpha, axis=axis)
+    return F.elemwise_add(product, F._mul_scalar(C, scalar=beta), name=name)
 
 
 def _square_infer(name: str) -> Callable[..., list[Aval]]:

@@ -63,7 +63,25 @@ _SELU_ALPHA, _SELU_LAMBDA = 1.6732632423543772848170429916717, 1.050700987355480
 _GELU_C1, _GELU_C3 = 0.7978845608028654, 0.044715  # sqrt(2/pi); MXNet's tanh approximation
 
 
-def _leaky_relu(x: np.ndarray, act_type: str, slope: float) -> np.ndarray:
+def gamma_shape(x: Any, gamma: Any) -> tuple[int, ...]:
+    """prelu's ``gamma`` lined up with ``x``: one slope, one per channel (axis 1), or an
+    array of x's leading axes (broadcast over the rest)."""
+    shape = tuple(gamma.shape)
+    if len(shape) == 1 and len(x.shape) > 1 and shape[0] in (1, x.shape[1]):
+        shape = (shape[0],) + (1,) * (len(x.shape) - 2)
+    elif len(shape) > len(x.shape) or any(n not in (1, m) for n, m in zip(shape, x.shape)):
+        raise ShapeError(f"LeakyReLU: prelu's gamma {gamma.shape} fits neither data {x.shape}'s "
+                         f"channels (axis 1) nor its leading axes")
+    else:
+        shape += (1,) * (len(x.shape) - len(shape))
+    return shape
+
+
+def _leaky_relu(x: np.ndarray, gamma: np.ndarray | None = None, *, act_type: str, slope: float
+                ) -> np.ndarray:
+    if act_type == "prelu":  # slopes learned per channel (a gamma input, MXNet's PReLU)
+        return np.where(x > 0, x, x * gamma.reshape(gamma_shape(x, gamma))  # type: ignore[union-attr]
+                        ).astype(x.dtype, copy=False)
     if act_type == "gelu":
         inner = _GELU_C1 * (x + _GELU_C3 * x * x * x)
         return (0.5 * x * (1 + np.tanh(inner))).astype(x.dtype, copy=False)  # type: ignore[no-any-return]
@@ -74,9 +92,28 @@ def _leaky_relu(x: np.ndarray, act_type: str, slope: float) -> np.ndarray:
     return np.where(x > 0, x, negative).astype(x.dtype, copy=False)
 
 
+def _prelu_grad(g: np.ndarray, x: np.ndarray, gamma: np.ndarray) -> tuple[np.ndarray, ...]:
+    lined = gamma.reshape(gamma_shape(x, gamma))
+    full = (1,) * (x.ndim - lined.ndim) + lined.shape  # (every axis, for the sum below)
+    summed = (g * np.minimum(x, 0)).sum(axis=tuple(i for i, n in enumerate(full)
+                                                   if n == 1 and x.shape[i] != 1))
+    return (np.where(x > 0, g, g * lined).astype(g.dtype, copy=False),
+            summed.reshape(gamma.shape).astype(gamma.dtype, copy=False))
+
+
+register(OpDef(
+    name="_prelu_grad", kernel=_prelu_grad, num_outputs=2, kind=Kind.OPAQUE,
+    infer=lambda g, x, gamma: [Aval(x.shape, g.dtype), Aval(gamma.shape, gamma.dtype)],
+    inputs=("grad", "data", "gamma"), grad=None, grad_missing="prelu has no second order",
+    doc="prelu's gradients: for the data (``gamma`` where x <= 0) and for ``gamma``."))
+
+
 def _leaky_relu_grad(F: Any, inputs: list[Any], outputs: list[Any], out_grads: list[Any],
                      act_type: Any, slope: Any) -> list[Any]:
     x, out, g = inputs[0], outputs[0], out_grads[0]
+    if act_type == "prelu":
+        grads = F._prelu_grad(g, x, inputs[1])
+        return [grads[0], grads[1]]
     if act_type == "gelu":  # d/dx 0.5 x (1 + t), t = tanh(c1 (x + c3 x^3))
         t = F.tanh((x + x * x * x * _GELU_C3) * _GELU_C1)
         slope_of_t = (1.0 - t * t) * (x * x * (3 * _GELU_C3) + 1.0) * _GELU_C1
@@ -88,12 +125,19 @@ def _leaky_relu_grad(F: Any, inputs: list[Any], outputs: list[Any], out_grads: l
 
 
 register(OpDef(
-    name="LeakyReLU", kernel=_leaky_relu, infer=_infer.same_as_first, grad=_leaky_relu_grad,
-    kind=Kind.ELEMENTWISE, inplace_ok=True,
-    attrs={"act_type": Attr("str", "leaky", ("leaky", "elu", "selu", "gelu")),
+    name="LeakyReLU", kernel=_leaky_relu, grad=_leaky_relu_grad,
+    infer=lambda x, gamma=None, **attrs: [x] if gamma is None or gamma_shape(x, gamma) else [],
+    # opaque, not elementwise: prelu's gamma has another shape (a pass trusting "one shape"
+    # would size or transpose it as the data); a missing gamma is one slope per channel
+    kind=Kind.OPAQUE, inplace_ok=lambda attrs: attrs["act_type"] != "prelu",
+    infer_params=lambda x, *, act_type, **_: {"gamma": x.shape[1:2]} if act_type == "prelu"
+    else {},
+    attrs={"act_type": Attr("str", "leaky", ("leaky", "elu", "selu", "gelu", "prelu")),
            "slope": Attr("float", 0.25)},
+    inputs=lambda attrs: ("data", "gamma") if attrs["act_type"] == "prelu" else ("data",),
     doc="``x`` if x > 0, else ``slope * x`` (leaky) or ``slope * (exp(x) - 1)`` (elu); "
-        "``selu`` and ``gelu`` (MXNet's tanh approximation) ignore ``slope``.",
+        "``selu`` and ``gelu`` (MXNet's tanh approximation) ignore ``slope``; ``prelu`` "
+        "multiplies by a ``gamma`` input: one slope, one per channel, or per leading axes.",
 ))
 
 
@@ -128,8 +172,8 @@ def _dropout_mask(x: np.ndarray, p: float, mode: str, axes: Any, rt: RunContext)
     shape = _mask_infer(Aval(x.shape, x.dtype), p, mode, axes)[0].shape
     if p == 0 or not (rt.training or mode == "always"):
         return np.ones(shape, x.dtype)
-    if p == 1:  # (MXNet accepts it: everything is dropped)
-        return np.zeros(shape, x.dtype)
+    if p == 1:  # as MXNet: everything dropped, scaled by 1 / (1 - p) = inf, and 0 * inf is NaN
+        return np.full(shape, np.nan if x.dtype.kind == "f" else 0, x.dtype)
     keep = rt.rng.random(shape) >= p  # type: ignore[union-attr]  # (needs_context: rt has an rng)
     return (keep / (1.0 - p)).astype(x.dtype)
 

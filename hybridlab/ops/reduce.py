@@ -27,6 +27,7 @@ from typing import Any, Callable
 import numpy as np
 
 from hybridlab.errors import ShapeError
+from hybridlab.ops import _infer
 from hybridlab.ops.registry import Attr, Aval, Kind, OpDef, composite, register, register_layer
 
 _AXIS_ATTRS = {"axis": Attr("axis", None), "keepdims": Attr("bool", False),
@@ -189,30 +190,70 @@ def _shift(F: Any, data: Any, axis: Any, temperature: Any) -> Any:
     return F.broadcast_sub(scaled, F.max(scaled, axis=axis, keepdims=True))
 
 
-def _softmax(F: Any, data: Any, axis: Any, temperature: Any, dtype: Any = None) -> Any:
-    shifted = _shift(F, data if dtype is None else F.Cast(data, dtype=dtype), axis, temperature)
-    exps = F.exp(shifted)
+def _softmax(F: Any, data: Any, length: Any = None, *, axis: Any, temperature: Any,
+             dtype: Any = None, use_length: bool = False) -> Any:
+    if dtype is None and _infer.known_dtype(data) == np.float16:  # MXNet's safe accumulation:
+        # float16 computed in float32 (a float16 sum of 500 terms, and the gradient's
+        # difference of two such sums, would lose the third digit)
+        wide = _softmax(F, F.Cast(data, dtype="float32"), length, axis=axis,
+                        temperature=temperature, use_length=use_length)
+        return F.Cast(wide, dtype="float16")
+    data = data if dtype is None else F.Cast(data, dtype=dtype)
+    if use_length:  # -inf past each row's length: its exponent, and weight, is 0
+        data = F.broadcast_add(data, F._length_mask(data, length, axis=axis))
+    exps = F.exp(_shift(F, data, axis, temperature))
     return F.broadcast_div(exps, F.sum(exps, axis=axis, keepdims=True))
 
 
-def _log_softmax(F: Any, data: Any, axis: Any, temperature: Any, dtype: Any = None) -> Any:
+def _length_infer(x: Aval, length: Aval, axis: int) -> list[Aval]:
+    if not -len(x.shape) <= axis < len(x.shape) or length.shape != tuple(
+            n for i, n in enumerate(x.shape) if i != axis % len(x.shape)):
+        raise ShapeError(f"softmax: length of shape {length.shape} must have data's shape "
+                         f"{x.shape} without axis {axis} (one length per softmax)")
+    return [x]
+
+
+def _length_mask(x: np.ndarray, length: np.ndarray, axis: int) -> np.ndarray:
+    at = axis % x.ndim
+    positions = np.arange(x.shape[at]).reshape([-1 if i == at else 1 for i in range(x.ndim)])
+    return np.where(positions < np.expand_dims(length, at), 0, -np.inf).astype(x.dtype)
+
+
+register(OpDef(
+    name="_length_mask", kernel=_length_mask, infer=_length_infer, kind=Kind.OPAQUE,
+    grad=lambda F, inputs, outputs, out_grads, axis: [None, None], inputs=("data", "length"),
+    attrs={"axis": Attr("int", -1)},
+    doc="0 at the first ``length`` positions along ``axis``, -inf after (softmax's "
+        "``use_length``: added to its input, it gives the positions past the length no weight)."))
+
+
+def _log_softmax(F: Any, data: Any, *, axis: Any, temperature: Any, dtype: Any = None) -> Any:
+    if dtype is None and _infer.known_dtype(data) == np.float16:  # as softmax's
+        wide = _log_softmax(F, F.Cast(data, dtype="float32"), axis=axis, temperature=temperature)
+        return F.Cast(wide, dtype="float16")
     shifted = _shift(F, data if dtype is None else F.Cast(data, dtype=dtype), axis, temperature)
     return F.broadcast_sub(shifted, F.log(F.sum(F.exp(shifted), axis=axis, keepdims=True)))
 
 
 def _softmax_infer(name: str) -> Callable[..., list[Aval]]:
-    def infer(x: Aval, axis: int, temperature: float | None, dtype: Any = None) -> list[Aval]:
+    def infer(x: Aval, length: Aval | None = None, *, axis: int, temperature: float | None,
+              dtype: Any = None, use_length: bool = False) -> list[Aval]:
         if not -len(x.shape) <= axis < len(x.shape):
             raise ShapeError(f"{name}: axis {axis} is out of range for shape {tuple(x.shape)}")
+        if length is not None:
+            _length_infer(x, length, axis)
         return [x if dtype is None else Aval(x.shape, np.dtype(dtype))]
     return infer
 
 
 _SOFTMAX_ATTRS = {"axis": Attr("int", -1), "temperature": Attr("any", None),
                   "dtype": Attr("dtype", None)}  # the output's (and the computation's)
-register_layer("softmax", _softmax, _softmax_infer("softmax"), attrs=_SOFTMAX_ATTRS,
+register_layer("softmax", _softmax, _softmax_infer("softmax"),
+               attrs={**_SOFTMAX_ATTRS, "use_length": Attr("bool", False)},
+               inputs=lambda attrs: ("data", "length") if attrs["use_length"] else ("data",),
                doc="``exp(x) / sum(exp(x))`` along ``axis``, shifted by the maximum so it "
-                   "never overflows (a layer operator: lowered by the compiler).")
+                   "never overflows; ``use_length``: only the first ``length`` values of "
+                   "each row count (a layer operator: lowered by the compiler).")
 register_layer("log_softmax", _log_softmax, _softmax_infer("log_softmax"), attrs=_SOFTMAX_ATTRS,
                doc="``x - log(sum(exp(x)))`` along ``axis``, stable: every exponent is <= 0 "
                    "(a layer operator: lowered by the compiler).")
@@ -224,3 +265,12 @@ def softmin(F: Any, data: Any, axis: int = -1, temperature: Any = None, dtype: A
     """MXNet's ``softmin``: ``softmax(-x)`` (the smallest value gets the largest weight)."""
     return F.softmax(F.negative(data), axis=axis, temperature=temperature, dtype=dtype,
                      name=name)
+
+
+@composite("SoftmaxActivation")
+def softmax_activation(F: Any, data: Any, mode: str = "instance", name: Any = None) -> Any:
+    """MXNet's older ``SoftmaxActivation``: ``mode='instance'`` a softmax along the last
+    axis (MXNet's data seen as rows of its last axis), ``'channel'`` along axis 1."""
+    if mode not in ("instance", "channel"):
+        raise ValueError(f"SoftmaxActivation: mode={mode!r}; use 'instance' or 'channel'")
+    return F.softmax(data, axis=1 if mode == "channel" else -1, name=name)

@@ -144,12 +144,33 @@ def _check_size(name: str, a: Aval, b: Aval) -> None:
         raise ShapeError(f"{name}: {a.shape} and {b.shape} have different sizes")
 
 
+def _like_shape(x: Aval, like: Aval, lhs_begin: Any = None, lhs_end: Any = None,
+                rhs_begin: Any = None, rhs_end: Any = None) -> tuple[int, ...]:
+    """MXNet's ``reshape_like``: the axes ``[lhs_begin, lhs_end)`` of ``lhs`` take the shape
+    of the axes ``[rhs_begin, rhs_end)`` of ``rhs`` (all of both by default)."""
+    def span(shape: tuple[int, ...], begin: Any, end: Any, side: str) -> slice:
+        n = len(shape)
+        if any(i is not None and not -n <= i <= n for i in (begin, end)):
+            raise ShapeError(f"reshape_like: {side}_begin={begin}, {side}_end={end} do not "
+                             f"fit the {n} axes of {side} {shape}")
+        return slice(*(d if i is None else i + n if i < 0 else i for i, d in ((begin, 0),
+                                                                             (end, n))))
+
+    lhs, rhs = span(x.shape, lhs_begin, lhs_end, "lhs"), span(like.shape, rhs_begin, rhs_end, "rhs")
+    shape = (*x.shape[:lhs.start], *like.shape[rhs], *x.shape[lhs.stop:])
+    _check_size("reshape_like", x, Aval(shape, x.dtype))
+    return shape
+
+
+_LIKE_ATTRS = {k: Attr("index", None) for k in ("lhs_begin", "lhs_end", "rhs_begin", "rhs_end")}
 register(OpDef(
-    name="reshape_like", kernel=lambda x, like: x.reshape(like.shape),
-    infer=lambda x, like: _check_size("reshape_like", x, like) or [Aval(like.shape, x.dtype)],  # type: ignore[func-returns-value]  # (None or the list)
-    grad=lambda F, inputs, outputs, out_grads: [F.reshape_like(out_grads[0], inputs[0]), None],
-    kind=Kind.OPAQUE, inputs=("lhs", "rhs"), view=True,
-    doc="Reshape ``lhs`` to the shape of ``rhs``."))
+    name="reshape_like", kernel=lambda x, like, **kw: x.reshape(_like_shape(x, like, **kw)),
+    infer=lambda x, like, **kw: [Aval(_like_shape(x, like, **kw), x.dtype)],
+    grad=lambda F, inputs, outputs, out_grads, **kw: [
+        F.reshape_like(out_grads[0], inputs[0]), None],
+    kind=Kind.OPAQUE, inputs=("lhs", "rhs"), view=True, attrs=_LIKE_ATTRS,
+    doc="Reshape ``lhs`` to the shape of ``rhs``; with ``lhs_begin``/``lhs_end`` and "
+        "``rhs_begin``/``rhs_end`` only those axes of ``lhs`` take those axes' shape."))
 
 
 def _perm(shape: Any, axes: Any) -> Any:

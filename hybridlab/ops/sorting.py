@@ -32,8 +32,31 @@ def _order(x: np.ndarray, axis: Any, k: int, is_ascend: bool) -> tuple[np.ndarra
     """(indices of the k picked along the axis, the axis, k) for ``x`` (flattened if None)."""
     data, axis = (x.reshape(-1), 0) if axis is None else (x, axis % x.ndim)
     count = data.shape[axis] if k <= 0 else k
-    ranked = np.argsort(data if is_ascend else -data, axis=axis, kind="stable")
+    key = data if is_ascend else -data
+    if 0 < k and 4 * k < data.shape[axis]:
+        picked = _first_k(np.moveaxis(key, axis, -1), k)
+        if picked is not None:
+            return np.moveaxis(picked, -1, axis), axis, count
+    ranked = np.argsort(key, axis=axis, kind="stable")
     return np.take(ranked, np.arange(count), axis=axis), axis, count
+
+
+def _first_k(key: np.ndarray, k: int) -> np.ndarray | None:
+    """The first ``k`` of a stable sort of each row of ``key`` (its last axis) without
+    sorting the row: the k-th smallest from a partition, every smaller key and, of the
+    keys equal to it, the first ones by index (as the stable sort takes them), then only
+    those ``k`` sorted. None when NaN is among them (the full sort decides)."""
+    kth = np.partition(key, k - 1, axis=-1)[..., k - 1:k]
+    if key.dtype.kind == "f" and np.isnan(kth).any():
+        return None
+    chosen = key <= kth
+    if (chosen.sum(axis=-1) != k).any():  # ties at the k-th: the first by index only
+        less, tied = key < kth, key == kth
+        chosen = less | tied & (np.cumsum(tied, axis=-1) <= k - less.sum(axis=-1, keepdims=True))
+    first = np.nonzero(chosen)[-1].reshape(*key.shape[:-1], k)  # (row-major: by index)
+    order = np.argsort(np.take_along_axis(key, first, axis=-1), axis=-1, kind="stable")
+    result: np.ndarray = np.take_along_axis(first, order, axis=-1)
+    return result
 
 
 def _topk(x: np.ndarray, axis: Any, k: int, ret_typ: str, is_ascend: bool, dtype: str) -> Any:

@@ -296,6 +296,16 @@ def test_broadcast_infer_agrees_with_numpy(left, right):
      r"Pooling: stride=\(2,\) needs one value per axis of the kernel \(2, 2\), e\.g\. "
      r"stride=\(2, 2\)"),
     (lambda: eager.concat(X23, X23, num_args=3), r"concat: num_args=3 but 2 inputs"),
+    (lambda: eager.Deconvolution(np.ones((1, 2, 3, 3)), np.ones((3, 1, 2, 2)), kernel=(2, 2),
+                                 num_filter=1), r"Deconvolution: data NCW/NCHW/NCDHW "
+                                                r"\(1, 2, 3, 3\) with kernel \(2, 2\) needs "
+                                                r"weight \(2, 1, 2, 2\)"),
+    (lambda: eager.LeakyReLU(X23, np.ones(4, np.float32), act_type="prelu"),
+     r"LeakyReLU: prelu's gamma \(4,\) fits neither data \(2, 3\)'s channels"),
+    (lambda: eager.linalg.gemm2(X23, X23.T, axis=-1), r"linalg\.gemm2: axis=-1 must be an "
+                                                       r"axis of shape \(2, 3\) other than"),
+    (lambda: eager.reshape_like(X23, X23, lhs_begin=3), r"reshape_like: lhs_begin=3, "
+                                                        r"lhs_end=None do not fit the 2 axes"),
     (lambda: eager.zeros(shape=(2, -1)), r"_zeros: shape \(2, -1\) is not a valid array shape"),
     (lambda: eager.random.normal(shape=()), r"_random_normal: shape \(\) is not a valid"),
     (lambda: eager.one_hot(np.zeros(2, np.float32), depth=0), r"one_hot: depth=0 must be"),
@@ -657,3 +667,64 @@ def test_one_d_pooling_and_mxnets_same_convention():
     np.testing.assert_array_equal(x.grad.asnumpy(), np.full((1, 1, 10), 0.5))
     with pytest.raises(ShapeError, match="stride=.*needs one value per axis"):
         nd.Pooling(x, kernel=(2,), stride=(2, 3))
+
+
+def test_dropout_of_everything_is_nan_as_mxnets_zero_times_infinity():
+    from hybridlab import autograd, nd
+
+    x = nd.ones((3,))
+    x.attach_grad()
+    with autograd.record():
+        y = nd.Dropout(x, p=1.0)
+    y.backward()
+    assert np.isnan(y.asnumpy()).all() and np.isnan(x.grad.asnumpy()).all()
+
+
+def test_softmax_with_length_weighs_only_the_first_length_values():
+    from hybridlab import autograd, nd
+
+    x = nd.array(np.random.default_rng(0).normal(size=(2, 4, 3)))
+    length = nd.array([[1, 2, 4], [3, 4, 2]], dtype="int32")
+    x.attach_grad()
+    with autograd.record():
+        y = nd.softmax(x, length, axis=1, use_length=True)
+    y.backward(nd.array(np.arange(24).reshape(2, 4, 3)))
+    out, grad, n = y.asnumpy(), x.grad.asnumpy(), length.asnumpy()
+    past = np.arange(4)[None, :, None] >= n[:, None, :]
+    assert (out[past] == 0).all() and (grad[past] == 0).all()
+    np.testing.assert_allclose(out.sum(axis=1), 1, rtol=1e-6)
+    with pytest.raises(ShapeError, match="softmax: length of shape"):
+        nd.softmax(x, nd.ones((2, 4)), axis=1, use_length=True)
+
+
+def test_float16_softmax_is_computed_in_float32_as_mxnets_safe_accumulation():
+    from hybridlab import autograd, nd
+
+    x = nd.random.uniform(shape=(4, 500)).astype("float16")
+    x.attach_grad()
+    with autograd.record():
+        y = nd.softmax(x)
+    y.backward()  # d sum(softmax) = 0: float16 sums of 500 terms would leave ~1e-3
+    assert y.dtype == np.float16 and np.abs(x.grad.asnumpy()).max() < 1e-5
+
+
+def test_up_sampling_refuses_what_it_does_not_compute():
+    from hybridlab import nd
+
+    with pytest.raises(ValueError, match="UpSampling: hybridlab has sample_type='nearest'"):
+        nd.UpSampling(nd.ones((1, 1, 2, 2)), scale=2, sample_type="bilinear")
+
+
+@pytest.mark.parametrize("axis", [0, 1, None])
+def test_topk_of_a_few_picks_as_a_stable_sort_would_ties_and_all(axis):
+    """topk of k much smaller than the axis selects by a partition; with many ties at the
+    k-th value it must still pick, and order, as the first k of a stable sort."""
+    rng = np.random.default_rng(3)
+    for data in (rng.integers(0, 3, (30, 40)).astype(np.float32), rng.normal(size=(30, 40))):
+        for ascend in (True, False):
+            key = (data if ascend else -data).reshape(-1) if axis is None else (
+                data if ascend else -data)
+            stable = np.argsort(key, axis=0 if axis is None else axis, kind="stable")
+            expected = np.take(stable, np.arange(5), axis=0 if axis is None else axis)
+            got = eager.topk(data, axis=axis, k=5, ret_typ="indices", is_ascend=ascend).data
+            np.testing.assert_array_equal(got, expected.astype(np.float32))

@@ -70,6 +70,20 @@ def _conv_ref(x, w, b=None, stride=(1, 1), pad=(0, 0), dilate=(1, 1)):
     return out if b is None else out + b.reshape(1, -1, 1, 1)
 
 
+def _deconv_ref(x, w, b, stride, pad, adj):
+    """Each input pixel adds ``weight`` times itself into its window of the output."""
+    kh, kw = w.shape[2:]
+    oh = (x.shape[2] - 1) * stride[0] + kh + adj[0]  # before the padding is cut off
+    ow = (x.shape[3] - 1) * stride[1] + kw + adj[1]
+    out = np.zeros((x.shape[0], w.shape[1], oh, ow))
+    for i in range(x.shape[2]):
+        for j in range(x.shape[3]):
+            out[:, :, i * stride[0]:i * stride[0] + kh, j * stride[1]:j * stride[1] + kw] += \
+                np.einsum("nc,cfkl->nfkl", x[:, :, i, j], w)
+    out = out[:, :, pad[0]:oh - pad[0], pad[1]:ow - pad[1]]
+    return out + b.reshape(1, -1, 1, 1)
+
+
 def _pool_ref(x, kernel, stride, pad=(0, 0), reduce=np.max, fill=-np.inf, out_size=None):
     xp = np.pad(x, ((0, 0), (0, 0), (pad[0], pad[0] + 2), (pad[1], pad[1] + 2)),
                 constant_values=fill)
@@ -160,6 +174,11 @@ ROWS: list[Row] = [
         {"a_min": -0.5, "a_max": 0.5}),
     Row("where", [(2, 3), (2, 3), (3,)], lambda c, x, y: np.where(c != 0, x, y), ints={0: 2}),
     Row("LeakyReLU", [(2, 3)], lambda x: np.where(x > 0, x, 0.25 * x)),
+    Row("LeakyReLU", [(2, 3, 2), (3,)], lambda x, gamma: np.where(x > 0, x, x * gamma[:, None]),
+        {"act_type": "prelu"}),
+    Row("LeakyReLU", [(2, 3, 2), (2, 3)], lambda x, gamma: np.where(x > 0, x, x * gamma[..., None]),
+        {"act_type": "prelu"}),
+    Row("_prelu_grad", [(2, 3), (2, 3), (3,)], None, grad=False, checked_by="LeakyReLU prelu"),
     Row("LeakyReLU", [(2, 3)], lambda x: np.where(x > 0, x, 0.3 * (np.exp(x) - 1)),
         {"act_type": "elu", "slope": 0.3}),
     Row("LeakyReLU", [(2, 3)], lambda x: 1.0507009873554805 * np.where(
@@ -202,6 +221,8 @@ ROWS: list[Row] = [
     Row("expand_dims", [(2, 3)], lambda x: x[:, None], {"axis": 1}),
     Row("squeeze", [(2, 1, 3)], lambda x: x[:, 0], {"axis": 1}),
     Row("reshape_like", [(2, 6), (3, 4)], lambda x, like: x.reshape(3, 4)),
+    Row("reshape_like", [(3, 10), (4, 2, 5)], lambda x, like: x.reshape(3, 2, 5),
+        {"lhs_begin": -1, "rhs_begin": 1}),
     Row("transpose", [(2, 3, 4)], lambda x: x.transpose(1, 2, 0), {"axes": (1, 2, 0)}),
     Row("transpose", [(2, 3)], lambda x: x.T),
     Row("Concat", [(2, 3), (2, 2), (2, 1)], lambda *xs: np.concatenate(xs, 1)),
@@ -237,6 +258,9 @@ ROWS: list[Row] = [
     Row("SwapAxis", [(2, 3, 4)], lambda x: x.transpose(2, 1, 0), {"dim1": 0, "dim2": -1}),
     Row("reverse", [(2, 3, 4)], lambda x: x[::-1, :, ::-1], {"axis": (0, 2)}),
     Row("Cast", [(2, 3)], lambda x: x.astype(np.float64), {"dtype": "float64"}),
+    Row("_length_mask", [(2, 4, 3), (2, 3)], lambda x, n: np.where(
+        np.arange(4)[None, :, None] < n[:, None, :], 0, -np.inf), {"axis": 1}, grad=False,
+        ints={1: 5}),
     Row("amp_cast", [(2, 3)], lambda x: x.astype(np.float16), {"dtype": "float16"}),
     Row("_cast_like", [(2, 3), (1,)], lambda x, like: x.astype(like.dtype)),
     # indexing
@@ -304,6 +328,9 @@ ROWS: list[Row] = [
     Row("_dot_grad_lhs", [(2, 4), (2, 3), (3, 4)], lambda g, a, b: g @ b.T, grad=False),
     Row("_dot_grad_rhs", [(2, 4), (2, 3), (3, 4)], lambda g, a, b: a.T @ g, grad=False),
     Row("linalg_gemm2", [(2, 3, 4), (2, 4, 5)], lambda a, b: 0.5 * a @ b, {"alpha": 0.5}),
+    Row("linalg_gemm2", [(3, 2, 4), (4, 2, 5)],  # rows on axis 0, the batch on axis 1
+        lambda a, b: np.moveaxis(np.moveaxis(a, 0, 1) @ np.moveaxis(b, 0, 1), 1, 0),
+        {"axis": 0}),
     Row("linalg_gemm2", [(4, 3), (5, 4)], lambda a, b: a.T @ b.T,
         {"transpose_a": True, "transpose_b": True}),
     Row("linalg_potrf", [(2, 3, 3)], lambda a: np.linalg.cholesky(a),
@@ -344,6 +371,13 @@ ROWS: list[Row] = [
         lambda x, w: np.concatenate([_conv_ref(x[:, i:i + 1], w[i:i + 1]) for i in range(3)],
                                     1),
         {"kernel": (2, 2), "num_filter": 3, "num_group": 3, "no_bias": True}),
+    Row("Deconvolution", [(2, 3, 3, 4), (3, 2, 3, 3), (2,)],
+        lambda x, w, b: _deconv_ref(x, w, b, stride=(2, 2), pad=(1, 1), adj=(1, 0)),
+        {"kernel": (3, 3), "stride": (2, 2), "pad": (1, 1), "adj": (1, 0), "num_filter": 2,
+         "no_bias": False}),
+    Row("_deconv_data_grad", [(2, 2, 6, 7), (3, 2, 3, 3)], None, grad=False,
+        attrs={"kernel": (3, 3), "stride": (2, 2), "pad": (1, 1), "num_filter": 2},
+        checked_by="Deconvolution"),
     Row("_conv_data_grad", [(2, 4, 3, 3), (4, 3, 3, 3), (2, 3, 5, 5)], None, grad=False,
         attrs={"kernel": (3, 3), "stride": (2, 2), "pad": (1, 1), "num_filter": 4},
         checked_by="Convolution"),
@@ -636,6 +670,12 @@ COMPOSITE_ROWS: list[tuple[str, Callable[[], Any], Any]] = [
     ("logical_xor", lambda: eager.logical_xor(X > 0, 1.0), (X <= 0).astype(X.dtype)),
     ("stack", lambda: eager.stack(X, X, axis=1), np.stack([X, X], axis=1)),
     ("argmax_channel", lambda: eager.argmax_channel(X), X.argmax(axis=1).astype(X.dtype)),
+    ("SoftmaxActivation", lambda: eager.SoftmaxActivation(X, mode="channel"),
+     np.exp(X) / np.exp(X).sum(axis=1, keepdims=True)),
+    ("UpSampling", lambda: eager.UpSampling(X.reshape(1, 1, *X.shape), scale=2),
+     X.repeat(2, axis=0).repeat(2, axis=1)[None, None]),
+    ("linalg_gemm", lambda: eager.linalg.gemm(X, X.T, X @ X.T, alpha=2.0, beta=-1.0),
+     X @ X.T),
     ("Dropout", lambda: eager.Dropout(X, p=0.5), X),
     ("Activation", lambda: eager.Activation(X, act_type="relu"), np.maximum(X, 0)),
     ("Activation", lambda: eager.Activation(X, act_type="softrelu"), np.log1p(np.exp(X))),
