@@ -53,7 +53,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from hybridlab import autograd, display, errors, model_files
+from hybridlab import autograd, config, display, errors, model_files
 from hybridlab import name as _name
 from hybridlab.graph import frontend, ir
 from hybridlab.graph.ir import Graph, Node, Value
@@ -822,7 +822,10 @@ class Executor:
                  aux_states: Any, ctx: Any = None) -> None:
         from hybridlab.graph.cached_op import CachedOp
         model_files.check_unique_names(symbol._variables(), "bind")
-        self._symbol, self._program, self._ctx = symbol, CachedOp(symbol), ctx
+        self._cse = config.eliminate_common_expr()
+        disabled = () if self._cse else ("eliminate_common_subexpressions",)
+        self._symbol, self._ctx = symbol, ctx
+        self._program = CachedOp(symbol, disabled_passes=disabled)
         names = symbol.list_arguments()
         self.arg_dict = _array_dict(names, args, "args")
         self.aux_dict = _array_dict(symbol.list_auxiliary_states(), aux_states, "aux_states")
@@ -845,6 +848,22 @@ class Executor:
         if any(a is None or a.shape is None or 0 in a.shape for a in avals):  # from shapes)
             return [None] * len(avals)
         return [ndarray.from_numpy(np.zeros(a.shape, a.dtype)) for a in avals]  # type: ignore[union-attr]
+
+    def get_optimized_symbol(self) -> Symbol:
+        """The bound graph after common-subexpression elimination (unless bound with
+        ``MXNET_ELIMINATE_COMMON_EXPR=0``), as a Symbol. An output that is the same value
+        as an earlier output gets a ``_copy`` of its own, as MXNet's executor keeps its
+        outputs apart."""
+        from hybridlab.graph.passes import eliminate_common_subexpressions
+        graph = self._symbol.to_graph()
+        if self._cse:
+            graph, _ = eliminate_common_subexpressions(graph)
+        outputs: list[Value] = []
+        for value in graph.outputs:
+            repeated = any(v.node is value.node and v.index == value.index for v in outputs)
+            outputs.append(ir.call("_copy", [value], name=f"{value.node.name}_copy").out()
+                           if repeated else value)
+        return Symbol(outputs)
 
     @property
     def arg_arrays(self) -> list:

@@ -743,3 +743,19 @@ def test_tiling_operators_are_methods_of_both_front_ends():
             getattr(mx.nd.ones((2, 3)), name)(**kw).shape]
     with pytest.raises(errors.ShapeError, match="pad_width .* needs two sizes"):
         mx.nd.pad(mx.nd.ones((2, 3)), pad_width=(1, 1))
+
+
+def test_get_optimized_symbol_shows_the_executors_common_subexpressions_merged(monkeypatch):
+    a, b = sym.var("a"), sym.var("b")
+    both = sym.Group([a * b + 1, a * b + 1])  # the same value twice
+    merged = both.simple_bind(mx.cpu(), a=(2,), b=(2,)).get_optimized_symbol()
+    # a, b, one product, one +1, and a _copy so the two outputs stay apart (as MXNet)
+    assert len(merged.get_internals().list_outputs()) == 5
+    monkeypatch.setenv("MXNET_ELIMINATE_COMMON_EXPR", "0")
+    exe = both.simple_bind(mx.cpu(), a=(2,), b=(2,))
+    assert len(exe.get_optimized_symbol().get_internals().list_outputs()) == 6
+    assert [o.asnumpy().tolist() for o in exe.forward(a=mx.nd.ones(2), b=mx.nd.ones(2))] == [
+        [2.0, 2.0], [2.0, 2.0]]
+    monkeypatch.setenv("MXNET_ELIMINATE_COMMON_EXPR", "yes")
+    with pytest.raises(ValueError, match="MXNET_ELIMINATE_COMMON_EXPR='yes' is not a whole"):
+        both.simple_bind(mx.cpu(), a=(2,), b=(2,))

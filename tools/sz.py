@@ -81,9 +81,9 @@ DEFAULT_BUDGET = 150
 
 # Code-line budgets, keyed by path relative to the repository root.
 BUDGETS: dict[str, int] = {
-    "hybridlab/__init__.py": 32,  # + mx.kv, mx.optimizer, mx.lr_scheduler
+    "hybridlab/__init__.py": 36,  # + mx.kv, mx.optimizer, mx.lr_scheduler; nd.CachedOp (lazy)
     # (+2: mx.kv and mx.optimizer)
-    "hybridlab/config.py": 50,
+    "hybridlab/config.py": 54,  # (+4: MXNET_ELIMINATE_COMMON_EXPR, read at each bind)
     "hybridlab/errors.py": 60,
     "hybridlab/runtime.py": 25,  # mx.runtime.Features (every MXNet build feature disabled)
     "hybridlab/util.py": 22,  # mx.util: the np_shape switch
@@ -107,7 +107,7 @@ BUDGETS: dict[str, int] = {
     # + engine_scope typed per engine class (overloads: a StepEngine scope gives a StepEngine);
     # + typed for mypy --strict;
     # + the push/fail/skip/clear events and typed dependencies (Dep) every instrument reads
-    "hybridlab/ndarray.py": 660,  # + the caller named in save errors (export, nd.save)
+    "hybridlab/ndarray.py": 664,  # (+4: names higher layers define, nd.CachedOp)  # + the caller named in save errors (export, nd.save)
     # (+65: numpy's newaxis/advanced indexing through take, contiguous views, DLPack, np.all,
     # load_frombuffer -- MXNet's test_ndarray)
     # (+ nd.reset_arrays: issue 24); (+ arrays keep their device: results take their first
@@ -133,7 +133,8 @@ BUDGETS: dict[str, int] = {
     "hybridlab/context.py": 78,  # mx.cpu/gpu/Context: CPU devices, gpu() refused with the fix
     # (+28: distinct interned devices, as_context/as_context_list for ctx= arguments)
     "hybridlab/random.py": 27,  # ARCHITECTURE.md: mx.random.seed and the seed stream
-    "hybridlab/symbol.py": 668,  # compose, get_children, tape->Symbol;
+    "hybridlab/symbol.py": 680,  # compose, get_children, tape->Symbol;
+    # (+12: Executor.get_optimized_symbol, MXNet's CSE switch; bound outputs' dtypes)
     # (+ inplace= accepted by squeeze/expand_dims/flatten)
     # Executor, teaching errors, elementwise completion (JSON moved
     # to model_files.py)
@@ -161,7 +162,8 @@ BUDGETS: dict[str, int] = {
     "hybridlab/graph/codegen.py": 295,  # + fused bodies, arena, source check, 0-d, specialise;
     # + the linecache entry dropped with its program;
     # typed for mypy --strict; + Program.single: the plain call with an arena from the pool
-    "hybridlab/graph/cached_op.py": 310,  # + derived inputs made from several sources (folding)
+    "hybridlab/graph/cached_op.py": 330,  # + derived inputs made from several sources (folding)
+    # (+20: MXNet's nd.CachedOp: flags, out=)
     # + lowering before the gradient; a block's one
     # cache: graphs from its tracer (Traced: the fed parameters, the statistics written)
     #  # + stats, read grads, inline cache, plain call, 2nd
