@@ -197,9 +197,8 @@ def _check_rule(op: Any) -> None:
     """A gradient reached an op that has a gradient but no rule written for it."""
     if getattr(op, "grad_missing", ""):
         raise MissingGradientError(
-            f"cannot differentiate '{op.name}': {op.grad_missing}. A gradient taken with "
-            "create_graph=True went through it, and a zero would be wrong; differentiate the "
-            "forward computation (not a gradient that already holds backward ops)")
+            f"cannot differentiate '{op.name}': {op.grad_missing} (a zero would be a "
+            f"wrong gradient)")
 
 
 def _check_heads(heads: Sequence[Any], head_grads: Sequence[Any]) -> None:

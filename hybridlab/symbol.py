@@ -837,6 +837,8 @@ class Executor:
                                                 else self._grad_req[name])
         self.grad_dict = {n: given.get(n, self.arg_dict[n].grad) for n in names
                           if self._grad_req[n] != "null"}
+        _refuse_missing_gradients(symbol, {**self.arg_dict, **self.aux_dict},
+                                  set(self.grad_dict))
         self.outputs: list = self._blank_outputs()
 
     def _blank_outputs(self) -> list:
@@ -948,6 +950,22 @@ class Executor:
                 target += fresh  # writes grad_dict['x'][:] = ... between bind and backward)
             else:
                 fresh.copyto(target)
+
+
+def _refuse_missing_gradients(symbol: Symbol, arrays: dict, wanted: set[str]) -> None:
+    """At bind, as MXNet: a gradient that would have to go through an operator with none
+    (``OpDef.grad_missing``) is refused now, not at the first backward. The gradient
+    graph is built once here for that (``BlockGrad`` cuts a path, as in MXNet)."""
+    from hybridlab.graph import autodiff
+    if not wanted:
+        return
+    graph = ir.infer_shapes(symbol.to_graph(), {n: a._aval for n, a in arrays.items()})
+    try:
+        autodiff.gradient_graph(graph)
+    except errors.GraphError as err:
+        raise errors.MissingGradientError(
+            f"bind: gradients of {sorted(wanted)} were asked for, but {err}. Bind those "
+            f"arguments with grad_req='null', or cut the path with BlockGrad") from None
 
 
 def _grad_reqs(names: list[str], grad_req: Any) -> dict[str, str]:

@@ -759,3 +759,17 @@ def test_get_optimized_symbol_shows_the_executors_common_subexpressions_merged(m
     monkeypatch.setenv("MXNET_ELIMINATE_COMMON_EXPR", "yes")
     with pytest.raises(ValueError, match="MXNET_ELIMINATE_COMMON_EXPR='yes' is not a whole"):
         both.simple_bind(mx.cpu(), a=(2,), b=(2,))
+
+
+def test_a_gradient_through_an_operator_without_one_is_refused_at_bind():
+    x, idx = sym.var("x"), sym.var("idx")
+    taken = sym.batch_take(x, idx)
+    types = {"x": np.float32, "idx": np.int32}
+    with pytest.raises(errors.MissingGradientError, match="bind: gradients of .* batch_take"):
+        taken.simple_bind(mx.cpu(), x=(3, 4), idx=(3,), type_dict=types)
+    exe = sym.BlockGrad(taken).simple_bind(mx.cpu(), x=(3, 4), idx=(3,), type_dict=types)
+    exe.arg_dict["x"][:] = np.arange(12).reshape(3, 4)
+    exe.arg_dict["idx"][:] = np.array([1, 9, -2])  # clipped into 0..3, as MXNet
+    assert exe.forward()[0].asnumpy().tolist() == [1.0, 7.0, 8.0]
+    exe.backward()
+    assert exe.grad_dict["x"].asnumpy().sum() == 0
