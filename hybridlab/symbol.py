@@ -851,6 +851,26 @@ class Executor:
             return [None] * len(avals)
         return [ndarray.from_numpy(np.zeros(a.shape, a.dtype)) for a in avals]  # type: ignore[union-attr]
 
+    def debug_str(self) -> str:
+        """The bound program and its memory, in MXNet's form: the compiled graph (one
+        forward, and with gradients the backward joined to it), its memory plan, and
+        ``Total N MB allocated``: the plan's peak less the gradient arrays, which bind
+        made outside the program (MXNet's count leaves them out too)."""
+        from hybridlab.graph import autodiff
+        from hybridlab.graph.passes import PassContext, run_pipeline
+        feed = {**self.arg_dict, **self.aux_dict}
+        graph = ir.infer_shapes(self._symbol.to_graph(), {n: a._aval for n, a in feed.items()})
+        if self.grad_dict:
+            graph = autodiff.gradient_graph(graph)
+        compiled, _ = run_pipeline(graph, self._program.disabled,
+                                   context=PassContext(training=bool(self.grad_dict)))
+        plan = compiled.meta["memory"]
+        grads = builtins.sum(g.size * np.dtype(g.dtype).itemsize
+                             for g in self.grad_dict.values())
+        total = builtins.max(plan.planned - grads, 0)
+        return (f"{ir.format_graph(compiled)}\n{plan}\nof which {grads >> 20} MB are the bound "
+                f"gradient arrays\nTotal {total >> 20} MB allocated")
+
     def get_optimized_symbol(self) -> Symbol:
         """The bound graph after common-subexpression elimination (unless bound with
         ``MXNET_ELIMINATE_COMMON_EXPR=0``), as a Symbol. An output that is the same value

@@ -773,3 +773,20 @@ def test_a_gradient_through_an_operator_without_one_is_refused_at_bind():
     assert exe.forward()[0].asnumpy().tolist() == [1.0, 7.0, 8.0]
     exe.backward()
     assert exe.grad_dict["x"].asnumpy().sum() == 0
+
+
+def test_debug_str_counts_the_memory_the_backward_keeps():
+    import re
+
+    x = sym.var("x")
+    y = x
+    for _ in range(6):
+        y = y * y  # each product is kept for the backward
+
+    def total(s, **kwargs):
+        text = s.simple_bind(mx.cpu(), x=(1024, 256), **kwargs).debug_str()
+        assert "memory plan:" in text and "elemwise_mul" in text
+        return int(re.search(r"Total (\d+) MB allocated", text).group(1))
+
+    training, predicting = total(y), total(y, grad_req="null")
+    assert training > predicting == total(sym.BlockGrad(y))  # BlockGrad: nothing kept

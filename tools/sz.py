@@ -133,9 +133,9 @@ BUDGETS: dict[str, int] = {
     "hybridlab/context.py": 78,  # mx.cpu/gpu/Context: CPU devices, gpu() refused with the fix
     # (+28: distinct interned devices, as_context/as_context_list for ctx= arguments)
     "hybridlab/random.py": 27,  # ARCHITECTURE.md: mx.random.seed and the seed stream
-    "hybridlab/symbol.py": 690,  # compose, get_children, tape->Symbol;
-    # (+22: Executor.get_optimized_symbol, MXNet's CSE switch; bound outputs' dtypes; a
-    # gradient through an operator without one refused at bind)
+    "hybridlab/symbol.py": 705,  # compose, get_children, tape->Symbol;
+    # (+37: Executor.get_optimized_symbol, MXNet's CSE switch; bound outputs' dtypes; a
+    # gradient through an operator without one refused at bind; debug_str's memory plan)
     # (+ inplace= accepted by squeeze/expand_dims/flatten)
     # Executor, teaching errors, elementwise completion (JSON moved
     # to model_files.py)
