@@ -250,7 +250,7 @@ def _backpropagate(heads: list, head_grads: list, retain_graph: bool, create_gra
     with _scope(create_graph, train_mode):
         for head, head_grad in zip(heads, head_grads):
             if head_grad is None:
-                head_grad = nd.from_numpy(np.ones(head.shape, head.dtype))
+                head_grad = nd.from_numpy(np.ones(head.shape, head.dtype), head._ctx)
             (key,) = keys([head])
             grads[key] = head_grad if key not in grads else grads[key] + head_grad
         reverse_mode(order, grads, lambda node: keys(node.outputs),

@@ -4,7 +4,7 @@
 |-------------------------|-----------------------------------------------|------------------|
 | HYBRIDLAB_ENGINE_TYPE   | NaiveEngine, ThreadedEngine, StepEngine       | ThreadedEngine   |
 | MXNET_ENGINE_TYPE       | the same; read when the one above is unset    |                  |
-| HYBRIDLAB_ENGINE_WORKERS| number of ThreadedEngine workers, 1..64       | 2                |
+| HYBRIDLAB_ENGINE_WORKERS| ThreadedEngine workers per device, 1..64      | 2                |
 | HYBRIDLAB_DEBUG         | 0 quiet, 1 print compiled programs            | 0                |
 | HYBRIDLAB_VERIFY        | 1: verify the graph after every compiler pass | 0                |
 | HYBRIDLAB_MAX_LOAD_BYTES| largest .params / nd.save file read (bytes)   | 0 (no limit)     |

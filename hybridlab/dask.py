@@ -269,6 +269,14 @@ class KVServer:
     async def set_optimizer(self, optimizer: Any) -> None:
         self.optimizer = optimizer
 
+    async def set_hyper(self, name: str, value: float) -> None:
+        """A new learning rate or ``rescale_grad`` for the optimizer on the store (its
+        states kept): the pushes that arrive from now on are applied with it."""
+        if self.optimizer is None:
+            raise RuntimeError(f"the store has no optimizer, so it has no {name} to set; "
+                               f"call kv.set_optimizer(...) first")
+        self.optimizer.hyper[name] = value
+
     async def barrier(self, name: str) -> None:
         """Wait until every worker reached ``name`` (used once per name)."""
         self.arrived[name] = self.arrived.get(name, 0) + 1

@@ -155,16 +155,17 @@ class TaskRecord:
 class Task:
     """One pushed op and its scheduling state (see the module docstring)."""
 
-    __slots__ = ("seq", "name", "fn", "reads", "writes", "origin", "state", "deps",
-                 "dependents", "blockers", "sources", "failure", "error", "reported_at",
-                 "record", "event")
+    __slots__ = ("seq", "name", "fn", "reads", "writes", "origin", "device", "copy", "state",
+                 "deps", "dependents", "blockers", "sources", "failure", "error",
+                 "reported_at", "record", "event")
 
     def __init__(self, fn: Callable[[], None], name: str, reads: tuple[Var, ...],
-                 writes: tuple[Var, ...],
-                 origin: tuple[str, int]) -> None:
+                 writes: tuple[Var, ...], origin: tuple[str, int], device: Any = None,
+                 copy: bool = False) -> None:
         self.seq = next(_task_numbers)
         self.fn: Callable[[], None] | None = fn  # None once finished
         self.name, self.reads, self.writes, self.origin = name, reads, writes, origin
+        self.device, self.copy = device, copy  # its stream: NOTE [A worker per device]
         self.state = "waiting"
         self.deps: tuple[Dep, ...] = ()  # every op it depends on (NOTE [Observed engines])
         self.dependents: list[Task] | tuple[()] | None = ()  # ops waiting on it (None: finished)
@@ -310,15 +311,19 @@ class Engine:
         self._recorder = Callback(posttask=self._keep_record)
 
     def push(self, fn: Callable[[], None], reads: Iterable[Var], writes: Iterable[Var],
-             name: str = "op") -> Task | None:
+             name: str = "op", device: Any = None, copy: bool = False) -> Task | None:
         """Schedule ``fn()``, which reads ``reads`` and writes ``writes``; return at once.
+
+        ``device`` (any hashable; the front end passes a Context, None: the default
+        device) and ``copy`` (a copy *into* that device) choose the stream that runs it on
+        a ThreadedEngine (NOTE [A worker per device]); they never change the order.
 
         ``reads`` and ``writes`` may be any iterables of Vars, read once, here (the
         NaiveEngine reads them only when a callback listens: NOTE [Lazy reads and writes]
         in graph/cached_op.py). Returns the :class:`Task` (its ``state`` and ``deps``
         show what it waits for).
         """
-        task = Task(fn, name, tuple(reads), tuple(writes), _user_line())
+        task = Task(fn, name, tuple(reads), tuple(writes), _user_line(), device, copy)
         with self._lock:
             self._pending += 1
             if self._observed:  # nobody watching: nothing more (NOTE [Observed engines])
@@ -626,9 +631,9 @@ class NaiveEngine(Engine):
     """Runs each op at once in the caller's thread; an error raises at the push itself."""
 
     def push(self, fn: Callable[[], None], reads: Iterable[Var], writes: Iterable[Var],
-             name: str = "op") -> None:
+             name: str = "op", device: Any = None, copy: bool = False) -> None:
         if self._pretask or self._posttask:  # callbacks want to see it: the full path
-            task = super().push(fn, reads, writes, name)  # linked (always ready) ...
+            task = super().push(fn, reads, writes, name, device, copy)  # linked (ready) ...
             assert task is not None  # (Engine.push returns the task it linked)
             self._run(task, 0)  # ... and run here, after push released the lock
         else:  # nothing can be waiting when every op runs at its push: just run it
@@ -692,18 +697,35 @@ _blas_limit = _BlasLimit()
 
 
 class _NextSlot(threading.local):
-    """One per thread: the ``next`` slot of NOTE [keep the next op]. It is None (open)
-    only while a worker runs an op; other threads see the class default and queue."""
+    """One per thread: the ``next`` slot of NOTE [keep the next op] and the ``queue`` of
+    the stream the thread works for. ``next`` is None (open) only while a worker runs an
+    op; other threads see the class defaults and queue."""
 
     next: Task | None | bool = False
+    queue: SimpleQueue[Any] | None = None
 
 
 class ThreadedEngine(Engine):
-    """Runs ready ops on a pool of ``workers`` threads (default ``FLAGS['ENGINE_WORKERS']``).
+    """Runs ready ops on worker threads: ``workers`` per device (default
+    ``FLAGS['ENGINE_WORKERS']``) and one more per device for the copies into it.
+
+    NOTE [A worker per device]: as MXNet's ``ThreadedEnginePerDevice``, every device has
+    a stream of its own: a queue and ``workers`` threads that run the ops pushed with
+    ``device=`` that device (the front end passes the device of an op's results), and a
+    *copy stream* -- a queue and one thread -- for the ops pushed with ``copy=True``
+    (``_copyto``: a copy into that device). So ``cpu(0)`` and ``cpu(1)`` compute side by
+    side and a copy overlaps both. A stream starts at the first op pushed to it; ops that
+    name no device share the ``None`` stream. Streams only decide *who* runs a ready op:
+    when it is ready is the dependency rule's alone, so an op that reads on ``cpu(0)`` and
+    writes on ``cpu(1)`` waits for the writers on both, whatever streams they ran on, and
+    results never depend on the streams. ``worker_names`` names each worker thread by its
+    number (the ``worker`` of a :class:`TaskRecord`; -1: a caller that ran an op while
+    waiting, NOTE [help while waiting]), e.g. ``{0: 'cpu(0)', 1: 'cpu(1)', 2: 'cpu(1)
+    copy'}``: ``gantt(records, rows=engine.worker_names)`` draws one row per stream.
 
     NOTE [BLAS threads]: numpy's BLAS would start its own threads inside every worker,
     so 2 workers x 2 BLAS threads would fight over 2 cores. So while an engine with more
-    than one worker is *busy*, BLAS is limited to one thread (threadpoolctl, if
+    than one worker thread is *busy*, BLAS is limited to one thread (threadpoolctl, if
     installed). BLAS has one process-wide setting, so the limit is too: your own numpy
     code running at the same time is limited as well. It starts when a push finds the
     engine idle, and ends at the first sync point (``wait_for_var``, ``wait_all``, hence
@@ -725,36 +747,54 @@ class ThreadedEngine(Engine):
             raise ValueError(f"ThreadedEngine needs 1..{config.MAX_WORKERS} workers, got "
                              f"{source}={self.workers}; use NaiveEngine to run every op in "
                              f"the caller's thread (more threads than cores only take turns)")
-        self._queue: SimpleQueue[Task | None] = SimpleQueue()
+        # the streams' queues by device: compute, and copies into the device
+        self._queues: tuple[dict[Any, SimpleQueue[Task | None]], ...] = ({}, {})
+        self._last: tuple[Any, SimpleQueue[Task | None] | None] = (None, None)  # (device,
+        # queue) of the last compute op submitted: most programs use one device
         self._threads: list[threading.Thread] = []
+        self.worker_names: dict[int, str] = {-1: "caller"}
         self._limits_blas = False  # see NOTE [BLAS threads]
         self._unclaimed: dict[int, Task] = {}  # ready tasks nobody has started, by seq
         self._local = _NextSlot()  # per thread: see NOTE [keep the next op]
 
-    def _submit(self, task: Task) -> None:
-        if not self._threads:
-            self._start_workers()
+    def _submit(self, task: Task) -> None:  # the lock is held
+        device, queue = self._last
+        if task.copy or task.device is not device or queue is None:
+            queue = self._queues[task.copy].get(task.device) or self._open(task)
+            if not task.copy:
+                self._last = (task.device, queue)
         self._unclaimed[task.seq] = task  # see _claim
-        if not self._limits_blas and self.workers > 1:  # the engine was idle: now busy
+        if not self._limits_blas and len(self._threads) > 1:  # was idle: now busy
             self._limits_blas = True
             _blas_limit.hold()
-        if self._local.next is None:  # a worker's open slot: see NOTE [keep the next op]
-            self._local.next = task
+        local = self._local
+        if local.next is None and local.queue is queue:  # NOTE [keep the next op]
+            local.next = task
         else:
-            self._queue.put(task)
+            queue.put(task)
 
-    def _start_workers(self) -> None:
-        self._queue = SimpleQueue()  # a fresh queue per pool: close() stops only its own
-        for worker in range(self.workers):
-            thread = threading.Thread(target=self._work, args=(worker, self._queue),
-                                      daemon=True, name=f"hybridlab-worker-{worker}")
+    def _open(self, task: Task) -> SimpleQueue[Task | None]:
+        """Start the stream ``task`` runs on (NOTE [A worker per device])."""
+        queue: SimpleQueue[Task | None] = SimpleQueue()  # a fresh queue per stream and pool
+        self._queues[task.copy][task.device] = queue
+        device = "default" if task.device is None else str(task.device)
+        count = 1 if task.copy else self.workers
+        for index in range(count):
+            worker = len(self.worker_names) - 1  # numbered across streams, from 0
+            self.worker_names[worker] = (f"{device} copy" if task.copy else device
+                                         if count == 1 else f"{device} #{index}")
+            thread = threading.Thread(target=self._work, args=(worker, queue), daemon=True,
+                                      name=f"hybridlab-worker-{worker}")
             thread.start()
             self._threads.append(thread)
+        return queue
 
     def _work(self, worker: int, queue: SimpleQueue[Any]) -> None:
         # NOTE [keep the next op]: when an op finishes, the first dependent it makes ready
-        # is kept in this worker's ``next`` slot and run right after, not queued: a chain
-        # of ops stays on one thread instead of waking another worker for every link.
+        # on this worker's own stream is kept in its ``next`` slot and run right after,
+        # not queued: a chain of ops stays on one thread instead of waking another worker
+        # for every link.
+        self._local.queue = queue
         while (task := queue.get()) is not None:
             while task is not None:
                 self._local.next = None  # the slot is open while this worker runs an op
@@ -779,9 +819,13 @@ class ThreadedEngine(Engine):
     def close(self) -> None:
         self._wait_idle()
         with self._lock:
-            threads, self._threads, queue = self._threads, [], self._queue
-        for _ in threads:
-            queue.put(None)
+            threads, self._threads, queues = self._threads, [], self._queues
+            self._queues, self._last = ({}, {}), (None, None)
+            self.worker_names = {-1: "caller"}
+        for by_device in queues:
+            for queue in by_device.values():
+                for _ in range(self.workers):  # a stop for each of its threads (copy: 1)
+                    queue.put(None)
         for thread in threads:
             thread.join()
         self._release_blas_if_idle()
@@ -807,7 +851,7 @@ class ThreadedEngine(Engine):
                 _blas_limit.release()
 
     def __repr__(self) -> str:
-        return f"<ThreadedEngine workers={self.workers}>"
+        return f"<ThreadedEngine workers={self.workers} per device>"
 
 
 class StepEngine(Engine):
@@ -975,9 +1019,9 @@ def _engine_scope(name_or_engine: str | Engine) -> Iterator[Engine]:
 
 
 def push(fn: Callable[[], None], reads: Iterable[Var], writes: Iterable[Var],
-         name: str = "op") -> None:
+         name: str = "op", device: Any = None, copy: bool = False) -> None:
     """Push ``fn`` to the current engine (see :meth:`Engine.push`)."""
-    current().push(fn, reads, writes, name)
+    current().push(fn, reads, writes, name, device, copy)
 
 
 def wait_for_var(var: Var) -> None:

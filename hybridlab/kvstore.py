@@ -36,6 +36,15 @@ Types (``create(name)``):
 
 MXNet's checks, as MXNet words them: a key pushed or pulled before ``init`` ("key 3 has
 not been inited"), a key given to ``init`` twice ("duplicate init of key 3").
+
+Gradient compression (``kv.set_gradient_compression({'type': '2bit', 'threshold': 0.5})``,
+``device`` and ``dist_*`` stores, as in MXNet; ``local`` refuses it): each pushed
+gradient is added to the sender's *residual* (one per key and device; per key on a dist
+worker, whose devices' sum is what travels), and what is sent is the residual
+thresholded to ``+threshold``, ``-threshold`` or 0 -- three values, which MXNet packs in 2
+bits each -- while the rest stays in the residual for the next push (error feedback:
+nothing is lost, only delayed). The receiver sums the thresholded values. hybridlab sends
+them as float32 (the values are MXNet's, the bytes are not packed).
 """
 
 from __future__ import annotations
@@ -44,7 +53,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from hybridlab import autograd
+from hybridlab import autograd, engine
 from hybridlab import ndarray as nd
 from hybridlab import optimizer as opt
 from hybridlab.context import cpu
@@ -76,6 +85,8 @@ class KVStore:
         self._store: dict[Any, nd.NDArray] = {}
         self._updater: Callable[[Any, nd.NDArray, nd.NDArray], None] | None = None
         self._optimizer: opt.Optimizer | None = None
+        self._threshold = 0.0  # 2bit gradient compression's threshold (0: off)
+        self._residuals: dict[Any, Any] = {}  # (key, device index) -> the sender's residual
 
     def __repr__(self) -> str:
         return f"<KVStore {self.type} keys={list(self._store)}>"
@@ -124,6 +135,21 @@ class KVStore:
         self._optimizer = opt.create(optimizer)
         self._updater = opt.Updater(self._optimizer)
 
+    def set_gradient_compression(self, compression_params: dict) -> None:
+        """MXNet's 2-bit compression of what is pushed, with error feedback (the module
+        docstring); ``{'type': '2bit', 'threshold': 0.5}``, the threshold 0.5 if not given."""
+        if self.type == "local":  # MXNet's check, and its words
+            raise MXNetError("Gradient compression is not supported for this type of kvstore "
+                             "('local'); use mx.kv.create('device') or a dist_* store")
+        self._threshold = _compression_threshold(compression_params)
+        self._residuals.clear()
+
+    def _set_hyper(self, name: str, value: float) -> None:
+        """A new ``learning_rate`` or ``rescale_grad`` for the optimizer on the store
+        (``Trainer.set_learning_rate``, a new batch size), from the next push on."""
+        if self._optimizer is not None:
+            self._optimizer.hyper[name] = opt.check_number(name, value)
+
     def _set_updater(self, updater: Callable[[Any, nd.NDArray, nd.NDArray], None]) -> None:
         """MXNet's ``updater(key, summed, stored)``, which changes ``stored`` in place."""
         self._updater = updater
@@ -145,8 +171,28 @@ class KVStore:
                 raise ValueError(f"kvstore push: key {key} holds shape {stored.shape}, "
                                  f"got a value of shape {value.shape}")
         with autograd.pause():
+            if self._threshold:  # each device sends its thresholded residual
+                values = [self._compressed(key, index, value)
+                          for index, value in enumerate(values)]
             moved = [value.as_in_context(stored.context) for value in values]
             return moved[0] if len(moved) == 1 else nd.add_n(*moved)  # type: ignore[attr-defined]
+
+    def _compressed(self, key: Any, index: int, grad: nd.NDArray) -> nd.NDArray:
+        """One engine op on the gradient's device: the residual plus ``grad``, thresholded
+        (the result), and what is left of it (the residual's next value)."""
+        residual = self._residuals.get((key, index))
+        if residual is None or residual.shape != grad.shape:
+            residual = nd.from_numpy(np.zeros(grad.shape, grad.dtype), grad.context)
+            self._residuals[(key, index)] = residual
+        sent = nd.empty_like_aval(grad._aval, grad.context)
+        threshold = self._threshold
+
+        def quantize() -> None:
+            sent._data, residual._data = quantize_2bit(grad._data, residual._data, threshold)  # type: ignore[arg-type]  # (computed: the engine ran their writers)
+
+        engine.current().push(quantize, [grad._var, residual._var], [sent._var, residual._var],
+                              "_quantize_2bit", grad.context)
+        return sent
 
     def _apply(self, key: Any, total: nd.NDArray, stored: nd.NDArray) -> None:
         if self._updater is None:
@@ -202,6 +248,12 @@ class DistKVStore(KVStore):
             self._session.call("set_optimizer", chosen)
         self._session.call("barrier", "set_optimizer")
 
+    def _set_hyper(self, name: str, value: float) -> None:
+        """Sent to the store, whose optimizer is the one that updates. Every worker sends
+        it, at the same step of the same script (the same value, in the same round); a
+        push already applied keeps the rate it had."""
+        self._session.call("set_hyper", name, opt.check_number(name, value))
+
     def push(self, key: Any, value: Any, priority: int = 0) -> None:
         for k, values in _pairs(key, value, "push"):
             total = self._local_sum(k, values)
@@ -241,13 +293,45 @@ class DistKVStore(KVStore):
         with autograd.pause():
             moved = [value.as_in_context(values[0].context) for value in values]
             total = moved[0] if len(moved) == 1 else nd.add_n(*moved)  # type: ignore[attr-defined]
-        return total.asnumpy()  # (a sync point: the gradient must exist before it travels)
+        summed = total.asnumpy()  # (a sync point: the gradient must exist before it travels)
+        if not self._threshold:
+            return summed
+        residual = self._residuals.get(key)  # compressed from worker to server, as MXNet's
+        sent, self._residuals[key] = quantize_2bit(
+            summed, np.zeros_like(summed) if residual is None else residual, self._threshold)
+        return sent
 
     def _write(self, key: Any, values: np.ndarray, outs: Any) -> None:
         for target in outs if isinstance(outs, (list, tuple)) else [outs]:
             _check_array(target, "pull", key)
             nd._assign(target, nd.from_numpy(aligned(values.astype(target.dtype)),
                                              target.context))
+
+
+def quantize_2bit(grad: np.ndarray, residual: np.ndarray, threshold: float
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """MXNet's 2-bit quantisation: ``(sent, residual')`` where ``r = residual + grad``,
+    ``sent`` is ``threshold`` where ``r >= threshold``, ``-threshold`` where ``r <=
+    -threshold``, else 0, and ``residual' = r - sent`` (new arrays; nothing written)."""
+    total = residual + grad
+    sent = np.zeros_like(total)
+    sent[total >= threshold] = threshold
+    sent[total <= -threshold] = -threshold
+    return sent, total - sent
+
+
+def _compression_threshold(params: Any) -> float:
+    """The threshold of ``{'type': '2bit', 'threshold': t}`` (MXNet's default t: 0.5)."""
+    given = params if isinstance(params, dict) else {}
+    threshold = given.get("threshold", 0.5)
+    if given.get("type") != "2bit" or set(given) - {"type", "threshold"}:
+        raise ValueError(f"set_gradient_compression: hybridlab has MXNet's '2bit' compression "
+                         f"with a 'threshold', e.g. {{'type': '2bit', 'threshold': 0.5}}; got "
+                         f"{params!r}")
+    if not opt.check_number("threshold", threshold) > 0:
+        raise ValueError(f"set_gradient_compression: the threshold must be greater than 0, "
+                         f"got {threshold!r}")
+    return float(threshold)
 
 
 def _pairs(key: Any, value: Any, what: str) -> list[tuple[Any, Any]]:

@@ -345,7 +345,8 @@ class NDArray:
             new[key] = values
             self._data = new
 
-        engine.current().push(write, [self._var, source._var], [self._var], "_set_item")
+        engine.current().push(write, [self._var, source._var], [self._var], "_set_item",
+                              self._ctx, source._ctx is not self._ctx)
 
     def __neg__(self) -> NDArray:
         return _apply(registry.get("negative"), [self], {})
@@ -627,7 +628,10 @@ def _apply(op: OpDef, inputs: list, attrs: dict, name: str | None = None, hint: 
         rt = RunContext(training=_MODE.training, rng=_seed_stream.next_generator())
         kernel_attrs = {**attrs, "rt": rt}
     run = _runner(op, inputs, outputs, kernel_attrs, missing)
-    engine.current().push(run, reads, [y._var for y in outputs], op.name)
+    # on the results' device's stream, a copy on its copy stream (NOTE [A worker per
+    # device] in engine.py)
+    engine.current().push(run, reads, [y._var for y in outputs], op.name,
+                          ctx if out is None else out._ctx, op.name == "_copyto")
     if _MODE.recording:
         autograd.record_op(op, attrs, inputs, outputs)
     return outputs[0] if len(outputs) == 1 else outputs
@@ -732,7 +736,8 @@ def _assign(target: NDArray, source: NDArray) -> NDArray:
             _refuse_unfilled(missing)
         target._data = source._data.astype(target.dtype, copy=False)  # type: ignore[union-attr]
 
-    engine.current().push(write, [source._var], [target._var], "_copy_to")
+    engine.current().push(write, [source._var], [target._var], "_assign", target._ctx,
+                          source._ctx is not target._ctx)
     return target
 
 
@@ -750,7 +755,7 @@ def _assign_all(targets: list[NDArray], sources: list[NDArray]) -> None:
             target._data = source._data.astype(target.dtype, copy=False)  # type: ignore[union-attr]
 
     engine.current().push(write, [s._var for s in sources], [t._var for t in targets],
-                          "_copy_to")
+                          "_assign", targets[0]._ctx)
 
 
 def _expand(op: OpDef, inputs: list, attrs: dict, name: str | None = None,

@@ -139,7 +139,7 @@ class Updater:
         def update() -> None:
             weight._data = optimizer.update(key, weight._data, grad._data, hyper)
 
-        engine.current().push(update, [grad._var], [weight._var], "kv_update")
+        engine.current().push(update, [grad._var], [weight._var], "kv_update", weight._ctx)
 
     @property
     def states(self) -> dict[Any, Any]:

@@ -6,7 +6,8 @@ A profiler needs no magic: the engine already calls a ``posttask`` hook after ev
 with a :class:`~hybridlab.engine.TaskRecord` (name, worker, start, end). Collect those
 records between ``set_state('run')`` and ``set_state('stop')``, and write each one as a
 *complete event* (``"ph": "X"``, start ``ts`` and duration ``dur`` in microseconds) on
-the row of the worker that ran it (``tid``). Open the file in https://ui.perfetto.dev or
+the row of the worker that ran it (``tid``), named by its stream (``worker 2: cpu(1)
+copy``: NOTE [A worker per device] in engine.py). Open the file in https://ui.perfetto.dev or
 ``chrome://tracing`` to see which ops ran in parallel. This module reads only records.
 
     mx.profiler.set_config(profile_all=True, filename="profile.json")
@@ -27,11 +28,16 @@ from hybridlab import engine
 _config: dict[str, Any] = {"filename": "profile.json"}
 _records: list[engine.TaskRecord] = []
 _active: list[engine.Callback] = []  # the recording callback, while the profiler runs
+_streams: dict[int, str] = {}  # worker -> the stream it worked for, when first recorded
 
 
 def _keep(task: engine.Task) -> None:
-    if task.record is not None:  # (set for every task a posttask hook sees)
-        _records.append(task.record)
+    record = task.record
+    if record is not None:  # (set for every task a posttask hook sees)
+        _records.append(record)
+        if record.worker not in _streams:
+            names = getattr(engine.current(), "worker_names", {})
+            _streams[record.worker] = names.get(record.worker, "")
 
 
 def set_config(filename: str = "profile.json", **options: Any) -> None:
@@ -62,8 +68,11 @@ def dumps(reset: bool = False) -> str:
     events: list[dict[str, Any]] = [
         {"name": "process_name", "ph": "M", "pid": 0, "args": {"name": "hybridlab engine"}}]
     for worker in sorted({r.worker for r in records}):
+        stream = _streams.get(worker, "")
+        name = "caller" if worker < 0 else f"worker {worker}: {stream}" if stream else \
+            f"worker {worker}"
         events.append({"name": "thread_name", "ph": "M", "pid": 0, "tid": worker,
-                       "args": {"name": "caller" if worker < 0 else f"worker {worker}"}})
+                       "args": {"name": name}})
     for record in records:
         events.append({"name": record.name, "cat": "operator", "ph": "X", "pid": 0,
                        "tid": record.worker, "ts": (record.start - origin) * 1e6,
@@ -71,6 +80,7 @@ def dumps(reset: bool = False) -> str:
                        "args": {"reads": list(record.reads), "writes": list(record.writes)}})
     if reset:
         _records.clear()
+        _streams.clear()
     return json.dumps({"traceEvents": events, "displayTimeUnit": "ms"})
 
 
@@ -81,3 +91,4 @@ def dump(finished: bool = True) -> None:
     atomic_write(_config["filename"], dumps(reset=False))  # whole, or the old file
     if finished:  # forgotten only once they are safely written
         _records.clear()
+        _streams.clear()

@@ -957,6 +957,8 @@ class Executor:
         if not getattr(self, "_recorded", False):
             raise RuntimeError("backward() needs forward() first, bound with gradients "
                                "(args_grad, or simple_bind with a grad_req other than 'null')")
+        if not self.grad_dict:  # every grad_req 'null': nothing to compute (as MXNet)
+            return
         heads = None if out_grads is None else [
             _to_ndarray(g).astype(out.dtype, copy=False) for g, out in zip(
                 out_grads if isinstance(out_grads, (list, tuple)) else [out_grads],

@@ -104,3 +104,81 @@ def test_a_worker_process_that_dies_mid_step_is_an_error_not_a_hang(dask_client)
             hdask.run_workers(_one_rank_dies, client=dask_client, timeout=3)
     finally:
         dask_client.wait_for_workers(2, timeout=60)  # the nanny's new worker, for the others
+
+
+def _train_with_rates(rates, kind):
+    """A Dense layer trained with momentum, a new learning rate and batch size each step;
+    on ``kind`` ('dist_sync': this rank's half of each batch), or alone (kind None)."""
+    import hybridlab as mx
+    from hybridlab import autograd, gluon, nd
+    from hybridlab.gluon import nn
+
+    mx.random.seed(0)
+    net = nn.Dense(3, in_units=4)
+    net.initialize(mx.init.Xavier())
+    kv = mx.kv.create(kind) if kind else None
+    rank, workers = (kv.rank, kv.num_workers) if kv else (0, 1)
+    trainer = gluon.Trainer(net.collect_params(), "sgd",
+                            {"learning_rate": 0.1, "momentum": 0.5}, kvstore=kv)
+    data = np.random.default_rng(1).normal(size=(8, 7)).astype("float32")
+    rows = slice(rank * 8 // workers, (rank + 1) * 8 // workers)
+    loss_fn = gluon.loss.L2Loss()
+    for step, rate in enumerate(rates):
+        trainer.set_learning_rate(rate)
+        x, y = nd.array(data[rows, :4]), nd.array(data[rows, 4:])
+        with autograd.record():
+            loss = loss_fn(net(x), y)
+        loss.backward()
+        trainer.step(8 * (1 + step % 2))  # the batch size changes too (rescale_grad)
+    return [p.data().asnumpy() for p in net.collect_params().values()]
+
+
+def test_set_learning_rate_and_a_new_batch_size_reach_the_dist_store(dask_client):
+    """With update_on_kvstore the optimizer runs on the store: a new learning rate
+    (Trainer.set_learning_rate) and a new batch size must reach it, or two workers would
+    go on with the first ones while one process follows them."""
+    rates = [0.1, 0.3, 0.0, 0.05]
+    alone = _train_with_rates(rates, None)
+    ranks = hdask.run_workers(_train_with_rates, rates, "dist_sync", client=dask_client)
+    for weights in ranks:
+        for got, want in zip(weights, alone):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    fixed = _train_with_rates([0.1] * 4, None)  # the rates matter: a check that can fail
+    assert max(np.abs(a - b).max() for a, b in zip(alone, fixed)) > 1e-3
+
+
+def _compressed_pushes(grads_by_rank, threshold):
+    """Each rank pushes its gradients (one per step) through 2-bit compression; the
+    values it pulls after each step."""
+    import hybridlab as mx
+    from hybridlab import nd
+
+    kv = mx.kv.create("dist_sync")
+    kv.set_gradient_compression({"type": "2bit", "threshold": threshold})
+    kv.init(0, nd.zeros((4,)))
+    pulled = []
+    for grad in grads_by_rank[kv.rank]:
+        out = nd.zeros((4,))
+        kv.pushpull(0, nd.array(grad), out=out)
+        pulled.append(out.asnumpy())
+    return pulled
+
+
+def test_2bit_compression_from_each_worker_to_the_store(dask_client):
+    """MXNet compresses worker -> server: each rank sends its thresholded residual (the
+    reference below), the store sums them; three steps, so the residuals carry over."""
+    rng = np.random.default_rng(3)
+    grads = [[rng.normal(scale=0.3, size=4).astype(np.float32) for _ in range(3)]
+             for _ in range(2)]
+    pulled = hdask.run_workers(_compressed_pushes, grads, 0.25, client=dask_client)
+    residuals = [np.zeros(4, np.float32) for _ in range(2)]
+    for step in range(3):
+        expected = np.zeros(4, np.float32)
+        for rank in range(2):
+            total = residuals[rank] + grads[rank][step]
+            sent = np.where(total >= 0.25, 0.25, np.where(total <= -0.25, -0.25, 0.0))
+            residuals[rank] = total - sent.astype(np.float32)
+            expected += sent.astype(np.float32)
+        for rank in range(2):
+            np.testing.assert_array_equal(pulled[rank][step], expected)
+    assert any(np.abs(values).max() > 0 for values in pulled[0])  # something was sent

@@ -562,17 +562,27 @@ gates[1].set(); second.wait_all()
 seen.append(blas_threads())                           # 2: both idle
 eng.push(lambda: None, [], [Var()]); eng.close()
 seen.append(blas_threads())                           # 2: close() of a busy engine restores
+per_device = ThreadedEngine(1)
+gate = busy(per_device)
+seen.append(blas_threads())                           # 2: one device, one worker
+gate.set(); per_device.wait_all()
+gates = gate, threading.Event()
+per_device.push(lambda: gates[1].wait(30), [], [Var()], device="cpu(1)")
+seen.append(blas_threads())                           # 1: a second device's worker
+gates[1].set(); per_device.wait_all()
+seen.append(blas_threads())                           # 2: idle again
 print(*[n for threads in seen for n in threads])
 """
 
 
 def test_threaded_engine_limits_blas_only_while_busy():
-    """NOTE [BLAS threads]: one BLAS thread while a multi-worker engine is busy, all of
+    """NOTE [BLAS threads]: one BLAS thread while a multi-worker engine (several workers,
+    or one on each of several devices: NOTE [A worker per device]) is busy, all of
     them again once a sync point finds it idle (numpy timed afterwards is not slowed)."""
     pytest.importorskip("threadpoolctl")
     done = subprocess.run([sys.executable, "-c", BLAS_SCRIPT], capture_output=True, text=True,
                           timeout=60)
-    assert done.stdout.split() == "2 1 2 2 1 2 2".split(), done.stdout + done.stderr
+    assert done.stdout.split() == "2 1 2 2 1 2 2 2 1 2".split(), done.stdout + done.stderr
 
 
 @pytest.mark.parametrize("workers", [0, -1])

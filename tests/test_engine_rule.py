@@ -5,8 +5,10 @@ or runs is decided by push order alone -- which writer each input comes from, an
 that writer's failure was reported before the push -- never by how far the workers got.
 So a program with failures and later writes into the arrays they left empty ends with the
 same errors, in the same places, and the same values on ThreadedEngine(1, 2, 4) and on the
-StepEngine (which runs nothing until asked: the other extreme of timing). NaiveEngine
-raises each failure at its push, as documented; its errors are the same teaching errors.
+StepEngine (which runs nothing until asked: the other extreme of timing), with the arrays
+on two devices, so the ThreadedEngines run them on two streams and copies on copy streams.
+NaiveEngine raises each failure at its push, as documented; its errors are the same
+teaching errors.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from _sync import within
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import hybridlab as mx
 from hybridlab import engine, nd
 from hybridlab.errors import MXNetError
 
@@ -23,7 +26,7 @@ N_ARRAYS = 3
 step = st.one_of(
     st.tuples(st.sampled_from(["fail", "setrow", "wait"]), st.integers(0, N_ARRAYS - 1),
               st.just(0)),
-    st.tuples(st.sampled_from(["add", "iadd", "fill"]), st.integers(0, N_ARRAYS - 1),
+    st.tuples(st.sampled_from(["add", "iadd", "fill", "copy"]), st.integers(0, N_ARRAYS - 1),
               st.integers(0, N_ARRAYS - 1)),
 )
 
@@ -37,7 +40,8 @@ def _outcome(error: BaseException) -> str:
 
 def run(program: list) -> list:
     """What each step raised, what wait_all raised, and every array's final value or error."""
-    arrays = [nd.full((2, 2), float(i + 1)) for i in range(N_ARRAYS)]
+    # on two devices, so ops and copies run on several streams (NOTE [A worker per device])
+    arrays = [nd.full((2, 2), float(i + 1), ctx=mx.cpu(i % 2)) for i in range(N_ARRAYS)]
     log: list = []
     for number, (kind, target, source) in enumerate(program):
         try:
@@ -51,6 +55,8 @@ def run(program: list) -> list:
                 arrays[target][0] = number
             elif kind == "fill":
                 arrays[target][:] = arrays[source]
+            elif kind == "copy":  # onto the target's device: a copy stream's op
+                arrays[target] = arrays[source].copyto(mx.cpu(target % 2))
             else:
                 arrays[target].wait_to_read()
             log.append(None)

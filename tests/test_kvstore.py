@@ -107,3 +107,81 @@ def test_dist_types_outside_a_dask_worker_say_where_they_run():
     pytest.importorskip("distributed")
     with pytest.raises(MXNetError, match="run_workers"):
         mx.kv.create("dist_sync")
+
+
+# ------------------------------------------------------------- 2-bit gradient compression
+def _reference_2bit(grad, residual, threshold):
+    """MXNet's quantize_2bit, element by element as its kernel does it (float32): add the
+    gradient to the residual; send +threshold, -threshold or 0; keep the rest."""
+    sent = np.zeros_like(grad)
+    residual = residual.copy()
+    t = np.float32(threshold)
+    for i in range(grad.size):
+        residual.flat[i] += grad.flat[i]
+        if residual.flat[i] >= t:
+            sent.flat[i], residual.flat[i] = t, residual.flat[i] - t
+        elif residual.flat[i] <= -t:
+            sent.flat[i], residual.flat[i] = -t, residual.flat[i] + t
+    return sent, residual
+
+
+@pytest.mark.parametrize("threshold", [0.5, 0.2])
+def test_2bit_compression_sends_thresholded_residuals_and_keeps_the_rest(threshold):
+    """Four pushes from two devices: each pull is the sum of the devices' thresholded
+    residuals, computed by the numpy reference above (error feedback carries the rest)."""
+    rng = np.random.default_rng(7)
+    kv = mx.kv.create("device")
+    kv.set_gradient_compression({"type": "2bit", "threshold": threshold})
+    kv.init("w", nd.zeros((3, 5)))
+    residuals = [np.zeros((3, 5), np.float32) for _ in range(2)]
+    sent_any = False
+    for _ in range(4):
+        grads = [rng.normal(scale=0.4, size=(3, 5)).astype(np.float32) for _ in range(2)]
+        kv.push("w", [nd.array(grads[0]), nd.array(grads[1], ctx=CPU1)])
+        out = nd.zeros((3, 5), ctx=CPU1)
+        kv.pull("w", out=out)
+        expected = np.zeros((3, 5), np.float32)
+        for device, grad in enumerate(grads):
+            sent, residuals[device] = _reference_2bit(grad, residuals[device], threshold)
+            expected += sent
+        np.testing.assert_array_equal(out.asnumpy(), expected)
+        sent_any |= bool(np.abs(expected).max() > 0)
+        assert set(np.unique(np.abs(expected))) <= {0.0, np.float32(threshold),
+                                                    np.float32(2 * threshold)}
+    assert sent_any  # (a threshold too high to send anything would prove nothing)
+
+
+def test_2bit_compression_in_the_trainer_updates_with_the_thresholded_gradients():
+    """Trainer(compression_params=...) on two devices: one SGD step moves the weight by
+    the learning rate times the sum of the devices' thresholded gradients."""
+    param = mx.gluon.Parameter("w", shape=(6,))
+    param.initialize(mx.init.Zero(), ctx=[CPU0, CPU1])
+    trainer = mx.gluon.Trainer([param], "sgd", {"learning_rate": 0.5},
+                               compression_params={"type": "2bit", "threshold": 0.25})
+    grads = [np.array([0.3, -0.3, 0.1, -0.1, 0.26, 1.0], np.float32),
+             np.array([0.3, 0.0, 0.2, -0.2, -0.26, -1.0], np.float32)]
+    for grad, target in zip(grads, param.list_grad()):
+        target[:] = nd.array(grad, ctx=target.context)
+    trainer.step(1)
+    sent = sum(_reference_2bit(g, np.zeros(6, np.float32), 0.25)[0] for g in grads)
+    for weight in param.list_data():
+        np.testing.assert_allclose(weight.asnumpy(), -0.5 * sent, rtol=1e-6)
+    assert sent.tolist() != sum(grads).tolist()  # compression changed the step
+
+
+def test_gradient_compression_errors_say_what_mxnet_accepts():
+    with pytest.raises(MXNetError, match="not supported for this type of kvstore"):
+        mx.kv.create("local").set_gradient_compression({"type": "2bit"})
+    kv = mx.kv.create("device")
+    with pytest.raises(ValueError, match="'2bit' compression with a 'threshold'"):
+        kv.set_gradient_compression({"type": "1bit"})
+    with pytest.raises(ValueError, match="'treshold'"):
+        kv.set_gradient_compression({"type": "2bit", "treshold": 0.5})
+    with pytest.raises(ValueError, match="greater than 0"):
+        kv.set_gradient_compression({"type": "2bit", "threshold": 0})
+    with pytest.raises(ValueError, match="e.g. {'type': '2bit'"):
+        kv.set_gradient_compression("2bit")
+    with pytest.raises(TypeError, match="compression_params is a dict"):
+        mx.gluon.Trainer([], "sgd", compression_params="2bit")
+    kv.set_gradient_compression({"type": "2bit"})  # MXNet's default threshold
+    assert kv._threshold == 0.5

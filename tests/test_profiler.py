@@ -40,7 +40,7 @@ def test_dump_writes_one_complete_event_per_op(tmp_path):
         [f"start{c}" for c in range(2)] + [f"step{c}_{n}" for c in range(2) for n in range(4)])
     assert {e["tid"] for e in ops} == {0, 1}  # the barrier forced both workers to work
     names = {e["tid"]: e["args"]["name"] for e in events if e["name"] == "thread_name"}
-    assert names == {0: "worker 0", 1: "worker 1"}
+    assert names == {0: "worker 0: default #0", 1: "worker 1: default #1"}  # (no device)
     assert all(e["dur"] >= 0 and e["ts"] >= 0 for e in ops)
     assert json.loads(profiler.dumps())["traceEvents"][1:] == []  # dump() forgot them
 
@@ -80,3 +80,22 @@ def test_the_profiler_follows_engine_switches():
     events = json.loads(profiler.dumps(reset=True))["traceEvents"]
     assert [e["name"] for e in events if e["ph"] == "X"] == [
         "on_naive", "on_threaded", "on_step", "after_set_engine"]
+
+
+def test_each_row_is_named_by_the_stream_its_worker_works_for():
+    """NOTE [A worker per device]: a row per device's worker and per copy stream."""
+    import hybridlab as mx
+    from hybridlab import nd
+
+    with engine.engine_scope(engine.ThreadedEngine(1)):
+        profiler.set_state("run")
+        doubled = nd.ones((4,)).copyto(mx.cpu(1)) * 2
+        doubled.wait_to_read()
+        engine.wait_all()
+        profiler.set_state("stop")
+    events = json.loads(profiler.dumps(reset=True))["traceEvents"]
+    rows = {e["tid"]: e["args"]["name"] for e in events if e["name"] == "thread_name"}
+    ran = {e["name"]: rows[e["tid"]] for e in events if e["ph"] == "X"}
+    assert ran["_ones"].endswith(": cpu(0)") and ran["_copyto"].endswith(": cpu(1) copy")
+    # (the caller may run the op it waits for itself: NOTE [help while waiting])
+    assert ran["_mul_scalar"] == "caller" or ran["_mul_scalar"].endswith(": cpu(1)")

@@ -726,6 +726,15 @@ def test_parameter_shapes_are_inferred_through_casts():
     assert net.infer_shape(d=(2, 5)) == ([(2, 5), (3, 5)], [(2, 3)], [])
 
 
+def test_backward_with_every_grad_req_null_computes_nothing_as_mxnet():
+    x = mx.sym.var("x")
+    exe = (x * 2).bind(mx.cpu(), {"x": mx.nd.ones((2,))}, args_grad={"x": mx.nd.zeros((2,))},
+                       grad_req="null")
+    exe.forward(is_train=True)
+    exe.backward(mx.nd.ones((2,)))  # no error: there is no gradient to give
+    assert exe.grad_arrays == [None]
+
+
 def test_bound_outputs_have_the_operators_dtype_before_the_first_forward():
     exe = sym.shape_array(sym.var("data")).simple_bind(mx.cpu(), data=(5, 4), grad_req="null")
     held = exe.outputs[0]

@@ -59,7 +59,13 @@ PACKAGE = ROOT / "hybridlab"
 # timer, ~0.1k) and the fastest-of-three timing runs: 10.9k.
 # + 0.1k: instruments as documents (each display a moment, the snapshot notice, the
 # save hook) and controls redrawn by pasting a saved background (<= 300 ms a control)
-TOTAL_BUDGET = 16150  # + MXNet's test_ndarray/test_symbol/trainer APIs, third round (+0.45k)
+TOTAL_BUDGET = 16400  # + NDArray indexing/fluent ops/DLPack, Updater (issue 24: 0.3k)
+# + nd.CachedOp, get_optimized_symbol, debug_str, batch_take, bind-time checks (issue 24: 0.1k)
+# + 1-D/3-D convolution and pooling, logical ops, amp_cast (issue 24: 0.1k)
+# + MXNet's symbolic/operator API (issue 24, after main's merge: 0.1k)
+# + a worker and a copy stream per device in the ThreadedEngine (0.03k);
+# + the kvstore's 2-bit gradient compression and rates sent to a dist store (0.04k);
+# + the profiler's rows named by stream (0.01k);
 # + MXNet's symbolic/operator API (issue 24, after main's merge: 0.1k)
 # + many devices (contexts, mx.kv, mx.optimizer, the Dask store): 0.4k;
 # + lesson 09: real networks drawn by blocks, instruments at their sizes, exercises (0.25k)
@@ -93,7 +99,8 @@ BUDGETS: dict[str, int] = {
     "hybridlab/ops/registry.py": 440,  # + kernel_out, Attr bounds, composite errors, methods
     # rule, layer operators (OpDef.lower, register_layer, run_lowering); Symbol's elemwise dunders
     # (+5: shapes bounded to 2**60 elements, MXNet's unset "()" geometry)
-    "hybridlab/ops/elementwise.py": 315,  # + elemwise_* as MXNet has them (one shape)
+    # + elemwise_* as MXNet has them (one shape)
+    "hybridlab/ops/elementwise.py": 325,  # + logical and/or/xor/not, amp_cast
     # (+ a correctly rounded float32 exp, no gradient through an integer cast: issue 24)
     # (+ where with a row condition, as MXNet)
     # (+ BlockGrad, MakeLoss, relu NaN gradient, trig rows, cast_storage: issue 24)
@@ -102,12 +109,15 @@ BUDGETS: dict[str, int] = {
     "hybridlab/ops/shape.py": 144,
     "hybridlab/ops/products.py": 171,  # + infer_params; kernel_out for dot/FC; dtypes; FC_2d, dot_c
     "hybridlab/ops/random.py": 40,
-    "hybridlab/engine.py": 660,  # + MXNet's bulk (a no-op knob);
+    "hybridlab/engine.py": 680,  # + MXNet's bulk (a no-op knob);
+    # + a worker per device and a copy stream per device (ThreadedEnginePerDevice);
     # + hook-error reports, convoy-free finishing, BLAS, origin cache;
     # + engine_scope typed per engine class (overloads: a StepEngine scope gives a StepEngine);
     # + typed for mypy --strict;
     # + the push/fail/skip/clear events and typed dependencies (Dep) every instrument reads
-    "hybridlab/ndarray.py": 664,  # (+4: names higher layers define, nd.CachedOp)  # + the caller named in save errors (export, nd.save)
+    "hybridlab/ndarray.py": 672,  # + newaxis/advanced indices (issue 24) beside device streams;
+    # + each op pushed on its device's stream; (+4: names higher layers define, nd.CachedOp)
+    # + the caller named in save errors (export, nd.save)
     # (+65: numpy's newaxis/advanced indexing through take, contiguous views, DLPack, np.all,
     # load_frombuffer -- MXNet's test_ndarray)
     # (+ nd.reset_arrays: issue 24); (+ arrays keep their device: results take their first
@@ -127,13 +137,14 @@ BUDGETS: dict[str, int] = {
     "hybridlab/onnx/__init__.py": 15,  # re-exports: export and import
     "hybridlab/onnx/importer.py": 355,  # ONNX import: constant folding, ~35 operator rules,
     # opsets 7-18 where they differ, uneven pooling pads, MXNet 1.9's three functions
-    "hybridlab/onnx/export.py": 288,  # + rows for the layer operators ONNX has whole; + LRN, Gemm
+    # + rows for the layer operators ONNX has whole; + LRN, Gemm
+    "hybridlab/onnx/export.py": 291,  # + 1-D/3-D geometry, 'same' pooling's end pads
     # for a matrix whatever flatten says
     #  # ONNX export: the graph walk and one table mapping ~35 operators
     "hybridlab/context.py": 78,  # mx.cpu/gpu/Context: CPU devices, gpu() refused with the fix
     # (+28: distinct interned devices, as_context/as_context_list for ctx= arguments)
     "hybridlab/random.py": 27,  # ARCHITECTURE.md: mx.random.seed and the seed stream
-    "hybridlab/symbol.py": 705,  # compose, get_children, tape->Symbol;
+    "hybridlab/symbol.py": 710,  # compose, get_children, tape->Symbol;
     # (+37: Executor.get_optimized_symbol, MXNet's CSE switch; bound outputs' dtypes; a
     # gradient through an operator without one refused at bind; debug_str's memory plan)
     # (+ inplace= accepted by squeeze/expand_dims/flatten)
@@ -163,8 +174,8 @@ BUDGETS: dict[str, int] = {
     "hybridlab/graph/codegen.py": 295,  # + fused bodies, arena, source check, 0-d, specialise;
     # + the linecache entry dropped with its program;
     # typed for mypy --strict; + Program.single: the plain call with an arena from the pool
-    "hybridlab/graph/cached_op.py": 330,  # + derived inputs made from several sources (folding)
-    # (+20: MXNet's nd.CachedOp: flags, out=)
+    "hybridlab/graph/cached_op.py": 335,  # + gradients on their inputs' devices;
+    # + derived inputs made from several sources (folding); (+20: MXNet's nd.CachedOp)
     # + lowering before the gradient; a block's one
     # cache: graphs from its tracer (Traced: the fed parameters, the statistics written)
     #  # + stats, read grads, inline cache, plain call, 2nd
@@ -174,7 +185,8 @@ BUDGETS: dict[str, int] = {
     "hybridlab/graph/passes/pretranspose_weights.py": 45,  # the layout pass
     "hybridlab/graph/autotune.py": 50,  # timing two programs, the choice and its report
     "hybridlab/gluon/__init__.py": 11,  # re-exports only
-    "hybridlab/gluon/parameter.py": 324,  # (+4: set_data resets a Trainer's store, MXNet's)  # + save/load, regex, grad_req, one NDArray, aligned
+    "hybridlab/gluon/parameter.py": 324,  # (+4: set_data resets a Trainer's store, MXNet's)
+    # + save/load, regex, grad_req, one NDArray, aligned
     # (+ lr_mult/wd_mult, cast, get_constant and Constant, ParameterDict save/load: issue 24)
     # (+ reset_ctx)
     # (+ list_data, get() merging unknown sizes: issue 24)
@@ -197,11 +209,14 @@ BUDGETS: dict[str, int] = {
     # (+ PReLU, ELU, SELU, Swish, GELU: issue 24)
     "hybridlab/gluon/nn/basic_layers.py": 230,  # + BatchNorm on any axis, slices, MXNet reprs
     # (+ Embedding, LayerNorm, InstanceNorm, GroupNorm: issue 24)
-    "hybridlab/gluon/nn/conv_layers.py": 232,  # + MXNet's reprs of Conv2D and the pools
-    # (+ Conv1D/Conv3D and 1-D/3-D pooling written with the 2-D operators, layouts,
+    "hybridlab/gluon/nn/conv_layers.py": 196,  # + MXNet's reprs of Conv2D and the pools
+    # (+ 3-D pooling written with the 2-D operator (-: Conv1D/3D are the operator's), layouts,
     # ReflectionPad2D, Conv2DTranspose as zeros between pixels + a convolution: issue 24)
     "hybridlab/gluon/loss.py": 60,  # STYLE gives loss+trainer+data 180 together; split 60/50/70
-    "hybridlab/gluon/trainer.py": 200,  # sgd (momentum, wd), adam + hyperparameter checks;
+    "hybridlab/gluon/trainer.py": 214,  # + store reset/Updater states (issue 24) beside
+    # compression and rates sent to a dist store (issue 28);
+    # sgd (momentum, wd), adam + hyperparameter checks;
+    # (+ each key's rate multipliers for a store that updates) (+ compression_params)
     # (+32: MXNet's lazy store, reset on set_data; the store's optimizer state saved and
     # loaded; update/allreduce refused while the store updates)
     # (+ each key's rate multipliers for a store that updates)
@@ -209,7 +224,8 @@ BUDGETS: dict[str, int] = {
     # + one engine op per step for the whole parameter group
     # (+15: kvstore modes (update on the store or on each device); rules moved to optimizer.py)
     "hybridlab/gluon/data.py": 75,  # + batch_size check
-    "hybridlab/profiler.py": 46,
+    "hybridlab/profiler.py": 51,
+    # + each row named by its worker's stream (a worker per device)
     "hybridlab/viz/__init__.py": 8,  # re-exports only
     "hybridlab/viz/graph.py": 326,  # DOT + adapters + plot_network; unused nodes, display
     # hooks; + highlighting what a pass changed; the kinds key; forward/backward boxes
@@ -259,11 +275,12 @@ BUDGETS: dict[str, int] = {
     "hybridlab/exercises/glue.py": 25,  # numbers from outputs into lesson prose; claims
     # Modules the first sketch did not list (the issues asked for more).
     "hybridlab/ops/_infer.py": 45,  # shared shape-rule helpers (axis normalisation, broadcast)
+    "hybridlab/ops/broadcast.py": 78,  # broadcast_to/axis/like and sum_like, their inverse
+    # + kernels sized at compile time (infer once, not per call)
+    "hybridlab/ops/conv.py": 305,  # + 1-D data (lifted views), 3-D (per depth offset)
     "hybridlab/ops/tiling.py": 190,  # tile, repeat, pad, slice_like, split_v2 and their
     # gathering VJPs; shape_array/size_array, argmax_channel (MXNet's fluent methods)
-    "hybridlab/ops/broadcast.py": 78,  # broadcast_to/axis/like and sum_like, their inverse
     # (+18: broadcast_like's lhs_axes/rhs_axes)
-    "hybridlab/ops/conv.py": 210,  # + kernels sized at compile time (infer once, not per call)
     # im2col in bounded chunks, out= kernels, workspace formulas;
     # (+2: stride, dilate, pad "()" mean the default, as in MXNet)
     # + grouped and depthwise convolution (NOTE [Groups])
@@ -279,7 +296,8 @@ BUDGETS: dict[str, int] = {
     "hybridlab/ops/nn.py": 262,  # + LeakyReLU selu/gelu (issue 24);
     # sigmoid, LeakyReLU, Activation, Dropout, BatchNorm (MXNet's
     # op, lowered), SoftmaxOutput with its cross-entropy gradient; + LRN (a window sum)
-    "hybridlab/ops/pool.py": 130,  # + windows combined along rows, then columns (+ scratch)
+    # + windows combined along rows, then columns (+ scratch)
+    "hybridlab/ops/pool.py": 150,  # + 1-D data and MXNet's 'same' convention
     # (Pooling, its chunked gradient; out= kernels, workspace)
     "hybridlab/graph/autodiff.py": 110,  # backward graph; cheap residuals recomputed; lowering
     "hybridlab/gluon/_trace.py": 115,  # tracing hybrid_forward (report: _report), user lines
@@ -289,9 +307,10 @@ BUDGETS: dict[str, int] = {
     "hybridlab/viz/allreduce.py": 100,  # the all-reduce explorer: drawing (axes reused), widget
     "hybridlab/exercises/lesson10.py": 180,  # lesson 10: training runs, 4 checks, the store
     # timed, a data-parallel step as a task graph
-    "hybridlab/kvstore.py": 178,  # (-10: its update is optimizer.Updater)  # mx.kv: local/device stores, dist_* on the Dask actor
+    "hybridlab/kvstore.py": 230,  # mx.kv: local/device stores, dist_* on the Dask actor
     # (+ a push's rates taken when it is pushed)
-    "hybridlab/optimizer.py": 118,  # (+18: mx.optimizer.Updater, which a store applies)  # mx.optimizer: SGD, Adam, their rules (from the Trainer)
+    # + MXNet's 2-bit gradient compression with error feedback, new rates sent to a store
+    "hybridlab/optimizer.py": 118,  # mx.optimizer: SGD, Adam, their rules (from the Trainer)
     # (+ param_dict: lr_mult/wd_mult per key, rates at push time)
     "hybridlab/gluon/utils.py": 46,  # split_data, split_and_load, clip_global_norm
     # (+6: split_and_load copies each slice to its device)
@@ -320,8 +339,9 @@ BUDGETS: dict[str, int] = {
     "hybridlab/exercises/lesson08.py": 120,  # .params size (how far off), JSON interpreter, batch
     "hybridlab/exercises/lesson09.py": 122,  # light models randomised, three checks
     "hybridlab/exercises/lesson11.py": 135,  # jit rewrite, jaxpr converter, graph count, dispatch
-    "hybridlab/dask.py": 265,  # a graph as a Dask graph, its errors, the task stream as records
+    "hybridlab/dask.py": 270,  # a graph as a Dask graph, its errors, the task stream as records
     # (+135: dist_sync/dist_async: the store as a Dask actor, sessions, run_workers)
+    # + the store's set_hyper (a new learning rate or batch size reaches the server)
 }
 
 # Tokens that make a line count as code. Comments, NL/NEWLINE and INDENT/DEDENT do not.

@@ -301,7 +301,8 @@ class Parameter:
                 value = values._data.astype(target.dtype, copy=copy)
                 target._data = aligned(value)
 
-            engine.current().push(write, [values._var], [target._var], "_store")
+            engine.current().push(write, [values._var], [target._var], "_store", target._ctx,
+                                  target._ctx is not values._ctx)
 
     def _make_copies(self, devices: list[Context]) -> None:
         """One empty NDArray per device, filled by the ops ``_store`` pushes; the first

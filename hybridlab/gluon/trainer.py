@@ -76,9 +76,14 @@ class Trainer:
             raise TypeError(f"Trainer: kvstore must be a type name ('device', 'local', "
                             f"'dist_sync', ...), a store from mx.kv.create or None, got "
                             f"{kvstore!r}")
+        if compression_params is not None and not isinstance(compression_params, dict):
+            raise TypeError(f"Trainer: compression_params is a dict such as {{'type': '2bit', "
+                            f"'threshold': 0.5}}, got {compression_params!r}")
+        self._compression = compression_params  # set on the store, when there is one
         self._kv_config = (kvstore, update_on_kvstore)
         self._kvstore: Any = None
         self._update_on_kvstore = False
+        self._store_rescale = 0.0  # the rescale_grad the store's optimizer has
         self._kv_initialized = False
 
     @property
@@ -93,8 +98,8 @@ class Trainer:
             raise UserWarning("Trainer: an lr_scheduler sets the learning rate; change the "
                               "scheduler instead of calling set_learning_rate")
         self._hyper["learning_rate"] = _check_number("learning_rate", lr)
-        if self._kvstore is not None and self._kvstore._optimizer is not None:
-            self._kvstore._optimizer.set_learning_rate(lr)  # (one process's store)
+        if self._kvstore is not None and self._update_on_kvstore:  # (a dist store's
+            self._kvstore._set_hyper("learning_rate", lr)  # optimizer is on the server)
 
     def step(self, batch_size: int, ignore_stale_grad: bool = False) -> None:
         """One update of every parameter, with gradients scaled by ``1/batch_size``. Each
@@ -110,8 +115,9 @@ class Trainer:
         self._steps += 1
         store = self._kvstore
         if store is not None and self._update_on_kvstore:
-            if store._optimizer is not None:  # (a dist store's optimizer is on the server)
-                store._optimizer.rescale_grad = rescale
+            if rescale != self._store_rescale:  # a new batch size (a dist store's optimizer
+                store._set_hyper("rescale_grad", rescale)  # is on the server: sent there)
+                self._store_rescale = rescale
             keys = list(range(len(self._params)))  # all keys in one call: one round trip
             store.pushpull(keys, [p.list_grad() for p in self._params],
                            out=[p.list_data() for p in self._params])
@@ -136,7 +142,7 @@ class Trainer:
             kernel = _bind(name, weights, grads, states, mults, dict(hyper))
             engine.current().push(kernel, reads=[grad._var for grad in grads],
                                   writes=[weight._var for weight in weights],
-                                  name=f"multi_{name}_update")
+                                  name=f"multi_{name}_update", device=device)
 
     def _init_kvstore(self, rescale: float) -> None:
         """MXNet's choice of store (``_create_kvstore``): none for one device and a local
@@ -156,12 +162,15 @@ class Trainer:
         if store is None:
             return
         distributed = store.type.startswith("dist")
+        if self._compression:  # MXNet's: only when there is a store (two devices, dist)
+            store.set_gradient_compression(self._compression)
         self._kvstore, self._update_on_kvstore = store, True if update is None else update
         if self._update_on_kvstore and not distributed:
             # the Trainer's own optimizer: its param_dict holds the Parameters, so a later
-            # x.lr_mult = 2 counts, as in MXNet
+            # x.lr_mult = 2 counts, as in MXNet (its rescale_grad set at the first step)
             store.set_optimizer(self._optimizer)
         elif self._update_on_kvstore:  # a copy goes to the server: each key's multipliers
+            self._store_rescale = rescale
             chosen = opt.create(self._optimizer.name, **{**self._hyper, "rescale_grad": rescale})
             chosen.param_dict = {i: _Mults(p.lr_mult, p.wd_mult)
                                  for i, p in enumerate(self._params)}
@@ -180,7 +189,7 @@ class Trainer:
         if self._kvstore.type.startswith("dist"):
             raise RuntimeError("Trainer: a dist store cannot be reset; load the parameters "
                                "before the first step")
-        self._kvstore, self._kv_initialized = None, False
+        self._kvstore, self._kv_initialized, self._store_rescale = None, False, 0.0
         engine.current().wait_all()  # (a pending update would make its state again)
         self._optimizer.states, self._optimizer.counts = {}, {}
 

@@ -297,7 +297,8 @@ class CachedOp:
             def run() -> None:
                 result._data = function(*layouts.extend([x._data for x in inputs]))[0]
 
-        engine.current().push(run, map(_VAR, inputs), (result._var,), "CachedOp")
+        engine.current().push(run, map(_VAR, inputs), (result._var,), "CachedOp",
+                              result._ctx)
         return result
 
     def _push_program(self, entry: _Entry, inputs: tuple[Any, ...]) -> Any:
@@ -433,9 +434,11 @@ class _TapeOp:
                 "imperative block records every backward operator)")
         entry = self.entry
         result: list[Any] = [None] * len(entry.in_avals)
-        grads = [ndarray.empty_like_aval(entry.in_avals[i]) for i in entry.wanted]
+        # each gradient on its input's device (MXNet's rule), computed where the data is
+        grads = [ndarray.empty_like_aval(entry.in_avals[i], inputs[i]._ctx)
+                 for i in entry.wanted]
         # the values written to fed arrays (running statistics) pass no gradient back
-        written = [ndarray.from_numpy(np.zeros(a.shape, a.dtype)) for a in
+        written = [ndarray.from_numpy(np.zeros(a.shape, a.dtype), inputs[0]._ctx) for a in
                    entry.out_avals[entry.num_outputs:entry.num_outputs + len(entry.traced.writes)]
                    ] if entry.traced is not None and entry.traced.writes else []
         backward: Any = entry.backward  # (a recorded call's entry has one)
@@ -485,7 +488,8 @@ def _push(program: Program | _Tuning, inputs: Sequence[Any], outputs: Sequence[A
     # NOTE: [Lazy reads and writes] ``map`` objects, not lists: the engine turns them
     # into tuples when it links the op, and the NaiveEngine, which has nothing to link,
     # never builds them at all (two list comprehensions saved on every call)
-    engine.current().push(run, map(_VAR, inputs), map(_VAR, outputs), name)
+    engine.current().push(run, map(_VAR, inputs), map(_VAR, outputs), name,
+                          outputs[0]._ctx if outputs else None)  # (its results' device)
 
 
 

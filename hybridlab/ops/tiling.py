@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from hybridlab.errors import ShapeError
+from hybridlab.ops.join import split_grad
 from hybridlab.ops.registry import Attr, Aval, Kind, OpDef, composite, register
 
 
@@ -221,21 +222,13 @@ def _split_v2_kernel(x: np.ndarray, indices_or_sections: Any, axis: int, squeeze
     return out[0] if len(out) == 1 else out
 
 
-def _split_v2_grad(F: Any, inputs: list[Any], outputs: list[Any], out_grads: list[Any],
-                   indices_or_sections: Any, axis: int, squeeze_axis: bool) -> list[Any]:
-    grads = [F.zeros_like(y) if g is None else g for g, y in zip(out_grads, outputs)]
-    if squeeze_axis:
-        grads = [F.expand_dims(g, axis=axis) for g in grads]
-    return [F.concat(*grads, dim=axis)]
-
-
 def _split_count(attrs: dict[str, Any]) -> int:
     parts = attrs["indices_or_sections"]
     return parts if isinstance(parts, int) else len(parts) + 1
 
 
 register(OpDef(
-    name="split_v2", kernel=_split_v2_kernel, infer=_split_v2_infer, grad=_split_v2_grad,
+    name="split_v2", kernel=_split_v2_kernel, infer=_split_v2_infer, grad=split_grad,
     kind=Kind.OPAQUE, num_outputs=_split_count,
     attrs={"indices_or_sections": Attr("axis"), "axis": Attr("int", 0),
            "squeeze_axis": Attr("bool", False)},

@@ -183,3 +183,52 @@ def test_reset_ctx_moves_every_parameter_with_its_values():
     for copy in net.weight.list_data():
         np.testing.assert_array_equal(copy.asnumpy(), before)
     assert net(nd.ones((1, 3), ctx=CPU1)).context is CPU1
+
+
+@pytest.mark.parametrize("hybrid", [False, True])
+def test_a_step_on_two_devices_runs_each_devices_ops_on_its_own_worker(hybrid):
+    """NOTE [A worker per device] in engine.py: on a ThreadedEngine every op of a device's
+    forward, backward and update runs on that device's worker, the copies on the copy
+    stream of the device they copy into, and the weights are NaiveEngine's, bit for bit."""
+    def step() -> tuple[list, list]:
+        mx.random.seed(5)
+        net = nn.HybridSequential()
+        net.add(nn.Dense(8, activation="relu", in_units=4), nn.Dense(3, in_units=8))
+        net.initialize(mx.init.Xavier(), ctx=[CPU0, CPU1])
+        if hybrid:
+            net.hybridize()
+        trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1})
+        loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+        xs = gluon.utils.split_and_load(nd.random.normal(shape=(6, 4)), [CPU0, CPU1])
+        ys = gluon.utils.split_and_load(nd.array([0, 1, 2, 0, 1, 2]), [CPU0, CPU1])
+        with autograd.record():
+            losses = [loss_fn(net(x), y) for x, y in zip(xs, ys)]
+        grads_on = [loss.context for loss in losses]
+        for value in losses:
+            value.backward()
+        grads_on += [g.context for p in net.collect_params().values() for g in p.list_grad()]
+        trainer.step(6)
+        weights = [w.asnumpy() for p in net.collect_params().values() for w in p.list_data()]
+        return weights, grads_on
+
+    with engine.engine_scope("NaiveEngine"):
+        expected, _ = step()
+    ran: list = []  # (the op's device, whether a copy, its name, the stream that ran it)
+    with engine.engine_scope(engine.ThreadedEngine(1)) as eng:
+        def pretask(task: engine.Task, worker: int) -> None:
+            ran.append((task.device, task.copy, task.name, eng.worker_names[worker]))
+
+        with engine.Callback(pretask=pretask):
+            weights, grads_on = step()
+            nd.waitall()
+    for want, have in zip(expected, weights):
+        np.testing.assert_array_equal(have, want)
+    assert grads_on[:2] == [CPU0, CPU1] and set(grads_on[2:]) == {CPU0, CPU1}
+    # every op ran on its stream (or in the caller, waiting for it: NOTE [help while waiting])
+    for device, copy, name, stream in ran:
+        assert stream in (f"{device} copy" if copy else f"{device}", "caller"), name
+    assert {(device, copy) for device, copy, _, _ in ran} == {(CPU0, False), (CPU1, False),
+                                                              (CPU0, True), (CPU1, True)}
+    forward = "CachedOp" if hybrid else "FullyConnected"
+    assert {(device, name) for device, copy, name, _ in ran if not copy} >= {
+        (CPU0, forward), (CPU1, forward), (CPU0, "kv_update")}  # the store is on cpu(0)

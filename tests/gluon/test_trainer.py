@@ -79,7 +79,7 @@ def test_a_step_leaves_arrays_sharing_the_old_weights_alone(optimizer):
 
 
 def test_a_step_is_one_engine_op_and_backward_stores_every_gradient_in_one():
-    """Two parameters: ``backward()`` stores both gradients in one ``_copy_to`` op and the
+    """Two parameters: ``backward()`` stores both gradients in one ``_assign`` op and the
     Trainer updates both in one ``multi_sgd_update`` op, each reading and writing every
     parameter's Var (so the engine orders them as the per-parameter ops were)."""
     from hybridlab import engine
@@ -98,7 +98,7 @@ def test_a_step_is_one_engine_op_and_backward_stores_every_gradient_in_one():
         trainer.step(2)
         records = list(eng.trace)
         eng.set_tracing(False)
-    stores = [r for r in records if r.name == "_copy_to"]
+    stores = [r for r in records if r.name == "_assign"]
     updates = [r for r in records if r.name.endswith("_update")]
     assert len(stores) == 1 and len(updates) == 1 and updates[0].name == "multi_sgd_update"
     grads = {str(w.grad()._var), str(b.grad()._var)}

@@ -237,6 +237,7 @@ ROWS: list[Row] = [
     Row("SwapAxis", [(2, 3, 4)], lambda x: x.transpose(2, 1, 0), {"dim1": 0, "dim2": -1}),
     Row("reverse", [(2, 3, 4)], lambda x: x[::-1, :, ::-1], {"axis": (0, 2)}),
     Row("Cast", [(2, 3)], lambda x: x.astype(np.float64), {"dtype": "float64"}),
+    Row("amp_cast", [(2, 3)], lambda x: x.astype(np.float16), {"dtype": "float16"}),
     Row("_cast_like", [(2, 3), (1,)], lambda x, like: x.astype(like.dtype)),
     # indexing
     Row("slice", [(4, 5)], lambda x: x[1:3, ::2], {"begin": (1, None), "end": (3, None),
@@ -368,7 +369,9 @@ ROWS: list[Row] = [
 ]
 
 _COMPARE = {"equal": np.equal, "not_equal": np.not_equal, "greater": np.greater,
-            "greater_equal": np.greater_equal, "lesser": np.less, "lesser_equal": np.less_equal}
+            "greater_equal": np.greater_equal, "lesser": np.less, "lesser_equal": np.less_equal,
+            "logical_and": np.logical_and, "logical_or": np.logical_or,
+            "logical_xor": np.logical_xor}
 for _name, _fn in _COMPARE.items():
     ROWS.append(Row(f"broadcast_{_name}", [(2, 3), (3,)], _fn, grad=False, ints={0: 3, 1: 3}))
     ROWS.append(Row(f"_{_name}_scalar", [(2, 3)], lambda x, fn=_fn: fn(x, 1.0),
@@ -428,7 +431,8 @@ ROWS += [
         checked_by="test_update_operators_write_their_states_in_place (tests/test_ndarray.py)"),
 ]
 for _name, _fn in {"sign": np.sign, "floor": np.floor, "ceil": np.ceil,
-                   "round": np.round, "rint": np.rint, "fix": np.fix, "trunc": np.trunc}.items():
+                   "round": np.round, "rint": np.rint, "fix": np.fix, "trunc": np.trunc,
+                   "logical_not": np.logical_not}.items():
     ROWS.append(Row(_name, [(2, 3)], _fn, grad=False))
 
 
@@ -629,6 +633,9 @@ COMPOSITE_ROWS: list[tuple[str, Callable[[], Any], Any]] = [
     ("greater_equal", lambda: eager.greater_equal(X, Y), (X >= Y).astype(X.dtype)),
     ("lesser", lambda: eager.lesser(X, 0.0), (X < 0).astype(X.dtype)),
     ("lesser_equal", lambda: eager.lesser_equal(0.0, X), (X >= 0).astype(X.dtype)),
+    ("logical_and", lambda: eager.logical_and(X, X > 0), (X > 0).astype(X.dtype)),
+    ("logical_or", lambda: eager.logical_or(0.0, X > 0), (X > 0).astype(X.dtype)),
+    ("logical_xor", lambda: eager.logical_xor(X > 0, 1.0), (X <= 0).astype(X.dtype)),
     ("stack", lambda: eager.stack(X, X, axis=1), np.stack([X, X], axis=1)),
     ("argmax_channel", lambda: eager.argmax_channel(X), X.argmax(axis=1).astype(X.dtype)),
     ("Dropout", lambda: eager.Dropout(X, p=0.5), X),
