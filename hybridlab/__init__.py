@@ -42,3 +42,11 @@ from hybridlab.util import np_shape
 # exporter in ``hybridlab.onnx`` (above gluon: it builds SymbolBlocks), so the package root
 # -- above every layer -- hands it to ``contrib`` (ARCHITECTURE.md, "Layers").
 contrib.onnx = onnx  # type: ignore[attr-defined]
+
+
+def _symbol_cached_op() -> type:
+    from hybridlab.graph.cached_op import SymbolCachedOp  # (on first use: import time)
+    return SymbolCachedOp
+
+
+nd._LATE_NAMES["CachedOp"] = _symbol_cached_op  # mx.nd.CachedOp, MXNet's name for it

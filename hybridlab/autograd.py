@@ -34,7 +34,8 @@ Invariants
 * ``grad_req='write'`` overwrites ``x.grad``, ``'add'`` adds to it (gradient
   accumulation over several backward calls), ``'null'`` leaves it alone.
 * ``backward`` frees the nodes it walked (their saved arrays) unless
-  ``retain_graph=True``; walking a freed node raises :class:`GraphReleasedError`.
+  ``retain_graph=True``; a backward from a freed head raises :class:`GraphReleasedError`,
+  and a freed array inside a new graph is a constant of it (MXNet clears its history).
 * The backward pass runs with recording paused, unless ``create_graph=True`` (then the
   gradients are on the tape themselves, for higher-order derivatives).
 * The mode flags are per thread and live here, so ``ndarray`` reads them without a
@@ -179,21 +180,25 @@ def record_op(op: Any, attrs: dict, inputs: Sequence[Any], outputs: Sequence[Any
 def _topological_order(heads: Sequence[Any]) -> list[Node]:
     """Nodes reachable from ``heads``, each after every node that produced its inputs."""
     def producers(node: Node) -> list[Node]:
+        # an input whose graph a previous backward freed is a constant here, as in MXNet
+        # (which cleared its history): no gradient flows into it
+        return [x._ag[0] for x in node.inputs
+                if isinstance(x._ag, tuple) and x._ag[0].inputs is not None]
+    roots = [h._ag[0] for h in heads if isinstance(h._ag, tuple)]
+    for node in roots:
         if node.inputs is None:
             raise GraphReleasedError(
                 f"the graph through '{node.op.name}' was already freed by a previous backward; "
                 f"pass retain_graph=True to the first backward() to run it twice")
-        return [x._ag[0] for x in node.inputs if isinstance(x._ag, tuple)]
-    return postorder([h._ag[0] for h in heads if isinstance(h._ag, tuple)], producers)
+    return postorder(roots, producers)
 
 
 def _check_rule(op: Any) -> None:
     """A gradient reached an op that has a gradient but no rule written for it."""
     if getattr(op, "grad_missing", ""):
         raise MissingGradientError(
-            f"cannot differentiate '{op.name}': {op.grad_missing}. A gradient taken with "
-            "create_graph=True went through it, and a zero would be wrong; differentiate the "
-            "forward computation (not a gradient that already holds backward ops)")
+            f"cannot differentiate '{op.name}': {op.grad_missing} (a zero would be a "
+            f"wrong gradient)")
 
 
 def _check_heads(heads: Sequence[Any], head_grads: Sequence[Any]) -> None:

@@ -10,6 +10,8 @@
 | HYBRIDLAB_MAX_LOAD_BYTES| largest .params / nd.save file read (bytes)   | 0 (no limit)     |
 | HYBRIDLAB_AUTOTUNE      | 1: time the weights' layouts on a signature's | 1                |
 |                         | first call and keep the faster; 0: as stored  |                  |
+| MXNET_ELIMINATE_COMMON_EXPR | 0: an Executor is compiled without common-| 1             |
+|                         | subexpression elimination (read at each bind) |                  |
 
 Whatever the limit, a file's arrays are never allocated beyond the bytes the file holds
 (each declared size is checked against what is left to read).
@@ -67,6 +69,14 @@ FLAGS: dict[str, Any] = {
     "MAX_LOAD_BYTES": _int_from_env("HYBRIDLAB_MAX_LOAD_BYTES", 0, 0, 2**62,
                                     "the largest array file to read; 0: no limit"),
 }
+
+
+def eliminate_common_expr() -> bool:
+    """MXNet's switch, read when an Executor is bound (MXNet code sets it around a bind)."""
+    value = _int_from_env("MXNET_ELIMINATE_COMMON_EXPR", 1, 0, 1, "0 binds without CSE")
+    if isinstance(value, Invalid):
+        raise ValueError(str(value))
+    return bool(value)
 
 
 def flag(name: str) -> Any:

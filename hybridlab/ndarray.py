@@ -877,8 +877,15 @@ def empty(shape: Any, ctx: Context | None = None, dtype: Any = "float32") -> NDA
     return zeros(shape, ctx=ctx, dtype=dtype)  # type: ignore[name-defined]  # noqa: F821 (populate)
 
 
+# Names of nd that higher layers define (``nd.CachedOp`` is graph's), each imported at its
+# first use by a function the package root registers (ndarray imports nothing above it).
+_LATE_NAMES: dict[str, Callable[[], Any]] = {}
+
+
 def __getattr__(name: str) -> Any:
     """``nd.Relu`` or ``nd.sofmax``: an AttributeError that suggests the nearest names."""
+    if name in _LATE_NAMES:
+        return _LATE_NAMES[name]()
     if name.startswith("_"):  # Python's and IPython's probing (__path__, _ipython_...): no hints
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     known = {n.lower(): n for n, value in globals().items()  # operators, functions, NDArray

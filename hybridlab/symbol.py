@@ -53,7 +53,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from hybridlab import autograd, display, errors, model_files, util
+from hybridlab import autograd, config, display, errors, model_files, util
 from hybridlab import name as _name
 from hybridlab.graph import frontend, ir
 from hybridlab.graph.ir import Graph, Node, Value
@@ -826,7 +826,10 @@ class Executor:
                  aux_states: Any, ctx: Any = None) -> None:
         from hybridlab.graph.cached_op import CachedOp
         model_files.check_unique_names(symbol._variables(), "bind")
-        self._symbol, self._program, self._ctx = symbol, CachedOp(symbol), ctx
+        self._cse = config.eliminate_common_expr()
+        disabled = () if self._cse else ("eliminate_common_subexpressions",)
+        self._symbol, self._ctx = symbol, ctx
+        self._program = CachedOp(symbol, disabled_passes=disabled)
         names = symbol.list_arguments()
         self.arg_dict = _array_dict(names, args, "args")
         self.aux_dict = _array_dict(symbol.list_auxiliary_states(), aux_states, "aux_states")
@@ -838,6 +841,8 @@ class Executor:
                                                 else self._grad_req[name])
         self.grad_dict = {n: given.get(n, self.arg_dict[n].grad) for n in names
                           if self._grad_req[n] != "null"}
+        _refuse_missing_gradients(symbol, {**self.arg_dict, **self.aux_dict},
+                                  set(self.grad_dict))
         self.outputs: list = self._blank_outputs()
 
     def _blank_outputs(self) -> list:
@@ -849,6 +854,42 @@ class Executor:
         if any(a is None or a.shape is None or 0 in a.shape for a in avals):  # from shapes)
             return [None] * len(avals)
         return [ndarray.from_numpy(np.zeros(a.shape, a.dtype)) for a in avals]  # type: ignore[union-attr]
+
+    def debug_str(self) -> str:
+        """The bound program and its memory, in MXNet's form: the compiled graph (one
+        forward, and with gradients the backward joined to it), its memory plan, and
+        ``Total N MB allocated``: the plan's peak less the gradient arrays, which bind
+        made outside the program (MXNet's count leaves them out too)."""
+        from hybridlab.graph import autodiff
+        from hybridlab.graph.passes import PassContext, run_pipeline
+        feed = {**self.arg_dict, **self.aux_dict}
+        graph = ir.infer_shapes(self._symbol.to_graph(), {n: a._aval for n, a in feed.items()})
+        if self.grad_dict:
+            graph = autodiff.gradient_graph(graph)
+        compiled, _ = run_pipeline(graph, self._program.disabled,
+                                   context=PassContext(training=bool(self.grad_dict)))
+        plan = compiled.meta["memory"]
+        grads = builtins.sum(g.size * np.dtype(g.dtype).itemsize
+                             for g in self.grad_dict.values())
+        total = builtins.max(plan.planned - grads, 0)
+        return (f"{ir.format_graph(compiled)}\n{plan}\nof which {grads >> 20} MB are the bound "
+                f"gradient arrays\nTotal {total >> 20} MB allocated")
+
+    def get_optimized_symbol(self) -> Symbol:
+        """The bound graph after common-subexpression elimination (unless bound with
+        ``MXNET_ELIMINATE_COMMON_EXPR=0``), as a Symbol. An output that is the same value
+        as an earlier output gets a ``_copy`` of its own, as MXNet's executor keeps its
+        outputs apart."""
+        from hybridlab.graph.passes import eliminate_common_subexpressions
+        graph = self._symbol.to_graph()
+        if self._cse:
+            graph, _ = eliminate_common_subexpressions(graph)
+        outputs: list[Value] = []
+        for value in graph.outputs:
+            repeated = any(v.node is value.node and v.index == value.index for v in outputs)
+            outputs.append(ir.call("_copy", [value], name=f"{value.node.name}_copy").out()
+                           if repeated else value)
+        return Symbol(outputs)
 
     @property
     def arg_arrays(self) -> list:
@@ -939,6 +980,22 @@ class Executor:
                 target += fresh  # writes grad_dict['x'][:] = ... between bind and backward)
             else:
                 fresh.copyto(target)
+
+
+def _refuse_missing_gradients(symbol: Symbol, arrays: dict, wanted: set[str]) -> None:
+    """At bind, as MXNet: a gradient that would have to go through an operator with none
+    (``OpDef.grad_missing``) is refused now, not at the first backward. The gradient
+    graph is built once here for that (``BlockGrad`` cuts a path, as in MXNet)."""
+    from hybridlab.graph import autodiff
+    if not wanted:
+        return
+    graph = ir.infer_shapes(symbol.to_graph(), {n: a._aval for n, a in arrays.items()})
+    try:
+        autodiff.gradient_graph(graph)
+    except errors.GraphError as err:
+        raise errors.MissingGradientError(
+            f"bind: gradients of {sorted(wanted)} were asked for, but {err}. Bind those "
+            f"arguments with grad_req='null', or cut the path with BlockGrad") from None
 
 
 def _grad_reqs(names: list[str], grad_req: Any) -> dict[str, str]:

@@ -392,3 +392,14 @@ def test_star_import_gives_mxnets_autograd_names():
 
 def test_float32_exp_is_correctly_rounded():
     assert nd.exp(nd.ones((3,))).asnumpy()[0] == np.float32(np.exp(1.0))
+
+
+def test_an_array_freed_by_a_backward_is_a_constant_of_the_next_graph():
+    x = nd.array([3.0])
+    x.attach_grad()
+    with autograd.record():
+        y = x * x
+        y.backward()  # frees y's graph
+        z = y * x  # y is a constant here (MXNet cleared its history): dz/dx = y
+    z.backward()
+    np.testing.assert_array_equal(x.grad.asnumpy(), [9.0])

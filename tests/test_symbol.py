@@ -775,3 +775,50 @@ def test_numpy_shape_mode_spells_an_unknown_size_minus_one():
         assert out.infer_shape_partial()[1] == [(-1, 4)]
     with pytest.raises(ValueError, match="negative size"):  # outside it, 0 is the unknown
         mx.sym.var("data", shape=(-1, 20))
+
+
+def test_get_optimized_symbol_shows_the_executors_common_subexpressions_merged(monkeypatch):
+    a, b = sym.var("a"), sym.var("b")
+    both = sym.Group([a * b + 1, a * b + 1])  # the same value twice
+    merged = both.simple_bind(mx.cpu(), a=(2,), b=(2,)).get_optimized_symbol()
+    # a, b, one product, one +1, and a _copy so the two outputs stay apart (as MXNet)
+    assert len(merged.get_internals().list_outputs()) == 5
+    monkeypatch.setenv("MXNET_ELIMINATE_COMMON_EXPR", "0")
+    exe = both.simple_bind(mx.cpu(), a=(2,), b=(2,))
+    assert len(exe.get_optimized_symbol().get_internals().list_outputs()) == 6
+    assert [o.asnumpy().tolist() for o in exe.forward(a=mx.nd.ones(2), b=mx.nd.ones(2))] == [
+        [2.0, 2.0], [2.0, 2.0]]
+    monkeypatch.setenv("MXNET_ELIMINATE_COMMON_EXPR", "yes")
+    with pytest.raises(ValueError, match="MXNET_ELIMINATE_COMMON_EXPR='yes' is not a whole"):
+        both.simple_bind(mx.cpu(), a=(2,), b=(2,))
+
+
+def test_a_gradient_through_an_operator_without_one_is_refused_at_bind():
+    x, idx = sym.var("x"), sym.var("idx")
+    taken = sym.batch_take(x, idx)
+    types = {"x": np.float32, "idx": np.int32}
+    with pytest.raises(errors.MissingGradientError, match="bind: gradients of .* batch_take"):
+        taken.simple_bind(mx.cpu(), x=(3, 4), idx=(3,), type_dict=types)
+    exe = sym.BlockGrad(taken).simple_bind(mx.cpu(), x=(3, 4), idx=(3,), type_dict=types)
+    exe.arg_dict["x"][:] = np.arange(12).reshape(3, 4)
+    exe.arg_dict["idx"][:] = np.array([1, 9, -2])  # clipped into 0..3, as MXNet
+    assert exe.forward()[0].asnumpy().tolist() == [1.0, 7.0, 8.0]
+    exe.backward()
+    assert exe.grad_dict["x"].asnumpy().sum() == 0
+
+
+def test_debug_str_counts_the_memory_the_backward_keeps():
+    import re
+
+    x = sym.var("x")
+    y = x
+    for _ in range(6):
+        y = y * y  # each product is kept for the backward
+
+    def total(s, **kwargs):
+        text = s.simple_bind(mx.cpu(), x=(1024, 256), **kwargs).debug_str()
+        assert "memory plan:" in text and "elemwise_mul" in text
+        return int(re.search(r"Total (\d+) MB allocated", text).group(1))
+
+    training, predicting = total(y), total(y, grad_req="null")
+    assert training > predicting == total(sym.BlockGrad(y))  # BlockGrad: nothing kept

@@ -90,8 +90,7 @@ def _check_rule(node: Node) -> None:
     if why:
         where = f" (created at {node.origin})" if node.origin else ""
         raise GraphError(f"cannot differentiate node {ir.format_name(node.name)} ({node.op})"
-                         f"{where}: {why}. Build the gradient graph from the forward graph "
-                         f"(not from one that already holds backward ops)")
+                         f"{where}: {why} (a zero would be a wrong gradient)")
 
 
 @dataclasses.dataclass(frozen=True)

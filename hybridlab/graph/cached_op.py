@@ -491,3 +491,30 @@ def _push(program: Program | _Tuning, inputs: Sequence[Any], outputs: Sequence[A
     engine.current().push(run, map(_VAR, inputs), map(_VAR, outputs), name,
                           outputs[0]._ctx if outputs else None)  # (its results' device)
 
+
+
+class SymbolCachedOp(CachedOp):
+    """MXNet's ``nd.CachedOp(sym, flags=())``: ``sym`` compiled once per input signature,
+    called with its inputs in ``sym.list_inputs()`` order. ``out=`` (an NDArray, or a list
+    for several outputs) receives the results, written in place; ``flags`` are MXNet's
+    ``static_alloc``/``static_shape`` pairs."""
+
+    def __init__(self, sym: Any, flags: Any = ()) -> None:
+        given = dict(flags)
+        unknown = set(given) - {"static_alloc", "static_shape"}
+        if unknown:
+            raise ValueError(f"nd.CachedOp: unknown flags {sorted(unknown)}; hybridlab takes "
+                             f"static_alloc and static_shape")
+        super().__init__(sym, static_alloc=bool(given.get("static_alloc")),
+                         static_shape=bool(given.get("static_shape")))
+
+    def __call__(self, *args: Any, out: Any = None) -> Any:
+        results = super().__call__(*args)
+        if out is None:
+            return results
+        outs, got = (out, results) if isinstance(out, (list, tuple)) else ([out], [results])
+        if len(outs) != len(got):
+            raise ValueError(f"nd.CachedOp: out= has {len(outs)} arrays for {len(got)} outputs")
+        ndarray._assign_all(list(outs), list(got))
+        return out
+

@@ -197,6 +197,21 @@ register(OpDef(
     attrs=_PICK_ATTRS, doc="Zeros shaped like ``like`` with ``data`` at the picked places."))
 
 
+def _batch_take_infer(a: Aval, indices: Aval) -> list[Aval]:
+    if len(a.shape) != 2 or indices.shape not in ((a.shape[0],), ()):
+        raise ShapeError(f"batch_take: takes a 2-D array and one index per row; got shapes "
+                         f"{a.shape} and {indices.shape} (pick(a, indices, axis=-1) takes more)")
+    return [Aval(a.shape[:1], a.dtype)]
+
+
+register(OpDef(
+    name="batch_take", kind=Kind.OPAQUE, infer=_batch_take_infer, inputs=("a", "indices"),
+    kernel=lambda a, indices: a[np.arange(a.shape[0]), _indices(indices, a.shape[1], "clip")],
+    grad=None, grad_missing="MXNet's batch_take has no gradient; pick(a, indices, axis=1) "
+                            "selects the same elements and has one",
+    doc="``out[i] = a[i, indices[i]]`` (indices clipped into range); no gradient, as MXNet's."))
+
+
 def _take_infer(a: Aval, indices: Aval, axis: int, mode: str) -> list[Aval]:
     if not -len(a.shape) <= axis < len(a.shape):
         raise ShapeError(f"take: axis {axis} is out of range for shape {a.shape}")

@@ -287,3 +287,19 @@ def test_a_fused_group_never_overwrites_a_buffer_it_also_reads_through_a_view(st
     got = CachedOp(out, static_alloc=static_alloc)(nd.array(values)).asnumpy()
     kept = np.maximum(values, 0)
     np.testing.assert_allclose(got, np.tanh(np.exp(kept) + kept), rtol=1e-6)
+
+
+def test_nd_cached_op_runs_a_symbol_with_mxnets_call_and_out():
+    import hybridlab as mx
+
+    op = mx.nd.CachedOp(mx.sym.var("a") * 2 + mx.sym.var("b"))  # inputs in list_inputs order
+    a, b = mx.nd.array([1.0, 2.0]), mx.nd.array([10.0, 20.0])
+    assert op(a, b).asnumpy().tolist() == [12.0, 24.0]
+    out = mx.nd.zeros((2,))
+    assert op(a, b, out=out) is out and out.asnumpy().tolist() == [12.0, 24.0]
+    a.attach_grad()
+    with mx.autograd.record():
+        op(a, b).sum().backward()
+    assert a.grad.asnumpy().tolist() == [2.0, 2.0]
+    with pytest.raises(ValueError, match="unknown flags"):
+        mx.nd.CachedOp(mx.sym.var("a"), flags=[("inline_limit", 2)])

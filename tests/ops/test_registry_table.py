@@ -284,6 +284,8 @@ ROWS: list[Row] = [
     Row("pick", [(3, 4), (3,)], lambda x, i: x[np.arange(3), i.astype(int)], ints={1: 4}),
     Row("_pick_grad", [(3,), (3, 4), (3,)],
         lambda g, x, i: np.eye(4)[i.astype(int)] * g[:, None], ints={2: 4}),
+    Row("batch_take", [(3, 4), (3,)], lambda a, i: a[np.arange(3), i.astype(int)], ints={1: 4},
+        grad=False),
     Row("take", [(5, 3), (2, 4)], lambda a, i: a[i.astype(int)], ints={1: 5}),
     Row("_take_grad", [(2, 4, 3), (5, 3), (2, 4)], None, ints={2: 5}, checked_by="take"),
     Row("one_hot", [(3,)], lambda i: np.eye(4)[i.astype(int)], {"depth": 4}, ints={0: 4},
