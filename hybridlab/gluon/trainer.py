@@ -79,7 +79,7 @@ class Trainer:
         self._kvstore: Any = None
         self._update_on_kvstore = False
         self._kv_ready = False
-        self._store_rescale = 0.0  # the rescale_grad the store's optimizer has
+        self._sent: dict[str, float] = {}  # the rates the store's optimizer has, by name
 
     @property
     def learning_rate(self) -> float:
@@ -93,8 +93,15 @@ class Trainer:
             raise UserWarning("Trainer: an lr_scheduler sets the learning rate; change the "
                               "scheduler instead of calling set_learning_rate")
         self._hyper["learning_rate"] = _check_number("learning_rate", lr)
-        if self._kvstore is not None and self._update_on_kvstore:  # (a dist store's
-            self._kvstore._set_hyper("learning_rate", lr)  # optimizer is on the server)
+        if self._kvstore is not None and self._update_on_kvstore:
+            self._to_store("learning_rate", lr)
+
+    def _to_store(self, name: str, value: float) -> None:
+        """Give the store's optimizer a new rate (only when it changed: a dist store's is
+        on the server, and each change is a message)."""
+        if self._sent.get(name) != value:
+            self._kvstore._set_hyper(name, value)
+            self._sent[name] = value
 
     def step(self, batch_size: int, ignore_stale_grad: bool = False) -> None:
         """One update of every parameter, with gradients scaled by ``1/batch_size``. Each
@@ -109,10 +116,10 @@ class Trainer:
             self._init_kvstore(rescale)
         self._steps += 1
         store = self._kvstore
-        if store is not None and self._update_on_kvstore:
-            if rescale != self._store_rescale:  # a new batch size (a dist store's optimizer
-                store._set_hyper("rescale_grad", rescale)  # is on the server: sent there)
-                self._store_rescale = rescale
+        if store is not None and self._update_on_kvstore:  # a new batch size or a rate of
+            self._to_store("rescale_grad", rescale)  # the scheduler's goes to the store's
+            if self._scheduler is not None:  # optimizer (a dist store's: on the server)
+                self._to_store("learning_rate", self._scheduler(self._steps))
             keys = list(range(len(self._params)))  # all keys in one call: one round trip
             store.pushpull(keys, [p.list_grad() for p in self._params],
                            out=[p.list_data() for p in self._params])
@@ -160,7 +167,7 @@ class Trainer:
         if self._compression:  # MXNet's: only when there is a store (two devices, dist)
             store.set_gradient_compression(self._compression)
         self._kvstore, self._update_on_kvstore = store, True if update is None else update
-        self._store_rescale = rescale
+        self._sent = {"rescale_grad": rescale, "learning_rate": self._hyper["learning_rate"]}
         if self._update_on_kvstore:
             chosen = opt.create(self._optimizer.name, **{**self._hyper, "rescale_grad": rescale})
             # each key's lr_mult/wd_mult: the Parameters themselves in this process (a
