@@ -286,6 +286,15 @@ class InplaceGradError(MXNetError):
     """
 
 
+class UpdateOnKVStoreError(MXNetError, AssertionError):
+    """``trainer.update()`` or ``trainer.allreduce_grads()`` while the key-value store
+    applies the optimizer itself (``update_on_kvstore``): the store has already summed the
+    gradients and moved the weights in ``step``. (MXNet asserted this, hence the second
+    base.) Fix: call ``step(batch_size)``, or make the Trainer with
+    ``update_on_kvstore=False`` to split the step in two.
+    """
+
+
 class GraphReleasedError(MXNetError):
     """``backward()`` ran twice through the same recorded graph.
 

@@ -133,7 +133,7 @@ class KVStore:
     def set_optimizer(self, optimizer: Any) -> None:
         """Update on the store: each push applies ``optimizer`` to the stored value."""
         self._optimizer = opt.create(optimizer)
-        self._updater = self._optimizer_update
+        self._updater = opt.Updater(self._optimizer)
 
     def set_gradient_compression(self, compression_params: dict) -> None:
         """MXNet's 2-bit compression of what is pushed, with error feedback (the module
@@ -199,17 +199,6 @@ class KVStore:
             nd._assign(stored, total)  # no optimizer: the sum replaces the value
         else:
             self._updater(key, total, stored)
-
-    def _optimizer_update(self, key: Any, total: nd.NDArray, stored: nd.NDArray) -> None:
-        """One engine op: the stored value's next buffer from the summed gradient."""
-        optimizer = self._optimizer
-        assert optimizer is not None
-        hyper = optimizer.step_hyper(key)  # the rates of this push, not of when it runs
-
-        def update() -> None:
-            stored._data = optimizer.update(key, stored._data, total._data, hyper)  # type: ignore[arg-type]  # (computed: the engine ran their writers)
-
-        engine.current().push(update, [total._var], [stored._var], "kv_update", stored._ctx)
 
     def _pull_into(self, key: Any, stored: nd.NDArray, outs: Any) -> None:
         for target in outs if isinstance(outs, (list, tuple)) else [outs]:

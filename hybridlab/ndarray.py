@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import builtins
 import difflib
+import math
 import sys
 import types
 from typing import Any, Callable, Iterator, NoReturn
@@ -130,6 +131,27 @@ class NDArray:
     def asnumpy(self) -> np.ndarray:
         """The values, as a new numpy array (waits for the engine)."""
         return self._values().copy()
+
+    def all(self, axis: Any = None, out: Any = None, keepdims: bool = False) -> Any:
+        """numpy's ``all`` of the values (what ``np.all(x)`` calls; an extension of MXNet)."""
+        return np.all(self._values(), axis=axis, out=out, keepdims=keepdims)
+
+    def any(self, axis: Any = None, out: Any = None, keepdims: bool = False) -> Any:
+        """numpy's ``any`` of the values (what ``np.any(x)`` calls)."""
+        return np.any(self._values(), axis=axis, out=out, keepdims=keepdims)
+
+    def to_dlpack_for_read(self) -> Any:
+        """A DLPack capsule of the values, for another library to read (``from_dlpack``)."""
+        return self._values().__dlpack__()
+
+    def to_dlpack_for_write(self) -> Any:
+        """A DLPack capsule another library may write through: this array first gets a
+        buffer of its own (NOTE [Immutable buffers]: no other array shares it)."""
+        def own() -> None:
+            self._data = self._data.copy()  # type: ignore[union-attr]
+
+        engine.current().push(own, [self._var], [self._var], "to_dlpack_for_write")
+        return self._values().__dlpack__()
 
     def _values(self) -> np.ndarray:
         """Wait for the engine, then the buffer; raise if the op computing it failed."""
@@ -230,7 +252,7 @@ class NDArray:
             return _apply(registry.get("Reshape"), [self], attrs)
         op = registry.get("Reshape")
         (aval,) = op.infer(self._aval, **op.parse_attrs(attrs))
-        return _View.of(self, 0, self.shape[0] if self.shape else 1, tuple(aval.shape))
+        return _View.of(self, 0, self.size, tuple(aval.shape))
 
     def squeeze(self, axis: Any = None, inplace: bool = False) -> NDArray:
         """``nd.squeeze``; ``inplace=True``: a view sharing this array's memory (MXNet)."""
@@ -270,11 +292,17 @@ class NDArray:
         if isinstance(key, (NDArray, list, np.ndarray)):  # integer arrays index axis 0
             indices = key if isinstance(key, NDArray) else array(key, dtype=np.int64)
             return _apply(registry.get("take"), [self, indices], {"axis": 0})
+        parts = key if isinstance(key, tuple) else (key,)
+        if any(isinstance(k, (NDArray, list, tuple, np.ndarray)) for k in parts):
+            return _gather_positions(self, parts)
+        if None in parts:  # np.newaxis: the basic index, then the new axes of length 1
+            shape = _indexed_shape(self.shape, parts)
+            return self[tuple(k for k in parts if k is not None)].reshape(shape or (1,))
         begin, end, step, kept = _normalize_key(self.shape, key)
         shape = kept or (1,)  # integer indices drop their axis, but never down to 0-d
-        rows = _first_axis_rows(self.shape, begin, end, step)
-        if rows is not None and not _MODE.recording and self._ag is None:
-            return _View.of(self, *rows, shape)  # NOTE [Views]
+        flat = _contiguous_range(self.shape, begin, end, step)
+        if flat is not None and not _MODE.recording and self._ag is None:
+            return _View.of(self, *flat, shape)  # NOTE [Views]
         if not begin and self.shape == shape:  # x[:] on the tape: a new array
             return self.copy()
         result = self
@@ -285,10 +313,15 @@ class NDArray:
             result = _apply(registry.get("Reshape"), [result], {"shape": shape})
         return result
 
+    @staticmethod
+    def _basic_indexing_slice_is_contiguous(key: Any, shape: tuple) -> bool:
+        """Is ``x[key]`` (ints and slices) one contiguous block of ``x``'s buffer? (Then
+        it is a view of ``x``: NOTE [Views].)"""
+        return _contiguous_range(tuple(shape), *_normalize_key(tuple(shape), key)[:3]) is not None
+
     def __setitem__(self, key: Any, value: Any) -> None:
         """``x[key] = value`` as one engine op that reads and writes ``x`` (copy-on-write)."""
-        if isinstance(key, NDArray):
-            key = key.asnumpy().astype(np.int64)
+        key = _numpy_key(key)
         target_shape = np.broadcast_to(np.empty((), np.bool_), self.shape)[key].shape
         source = value if isinstance(value, NDArray) else from_numpy(
             np.asarray(value, dtype=self.dtype))
@@ -330,7 +363,8 @@ class NDArray:
 # and a view shares its base's Var, so the engine orders reads and writes of the view
 # and the base as one array's. Only views pay: NDArray's own ``_data`` is a plain slot.
 class _View(NDArray):
-    """Rows ``start:stop`` of ``base``'s first axis, seen in ``shape`` (a reshape: all rows)."""
+    """Elements ``start:stop`` of ``base``'s flattened buffer, seen in ``shape`` (a reshape:
+    all of them; a basic index whose elements are contiguous: that block)."""
 
     __slots__ = ("_base", "_rows")
     _base: NDArray
@@ -351,8 +385,7 @@ class _View(NDArray):
         if whole is None:
             return None
         start, stop = self._rows
-        rows = whole if whole.ndim == 0 else whole[start:stop]
-        return rows.reshape(self.shape)
+        return whole.reshape(-1)[start:stop].reshape(self.shape)
 
     @_data.setter
     def _data(self, value: np.ndarray | None) -> None:
@@ -360,8 +393,7 @@ class _View(NDArray):
         if value is None or base._data is None:  # (a failed op; the base reports it)
             return
         new = base._data.copy()  # copy-on-write: the base's next buffer
-        rows = new if new.ndim == 0 else new[start:stop]
-        rows[...] = np.asarray(value).reshape(rows.shape)
+        new.reshape(-1)[start:stop] = np.asarray(value).reshape(-1)
         base._data = new
 
 
@@ -369,19 +401,47 @@ def _maybe_view(x: NDArray, result: NDArray, inplace: bool) -> NDArray:
     return x.reshape(result.shape) if inplace else result
 
 
-def _first_axis_rows(shape: tuple, begin: tuple, end: tuple, step: tuple
-                     ) -> tuple[int, int] | None:
-    """``(start, stop)`` when the key selects consecutive rows of the first axis and every
-    other axis whole (what MXNet returns as a view); else None."""
-    if not shape:
-        return None
+def _contiguous_range(shape: tuple, begin: tuple, end: tuple, step: tuple
+                      ) -> tuple[int, int] | None:
+    """``(start, stop)`` in the flattened buffer when the basic index selects one contiguous
+    block (what MXNet returns as a view: numpy's C-contiguity test), else None."""
     if not begin:
-        return 0, shape[0]
-    whole = all(b == 0 and e in (n, None) and s == 1
-                for b, e, s, n in zip(begin[1:], end[1:], step[1:], shape[1:]))
-    if step[0] != 1 or not whole:
-        return None
-    return begin[0], shape[0] if end[0] is None else end[0]
+        return 0, math.prod(shape)
+    ranges = [range(b, -1 if e is None else e, s) for b, e, s in zip(begin, end, step)]
+    ranges += [range(n) for n in shape[len(ranges):]]
+    stride, expected, offset = 1, 1, 0
+    for n, picked in zip(reversed(shape), reversed(ranges)):
+        if len(picked) != 1 and stride * picked.step != expected:
+            return None
+        expected *= len(picked)
+        offset += picked[0] * stride
+        stride *= n
+    return offset, offset + expected
+
+
+def _indexed_shape(shape: tuple, key: tuple) -> tuple:
+    return np.broadcast_to(np.empty((), np.bool_), shape)[key].shape  # (no data: stride 0)
+
+
+def _numpy_key(key: Any) -> Any:
+    """A key for numpy: NDArrays of indices (alone or inside a tuple) as int64 arrays."""
+    if isinstance(key, NDArray):
+        return key.asnumpy().astype(np.int64)
+    return tuple(map(_numpy_key, key)) if isinstance(key, tuple) and any(
+        isinstance(k, NDArray) for k in key) else key
+
+
+def _gather_positions(x: NDArray, key: tuple) -> NDArray:
+    """``x[key]`` with numpy's advanced indexing (lists or arrays of indices in a tuple,
+    with ``None``): numpy finds the positions the key picks in ``x``'s flattened buffer,
+    and ``take`` gathers them, so autograd scatters the gradient back through ``take``."""
+    try:
+        positions = np.arange(x.size).reshape(x.shape)[_numpy_key(key)]
+    except IndexError as err:
+        raise IndexError(f"x[{key!r}] for an array of shape {x.shape}: {err}") from None
+    flat = _apply(registry.get("Reshape"), [x], {"shape": (-1,)})
+    return _apply(registry.get("take"), [flat, from_numpy(positions.reshape(
+        positions.shape or (1,)))], {"axis": 0})
 
 
 def _raise_never_computed(x: NDArray, failed: engine.Task | None) -> NoReturn:
@@ -487,6 +547,35 @@ def from_numpy(values: np.ndarray, ctx: Context | None = None) -> NDArray:
     It is on ``ctx``, else on the current context (``with mx.cpu(1):``)."""
     values = np.asarray(values)
     return _new(Aval(values.shape, values.dtype), values, ctx or Context._default or _CPU)
+
+
+class _Capsule:
+    """A bare DLPack capsule dressed as the object ``np.from_dlpack`` expects."""
+
+    def __init__(self, capsule: Any) -> None:
+        self.capsule = capsule
+
+    def __dlpack__(self, **_: Any) -> Any:
+        return self.capsule
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return 1, 0  # DLPack's CPU: hybridlab's arrays live in host memory
+
+
+def from_dlpack(dlpack: Any) -> NDArray:
+    """An NDArray of a DLPack capsule's values (``to_dlpack_for_read``/``_for_write``, or
+    any object with ``__dlpack__``: a numpy array, another library's tensor), copied."""
+    if not hasattr(dlpack, "__dlpack__"):
+        if type(dlpack).__name__ != "PyCapsule":
+            raise TypeError(f"nd.from_dlpack: expected a DLPack capsule or an object with "
+                            f"__dlpack__, got {type(dlpack).__name__}")
+        dlpack = _Capsule(dlpack)
+    try:
+        values = np.from_dlpack(dlpack)
+    except (BufferError, RuntimeError, TypeError, ValueError) as err:
+        raise ValueError(f"nd.from_dlpack: cannot read the capsule ({err}); a capsule is "
+                         f"read once, and only from host (CPU) memory") from None
+    return from_numpy(values.copy())
 
 
 def _from_state(state: dict) -> NDArray:
@@ -895,7 +984,22 @@ def _numpy_arrays(data: NDArray | list | tuple | dict, caller: str = "nd.save") 
 def load(fname: str) -> list[NDArray] | dict[str, NDArray]:
     """Load an MXNet NDArray file (``nd.save``, ``export``, real MXNet's ``.params``): a list,
     or a dict when the file names its arrays. Bounded reads, never pickle (``ndarray_io``)."""
-    arrays = ndarray_io.read_arrays(fname)
+    return _wrap_loaded(ndarray_io.read_arrays(fname))
+
+
+def load_frombuffer(buf: bytes | bytearray | memoryview) -> list[NDArray] | dict[str, NDArray]:
+    """``load`` of a file's bytes already in memory (checked as a file is)."""
+    if not isinstance(buf, (bytes, bytearray, memoryview)):
+        raise TypeError(f"nd.load_frombuffer: buf must be bytes (a file's contents, e.g. "
+                        f"open(f, 'rb').read()), got {type(buf).__name__}")
+    return _wrap_loaded(ndarray_io.read_arrays_from_bytes(bytes(buf)))
+
+
+def _wrap_loaded(arrays: list | dict) -> list[NDArray] | dict[str, NDArray]:
     if isinstance(arrays, dict):
         return {key: from_numpy(values) for key, values in arrays.items()}
     return [from_numpy(values) for values in arrays]
+
+
+to_dlpack_for_read, to_dlpack_for_write = NDArray.to_dlpack_for_read, NDArray.to_dlpack_for_write
+_internal = _this_module  # MXNet's nd._internal: here the ops with a leading _ live in nd

@@ -141,42 +141,39 @@ def read_arrays(fname: str) -> list[np.ndarray] | dict[str, np.ndarray]:
                               "wrote MXNet's); convert it with nd.save(new, {k: nd.array(v) "
                               "for k, v in np.load(old).items()})")
         file.seek(0)
-        magic, _reserved = reader.unpack("<QQ", "the list magic")
-        if magic != LIST_MAGIC:
-            raise reader.fail(f"starts with {magic:#x}, not MXNet's array-list magic "
-                              f"{LIST_MAGIC:#x}: not a file written by nd.save or export")
-        (count,) = reader.unpack("<Q", "the number of arrays")
-        if count * _SMALLEST_ENTRY > reader.left or count > MAX_ARRAYS:
-            raise reader.fail(f"declares {count} arrays, more than its {reader.left} bytes "
-                              f"can hold or the {MAX_ARRAYS} a file may have")
-        arrays = []
-        for index in range(count):
-            reader.entry = f"array {index}"
-            arrays.append(_read_array(reader))
-        reader.entry = "the names"
-        names = _read_names(reader, count)
-        if reader.left:
-            raise reader.fail(f"{reader.left} unexpected bytes after the last name")
+        return _read_list(reader)
+
+
+def read_arrays_from_bytes(data: bytes, what: str = "buffer"
+                           ) -> list[np.ndarray] | dict[str, np.ndarray]:
+    """:func:`read_arrays` of a file's bytes already in memory (``nd.load_frombuffer``)."""
+    return _read_list(_Reader(io.BytesIO(data), what, size=len(data)))
+
+
+def _read_list(reader: _Reader) -> list[np.ndarray] | dict[str, np.ndarray]:
+    magic, _reserved = reader.unpack("<QQ", "the list magic")
+    if magic != LIST_MAGIC:
+        raise reader.fail(f"starts with {magic:#x}, not MXNet's array-list magic "
+                          f"{LIST_MAGIC:#x}: not a file written by nd.save or export")
+    (count,) = reader.unpack("<Q", "the number of arrays")
+    if count * _SMALLEST_ENTRY > reader.left or count > MAX_ARRAYS:
+        raise reader.fail(f"declares {count} arrays, more than its {reader.left} bytes "
+                          f"can hold or the {MAX_ARRAYS} a file may have")
+    arrays = []
+    for index in range(count):
+        reader.entry = f"array {index}"
+        arrays.append(_read_array(reader))
+    reader.entry = "the names"
+    names = _read_names(reader, count)
+    if reader.left:
+        raise reader.fail(f"{reader.left} unexpected bytes after the last name")
     return dict(zip(names, arrays)) if names else arrays
 
 
 def _read_array(reader: _Reader) -> np.ndarray:
     (magic,) = reader.unpack("<I", "the array magic")
-    if magic not in (ARRAY_MAGIC_V2, ARRAY_MAGIC_V3):
-        older = " (an NDArray format older than MXNet 1.0)" if magic == ARRAY_MAGIC_V1 else ""
-        raise reader.fail(f"array magic {magic:#x}{older}; hybridlab reads MXNet's "
-                          f"{ARRAY_MAGIC_V2:#x} and {ARRAY_MAGIC_V3:#x}")
-    (storage,) = reader.unpack("<i", "the storage type")
-    if storage != 0:
-        kind = _STORAGE_NAMES.get(storage, f"unknown ({storage})")
-        raise reader.fail(f"storage type {kind}: hybridlab reads dense arrays only; save "
-                          f"it as dense in MXNet (x.tostype('default'))")
-    (ndim,) = reader.unpack("<i", "the number of dimensions")
-    if ndim == -1 or (ndim == 0 and magic == ARRAY_MAGIC_V2):
-        raise reader.fail("an empty (None) NDArray, which hybridlab does not represent")
-    if not 0 <= ndim <= _MAX_NDIM:
-        raise reader.fail(f"{ndim} dimensions (MXNet allows 0 to {_MAX_NDIM})")
-    shape = reader.unpack(f"<{ndim}q", "the shape")
+    shape = _shape_v2(reader, magic) if magic in (ARRAY_MAGIC_V2, ARRAY_MAGIC_V3) else (
+        _shape_legacy(reader, magic))
     if any(size < 0 for size in shape):
         raise reader.fail(f"shape {shape} has a negative size")
     if math.prod(size for size in shape if size) * 8 > _MAX_BYTES:  # (8: widest itemsize)
@@ -193,6 +190,39 @@ def _read_array(reader: _Reader) -> np.ndarray:
     values = aligned_empty(shape, dtype)
     reader.read_into(values, "the data")
     return values if dtype.isnative else values.astype(dtype.newbyteorder("="))
+
+
+def _shape_v2(reader: _Reader, magic: int) -> tuple[int, ...]:
+    (storage,) = reader.unpack("<i", "the storage type")
+    if storage != 0:
+        kind = _STORAGE_NAMES.get(storage, f"unknown ({storage})")
+        raise reader.fail(f"storage type {kind}: hybridlab reads dense arrays only; save "
+                          f"it as dense in MXNet (x.tostype('default'))")
+    (ndim,) = reader.unpack("<i", "the number of dimensions")
+    if ndim == -1 or (ndim == 0 and magic == ARRAY_MAGIC_V2):
+        raise reader.fail("an empty (None) NDArray, which hybridlab does not represent")
+    if not 0 <= ndim <= _MAX_NDIM:
+        raise reader.fail(f"{ndim} dimensions (MXNet allows 0 to {_MAX_NDIM})")
+    return reader.unpack(f"<{ndim}q", "the shape")
+
+
+def _shape_legacy(reader: _Reader, magic: int) -> tuple[int, ...]:
+    """NOTE: [Legacy arrays] before MXNet 1.0 an array began with its shape, no storage
+    type: "V1" (magic 0xF993FAC8) as an int32 ndim and int64 sizes; older files have no
+    magic at all -- the first uint32 *is* the ndim, followed by uint32 sizes."""
+    if magic == ARRAY_MAGIC_V1:
+        (ndim,) = reader.unpack("<i", "the number of dimensions")
+    elif magic <= _MAX_NDIM:
+        ndim = magic
+    else:
+        raise reader.fail(f"array magic {magic:#x} is neither MXNet's ({ARRAY_MAGIC_V2:#x}, "
+                          f"{ARRAY_MAGIC_V3:#x}, legacy {ARRAY_MAGIC_V1:#x}) nor the dimension "
+                          f"count (0 to {_MAX_NDIM}) that starts an array older than that")
+    if not 0 < ndim <= _MAX_NDIM:
+        raise reader.fail(f"{ndim} dimensions in a legacy array (an empty NDArray, or more than "
+                          f"MXNet's {_MAX_NDIM})")
+    size = "q" if magic == ARRAY_MAGIC_V1 else "I"
+    return reader.unpack(f"<{ndim}{size}", "the shape")
 
 
 def array_to_bytes(array: np.ndarray) -> bytes:

@@ -25,6 +25,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from hybridlab import engine
+from hybridlab import ndarray as nd
 from hybridlab.initializer import _number
 from hybridlab.ndarray_io import aligned_empty
 
@@ -119,6 +121,40 @@ class Adam(Optimizer):
     """Adam (Kingma and Ba), with bias correction."""
 
     name = "adam"
+
+
+class Updater:
+    """MXNet's ``mx.optimizer.Updater``: ``optimizer`` applied by key, as a key-value store
+    applies it (``updater(key, grad, weight)`` writes ``weight``'s next value, one engine
+    op). ``states`` shows each key's state as MXNet does (SGD's momentum an NDArray,
+    Adam's a tuple of two); the arrays themselves are the optimizer's (``optimizer.states``)."""
+
+    def __init__(self, optimizer: Optimizer) -> None:
+        self.optimizer = optimizer
+
+    def __call__(self, key: Any, grad: Any, weight: Any) -> None:
+        optimizer = self.optimizer
+        hyper = optimizer.step_hyper(key)  # the rates of this call, not of when it runs
+
+        def update() -> None:
+            weight._data = optimizer.update(key, weight._data, grad._data, hyper)
+
+        engine.current().push(update, [grad._var], [weight._var], "kv_update", weight._ctx)
+
+    @property
+    def states(self) -> dict[Any, Any]:
+        """Each key's state as NDArrays (copies, taken once the pending updates ran)."""
+        nd.waitall()
+        shown = {k: tuple(nd.array(a, dtype=a.dtype) for a in arrays)
+                 for k, arrays in self.optimizer.states.items()}
+        return {k: arrays[0] if len(arrays) == 1 else arrays for k, arrays in shown.items()}
+
+    def set_states(self, states: dict[Any, Any], counts: dict[Any, int] | None = None) -> None:
+        """Replace every key's state (``states`` as :attr:`states` shows them)."""
+        nd.waitall()
+        self.optimizer.states = {k: [np.array(a.asnumpy()) for a in (
+            v if isinstance(v, (tuple, list)) else (v,))] for k, v in states.items()}
+        self.optimizer.counts = dict(counts or {})
 
 
 def create(name: str | Optimizer, **hyper: Any) -> Optimizer:

@@ -839,11 +839,12 @@ class Executor:
     def _blank_outputs(self) -> list:
         from hybridlab import ndarray
         feed = {**self.arg_dict, **self.aux_dict}
-        _, shapes, _ = self._symbol.infer_shape(**{k: v.shape for k, v in feed.items()})
-        _, dtypes, _ = self._symbol.infer_type(**{k: v.dtype for k, v in feed.items()})
-        if shapes is None or dtypes is None or any(s is None or 0 in s for s in shapes):
-            return [None] * len(self._symbol.list_outputs())
-        return [ndarray.from_numpy(np.zeros(s, d)) for s, d in zip(shapes, dtypes)]
+        known = _infer_avals(self._symbol, {k: v.shape for k, v in feed.items()},
+                             {k: np.dtype(v.dtype) for k, v in feed.items()})  # (one pass:
+        avals = [known.get((id(v.node), v.index)) for v in self._symbol._outputs]  # dtypes
+        if any(a is None or a.shape is None or 0 in a.shape for a in avals):  # from shapes)
+            return [None] * len(avals)
+        return [ndarray.from_numpy(np.zeros(a.shape, a.dtype)) for a in avals]  # type: ignore[union-attr]
 
     @property
     def arg_arrays(self) -> list:
@@ -915,6 +916,8 @@ class Executor:
         if not getattr(self, "_recorded", False):
             raise RuntimeError("backward() needs forward() first, bound with gradients "
                                "(args_grad, or simple_bind with a grad_req other than 'null')")
+        if not self.grad_dict:  # every grad_req 'null': nothing to compute (as MXNet)
+            return
         heads = None if out_grads is None else [
             _to_ndarray(g).astype(out.dtype, copy=False) for g, out in zip(
                 out_grads if isinstance(out_grads, (list, tuple)) else [out_grads],

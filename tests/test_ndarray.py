@@ -682,3 +682,89 @@ def test_take_mode_raise_refuses_an_index_out_of_range():
     for index in (7, -1):
         with pytest.raises(mx.base.MXNetError, match=f"index {index} is out of range"):
             nd.take(a, nd.array([index]), mode="raise").asnumpy()
+
+
+def test_newaxis_and_index_lists_inside_a_tuple_index_as_numpy_does():
+    values = np.arange(2 * 3 * 4 * 5).reshape(2, 3, 4, 5).astype(np.float32)
+    x = nd.array(values)
+    for key in [None, (1, None, slice(1, 3)), (Ellipsis, None, 0),
+                ([1, 0], slice(1, 3), [2, 3]), (1, [2, 0], np.array([[3], [1]])),
+                (slice(None), None, nd.array([2, 0], dtype="int64"), [3, 1])]:
+        np_key = tuple(k.asnumpy().astype(int) if isinstance(k, nd.NDArray) else k
+                       for k in key) if isinstance(key, tuple) else key
+        np.testing.assert_array_equal(x[key].asnumpy(), values[np_key])
+    with pytest.raises(IndexError, match=r"shape \(2, 3, 4, 5\): index 7 is out of bounds"):
+        x[0, [7]]
+
+
+def test_an_advanced_index_scatters_its_gradient_back():
+    x = nd.array(np.arange(12).reshape(3, 4))
+    x.attach_grad()
+    with autograd.record():
+        y = x[[0, 2, 2], [1, 3, 3]]
+    y.backward()
+    expected = np.zeros((3, 4))
+    expected[0, 1], expected[2, 3] = 1, 2  # picked twice: both gradients add up
+    np.testing.assert_array_equal(x.grad.asnumpy(), expected)
+
+
+def test_a_contiguous_basic_index_is_a_view_and_writes_through():
+    x = nd.array(np.arange(2 * 3 * 4).reshape(2, 3, 4))
+    assert nd.NDArray._basic_indexing_slice_is_contiguous((1, slice(1, 3)), (2, 3, 4))
+    assert not nd.NDArray._basic_indexing_slice_is_contiguous((slice(None), 1), (2, 3, 4))
+    block = x[1, 1:3]
+    block[:] = -1
+    assert (x.asnumpy()[1, 1:3] == -1).all() and x.asnumpy()[1, 0, 0] == 12
+    column = x[:, 1]  # not contiguous: a copy, as in MXNet
+    column[:] = 0
+    assert x.asnumpy()[0, 1, 0] == 4
+
+
+def test_crop_and_slice_assign_are_mxnets_operators():
+    x = nd.ones((2, 3, 4))
+    assert nd.crop(x, begin=(0, 1), end=(2, 3)).shape == (2, 2, 4)
+    nd._internal._crop_assign(x, nd.zeros((2, 1, 3)), begin=(0, 0, 0), end=(2, 1, 3), out=x)
+    assert x.asnumpy()[:, 0, :3].sum() == 0 and x.asnumpy().sum() == 24 - 6
+    y = nd._internal._slice_assign_scalar(nd.ones((2, 2)), scalar=5, begin=(1,), end=(2,))
+    assert y.asnumpy().tolist() == [[1, 1], [5, 5]]
+    with pytest.raises(ShapeError, match=r"the value's shape \(3,\) is not the region's"):
+        nd._internal._slice_assign(nd.ones((2, 2)), nd.ones(3), begin=(0,), end=(1,))
+    a, b = nd.ones((2, 2)), nd.ones((1, 2))
+    a.attach_grad(), b.attach_grad()
+    with autograd.record():
+        nd._internal._slice_assign(a, b * 3, begin=(0,), end=(1,)).sum().backward()
+    assert a.grad.asnumpy().tolist() == [[0, 0], [1, 1]] and b.grad.asnumpy().tolist() == [[3, 3]]
+
+
+def test_dlpack_capsules_carry_the_values_both_ways():
+    x = nd.array(np.arange(6).reshape(2, 3))
+    np.testing.assert_array_equal(nd.from_dlpack(x.to_dlpack_for_read()).asnumpy(), x.asnumpy())
+    np.testing.assert_array_equal(nd.from_dlpack(np.ones(3)).asnumpy(), np.ones(3))
+    y = x.copy()
+    shared = np.from_dlpack(nd._Capsule(nd.to_dlpack_for_write(y)))
+    assert np.shares_memory(shared, y._values())  # a write through the capsule reaches y
+    assert not np.shares_memory(y._values(), x._values())  # and y's buffer is its own
+    capsule = nd.to_dlpack_for_read(x)
+    nd.from_dlpack(capsule)
+    with pytest.raises(ValueError, match="a capsule is read once"):
+        nd.from_dlpack(capsule)
+    with pytest.raises(TypeError, match="expected a DLPack capsule"):
+        nd.from_dlpack([1, 2])
+
+
+def test_numpy_reductions_all_and_any_read_the_values():
+    big = nd.array([50000001], dtype="int32")
+    assert np.all(big.round() == 50000001) and not np.any(big == 0)
+    assert nd.array([[1, 0], [1, 1]]).all(axis=1).tolist() == [False, True]
+
+
+def test_broadcast_like_on_chosen_axes():
+    lhs = nd.ones((1, 2, 1))
+    out = nd.broadcast_like(lhs, nd.zeros((5, 6, 7)), lhs_axes=(0, -1), rhs_axes=(2, 0))
+    assert out.shape == (7, 2, 5)
+    with pytest.raises(ShapeError, match="at least one"):
+        nd.broadcast_like(lhs, nd.zeros((5, 6, 7)), lhs_axes=(), rhs_axes=())
+    lhs.attach_grad()
+    with autograd.record():
+        nd.broadcast_like(lhs, nd.zeros((3, 1)), lhs_axes=(0,), rhs_axes=(0,)).sum().backward()
+    assert lhs.grad.asnumpy().tolist() == [[[3], [3]]]

@@ -62,7 +62,8 @@ def _patched(tmp_path, content, offset, fmt, value):
 @pytest.mark.parametrize("offset, fmt, value, message", [
     (0, "<Q", 0x113, "not MXNet's array-list magic"),
     (16, "<Q", 2**62, "declares 4611686018427387904 arrays"),
-    (24, "<I", 0xF993FAC8, "array 0: array magic 0xf993fac8 .*older than MXNet 1.0"),
+    (24, "<I", 0xF993FAC7, "array 0: array magic 0xf993fac7 is neither MXNet's"),
+    (24, "<I", 0xF993FAC8, "array 0: 0 dimensions in a legacy array"),
     (28, "<i", 2, "array 0: storage type csr"),
     (32, "<i", 1000, "array 0: 1000 dimensions"),
     (36, "<q", 2**40, r"array 0: shape \(1099511627776, 2\) of float32 needs "),
@@ -206,3 +207,35 @@ def test_load_parameters_of_a_list_file_says_it_holds_no_names(tmp_path):
     net.initialize()
     with pytest.raises(ArrayFileError, match="list of 2 unnamed arrays"):
         net.load_parameters(str(path))
+
+
+def _legacy_file(magic_and_shape: bytes, values: np.ndarray) -> bytes:
+    """A one-array list in an NDArray layout older than MXNet 1.0 (NOTE [Legacy arrays])."""
+    return (struct.pack("<QQQ", 0x112, 0, 1) + magic_and_shape + struct.pack("<iii", 1, 0, 0)
+            + values.astype("<f4").tobytes() + struct.pack("<Q", 0))
+
+
+@pytest.mark.parametrize("head", [
+    struct.pack("<III", 2, 3, 4),  # no magic: the ndim, then uint32 sizes
+    struct.pack("<Iiqq", 0xF993FAC8, 2, 3, 4),  # "V1": magic, int32 ndim, int64 sizes
+])
+def test_arrays_older_than_mxnet_1_load(tmp_path, head):
+    values = np.arange(12, dtype=np.float32).reshape(3, 4)
+    fname = tmp_path / "old.params"
+    fname.write_bytes(_legacy_file(head, values))
+    (loaded,) = nd.load(str(fname))
+    np.testing.assert_array_equal(loaded.asnumpy(), values)
+    (again,) = nd.load_frombuffer(fname.read_bytes())
+    np.testing.assert_array_equal(again.asnumpy(), values)
+
+
+def test_load_frombuffer_reads_what_save_wrote_and_refuses_a_cut_buffer(tmp_path):
+    fname = str(tmp_path / "w.params")
+    nd.save(fname, {"w": nd.array([[1, 2], [3, 4]]), "b": nd.array([5])})
+    content = open(fname, "rb").read()
+    loaded = nd.load_frombuffer(content)
+    assert sorted(loaded) == ["b", "w"] and loaded["w"].asnumpy().tolist() == [[1, 2], [3, 4]]
+    with pytest.raises(ArrayFileError, match="buffer: .*truncated"):
+        nd.load_frombuffer(content[:-3])
+    with pytest.raises(TypeError, match="buf must be bytes"):
+        nd.load_frombuffer(fname)

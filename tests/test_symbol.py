@@ -724,3 +724,31 @@ def test_parameter_shapes_are_inferred_through_casts():
     net = sym.FullyConnected(sym.cast(data, dtype="float16"),
                              sym.cast(sym.var("w"), dtype="float16"), no_bias=True, num_hidden=3)
     assert net.infer_shape(d=(2, 5)) == ([(2, 5), (3, 5)], [(2, 3)], [])
+
+
+def test_backward_with_every_grad_req_null_computes_nothing_as_mxnet():
+    x = mx.sym.var("x")
+    exe = (x * 2).bind(mx.cpu(), {"x": mx.nd.ones((2,))}, args_grad={"x": mx.nd.zeros((2,))},
+                       grad_req="null")
+    exe.forward(is_train=True)
+    exe.backward(mx.nd.ones((2,)))  # no error: there is no gradient to give
+    assert exe.grad_arrays == [None]
+
+
+def test_bound_outputs_have_the_operators_dtype_before_the_first_forward():
+    exe = sym.shape_array(sym.var("data")).simple_bind(mx.cpu(), data=(5, 4), grad_req="null")
+    held = exe.outputs[0]
+    assert held.dtype == np.int64 and held.shape == (2,)
+    exe.forward()
+    assert held.asnumpy().tolist() == [5, 4]  # written in place, as MXNet's executor
+
+
+def test_tiling_operators_are_methods_of_both_front_ends():
+    x = sym.var("x")
+    for name, kw in [("tile", {"reps": (2, 1)}), ("repeat", {"repeats": 2, "axis": 0}),
+                     ("pad", {"mode": "edge", "pad_width": (1, 0, 0, 1)}),
+                     ("argmax_channel", {})]:
+        assert getattr(x, name)(**kw).infer_shape(x=(2, 3))[1] == [
+            getattr(mx.nd.ones((2, 3)), name)(**kw).shape]
+    with pytest.raises(errors.ShapeError, match="pad_width .* needs two sizes"):
+        mx.nd.pad(mx.nd.ones((2, 3)), pad_width=(1, 1))

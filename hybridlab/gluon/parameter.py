@@ -77,6 +77,7 @@ class Parameter:
             raise ValueError(f"Parameter {name!r}: stype={stype!r}, grad_stype={grad_stype!r}: "
                              f"hybridlab stores every array densely; leave both 'default'")
         self.name = name
+        self._trainer: Any = None  # a weak reference to the Trainer that updates it
         # the Trainer multiplies its learning rate and weight decay by these (MXNet's)
         self.lr_mult, self.wd_mult = lr_mult, wd_mult
         self._shape = _as_shape(shape)
@@ -259,6 +260,9 @@ class Parameter:
         if self._ctx_list is None:  # never initialised (a file loaded into it): as MXNet,
             self._ctx_list = [current_context()]  # it lives on the current device now
         self._store(value)
+        trainer = self._trainer() if self._trainer is not None else None
+        if trainer is not None:
+            trainer._reset_kvstore()  # its store's copy of the old value is stale
 
     def zero_grad(self) -> None:
         """Set the gradient to 0 (needed between steps when ``grad_req='add'``)."""

@@ -37,6 +37,7 @@ With one device and a local store type there is nothing to agree on: no store is
 
 from __future__ import annotations
 
+import weakref
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
@@ -44,6 +45,7 @@ import numpy as np
 from hybridlab import engine
 from hybridlab import kvstore as _kv
 from hybridlab import optimizer as opt
+from hybridlab.errors import UpdateOnKVStoreError
 from hybridlab.gluon.parameter import Parameter, ParameterDict
 from hybridlab.optimizer import check_number as _check_number
 
@@ -62,9 +64,12 @@ class Trainer:
                             f"{self._scheduler!r}")
         self._optimizer = opt.create(optimizer, **given)
         self._hyper = self._optimizer.hyper  # (shared: set_learning_rate changes both)
+        self._scale = self._hyper.get("rescale_grad", 1.0)  # step divides it by batch_size
         values = params.values() if isinstance(params, (ParameterDict, dict)) else params
         self._params: list[Parameter] = [p for p in values if p.grad_req != "null"]
         self._optimizer.param_dict = dict(enumerate(self._params))  # (MXNet's: index -> param)
+        for param in self._params:  # a value set from outside resets the store (set_data)
+            param._trainer = weakref.ref(self)
         self._states: dict[Any, list[np.ndarray]] = {}
         self._steps = 0
         if kvstore is not None and not isinstance(kvstore, (str, _kv.KVStore)):
@@ -78,8 +83,8 @@ class Trainer:
         self._kv_config = (kvstore, update_on_kvstore)
         self._kvstore: Any = None
         self._update_on_kvstore = False
-        self._kv_ready = False
         self._sent: dict[str, float] = {}  # the rates the store's optimizer has, by name
+        self._kv_initialized = False
 
     @property
     def learning_rate(self) -> float:
@@ -111,8 +116,8 @@ class Trainer:
         if _check_number("step(batch_size)", batch_size) <= 0:
             raise ValueError(f"step(batch_size): the number of samples the gradients were "
                              f"summed over must be positive, got {batch_size!r}")
-        rescale = self._hyper.get("rescale_grad", 1.0) / batch_size
-        if not self._kv_ready:
+        rescale = self._scale / batch_size
+        if not self._kv_initialized:
             self._init_kvstore(rescale)
         self._steps += 1
         store = self._kvstore
@@ -160,26 +165,48 @@ class Trainer:
         store: Any = config
         if isinstance(config, str):
             store = None if len(devices) <= 1 and "dist" not in config else _kv.create(config)
-        self._kv_ready = True
+        self._kv_initialized = True
         if store is None:
             return
         distributed = store.type.startswith("dist")
         if self._compression:  # MXNet's: only when there is a store (two devices, dist)
             store.set_gradient_compression(self._compression)
         self._kvstore, self._update_on_kvstore = store, True if update is None else update
-        self._sent = {"rescale_grad": rescale, "learning_rate": self._hyper["learning_rate"]}
-        if self._update_on_kvstore:
+        self._sent = {}  # (the first step gives the store's optimizer its rates)
+        if self._update_on_kvstore and not distributed:
+            # the Trainer's own optimizer: its param_dict holds the Parameters, so a later
+            # x.lr_mult = 2 counts, as in MXNet (its rescale_grad set at the first step)
+            store.set_optimizer(self._optimizer)
+        elif self._update_on_kvstore:  # a copy goes to the server: each key's multipliers
+            self._sent = {"rescale_grad": rescale, "learning_rate": self._hyper["learning_rate"]}
             chosen = opt.create(self._optimizer.name, **{**self._hyper, "rescale_grad": rescale})
-            # each key's lr_mult/wd_mult: the Parameters themselves in this process (a
-            # later x.lr_mult = 2 counts, as in MXNet); their values at this step for a
-            # dist store, whose optimizer is sent to the server
-            chosen.param_dict = {i: (_Mults(p.lr_mult, p.wd_mult) if distributed else p)
+            chosen.param_dict = {i: _Mults(p.lr_mult, p.wd_mult)
                                  for i, p in enumerate(self._params)}
             store.set_optimizer(chosen)
         for index, param in enumerate(self._params):
             store.init(index, param.list_data()[0])
             if distributed:
                 store.pull(index, out=param.list_data())
+
+    def _reset_kvstore(self) -> None:
+        """A Parameter got a value from outside (``set_data``, a loaded file) while a store
+        updates it: the store's copy is stale, so the store (and the optimizer's state on
+        it) is dropped and made again from the new values at the next step, as in MXNet."""
+        if self._kvstore is None or not self._update_on_kvstore:
+            return
+        if self._kvstore.type.startswith("dist"):
+            raise RuntimeError("Trainer: a dist store cannot be reset; load the parameters "
+                               "before the first step")
+        self._kvstore, self._kv_initialized, self._sent = None, False, {}
+        engine.current().wait_all()  # (a pending update would make its state again)
+        self._optimizer.states, self._optimizer.counts = {}, {}
+
+    def _refuse_on_kvstore(self, what: str) -> None:
+        if self._kvstore is not None and self._update_on_kvstore:
+            raise UpdateOnKVStoreError(
+                f"Trainer.{what}: the store updates the parameters (update_on_kvstore), so "
+                f"there is nothing to {what.split('(')[0]} here; call step(batch_size), or "
+                f"make the Trainer with update_on_kvstore=False")
 
     def _state(self, key: Any, weight: Any) -> list[np.ndarray]:
         """The optimizer's arrays for ``key`` (a Parameter on a device), made at its first
@@ -196,8 +223,9 @@ class Trainer:
     def allreduce_grads(self) -> None:
         """Sum each gradient over the devices (``step`` = ``allreduce_grads`` + ``update``,
         with ``update_on_kvstore=False``)."""
-        if not self._kv_ready:
-            self._init_kvstore(self._hyper.get("rescale_grad", 1.0))
+        if not self._kv_initialized:
+            self._init_kvstore(self._scale)
+        self._refuse_on_kvstore("allreduce_grads()")
         if self._kvstore is not None:
             self._kvstore.pushpull(list(range(len(self._params))),
                                    [p.list_grad() for p in self._params])
@@ -207,20 +235,27 @@ class Trainer:
         if _check_number("step(batch_size)", batch_size) <= 0:
             raise ValueError(f"update(batch_size): the number of samples the gradients "
                              f"were summed over must be positive, got {batch_size!r}")
+        self._refuse_on_kvstore("update()")
         self._steps += 1
-        self._update_each_device(self._hyper.get("rescale_grad", 1.0) / batch_size)
+        self._update_each_device(self._scale / batch_size)
 
     def save_states(self, fname: str) -> None:
-        """Save the optimizer's state (momenta, Adam's moments, the step count) with
+        """Save the optimizer's state (momenta, Adam's moments, the step counts) with
         ``nd.save`` -- not MXNet's pickle: hybridlab never unpickles a file. Keys are
-        ``name|device index:state index``."""
+        ``name|device index:state index``, and ``name|kv:state index`` for the state of a
+        store that updates (the Trainer's optimizer, applied by the store)."""
         from hybridlab import ndarray
         ndarray.waitall()  # the states change inside the engine's update ops
-        arrays = {"__steps__": ndarray.array([self._steps], dtype="int64")}
+        arrays = {"__steps__": ndarray.array([self._steps], dtype="int64"),
+                  "__kv_counts__": ndarray.array([self._optimizer.counts.get(i, 0) for i in
+                                                  range(len(self._params))], dtype="int64")}
         index = {p.name: p.list_ctx() for p in self._params}
         for (name, device), states in self._states.items():
             where = index[name].index(device)
             arrays.update({f"{name}|{where}:{i}": ndarray.array(a)
+                           for i, a in enumerate(states)})
+        for key, states in self._optimizer.states.items():
+            arrays.update({f"{self._params[key].name}|kv:{i}": ndarray.array(a)
                            for i, a in enumerate(states)})
         ndarray.save(fname, arrays)
 
@@ -232,15 +267,24 @@ class Trainer:
             raise ValueError(f"{fname}: not a file of Trainer.save_states")
         ndarray.waitall()
         index = {p.name: p.list_ctx() for p in self._params}
+        position = {p.name: i for i, p in enumerate(self._params)}
         self._steps = int(loaded.pop("__steps__").asscalar())
+        counts = loaded.pop("__kv_counts__", None)
         self._states = {}
+        on_store: dict[int, list] = {}
         for key in sorted(loaded, key=lambda k: int(k.rsplit(":", 1)[1])):
             name, where = key.rsplit(":", 1)[0].rsplit("|", 1)
             if name not in index:
                 raise ValueError(f"{fname}: state of {name!r}, which this Trainer does not "
                                  f"update; load the states into the Trainer that saved them")
-            device = index[name][int(where)]
-            self._states.setdefault((name, device), []).append(loaded[key].asnumpy())
+            if where == "kv":
+                on_store.setdefault(position[name], []).append(loaded[key])
+            else:
+                device = index[name][int(where)]
+                self._states.setdefault((name, device), []).append(loaded[key].asnumpy())
+        known = [] if counts is None else counts.asnumpy().tolist()
+        opt.Updater(self._optimizer).set_states(
+            on_store, {i: int(n) for i, n in enumerate(known) if n})
 
 
 class _Mults(NamedTuple):

@@ -31,6 +31,7 @@ from hybridlab.errors import OnnxExportError
 from hybridlab.graph import ir
 from hybridlab.graph.passes.context import PassContext
 from hybridlab.graph.passes.lower_operators import lower_operators
+from hybridlab.ops.conv import spatial
 from hybridlab.ops.registry import Aval
 
 OPSET = 17
@@ -105,11 +106,11 @@ def _fully_connected(b: _Builder, node: ir.Node, ins: list, out: str) -> None:
 
 
 def _convolution(b: _Builder, node: ir.Node, ins: list, out: str) -> None:
-    attrs = node.attr_dict
-    pad = list(attrs.get("pad", (0, 0)))
+    attrs = spatial("Convolution", node.attr_dict)  # 1-D and 3-D: one value per axis
+    pad = list(attrs["pad"])
     b.add("Conv", ins[:2] if attrs.get("no_bias") else ins[:3], [out],
-          kernel_shape=list(attrs["kernel"]), strides=list(attrs.get("stride", (1, 1))),
-          dilations=list(attrs.get("dilate", (1, 1))), pads=pad + pad,
+          kernel_shape=list(attrs["kernel"]), strides=list(attrs["stride"]),
+          dilations=list(attrs["dilate"]), pads=pad + pad,
           group=attrs.get("num_group", 1))
 
 
@@ -122,12 +123,17 @@ def _pooling(b: _Builder, node: ir.Node, ins: list, out: str) -> None:
     if attrs.get("global_pool"):
         b.add("GlobalMaxPool" if kind == "max" else "GlobalAveragePool", ins, [out])
         return
-    pad = list(attrs.get("pad", (0, 0)))
+    attrs = spatial("Pooling", attrs, ("stride", "pad"))
+    pad, stride = list(attrs["pad"]), list(attrs["stride"])
     extra = {"count_include_pad": int(attrs.get("count_include_pad", True))} if (
         kind == "avg") else {}
+    end = pad
+    if attrs["pooling_convention"] == "same":  # 1-D max: windows cut at the end
+        size = node.inputs[0].aval.shape[2]  # type: ignore[union-attr]  # (known: exported)
+        end = [max(0, (-(-size // stride[0]) - 1) * stride[0] + attrs["kernel"][0] - size)]
     b.add("MaxPool" if kind == "max" else "AveragePool", ins, [out],
-          kernel_shape=list(attrs["kernel"]), strides=list(attrs.get("stride", (1, 1))),
-          pads=pad + pad, ceil_mode=int(attrs.get("pooling_convention") == "full"), **extra)
+          kernel_shape=list(attrs["kernel"]), strides=stride,
+          pads=pad + end, ceil_mode=int(attrs.get("pooling_convention") == "full"), **extra)
 
 
 def _leaky_relu(b: _Builder, node: ir.Node, ins: list, out: str) -> None:

@@ -22,6 +22,7 @@ from hybridlab.ops import (
     shape,
     sorting,
     special,
+    tiling,
 )
 from hybridlab.ops.registry import (
     COMPOSITES,

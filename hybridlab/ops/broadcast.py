@@ -47,12 +47,35 @@ register(OpDef(
     kind=Kind.REDUCE, inputs=("data", "like"),
     doc="Sum ``data`` over the axes along which ``like`` was broadcast (the VJP of broadcasting).",
 ))
+def _like_shape(x: tuple[int, ...], like: tuple[int, ...], lhs_axes: Any, rhs_axes: Any
+                ) -> tuple[int, ...]:
+    """``broadcast_like``'s target: ``like``'s shape, or with ``lhs_axes``/``rhs_axes`` only
+    those axes of ``x`` taken from the paired axes of ``like``."""
+    if lhs_axes is None and rhs_axes is None:
+        return like
+    pairs = list(zip(lhs_axes or (), rhs_axes or ()))
+    if not pairs or len(pairs) != len(lhs_axes or ()) or len(pairs) != len(rhs_axes or ()) or any(
+            not (-len(x) <= a < len(x) and -len(like) <= b < len(like)) for a, b in pairs):
+        raise ShapeError(f"broadcast_like: lhs_axes={lhs_axes} and rhs_axes={rhs_axes} do not "
+                         f"pair axes of {x} with axes of {like}; give as many of each (at "
+                         f"least one), every axis in range")
+    shape = list(x)
+    for a, b in pairs:
+        shape[a] = like[b]
+    return tuple(shape)
+
+
 register(OpDef(
-    name="broadcast_like", kernel=lambda x, like: np.broadcast_to(x, like.shape).copy(),
-    infer=lambda x, like: _infer.broadcast_to(x, like.shape, "broadcast_like"),
-    grad=lambda F, inputs, outputs, out_grads: [F.sum_like(out_grads[0], inputs[0]), None],
-    kind=Kind.BROADCAST, inputs=("lhs", "rhs"),
-    doc="Broadcast ``lhs`` to the shape of ``rhs``.",
+    name="broadcast_like", kernel=lambda x, like, **kw: np.broadcast_to(
+        x, _like_shape(x.shape, like.shape, **kw)).copy(),
+    infer=lambda x, like, **kw: _infer.broadcast_to(
+        x, _like_shape(x.shape, like.shape, **kw), "broadcast_like"),
+    grad=lambda F, inputs, outputs, out_grads, **kw: [F.sum_like(out_grads[0], inputs[0]), None],
+    # OPAQUE: with rhs_axes, rhs only lends sizes; it does not broadcast to the result
+    kind=Kind.OPAQUE, inputs=("lhs", "rhs"),
+    attrs={"lhs_axes": Attr("axis", None), "rhs_axes": Attr("axis", None)},
+    doc="Broadcast ``lhs`` to the shape of ``rhs`` (or only ``lhs_axes`` of it, to the sizes "
+        "of ``rhs``'s ``rhs_axes``).",
 ))
 
 

@@ -31,7 +31,7 @@ forward input as ``like`` for its shape and have no second-order gradient.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -57,12 +57,45 @@ def out_size(name: str, size: int, kernel: int, stride: int, pad: int, ceil: boo
     return (math.ceil(span / stride) if ceil else span // stride) + 1
 
 
-def check_pairs(name: str, **pairs: tuple[int, ...]) -> None:
-    """2-D geometry attributes need one value per spatial axis: (rows, columns)."""
-    for key, value in pairs.items():
-        if len(value) != 2:
-            raise ShapeError(f"{name}: {key}={value} needs two values (rows, columns), "
-                             f"e.g. {key}=(1, 1)")
+def spatial(name: str, attrs: dict[str, Any], keys: Any = ("stride", "pad", "dilate")
+            ) -> dict[str, Any]:
+    """``attrs`` with one stride, pad and dilation per axis of the kernel: MXNet's unset
+    value (hybridlab's 2-D default) or an all-zero pad becomes ones (zeros for pad) of the
+    kernel's length."""
+    n, fixed = len(attrs["kernel"]), dict(attrs)
+    for key in keys:
+        value = tuple(attrs[key])
+        if len(value) != n:
+            if value != (1, 1) and any(value):
+                raise ShapeError(f"{name}: {key}={value} needs one value per axis of the "
+                                 f"kernel {attrs['kernel']}, e.g. {key}={(value[0],) * n}")
+            fixed[key] = value[:1] * n
+    return fixed
+
+
+def lift(attrs: dict[str, Any]) -> dict[str, Any]:
+    """1-D geometry as 2-D: a leading 1 (0 for pad) on each of kernel, stride, pad, dilate."""
+    if len(attrs.get("kernel", ())) != 1:
+        return attrs  # (a global pool's kernel is unset: the whole image)
+    keys = [k for k in ("kernel", "stride", "pad", "dilate") if k in attrs]
+    flat = spatial("", attrs, keys[1:])
+    return {**flat, **{k: (0 if k == "pad" else 1, *flat[k]) for k in keys}}
+
+
+def lifted(fn: Any) -> Callable[..., np.ndarray]:
+    """A 2-D kernel (``kernel_out`` form) that also takes 1-D data (NCW): every array of
+    three axes gets a height of 1 (a view: writes go through) and the geometry a leading
+    1 (:func:`lift`); bias-like arrays of one axis pass as they are."""
+    def run(*arrays: Any, out: np.ndarray, **attrs: Any) -> np.ndarray:
+        if arrays[0].ndim != 3:
+            result: np.ndarray = fn(*arrays, out=out, **attrs)
+            return result
+        fn(*(a[:, :, None] if a is not None and a.ndim == 3 else a for a in arrays),
+           out=out[:, :, None], **lift(attrs))
+        return out
+
+    run.__name__ = fn.__name__
+    return run
 
 
 def slabs(kernel: Any, stride: Any, dilate: Any, size: tuple[int, ...]) -> Any:
@@ -193,9 +226,9 @@ def allocating(kernel_out: Any, infer: Any) -> Any:
 
 def _conv_infer(x: Aval, w: Aval, b: Aval | None = None, **attrs: Any) -> list[Aval]:
     kernel, num_filter = attrs["kernel"], attrs["num_filter"]
-    if len(x.shape) != 4 or len(kernel) != 2 or min(kernel) < 1:
-        raise ShapeError(f"Convolution: needs NCHW data and a 2-D kernel, got data {x.shape} "
-                         f"and kernel {kernel}")
+    if len(x.shape) != 2 + len(kernel) or len(kernel) not in (1, 2, 3):
+        raise ShapeError(f"Convolution: needs data NCW, NCHW or NCDHW with a kernel of one "
+                         f"size per spatial axis, got data {x.shape} and kernel {kernel}")
     groups = attrs["num_group"]
     if x.shape[1] % groups or num_filter % groups:
         raise ShapeError(f"Convolution: num_group={groups} must divide the data's "
@@ -205,9 +238,9 @@ def _conv_infer(x: Aval, w: Aval, b: Aval | None = None, **attrs: Any) -> list[A
         raise ShapeError(f"Convolution: data {x.shape} needs weight {want} and bias "
                          f"({num_filter},), got weight {w.shape}"
                          f"{'' if b is None else f' and bias {b.shape}'}")
-    check_pairs("Convolution", stride=attrs["stride"], pad=attrs["pad"], dilate=attrs["dilate"])
-    sizes = [out_size("Convolution", x.shape[2 + i], (kernel[i] - 1) * attrs["dilate"][i] + 1,
-                       attrs["stride"][i], attrs["pad"][i]) for i in (0, 1)]
+    geometry = spatial("Convolution", attrs)
+    sizes = [out_size("Convolution", x.shape[2 + i], (k - 1) * geometry["dilate"][i] + 1,
+                      geometry["stride"][i], geometry["pad"][i]) for i, k in enumerate(kernel)]
     return [Aval((x.shape[0], num_filter, *sizes), promote(x.dtype, w.dtype))]
 
 
@@ -253,9 +286,11 @@ def _conv_weight_grad_out(g: np.ndarray, x: np.ndarray, *, out: np.ndarray, **at
 
 def _weight_grad_workspace(g: Aval, x: Aval, **attrs: Any) -> int:
     """The chunks' scratch, and the sum of the last chunk's products (the weight's size)."""
+    (x, g), attrs, extra = _plane_avals(x, attrs, g)
     per_image = _per_image(x, g.shape[2:], g.dtype, filters=g.shape[1], **attrs)
     summed = g.shape[1] * x.shape[1] * attrs["kernel"][0] * attrs["kernel"][1]
-    result: int = chunk_scratch(x.shape[0], per_image) + summed * np.dtype(g.dtype).itemsize
+    result: int = chunk_scratch(x.shape[0], per_image) + summed * np.dtype(g.dtype).itemsize \
+        + extra
     return result
 
 
@@ -301,36 +336,147 @@ def _groups(count: int, channels: int, filters: int) -> list[tuple[slice, slice]
     return [(slice(i * c, (i + 1) * c), slice(i * f, (i + 1) * f)) for i in range(count)]
 
 
+_PLANAR = {fn.__name__: lifted(fn) for fn in (_grouped_forward, _grouped_data_grad,
+                                              _grouped_weight_grad)}  # made once, not per call
+
+
+# NOTE [1-D and 3-D] The kernels above are 2-D. 1-D data (NCW) is an image of height 1
+# (:func:`lifted`: views, nothing copied). A 3-D convolution (NCDHW) adds up one 2-D
+# convolution per depth offset ``k`` of its kernel: offset k reads every stride-th depth
+# slice from ``k * dilate``, and those slices, folded into the batch, are one batch of
+# 2-D images (:func:`_planes`) for the weight's slice ``w[:, :, k]``. Backwards, each
+# offset's data gradient is added back to the slices it read; its weight gradient is
+# the weight's slice k.
+def _depth(attrs: dict[str, Any]) -> tuple[tuple[int, ...], dict[str, Any]]:
+    """(kernel, stride, pad, dilate) along the depth, and the 2-D attributes of a plane."""
+    attrs = spatial("Convolution", attrs)
+    keys = ("kernel", "stride", "pad", "dilate")
+    return tuple(attrs[k][0] for k in keys), {**attrs, **{k: attrs[k][1:] for k in keys}}
+
+
+def _planes(x: np.ndarray, k: int, depth: tuple[int, ...], count: int) -> np.ndarray:
+    """The ``count`` depth slices kernel offset ``k`` reads, as 2-D images
+    ``(N*count, C, H, W)``."""
+    _, stride, _, dilate = depth
+    slab = x[:, :, k * dilate:k * dilate + stride * (count - 1) + 1:stride]
+    return slab.transpose(0, 2, 1, 3, 4).reshape(-1, x.shape[1], *x.shape[3:])
+
+
+def _unplanes(planes: np.ndarray, n: int) -> np.ndarray:
+    """``(N*D, C, H, W)`` images back to one volume ``(N, C, D, H, W)`` (a view)."""
+    return planes.reshape(n, -1, *planes.shape[1:]).transpose(0, 2, 1, 3, 4)
+
+
+def _pad_depth(x: np.ndarray, pad: int) -> np.ndarray:
+    return np.pad(x, [(0, 0), (0, 0), (pad, pad), (0, 0), (0, 0)]) if pad else x
+
+
+def _forward(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *, out: np.ndarray,
+             **attrs: Any) -> np.ndarray:
+    if len(attrs["kernel"]) != 3:
+        return _PLANAR["_grouped_forward"](x, w, b, out=out, **attrs)
+    depth, flat = _depth(attrs)
+    padded, count = _pad_depth(x, depth[2]), out.shape[2]
+    out[...] = 0
+    for k in range(depth[0]):
+        planes = _planes(padded, k, depth, count)
+        part = np.empty((len(planes), len(w), *out.shape[3:]), out.dtype)
+        out += _unplanes(_grouped_forward(planes, w[:, :, k], out=part, **flat), len(x))
+    if b is not None:
+        np.add(out, b.reshape(1, -1, 1, 1, 1), out=out, casting="unsafe")
+    return out
+
+
+def _data_grad(g: np.ndarray, w: np.ndarray, x: np.ndarray, *, out: np.ndarray, **attrs: Any
+               ) -> np.ndarray:
+    if len(attrs["kernel"]) != 3:
+        return _PLANAR["_grouped_data_grad"](g, w, x, out=out, **attrs)
+    (size, stride, pad, dilate), flat = _depth(attrs)
+    count, depth = g.shape[2], x.shape[2]
+    image = np.zeros((*x.shape[:2], depth + 2 * pad, *x.shape[3:]), out.dtype)
+    grads = _planes(g, 0, (1, 1, 0, 1), count)
+    like = np.broadcast_to(np.zeros((), x.dtype), (len(grads), x.shape[1], *x.shape[3:]))
+    for k in range(size):
+        part = _grouped_data_grad(grads, w[:, :, k], like, out=np.empty(like.shape, out.dtype),
+                                  **flat)
+        image[:, :, k * dilate:k * dilate + stride * (count - 1) + 1:stride] += _unplanes(
+            part, len(x))
+    out[...] = image[:, :, pad:pad + depth]
+    return out
+
+
+def _weight_grad(g: np.ndarray, x: np.ndarray, *, out: np.ndarray, **attrs: Any) -> np.ndarray:
+    if len(attrs["kernel"]) != 3:
+        return _PLANAR["_grouped_weight_grad"](g, x, out=out, **attrs)
+    depth, flat = _depth(attrs)
+    padded, count = _pad_depth(x, depth[2]), g.shape[2]
+    grads = _planes(g, 0, (1, 1, 0, 1), count)
+    for k in range(depth[0]):
+        part = np.empty((*out.shape[:2], *out.shape[3:]), out.dtype)
+        out[:, :, k] = _grouped_weight_grad(grads, _planes(padded, k, depth, count), out=part,
+                                            **flat)
+    return out
+
+
+def _plane_avals(x: Aval, attrs: dict[str, Any], *others: Aval) -> tuple[Any, ...]:
+    """For a workspace: ``x`` and ``others`` (data-like avals) as the 2-D images the
+    kernels run on, the 2-D attributes, and the bytes the 1-D/3-D forms add (3-D: the
+    padded volume and one offset's planes and result, a slight over-estimate)."""
+    if len(attrs["kernel"]) == 2:
+        return (x, *others), attrs, 0
+    if len(attrs["kernel"]) == 1:
+        return tuple(Aval((*a.shape[:2], 1, *a.shape[2:]), a.dtype) for a in (x, *others)), \
+            lift(attrs), 0
+    depth, flat = _depth(attrs)
+    count = out_size("Convolution", x.shape[2], (depth[0] - 1) * depth[3] + 1, depth[1],
+                     depth[2])
+    planes = [Aval((a.shape[0] * count, a.shape[1], *a.shape[3:]), a.dtype) for a in (x, *others)]
+    extra = sum(int(np.prod(a.shape)) * np.dtype(a.dtype).itemsize for a in planes)
+    return tuple(planes), flat, extra + int(np.prod(x.shape)) * np.dtype(x.dtype).itemsize
+
+
+def _forward_workspace(x: Aval, w: Aval, b: Aval | None = None, **attrs: Any) -> int:
+    (x2,), flat, extra = _plane_avals(x, attrs)
+    grid = (1, *_conv_infer(x, w, **attrs)[0].shape[2:])[-2:]  # a plane's (OH, OW)
+    return chunk_scratch(x2.shape[0], _per_image(x2, grid, promote(x.dtype, w.dtype), **flat)) \
+        + int(extra)
+
+
+def _data_grad_workspace(g: Aval, w: Aval, x: Aval, **attrs: Any) -> int:
+    (x2, g2), flat, extra = _plane_avals(x, attrs, g)
+    return chunk_scratch(x2.shape[0], _per_image(Aval(x2.shape, g.dtype), g2.shape[2:], g.dtype,
+                                                 **flat)) + int(extra)
+
+
 def _conv_grad(F: Any, inputs: list[Any], outputs: list[Any], out_grads: list[Any], **attrs: Any
         ) -> list[Any]:
     x, w, g = inputs[0], inputs[1], out_grads[0]
     grads = [F._conv_data_grad(g, w, x, **attrs), F._conv_weight_grad(g, x, **attrs)]
-    return grads if attrs["no_bias"] else grads + [F.sum(g, axis=(0, 2, 3))]
+    spatial_axes = tuple(range(2, 2 + len(attrs["kernel"])))
+    return grads if attrs["no_bias"] else grads + [F.sum(g, axis=(0, *spatial_axes))]
 
 
 register(OpDef(
-    name="Convolution", kernel=allocating(_grouped_forward, _conv_infer),
-    kernel_out=_grouped_forward, infer=_conv_infer, grad=_conv_grad,
-    workspace=lambda x, w, b=None, **attrs: chunk_scratch(x.shape[0], _per_image(
-        x, _conv_infer(x, w, **attrs)[0].shape[2:], promote(x.dtype, w.dtype), **attrs)),
+    name="Convolution", kernel=allocating(_forward, _conv_infer),
+    kernel_out=_forward, infer=_conv_infer, grad=_conv_grad, workspace=_forward_workspace,
     infer_params=lambda x, *, kernel, num_filter, num_group, **_: {
         "weight": (num_filter, x.shape[1] // num_group, *kernel), "bias": (num_filter,)},
     kind=Kind.OPAQUE, attrs=_CONV_ATTRS,
     inputs=lambda attrs: ("data", "weight") if attrs["no_bias"] else ("data", "weight", "bias"),
-    doc="2-D convolution (cross-correlation) of NCHW ``data`` with ``weight`` of shape "
-        "``(num_filter, C / num_group, kh, kw)``, plus ``bias``; ``stride``, ``pad`` and "
-        "``dilate`` per axis; ``num_group`` splits channels and filters (NOTE [Groups])."))
+    doc="1-, 2- or 3-D convolution (cross-correlation) of NCW/NCHW/NCDHW ``data`` with "
+        "``weight`` of shape ``(num_filter, C / num_group, *kernel)``, plus ``bias``; "
+        "``stride``, ``pad`` and ``dilate`` per axis; ``num_group`` splits channels and "
+        "filters (NOTE [Groups])."))
 register(OpDef(
-    name="_conv_data_grad", kind=Kind.OPAQUE, kernel_out=_grouped_data_grad,
-    kernel=allocating(_grouped_data_grad, lambda g, w, x, **attrs: [Aval(x.shape, g.dtype)]),
-    workspace=lambda g, w, x, **attrs: chunk_scratch(x.shape[0], _per_image(
-        Aval(x.shape, g.dtype), g.shape[2:], g.dtype, **attrs)),
+    name="_conv_data_grad", kind=Kind.OPAQUE, kernel_out=_data_grad,
+    kernel=allocating(_data_grad, lambda g, w, x, **attrs: [Aval(x.shape, g.dtype)]),
+    workspace=_data_grad_workspace,
     grad=None, grad_missing="Convolution's backward has no second order",
     infer=lambda g, w, x, **attrs: [Aval(x.shape, g.dtype)], attrs=_CONV_ATTRS,
     inputs=("data", "weight", "like"), doc="Convolution's gradient for its data (col2im)."))
 register(OpDef(
-    name="_conv_weight_grad", kernel=allocating(_grouped_weight_grad, _weight_grad_infer),
-    kernel_out=_grouped_weight_grad, kind=Kind.OPAQUE, workspace=_weight_grad_workspace,
+    name="_conv_weight_grad", kernel=allocating(_weight_grad, _weight_grad_infer),
+    kernel_out=_weight_grad, kind=Kind.OPAQUE, workspace=_weight_grad_workspace,
     grad=None, grad_missing="Convolution's backward has no second order",
     infer=_weight_grad_infer, attrs=_CONV_ATTRS, inputs=("data", "like"),
     doc="Convolution's gradient for its weight."))

@@ -137,6 +137,7 @@ _arith("broadcast_minimum", np.minimum,
 _COMPARISONS = {  # name -> numpy function; the result is 0/1 in the inputs' dtype
     "equal": np.equal, "not_equal": np.not_equal, "greater": np.greater,
     "greater_equal": np.greater_equal, "lesser": np.less, "lesser_equal": np.less_equal,
+    "logical_and": np.logical_and, "logical_or": np.logical_or, "logical_xor": np.logical_xor,
 }
 for _name, _fn in _COMPARISONS.items():
     _binary(f"broadcast_{_name}", _fn, lambda F, inputs, outputs, out_grads: [None, None],
@@ -243,6 +244,7 @@ _UFUNCS = {  # name -> (ufunc, VJP or None, doc)
     "degrees": (np.degrees, lambda F, g, x, out: g * float(180 / np.pi), "radians to degrees"),
     "radians": (np.radians, lambda F, g, x, out: g * float(np.pi / 180), "degrees to radians"),
     "sign": (np.sign, None, "-1, 0 or 1 (gradient zero)"),
+    "logical_not": (np.logical_not, None, "1 where ``x`` is 0, else 0 (gradient zero)"),
     "floor": (np.floor, None, "round down (gradient zero)"),
     "ceil": (np.ceil, None, "round up (gradient zero)"),
     "round": (np.round, None, "round half to even (gradient zero)"),
@@ -346,6 +348,8 @@ _FRONT_ENDS = {  # front end -> (tensor op, scalar op, op for ``number (op) tens
     "greater_equal": ("broadcast_greater_equal", "_greater_equal_scalar", "_lesser_equal_scalar"),
     "lesser": ("broadcast_lesser", "_lesser_scalar", "_greater_scalar"),
     "lesser_equal": ("broadcast_lesser_equal", "_lesser_equal_scalar", "_greater_equal_scalar"),
+    **{f"logical_{k}": (f"broadcast_logical_{k}", f"_logical_{k}_scalar",
+                        f"_logical_{k}_scalar") for k in ("and", "or", "xor")},
 }
 for _name, (_tensor, _scalar_op, _reflected) in _FRONT_ENDS.items():
     _front_end(_name, _tensor, _scalar_op, _reflected, f"``{_name}(lhs, rhs)``.")
@@ -366,6 +370,17 @@ register(OpDef(
     kernel_out=lambda x, out, dtype: _copy_into(out, x),
     infer=lambda x, dtype: [Aval(x.shape, np.dtype(dtype))], kind=Kind.ELEMENTWISE,
     attrs={"dtype": Attr("dtype")}, aliases=("cast",), doc="Convert to ``dtype``."))
+def _amp_dtype(x: Any, dtype: Any) -> Any:
+    """AMP casts only between float16 and float32; other dtypes pass unchanged (as MXNet)."""
+    return np.dtype(dtype) if x.dtype in (np.float16, np.float32) else np.dtype(x.dtype)
+
+
+register(OpDef(
+    name="amp_cast", kernel=lambda x, dtype: x.astype(_amp_dtype(x, dtype)), grad=_cast_grad,
+    infer=lambda x, dtype: [Aval(x.shape, _amp_dtype(x, dtype))], kind=Kind.ELEMENTWISE,
+    attrs={"dtype": Attr("dtype")},
+    doc="``Cast`` for mixed precision: float16/float32 data becomes ``dtype``, any other "
+        "dtype passes unchanged."))
 register(OpDef(
     name="_cast_like", kernel=lambda x, like: x.astype(like.dtype), grad=_cast_grad,
     infer=lambda x, like: [Aval(x.shape, like.dtype)], kind=Kind.OPAQUE,

@@ -55,7 +55,8 @@ def _sliced_shape(name: str, shape: Any, index: tuple[slice, ...]) -> tuple[int,
     return out
 
 
-def _slice_op(name: str, attrs: dict[str, Attr], doc: str, to_slice_attrs: Any) -> OpDef:
+def _slice_op(name: str, attrs: dict[str, Attr], doc: str, to_slice_attrs: Any,
+              aliases: tuple[str, ...] = ()) -> OpDef:
     def infer(x: Aval, **kw: Any) -> list[Aval]:
         return [Aval(_sliced_shape(name, x.shape, _slices(name, x.shape, **to_slice_attrs(kw))),
                      x.dtype)]
@@ -69,11 +70,11 @@ def _slice_op(name: str, attrs: dict[str, Attr], doc: str, to_slice_attrs: Any) 
         return [F._slice_grad(out_grads[0], inputs[0], **to_slice_attrs(kw))]
 
     return register(OpDef(name=name, kernel=kernel, infer=infer, grad=grad, kind=Kind.OPAQUE,
-                          attrs=attrs, doc=doc))
+                          attrs=attrs, doc=doc, aliases=aliases))
 
 
 _slice_op("slice", _SLICE_ATTRS, "``data[begin:end:step]`` per dimension (what ``x[1:3]`` "
-          "becomes).", lambda kw: kw)
+          "becomes).", lambda kw: kw, ("crop",))
 _slice_op("slice_axis", {"axis": Attr("int"), "begin": Attr("int"), "end": Attr("index")},
           "``data[begin:end]`` along ``axis`` (``end=None``: to the end).",
           lambda kw: {"axis": kw["axis"], "begin": (kw["begin"],), "end": (kw["end"],)})
@@ -98,6 +99,40 @@ register(OpDef(
     infer=lambda g, like, **attrs: [Aval(like.shape, g.dtype)], inputs=("data", "like"),
     attrs={**_SLICE_ATTRS, "axis": Attr("index", None)},
     doc="Zeros shaped like ``like`` with ``data`` written into the slice (a slice's VJP)."))
+
+
+def _slice_assign(lhs: np.ndarray, rhs: Any = None, scalar: float = 0.0, **attrs: Any
+                  ) -> np.ndarray:
+    out = lhs.copy()
+    index = _slices("_slice_assign", lhs.shape, **attrs)
+    out[index] = scalar if rhs is None else np.broadcast_to(rhs, out[index].shape)
+    return out
+
+
+def _assign_infer(lhs: Aval, rhs: Aval | None = None, scalar: float = 0.0, **attrs: Any
+                  ) -> list[Aval]:
+    index = _slices("_slice_assign", lhs.shape, **attrs)
+    region = _sliced_shape("_slice_assign", lhs.shape, index)
+    if rhs is not None and rhs.shape != region:
+        raise ShapeError(f"_slice_assign: the value's shape {rhs.shape} is not the region's "
+                         f"{region} (begin {attrs['begin']}, end {attrs['end']})")
+    return [lhs]
+
+
+# MXNet's x[begin:end] = value as operators (``_crop_assign`` in older code): lhs with the
+# region replaced; the region's gradient goes to the value, the rest to lhs.
+register(OpDef(
+    name="_slice_assign", kernel=_slice_assign, infer=_assign_infer, kind=Kind.OPAQUE,
+    grad=lambda F, inputs, outputs, out_grads, **kw: [
+        F._slice_assign_scalar(out_grads[0], scalar=0.0, **kw), F.slice(out_grads[0], **kw)],
+    inputs=("lhs", "rhs"), attrs=_SLICE_ATTRS, aliases=("_crop_assign",),
+    doc="``lhs`` with ``lhs[begin:end:step]`` replaced by ``rhs``."))
+register(OpDef(
+    name="_slice_assign_scalar", kernel=_slice_assign, infer=_assign_infer, kind=Kind.OPAQUE,
+    grad=lambda F, inputs, outputs, out_grads, scalar, **kw: [
+        F._slice_assign_scalar(out_grads[0], scalar=0.0, **kw)],
+    attrs={**_SLICE_ATTRS, "scalar": Attr("float", 0.0)}, aliases=("_crop_assign_scalar",),
+    doc="``data`` with ``data[begin:end:step]`` set to ``scalar``."))
 
 
 def _indices(index: np.ndarray, size: int, mode: str) -> np.ndarray:

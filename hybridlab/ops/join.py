@@ -107,8 +107,10 @@ def _split_kernel(x: np.ndarray, num_outputs: int, axis: Any, squeeze_axis: bool
     return parts[0] if num_outputs == 1 else parts  # one output is an array, not a 1-tuple
 
 
-def _split_grad(F: Any, inputs: list[Any], outputs: list[Any], out_grads: list[Any],
-                num_outputs: Any, axis: Any, squeeze_axis: Any) -> list[Any]:
+def split_grad(F: Any, inputs: list[Any], outputs: list[Any], out_grads: list[Any],
+               axis: Any, squeeze_axis: Any, **unused: Any) -> list[Any]:
+    """The gradient of any split along ``axis``: its parts' gradients (zeros for an
+    unused part) joined back, each given its axis again if the split squeezed it."""
     grads = [F.zeros_like(y) if g is None else g for g, y in zip(out_grads, outputs)]
     if squeeze_axis:
         grads = [F.expand_dims(g, axis=axis) for g in grads]
@@ -116,7 +118,7 @@ def _split_grad(F: Any, inputs: list[Any], outputs: list[Any], out_grads: list[A
 
 
 register(OpDef(
-    name="SliceChannel", kernel=_split_kernel, infer=_split_infer, grad=_split_grad,
+    name="SliceChannel", kernel=_split_kernel, infer=_split_infer, grad=split_grad,
     kind=Kind.OPAQUE, num_outputs=lambda attrs: attrs["num_outputs"], aliases=("split",),
     attrs={"num_outputs": Attr("int", low=1), "axis": Attr("int", 1),
            "squeeze_axis": Attr("bool", False)},

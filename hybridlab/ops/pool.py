@@ -24,7 +24,7 @@ import numpy as np
 
 from hybridlab.errors import ShapeError
 from hybridlab.ops import conv
-from hybridlab.ops.conv import allocating, check_pairs, crop, out_size, pad_image, slabs
+from hybridlab.ops.conv import allocating, crop, lift, lifted, out_size, pad_image, slabs, spatial
 from hybridlab.ops.registry import Attr, Aval, Kind, OpDef, register
 
 _POOL_ATTRS = {"kernel": Attr("shape", (), low=1),
@@ -32,7 +32,7 @@ _POOL_ATTRS = {"kernel": Attr("shape", (), low=1),
                "stride": Attr("shape", (1, 1), low=1, empty_is_default=True),
                "pad": Attr("shape", (0, 0), low=0, empty_is_default=True),
                "global_pool": Attr("bool", False),
-               "pooling_convention": Attr("str", "valid", ("valid", "full")),
+               "pooling_convention": Attr("str", "valid", ("valid", "full", "same")),
                "count_include_pad": Attr("bool", True), "layout": Attr("str", "NCHW", ("NCHW",))}
 
 
@@ -40,14 +40,19 @@ def _pool_geometry(shape: Any, kernel: Any, stride: Any, pad: Any, global_pool: 
                    pooling_convention: str, **unused: Any) -> tuple[Any, ...]:
     """(kernel, stride, pad, extra end padding, output size) for an NCHW input."""
     if len(shape) != 4 or not (global_pool or len(kernel) == 2):
-        raise ShapeError(f"Pooling: needs NCHW data and a 2-D kernel (or global_pool=True), "
-                         f"got data {shape} and kernel {kernel}")
+        raise ShapeError(f"Pooling: needs NCW or NCHW data and a kernel of one size per "
+                         f"spatial axis (or global_pool=True), got data {shape} and kernel "
+                         f"{kernel}")
     if global_pool:
         kernel, stride, pad = shape[2:], (1, 1), (0, 0)
-    check_pairs("Pooling", stride=stride, pad=pad)
-    ceil = pooling_convention == "full"
-    size = tuple(out_size("Pooling", shape[2 + i], kernel[i], stride[i], pad[i], ceil)
-                 for i in (0, 1))
+    geometry = spatial("Pooling", {"kernel": kernel, "stride": stride, "pad": pad},
+                       ("stride", "pad"))
+    stride, pad = geometry["stride"], geometry["pad"]
+    if pooling_convention == "same":  # MXNet's: ceil(size / stride) windows, cut at the end
+        size = tuple(-(-shape[2 + i] // stride[i]) for i in (0, 1))
+    else:
+        size = tuple(out_size("Pooling", shape[2 + i], kernel[i], stride[i], pad[i],
+                              pooling_convention == "full") for i in (0, 1))
     extra = tuple(max(0, (size[i] - 1) * stride[i] + kernel[i] - shape[2 + i] - 2 * pad[i])
                   for i in (0, 1))
     return kernel, stride, pad, extra, size
@@ -58,7 +63,15 @@ def _lowest(dtype: np.dtype) -> float:
 
 
 def _pool_infer(x: Aval, **attrs: Any) -> list[Aval]:
-    return [Aval((*x.shape[:2], *_pool_geometry(x.shape, **attrs)[4]), x.dtype)]
+    one_d = len(x.shape) == 3
+    if attrs["pooling_convention"] == "same" and (
+            not one_d or attrs["pool_type"] != "max" or any(attrs["pad"])):
+        raise ShapeError(f"Pooling: pooling_convention='same' is MXNet's 1-D max pooling "
+                         f"without pad (got data {x.shape}, pool_type={attrs['pool_type']!r}, "
+                         f"pad={attrs['pad']}); use 'valid' or 'full' otherwise")
+    shape = (*x.shape[:2], 1, x.shape[2]) if one_d else x.shape
+    size = _pool_geometry(shape, **lift(attrs))[4]
+    return [Aval((*x.shape[:2], *size[len(size) - len(x.shape) + 2:]), x.dtype)]
 
 
 def _pooling_out(x: np.ndarray, *, out: np.ndarray, pool_type: str, **attrs: Any) -> np.ndarray:
@@ -182,19 +195,30 @@ def _pool_grad_per_image(g: Any, x: Any, pool_type: str, **attrs: Any) -> int:
     return result
 
 
+def _planar(workspace: Any) -> Any:
+    """A workspace rule of 2-D avals that also takes 1-D ones (as :func:`conv.lifted`)."""
+    def rule(*avals: Aval, **attrs: Any) -> int:
+        if len(avals[-1].shape) != 3:
+            return int(workspace(*avals, **attrs))
+        return int(workspace(*(Aval((*a.shape[:2], 1, a.shape[2]), a.dtype) for a in avals),
+                             **lift(attrs)))
+    return rule
+
+
 register(OpDef(
-    name="Pooling", kernel=_pooling, kernel_out=_pooling_out, workspace=_pool_workspace,
+    name="Pooling", kernel=allocating(lifted(_pooling_out), _pool_infer),
+    kernel_out=lifted(_pooling_out), workspace=_planar(_pool_workspace),
     kind=Kind.OPAQUE, attrs=_POOL_ATTRS, infer=_pool_infer,
     grad=lambda F, inputs, outputs, out_grads, **attrs: [
         F._pooling_grad(out_grads[0], inputs[0], **attrs)],
-    doc="2-D max / average / sum pooling of NCHW data over ``kernel`` windows; "
-        "``global_pool`` pools each whole channel; ``pooling_convention='full'`` rounds "
-        "the output size up."))
+    doc="1-D or 2-D max / average / sum pooling of NCW or NCHW data over ``kernel`` "
+        "windows; ``global_pool`` pools each whole channel; ``pooling_convention='full'`` "
+        "rounds the output size up, ``'same'`` (1-D max) makes ceil(size / stride) windows."))
 register(OpDef(
-    name="_pooling_grad", kernel_out=_pooling_grad_out,
-    kernel=allocating(_pooling_grad_out, lambda g, x, **attrs: [Aval(x.shape, g.dtype)]),
-    workspace=lambda g, x, **attrs: conv.chunk_scratch(
-        x.shape[0], _pool_grad_per_image(g, x, **attrs)), kind=Kind.OPAQUE,
+    name="_pooling_grad", kernel_out=lifted(_pooling_grad_out),
+    kernel=allocating(lifted(_pooling_grad_out), lambda g, x, **attrs: [Aval(x.shape, g.dtype)]),
+    workspace=_planar(lambda g, x, **attrs: conv.chunk_scratch(
+        x.shape[0], _pool_grad_per_image(g, x, **attrs))), kind=Kind.OPAQUE,
     grad=None, grad_missing="Pooling's backward has no second order",
     attrs=_POOL_ATTRS, inputs=("data", "like"),
     infer=lambda g, x, **attrs: [Aval(x.shape, g.dtype)],

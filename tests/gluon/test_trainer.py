@@ -176,3 +176,49 @@ def test_lr_mult_counts_on_two_devices_whoever_updates(update_on_kvstore):
     for copy in x.list_data():
         np.testing.assert_allclose(copy.asnumpy(), [-3, -3, -3])
     assert trainer._optimizer._get_lr(0) == 0.5
+
+
+def _two_device_trainer(**kwargs):
+    import hybridlab as mx
+
+    x = gluon.Parameter("x", shape=(3,), init="zeros")
+    x.initialize(ctx=[mx.cpu(0), mx.cpu(1)])
+    trainer = gluon.Trainer([x], "sgd", {"learning_rate": 1.0, "momentum": 0.5}, **kwargs)
+
+    def step():
+        with autograd.record():
+            for w in x.list_data():
+                (w + 1).sum().backward()
+        trainer.step(1)
+
+    return x, trainer, step
+
+
+def test_the_store_applies_the_trainers_own_optimizer_through_an_updater(tmp_path):
+    from hybridlab import optimizer
+    from hybridlab.errors import UpdateOnKVStoreError
+
+    x, trainer, step = _two_device_trainer()
+    assert trainer._kvstore is None and not trainer._kv_initialized  # made at the first step
+    step()
+    updater = trainer._kvstore._updater
+    assert isinstance(updater, optimizer.Updater) and updater.optimizer is trainer._optimizer
+    np.testing.assert_allclose(updater.states[0].asnumpy(), [-2, -2, -2])  # the momentum
+    trainer.save_states(str(tmp_path / "t.states"))
+    step()  # momentum 0.5 * -2 - 2 = -3
+    trainer.load_states(str(tmp_path / "t.states"))
+    np.testing.assert_allclose(updater.states[0].asnumpy(), [-2, -2, -2])
+    with pytest.raises(UpdateOnKVStoreError, match="call step"):
+        trainer.update(1)
+    with pytest.raises(AssertionError, match="update_on_kvstore=False"):
+        trainer.allreduce_grads()
+
+
+def test_a_value_set_from_outside_resets_the_store_that_updates_it():
+    x, trainer, step = _two_device_trainer()
+    step()
+    x.set_data(nd.zeros((3,)))  # as a loaded file does
+    assert trainer._kvstore is None and not trainer._kv_initialized
+    step()  # from the new value, with a fresh momentum: -2, not -2 - 3
+    for copy in x.list_data():
+        np.testing.assert_allclose(copy.asnumpy(), [-2, -2, -2])

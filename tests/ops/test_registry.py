@@ -293,7 +293,8 @@ def test_broadcast_infer_agrees_with_numpy(left, right):
     (lambda: eager.slice(X23, begin=(0,), end=(2,), step=(0,)), r"slice: begin \(0,\), end "
                                                                  r"\(2,\), step \(0,\) do not fit"),
     (lambda: eager.Pooling(np.ones((1, 1, 4, 4)), kernel=(2, 2), stride=2),
-     r"Pooling: stride=\(2,\) needs two values \(rows, columns\)"),
+     r"Pooling: stride=\(2,\) needs one value per axis of the kernel \(2, 2\), e\.g\. "
+     r"stride=\(2, 2\)"),
     (lambda: eager.concat(X23, X23, num_args=3), r"concat: num_args=3 but 2 inputs"),
     (lambda: eager.zeros(shape=(2, -1)), r"_zeros: shape \(2, -1\) is not a valid array shape"),
     (lambda: eager.random.normal(shape=()), r"_random_normal: shape \(\) is not a valid"),
@@ -303,7 +304,10 @@ def test_broadcast_infer_agrees_with_numpy(left, right):
     (lambda: eager.broadcast_axis(X23, axis=4, size=2), r"broadcast_axis: axis 4 and size "
                                                          r"\(2,\) do not fit shape \(2, 3\)"),
     (lambda: eager.Convolution(np.ones((1, 3, 3)), np.ones((1, 1, 1, 1)), np.ones(1),
-                               kernel=(1, 1), num_filter=1), r"Convolution: needs NCHW data"),
+                               kernel=(1, 1), num_filter=1),
+     r"Convolution: needs data NCW, NCHW or NCDHW with a kernel of one size per"),
+    (lambda: eager.Pooling(np.ones((1, 1, 4, 4)), kernel=(2, 2), pooling_convention="same"),
+     r"Pooling: pooling_convention='same' is MXNet's 1-D max pooling"),
 ])
 def test_shape_errors_name_the_op_and_the_shapes(call, pattern):
     with pytest.raises(ShapeError, match=pattern):
@@ -567,3 +571,89 @@ def test_where_with_a_row_condition_picks_whole_rows_as_mxnet():
         picked = nd.where(rows, x, y)
     picked.backward()
     np.testing.assert_array_equal(x.grad.asnumpy(), expected)
+
+
+def test_logical_operators_give_zero_or_one_in_the_data_dtype_and_take_numbers():
+    from hybridlab import nd
+
+    a, b = nd.array([[0, 1, 2], [3, 0, 1]], dtype="int32"), nd.array([1, 0, 1], dtype="int32")
+    both = nd.broadcast_logical_and(a, b)
+    assert both.dtype == np.int32
+    np.testing.assert_array_equal(both.asnumpy(), [[0, 0, 1], [1, 0, 1]])
+    np.testing.assert_array_equal(nd.logical_or(a, 0).asnumpy(), [[0, 1, 1], [1, 0, 1]])
+    np.testing.assert_array_equal(nd.logical_xor(1, a).asnumpy(), [[1, 0, 0], [0, 1, 0]])
+    np.testing.assert_array_equal(nd.logical_not(a).asnumpy(), [[1, 0, 0], [0, 1, 0]])
+
+
+def test_amp_cast_changes_only_float16_and_float32():
+    from hybridlab import nd
+
+    assert nd.amp_cast(nd.ones((2,)), dtype="float16").dtype == np.float16
+    assert nd.amp_cast(nd.ones((2,), dtype="int32"), dtype="float16").dtype == np.int32
+    assert nd.amp_cast(nd.ones((2,), dtype="float64"), dtype="float16").dtype == np.float64
+
+
+def _conv_nd_ref(x, w, b, stride, pad, dilate):
+    """Direct N-D cross-correlation: one tensordot per output position."""
+    import itertools
+
+    n = len(stride)
+    padded = np.pad(x, [(0, 0), (0, 0)] + [(p, p) for p in pad])
+    kernel = w.shape[2:]
+    sizes = [(padded.shape[2 + i] - (kernel[i] - 1) * dilate[i] - 1) // stride[i] + 1
+             for i in range(n)]
+    out = np.zeros((x.shape[0], w.shape[0], *sizes))
+    for at in itertools.product(*map(range, sizes)):
+        window = tuple(slice(at[i] * stride[i], at[i] * stride[i] + (kernel[i] - 1) * dilate[i]
+                             + 1, dilate[i]) for i in range(n))
+        out[(slice(None), slice(None)) + at] = np.tensordot(
+            padded[(slice(None), slice(None)) + window], w, axes=([*range(1, n + 2)],) * 2)
+    return out + b.reshape(1, -1, *[1] * n)
+
+
+@pytest.mark.parametrize("ndim", [1, 3])
+@pytest.mark.parametrize("stride, pad, dilate", [(1, 0, 1), (2, 1, 1), (1, 1, 2)])
+def test_convolution_of_1d_and_3d_data_and_its_gradients(ndim, stride, pad, dilate):
+    rng = np.random.default_rng(ndim)
+    x, w, b = rng.normal(size=(2, 4) + (6,) * ndim), rng.normal(size=(4, 2) + (3,) * ndim), \
+        rng.normal(size=4)
+    attrs = {"kernel": (3,) * ndim, "stride": (stride,) * ndim, "pad": (pad,) * ndim,
+             "dilate": (dilate,) * ndim, "num_filter": 4, "num_group": 2}
+
+    def ref(x, w):
+        return np.concatenate([_conv_nd_ref(x[:, 2 * i:2 * i + 2], w[2 * i:2 * i + 2],
+                                            b[2 * i:2 * i + 2], attrs["stride"], attrs["pad"],
+                                            attrs["dilate"]) for i in (0, 1)], axis=1)
+
+    y = eager.Convolution(x, w, b, **attrs).data
+    np.testing.assert_allclose(y, ref(x, w), rtol=1e-10)
+    cotangent = rng.normal(size=y.shape)
+    grads = {"x": eager._conv_data_grad(cotangent, w, x, **attrs).data,
+             "w": eager._conv_weight_grad(cotangent, x, **attrs).data}
+    for name, array in (("x", x), ("w", w)):
+        for _ in range(4):  # central differences of sum(y * cotangent) at random entries
+            at = tuple(rng.integers(0, n) for n in array.shape)
+            plus, minus = array.copy(), array.copy()
+            plus[at] += 1e-6
+            minus[at] -= 1e-6
+            args = {"x": x, "w": w}
+            slope = ((ref(**{**args, name: plus}) - ref(**{**args, name: minus})) * cotangent
+                     ).sum() / 2e-6
+            assert abs(slope - grads[name][at]) < 1e-5
+
+
+def test_one_d_pooling_and_mxnets_same_convention():
+    from hybridlab import autograd, nd
+
+    x = nd.array(np.arange(10, dtype=np.float32).reshape(1, 1, 10) % 4)
+    same = nd.Pooling(x, kernel=3, stride=2, pad=(0, 0, 0), pool_type="max",
+                      pooling_convention="same")
+    assert same.shape == (1, 1, 5)  # ceil(10 / 2) windows; the last one is cut at the end
+    np.testing.assert_array_equal(same.asnumpy().ravel(), [2, 3, 2, 3, 1])
+    x.attach_grad()
+    with autograd.record():
+        mean = nd.Pooling(x, kernel=(2,), stride=(2,), pool_type="avg")
+    mean.backward()
+    np.testing.assert_array_equal(x.grad.asnumpy(), np.full((1, 1, 10), 0.5))
+    with pytest.raises(ShapeError, match="stride=.*needs one value per axis"):
+        nd.Pooling(x, kernel=(2,), stride=(2, 3))

@@ -94,8 +94,8 @@ def _mean_of_real(patch, axis):
     return np.sum(np.where(real, patch, 0), axis=axis) / real.sum(axis=axis)
 
 
-def _scatter(shape, index, values):
-    out = np.zeros(shape, values.dtype)
+def _scatter(shape, index, values, base=None):
+    out = np.zeros(shape, values.dtype) if base is None else base.copy()
     out[index] = values
     return out
 
@@ -210,12 +210,34 @@ ROWS: list[Row] = [
     Row("SliceChannel", [(3, 2)], lambda x: tuple(x), {"num_outputs": 3, "axis": 0,
                                                        "squeeze_axis": True}),
     Row("SliceChannel", [(2, 3)], lambda x: x, {"num_outputs": 1}),  # one array, not a 1-tuple
+    Row("tile", [(2, 3)], lambda x: np.tile(x, (2, 1, 2)), {"reps": (2, 1, 2)}),
+    Row("_tile_grad", [(4, 3), (2, 3)], None, {"reps": (2, 1)}, checked_by="tile"),
+    Row("repeat", [(2, 3)], lambda x: np.repeat(x, 2, axis=-1), {"repeats": 2, "axis": -1}),
+    Row("repeat", [(2, 3)], lambda x: np.repeat(x, 3), {"repeats": 3}),
+    Row("_repeat_grad", [(6,), (2, 3)], None, {"repeats": 1}, checked_by="repeat"),
+    Row("Pad", [(2, 3)], lambda x: np.pad(x, ((0, 1), (2, 0)), constant_values=1.5),
+        {"pad_width": (0, 1, 2, 0), "constant_value": 1.5}),
+    Row("Pad", [(2, 3)], lambda x: np.pad(x, ((1, 1), (2, 2)), mode="reflect"),
+        {"mode": "reflect", "pad_width": (1, 1, 2, 2)}),
+    Row("Pad", [(2, 3)], lambda x: np.pad(x, ((1, 0), (0, 2)), mode="edge"),
+        {"mode": "edge", "pad_width": (1, 0, 0, 2)}),
+    Row("_pad_grad", [(3, 5), (2, 3)], None, {"pad_width": (0, 1, 2, 0)}, checked_by="Pad"),
+    Row("slice_like", [(4, 5, 2), (3, 3)], lambda x, like: x[:3, :3], {"axes": (0, -2)}),
+    Row("slice_like", [(4, 5), (3, 2)], lambda x, like: x[:3, :2]),
+    Row("_slice_like_grad", [(3, 2), (4, 5)], None, checked_by="slice_like"),
+    Row("split_v2", [(2, 6)], lambda x: tuple(np.split(x, [1, 4], axis=1)),
+        {"indices_or_sections": (1, 4), "axis": 1}),
+    Row("split_v2", [(3, 2)], lambda x: tuple(x), {"indices_or_sections": 3,
+                                                  "squeeze_axis": True}),
+    Row("shape_array", [(2, 3)], lambda x: np.array([2, 3]), grad=False),
+    Row("size_array", [(2, 3)], lambda x: np.array([6]), grad=False),
     Row("broadcast_to", [(3, 1)], lambda x: np.broadcast_to(x, (2, 3, 4)), {"shape": (2, 0, 4)}),
     Row("broadcast_axis", [(1, 3, 1)], lambda x: np.broadcast_to(x, (2, 3, 4)),
         {"axis": (0, 2), "size": (2, 4)}),
     Row("SwapAxis", [(2, 3, 4)], lambda x: x.transpose(2, 1, 0), {"dim1": 0, "dim2": -1}),
     Row("reverse", [(2, 3, 4)], lambda x: x[::-1, :, ::-1], {"axis": (0, 2)}),
     Row("Cast", [(2, 3)], lambda x: x.astype(np.float64), {"dtype": "float64"}),
+    Row("amp_cast", [(2, 3)], lambda x: x.astype(np.float16), {"dtype": "float16"}),
     Row("_cast_like", [(2, 3), (1,)], lambda x, like: x.astype(like.dtype)),
     # indexing
     Row("slice", [(4, 5)], lambda x: x[1:3, ::2], {"begin": (1, None), "end": (3, None),
@@ -227,6 +249,14 @@ ROWS: list[Row] = [
     Row("_slice_grad", [(4, 3), (4, 5)],  # slice_axis's backward: begin/end for one axis
         lambda g, like: _scatter(like.shape, (slice(None), slice(-3, None)), g),
         {"axis": 1, "begin": (-3,), "end": (None,)}),
+    Row("_slice_assign", [(4, 5), (2, 3)],
+        lambda x, v: _scatter(x.shape, (slice(1, 3), slice(None, None, 2)), v, x),
+        {"begin": (1, None), "end": (3, None), "step": (None, 2)}),
+    Row("_slice_assign_scalar", [(4, 5)],
+        lambda x: _scatter(x.shape, (slice(0, 2),), np.full((2, 5), 7.0), x),
+        {"scalar": 7.0, "begin": (0,), "end": (2,)}),
+    Row("broadcast_like", [(1, 3), (2, 5)], lambda x, like: np.broadcast_to(x, (5, 3)),
+        {"lhs_axes": (0,), "rhs_axes": (1,)}),
     Row("pick", [(3, 4), (3,)], lambda x, i: x[np.arange(3), i.astype(int)], ints={1: 4}),
     Row("_pick_grad", [(3,), (3, 4), (3,)],
         lambda g, x, i: np.eye(4)[i.astype(int)] * g[:, None], ints={2: 4}),
@@ -337,7 +367,9 @@ ROWS: list[Row] = [
 ]
 
 _COMPARE = {"equal": np.equal, "not_equal": np.not_equal, "greater": np.greater,
-            "greater_equal": np.greater_equal, "lesser": np.less, "lesser_equal": np.less_equal}
+            "greater_equal": np.greater_equal, "lesser": np.less, "lesser_equal": np.less_equal,
+            "logical_and": np.logical_and, "logical_or": np.logical_or,
+            "logical_xor": np.logical_xor}
 for _name, _fn in _COMPARE.items():
     ROWS.append(Row(f"broadcast_{_name}", [(2, 3), (3,)], _fn, grad=False, ints={0: 3, 1: 3}))
     ROWS.append(Row(f"_{_name}_scalar", [(2, 3)], lambda x, fn=_fn: fn(x, 1.0),
@@ -397,7 +429,8 @@ ROWS += [
         checked_by="test_update_operators_write_their_states_in_place (tests/test_ndarray.py)"),
 ]
 for _name, _fn in {"sign": np.sign, "floor": np.floor, "ceil": np.ceil,
-                   "round": np.round, "rint": np.rint, "fix": np.fix, "trunc": np.trunc}.items():
+                   "round": np.round, "rint": np.rint, "fix": np.fix, "trunc": np.trunc,
+                   "logical_not": np.logical_not}.items():
     ROWS.append(Row(_name, [(2, 3)], _fn, grad=False))
 
 
@@ -598,7 +631,11 @@ COMPOSITE_ROWS: list[tuple[str, Callable[[], Any], Any]] = [
     ("greater_equal", lambda: eager.greater_equal(X, Y), (X >= Y).astype(X.dtype)),
     ("lesser", lambda: eager.lesser(X, 0.0), (X < 0).astype(X.dtype)),
     ("lesser_equal", lambda: eager.lesser_equal(0.0, X), (X >= 0).astype(X.dtype)),
+    ("logical_and", lambda: eager.logical_and(X, X > 0), (X > 0).astype(X.dtype)),
+    ("logical_or", lambda: eager.logical_or(0.0, X > 0), (X > 0).astype(X.dtype)),
+    ("logical_xor", lambda: eager.logical_xor(X > 0, 1.0), (X <= 0).astype(X.dtype)),
     ("stack", lambda: eager.stack(X, X, axis=1), np.stack([X, X], axis=1)),
+    ("argmax_channel", lambda: eager.argmax_channel(X), X.argmax(axis=1).astype(X.dtype)),
     ("Dropout", lambda: eager.Dropout(X, p=0.5), X),
     ("Activation", lambda: eager.Activation(X, act_type="relu"), np.maximum(X, 0)),
     ("Activation", lambda: eager.Activation(X, act_type="softrelu"), np.log1p(np.exp(X))),

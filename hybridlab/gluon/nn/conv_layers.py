@@ -6,12 +6,10 @@ What this module teaches
 channels is read from the first input), one ``F.Convolution`` operator. Pooling layers
 have no parameters; MXNet names all of them ``pool<n>_``, whatever their kind.
 
-hybridlab's ``Convolution`` and ``Pooling`` operators are 2-D (NCHW); the other shapes
-are written with them, as a reader could by hand: 1-D data is a 2-D image of height 1;
-a 3-D convolution adds up one 2-D convolution per depth offset of its kernel (each over
-the depth slices that offset reads); 3-D pooling pools each depth slice's (H, W)
-windows, then the depth windows (max and mean are separable). Channel-last layouts
-(``NHWC`` ...) are transposed to channel-first and back.
+hybridlab's ``Convolution`` operator takes 1-, 2- and 3-D data and ``Pooling`` 1- and
+2-D; 3-D pooling is written with the 2-D operator, as a reader could by hand: it pools
+each depth slice's (H, W) windows, then the depth windows (max and mean are separable).
+Channel-last layouts (``NHWC`` ...) are transposed to channel-first and back.
 """
 
 from __future__ import annotations
@@ -109,17 +107,9 @@ class _Conv(HybridBlock):
 
 
 class Conv1D(_Conv):
-    """1-D convolution over (N, C, W) input: a 2-D convolution of height 1."""
+    """1-D convolution over (N, C, W) input (the Convolution operator takes NCW data)."""
 
     _ndim = 1
-
-    def _convolve(self, F: Any, x: Any, weight: Any, bias: Any) -> Any:
-        attrs = {k: (v if k in ("num_filter", "num_group") else (1 if k != "pad" else 0, *v))
-                 for k, v in self._attrs.items()}
-        inputs = [F.expand_dims(x, axis=2), F.expand_dims(weight, axis=2)]
-        out = F.Convolution(*inputs, *([] if bias is None else [bias]), no_bias=bias is None,
-                            name="fwd", **attrs)
-        return F.squeeze(out, axis=2)
 
 
 class Conv2D(_Conv):
@@ -127,35 +117,9 @@ class Conv2D(_Conv):
 
 
 class Conv3D(_Conv):
-    """3-D convolution over (N, C, D, H, W): one 2-D convolution per depth offset ``k`` of
-    the kernel, over the depth slices it reads, summed."""
+    """3-D convolution over (N, C, D, H, W) input (the Convolution operator takes NCDHW)."""
 
     _ndim = 3
-
-    def _convolve(self, F: Any, x: Any, weight: Any, bias: Any) -> Any:
-        (kd, *k2), (sd, *s2), (pd, *p2), (dd, *d2) = (self._attrs[k] for k in (
-            "kernel", "stride", "pad", "dilate"))
-        _, channels, depth, height, width = _shape(x)
-        if pd:  # zeros before and after the depth axis
-            zeros = F.zeros_like(F.slice_axis(x, axis=2, begin=0, end=1))
-            x = F.concat(*[zeros] * pd, x, *[zeros] * pd, dim=2)
-        out_depth = (depth + 2 * pd - dd * (kd - 1) - 1) // sd + 1
-        attrs = {**self._attrs, "kernel": tuple(k2), "stride": tuple(s2), "pad": tuple(p2),
-                 "dilate": tuple(d2)}
-        parts = []
-        for k in range(kd):
-            begin = k * dd
-            part = F.slice(x, begin=(None, None, begin), end=(None, None, begin + (
-                out_depth - 1) * sd + 1), step=(None, None, sd))
-            images = F.reshape(F.transpose(part, axes=(0, 2, 1, 3, 4)), shape=(-3, -2))
-            kernel = F.reshape(F.slice_axis(weight, axis=2, begin=k, end=k + 1),
-                               shape=(0, 0, -3, -2))
-            parts.append(F.Convolution(images, kernel, no_bias=True, **attrs))
-        out = parts[0] if kd == 1 else F.add_n(*parts)
-        out = F.transpose(F.reshape(out, shape=(-4, -1, out_depth, -2)), axes=(0, 2, 1, 3, 4))
-        if bias is not None:
-            out = F.broadcast_add(out, F.reshape(bias, shape=(1, -1, 1, 1, 1)))
-        return out
 
 
 class Conv2DTranspose(_Conv):
@@ -236,11 +200,8 @@ class _Pool(HybridBlock):
 
     def hybrid_forward(self, F: Any, x: Any) -> Any:
         x = _channels_first(F, x, self._last, self._ndim)
-        if self._ndim == 2:
+        if self._ndim < 3:
             out = F.Pooling(x, name="fwd", **self._attrs)
-        elif self._ndim == 1:
-            out = F.squeeze(F.Pooling(F.expand_dims(x, axis=2), name="fwd", **self._axes(
-                [0], 0)), axis=2)
         else:  # (H, W) windows of each depth slice, then the depth windows
             n, c, d, h, w = _shape(x)
             flat = F.Pooling(F.reshape(x, shape=(0, -3, -2)), **self._axes([1, 2]))
