@@ -760,7 +760,9 @@ class ThreadedEngine(Engine):
     def _submit(self, task: Task) -> None:  # the lock is held
         device, queue = self._last
         if task.copy or task.device is not device or queue is None:
-            queue = self._queues[task.copy].get(task.device) or self._open(task)
+            queue = self._queues[task.copy].get(task.device)
+            if queue is None:
+                queue = self._open(task)
             if not task.copy:
                 self._last = (task.device, queue)
         self._unclaimed[task.seq] = task  # see _claim

@@ -106,9 +106,10 @@ def test_a_worker_process_that_dies_mid_step_is_an_error_not_a_hang(dask_client)
         dask_client.wait_for_workers(2, timeout=60)  # the nanny's new worker, for the others
 
 
-def _train_with_rates(rates, kind):
-    """A Dense layer trained with momentum, a new learning rate and batch size each step;
-    on ``kind`` ('dist_sync': this rank's half of each batch), or alone (kind None)."""
+def _train_with_rates(rates, kind, schedule=False):
+    """A Dense layer trained with momentum, a new learning rate (``rates``, or a
+    scheduler's when ``schedule``) and batch size each step; on ``kind`` ('dist_sync':
+    this rank's half of each batch), or alone (kind None)."""
     import hybridlab as mx
     from hybridlab import autograd, gluon, nd
     from hybridlab.gluon import nn
@@ -118,13 +119,16 @@ def _train_with_rates(rates, kind):
     net.initialize(mx.init.Xavier())
     kv = mx.kv.create(kind) if kind else None
     rank, workers = (kv.rank, kv.num_workers) if kv else (0, 1)
-    trainer = gluon.Trainer(net.collect_params(), "sgd",
-                            {"learning_rate": 0.1, "momentum": 0.5}, kvstore=kv)
+    hyper = {"learning_rate": 0.1, "momentum": 0.5}
+    if schedule:
+        hyper["lr_scheduler"] = mx.lr_scheduler.FactorScheduler(1, 0.5, base_lr=0.3)
+    trainer = gluon.Trainer(net.collect_params(), "sgd", hyper, kvstore=kv)
     data = np.random.default_rng(1).normal(size=(8, 7)).astype("float32")
     rows = slice(rank * 8 // workers, (rank + 1) * 8 // workers)
     loss_fn = gluon.loss.L2Loss()
     for step, rate in enumerate(rates):
-        trainer.set_learning_rate(rate)
+        if not schedule:
+            trainer.set_learning_rate(rate)
         x, y = nd.array(data[rows, :4]), nd.array(data[rows, 4:])
         with autograd.record():
             loss = loss_fn(net(x), y)
@@ -182,3 +186,15 @@ def test_2bit_compression_from_each_worker_to_the_store(dask_client):
         for rank in range(2):
             np.testing.assert_array_equal(pulled[rank][step], expected)
     assert any(np.abs(values).max() > 0 for values in pulled[0])  # something was sent
+
+
+def test_an_lr_scheduler_reaches_the_dist_store(dask_client):
+    """The scheduler's rate of each step is the store's optimizer's too."""
+    alone = _train_with_rates([None] * 4, None, schedule=True)
+    ranks = hdask.run_workers(_train_with_rates, [None] * 4, "dist_sync", True,
+                              client=dask_client)
+    for weights in ranks:
+        for got, want in zip(weights, alone):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    fixed = _train_with_rates([0.3] * 4, None)  # the schedule matters: a check that can fail
+    assert max(np.abs(a - b).max() for a, b in zip(alone, fixed)) > 1e-3

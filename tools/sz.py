@@ -68,7 +68,6 @@ TOTAL_BUDGET = 16600  # + nd.CachedOp, get_optimized_symbol, debug_str, batch_ta
 # + a worker and a copy stream per device in the ThreadedEngine (0.03k);
 # + the kvstore's 2-bit gradient compression and rates sent to a dist store (0.04k);
 # + the profiler's rows named by stream (0.01k);
-# + MXNet's symbolic/operator API (issue 24, after main's merge: 0.1k)
 # + many devices (contexts, mx.kv, mx.optimizer, the Dask store): 0.4k;
 # + lesson 09: real networks drawn by blocks, instruments at their sizes, exercises (0.25k)
 # + lesson 10: the all-reduce model and explorer, its exercises (0.3k) and measurements

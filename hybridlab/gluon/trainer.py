@@ -83,7 +83,7 @@ class Trainer:
         self._kv_config = (kvstore, update_on_kvstore)
         self._kvstore: Any = None
         self._update_on_kvstore = False
-        self._store_rescale = 0.0  # the rescale_grad the store's optimizer has
+        self._sent: dict[str, float] = {}  # the rates the store's optimizer has, by name
         self._kv_initialized = False
 
     @property
@@ -98,8 +98,15 @@ class Trainer:
             raise UserWarning("Trainer: an lr_scheduler sets the learning rate; change the "
                               "scheduler instead of calling set_learning_rate")
         self._hyper["learning_rate"] = _check_number("learning_rate", lr)
-        if self._kvstore is not None and self._update_on_kvstore:  # (a dist store's
-            self._kvstore._set_hyper("learning_rate", lr)  # optimizer is on the server)
+        if self._kvstore is not None and self._update_on_kvstore:
+            self._to_store("learning_rate", lr)
+
+    def _to_store(self, name: str, value: float) -> None:
+        """Give the store's optimizer a new rate (only when it changed: a dist store's is
+        on the server, and each change is a message)."""
+        if self._sent.get(name) != value:
+            self._kvstore._set_hyper(name, value)
+            self._sent[name] = value
 
     def step(self, batch_size: int, ignore_stale_grad: bool = False) -> None:
         """One update of every parameter, with gradients scaled by ``1/batch_size``. Each
@@ -114,10 +121,10 @@ class Trainer:
             self._init_kvstore(rescale)
         self._steps += 1
         store = self._kvstore
-        if store is not None and self._update_on_kvstore:
-            if rescale != self._store_rescale:  # a new batch size (a dist store's optimizer
-                store._set_hyper("rescale_grad", rescale)  # is on the server: sent there)
-                self._store_rescale = rescale
+        if store is not None and self._update_on_kvstore:  # a new batch size or a rate of
+            self._to_store("rescale_grad", rescale)  # the scheduler's goes to the store's
+            if self._scheduler is not None:  # optimizer (a dist store's: on the server)
+                self._to_store("learning_rate", self._scheduler(self._steps))
             keys = list(range(len(self._params)))  # all keys in one call: one round trip
             store.pushpull(keys, [p.list_grad() for p in self._params],
                            out=[p.list_data() for p in self._params])
@@ -165,12 +172,13 @@ class Trainer:
         if self._compression:  # MXNet's: only when there is a store (two devices, dist)
             store.set_gradient_compression(self._compression)
         self._kvstore, self._update_on_kvstore = store, True if update is None else update
+        self._sent = {}  # (the first step gives the store's optimizer its rates)
         if self._update_on_kvstore and not distributed:
             # the Trainer's own optimizer: its param_dict holds the Parameters, so a later
             # x.lr_mult = 2 counts, as in MXNet (its rescale_grad set at the first step)
             store.set_optimizer(self._optimizer)
         elif self._update_on_kvstore:  # a copy goes to the server: each key's multipliers
-            self._store_rescale = rescale
+            self._sent = {"rescale_grad": rescale, "learning_rate": self._hyper["learning_rate"]}
             chosen = opt.create(self._optimizer.name, **{**self._hyper, "rescale_grad": rescale})
             chosen.param_dict = {i: _Mults(p.lr_mult, p.wd_mult)
                                  for i, p in enumerate(self._params)}
@@ -189,7 +197,7 @@ class Trainer:
         if self._kvstore.type.startswith("dist"):
             raise RuntimeError("Trainer: a dist store cannot be reset; load the parameters "
                                "before the first step")
-        self._kvstore, self._kv_initialized, self._store_rescale = None, False, 0.0
+        self._kvstore, self._kv_initialized, self._sent = None, False, {}
         engine.current().wait_all()  # (a pending update would make its state again)
         self._optimizer.states, self._optimizer.counts = {}, {}
 

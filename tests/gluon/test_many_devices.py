@@ -232,3 +232,28 @@ def test_a_step_on_two_devices_runs_each_devices_ops_on_its_own_worker(hybrid):
     forward = "CachedOp" if hybrid else "FullyConnected"
     assert {(device, name) for device, copy, name, _ in ran if not copy} >= {
         (CPU0, forward), (CPU1, forward), (CPU0, "kv_update")}  # the store is on cpu(0)
+
+
+@pytest.mark.parametrize("update_on_kvstore", [True, False])
+def test_an_lr_scheduler_sets_the_rate_of_a_store_that_updates(update_on_kvstore):
+    """The rate the scheduler gives each step reaches the optimizer wherever it runs: on
+    the store (update_on_kvstore) as on each device; two devices follow one device."""
+    def train(devices):
+        param = gluon.Parameter("w", shape=(2,))
+        param.initialize(mx.init.Zero(), ctx=devices)
+        schedule = mx.lr_scheduler.FactorScheduler(step=1, factor=0.5, base_lr=1.0)
+        trainer = gluon.Trainer([param], "sgd", {"learning_rate": 1.0, "momentum": 0.5,
+                                                 "lr_scheduler": schedule},
+                                update_on_kvstore=update_on_kvstore if len(devices) > 1
+                                else None)
+        for _ in range(4):
+            for grad in param.list_grad():
+                grad[:] = nd.ones((2,), ctx=grad.context) / len(devices)
+            trainer.step(1)
+        return [w.asnumpy() for w in param.list_data()]
+
+    alone = train([CPU0])[0]
+    # at a constant rate 1 the momentum steps are -1, -1.5, -1.75, -1.875: the rate changed
+    assert not np.allclose(alone, -6.125)
+    for weights in train([CPU0, CPU1]):
+        np.testing.assert_allclose(weights, alone, rtol=1e-6)
