@@ -148,7 +148,7 @@ BUDGETS: dict[str, int] = {
     "hybridlab/context.py": 78,  # mx.cpu/gpu/Context: CPU devices, gpu() refused with the fix
     # (+28: distinct interned devices, as_context/as_context_list for ctx= arguments)
     "hybridlab/random.py": 27,  # ARCHITECTURE.md: mx.random.seed and the seed stream
-    "hybridlab/symbol.py": 718,  # + get_optimized_symbol/debug_str beside Deconvolution sym (issue 24);
+    "hybridlab/symbol.py": 718,  # + get_optimized_symbol, debug_str, Deconvolution (issue 24);
     # compose, get_children, tape->Symbol; -1 in np_shape mode;
     # (+37: Executor.get_optimized_symbol, MXNet's CSE switch; bound outputs' dtypes; a
     # gradient through an operator without one refused at bind; debug_str's memory plan)
