@@ -549,9 +549,10 @@ def _infer_avals(symbol: Symbol, shapes: dict[str, Any], dtypes: dict[str, np.dt
     operator's ``infer`` rule; a failure names the node, its inputs and the user line.
     """
     known: dict[tuple[int, int], Aval] = {}
+    solved: dict[str, tuple[int, ...]] = {}  # variables sized backwards (through a Reshape)
     for node in symbol.to_graph().nodes:
         if node.kind == "call":
-            _fill_parameters(node, known)
+            _fill_parameters(node, known, solved)
             inputs = [known.get((id(v.node), v.index)) for v in node.inputs]
             outputs = _infer_call(node, inputs)
         elif node.kind == "const":
@@ -559,10 +560,12 @@ def _infer_avals(symbol: Symbol, shapes: dict[str, Any], dtypes: dict[str, np.dt
         else:
             outputs = [_var_aval(node, shapes.get(node.name), dtypes.get(node.name))]
         known.update(((id(node), i), a) for i, a in enumerate(outputs) if a is not None)
-    return known
+    # MXNet infers shapes both ways: a variable sized from a later node is fed in again
+    solved = {k: v for k, v in solved.items() if tuple(shapes.get(k) or ()) != v}
+    return _infer_avals(symbol, {**shapes, **solved}, dtypes) if solved else known
 
 
-def _fill_parameters(node: Node, known: dict) -> None:
+def _fill_parameters(node: Node, known: dict, solved: dict) -> None:
     """Parameter shapes from the data shape (``fc1_weight`` from ``data``), as MXNet did.
 
     For operators whose OpDef has the rule ``infer_params(data_aval, **attrs) ->
@@ -573,7 +576,8 @@ def _fill_parameters(node: Node, known: dict) -> None:
     opdef = node.opdef
     avals = [known.get((id(v.node), v.index)) for v in node.inputs]
     if opdef.kind == registry.Kind.ELEMENTWISE:
-        data = next((a for a in avals if a is not None and a.shape is not None), None)
+        shaped = [a for a in avals if a is not None and a.shape is not None]
+        data = next((a for a in shaped if 0 not in a.shape), shaped[0] if shaped else None)
         shapes = {} if data is None else dict.fromkeys(opdef.input_names(node.attr_dict),
                                                        data.shape)
     else:
@@ -591,11 +595,26 @@ def _fill_parameters(node: Node, known: dict) -> None:
         source = value  # a parameter reached through Casts (MXNet infers through them too)
         while source.node.kind == "call" and source.node.op in ("Cast", "_cast_like"):
             source = source.node.inputs[0]
+        if source.node.kind == "call" and source.node.op == "Reshape":
+            _reshape_back(source.node, tuple(shapes[input_name]), known, solved)
         if source.node.kind != "var":
             continue
         for step in {key, (id(source.node), source.index)}:
             dtype = known[step].dtype if step in known else data.dtype
             known[step] = Aval(tuple(shapes[input_name]), dtype)
+
+
+def _reshape_back(node: Node, shape: tuple[int, ...], known: dict, solved: dict) -> None:
+    """A Reshape's output has ``shape``: its input variable with one unknown (0) size has
+    as many elements, so that size is the quotient (MXNet's backward inference)."""
+    value = node.inputs[0]
+    given = known.get((id(value.node), value.index))
+    if value.node.kind != "var" or given is None or given.shape is None or \
+            given.shape.count(0) != 1:
+        return
+    rest, total = int(np.prod([d for d in given.shape if d])), int(np.prod(shape))
+    if rest and total % rest == 0:
+        solved[value.node.name] = tuple(total // rest if d == 0 else d for d in given.shape)
 
 
 def _var_aval(node: Node, shape: Any, dtype: np.dtype | None) -> Aval:

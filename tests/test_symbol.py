@@ -822,3 +822,18 @@ def test_debug_str_counts_the_memory_the_backward_keeps():
 
     training, predicting = total(y), total(y, grad_req="null")
     assert training > predicting == total(sym.BlockGrad(y))  # BlockGrad: nothing kept
+
+
+def test_a_reshaped_variable_is_sized_backwards_from_a_known_partner():
+    """MXNet infers shapes both ways: elemwise_add's known side sizes the Reshape's result,
+    and the Reshape's input variable with one unknown (0) size is its quotient."""
+    data = mx.sym.var("data")
+    net = mx.sym.elemwise_add(data.reshape((0, -1)), mx.sym.ones(shape=(2, 75)))
+    assert net.infer_shape(data=(2, 0, 5, 5))[:2] == ([(2, 3, 5, 5)], [(2, 75)])
+
+
+def test_reshape_takes_mxnets_deprecated_target_shape():
+    net = mx.sym.Reshape(mx.sym.var("data"), target_shape=(2, 0))
+    assert mx.sym.load_json(net.tojson()).infer_shape(data=(2, 3, 5, 5))[1] == [(2, 75)]
+    kept = mx.nd.Reshape(mx.nd.ones((2, 3, 4)), target_shape=(7, 0), keep_highest=True)
+    assert kept.shape == (2, 12)

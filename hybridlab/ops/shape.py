@@ -100,10 +100,21 @@ def _split_dim(dim: int, *parts: int, fail: Any) -> tuple[int, int]:
     return first, second
 
 
-_reshape_op("Reshape", lambda s, shape, reverse: reshape_codes(s, shape, reverse),
+def _reshape(s: tuple[int, ...], shape: tuple[int, ...], reverse: bool,
+             target_shape: tuple[int, ...], keep_highest: bool) -> Any:
+    if not shape and target_shape:  # MXNet's deprecated form: a 0 is the size to infer
+        shape = tuple(-1 if d == 0 else d for d in target_shape)
+        shape = (s[0], *shape[1:]) if keep_highest and s else shape
+    return reshape_codes(s, shape, reverse)
+
+
+_reshape_op("Reshape", _reshape,
             "Reshape ``data`` to ``shape`` with MXNet's codes 0, -1, -2, -3, -4 "
-            "(``reverse=True`` reads the codes right to left).",
-            {"shape": Attr("shape"), "reverse": Attr("bool", False)}, ("reshape",))
+            "(``reverse=True`` reads the codes right to left); the deprecated "
+            "``target_shape`` (0: infer it; ``keep_highest`` keeps the first axis) too.",
+            {"shape": Attr("shape", ()), "reverse": Attr("bool", False),
+             "target_shape": Attr("shape", ()), "keep_highest": Attr("bool", False)},
+            ("reshape",))
 def _flatten(s: tuple[int, ...]) -> tuple[int, int]:
     if not s:
         raise ShapeError("Flatten: a 0-d value has no first axis to keep; give it one first "

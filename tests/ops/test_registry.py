@@ -55,8 +55,11 @@ def test_missing_required_attribute_names_it():
 
 
 @pytest.mark.parametrize("op, raw, expected", [
-    ("Reshape", {"shape": "(2, 2)"}, {"shape": (2, 2), "reverse": False}),
-    ("Reshape", {"shape": "[0, -1]", "reverse": "True"}, {"shape": (0, -1), "reverse": True}),
+    ("Reshape", {"shape": "(2, 2)"}, {"shape": (2, 2), "reverse": False, "target_shape": (),
+                                      "keep_highest": False}),
+    ("Reshape", {"shape": "[0, -1]", "reverse": "True"}, {"shape": (0, -1), "reverse": True,
+                                                          "target_shape": (),
+                                                          "keep_highest": False}),
     ("sum", {"axis": "None", "keepdims": "False"}, {"axis": None, "keepdims": False,
                                                      "exclude": False}),
     ("sum", {"axis": "1"}, {"axis": 1, "keepdims": False, "exclude": False}),
