@@ -61,6 +61,7 @@ from hybridlab.errors import (
 )
 from hybridlab.ops import optimizer as optimizer_ops
 from hybridlab.ops import registry
+from hybridlab.ops.nn import variance_from_invstd
 from hybridlab.ops.registry import Aval, OpDef, RunContext
 
 _CPU = cpu()
@@ -784,13 +785,14 @@ def _expand(op: OpDef, inputs: list, attrs: dict, name: str | None = None,
 def _move_statistics(op: OpDef, inputs: list, parsed: dict) -> Any:
     """BatchNorm while training: the output, and the moving statistics (inputs 3, 4)
     moved in place towards the batch's, outside the tape (see ``OpDef.moves_statistics``)."""
-    out, mean, var = registry.run_lowering(op, _this_module, inputs,
-                                           {**parsed, "output_mean_var": True}, True)
+    out, mean, invstd = registry.run_lowering(op, _this_module, inputs,
+                                              {**parsed, "output_mean_var": True}, True)
     keep = parsed["momentum"]
     with autograd.pause():
-        for moving, batch in ((inputs[3], mean), (inputs[4], var)):
-            _assign(moving, moving * keep + batch.detach() * (1 - keep))
-    return (out, mean, var) if parsed["output_mean_var"] else out
+        var = variance_from_invstd(_this_module, invstd.detach(), parsed["eps"])
+        for moving, batch in ((inputs[3], mean.detach()), (inputs[4], var)):
+            _assign(moving, moving * keep + batch * (1 - keep))
+    return (out, mean, invstd) if parsed["output_mean_var"] else out
 
 
 def _inplace_method(dunder: str) -> Any:

@@ -306,7 +306,8 @@ BUDGETS: dict[str, int] = {
     # MXNet's linalg.gemm2 and potrf (+ its backward)
     "hybridlab/ops/linalg.py": 105,  # + gemm (a composite), the rows' axis of gemm/gemm2
     # + LeakyReLU selu/gelu (issue 24);
-    "hybridlab/ops/nn.py": 300,  # + LeakyReLU prelu (a gamma input, its gradient op)
+    "hybridlab/ops/nn.py": 306,  # + BatchNorm's third output as MXNet's (1/sqrt(var+eps));
+    # + LeakyReLU prelu (a gamma input, its gradient op)
     # sigmoid, LeakyReLU, Activation, Dropout, BatchNorm (MXNet's
     # op, lowered), SoftmaxOutput with its cross-entropy gradient; + LRN (a window sum)
     # + windows combined along rows, then columns (+ scratch)

@@ -201,7 +201,9 @@ def _batch_norm(F: Any, data: Any, gamma: Any, beta: Any, moving_mean: Any, movi
                 use_global_stats: bool, output_mean_var: bool, axis: int, cudnn_off: bool) -> Any:
     """Per channel along ``axis``: ``(x - mean) / sqrt(var + eps) * gamma + beta``, with
     the batch's statistics while training (unless ``use_global_stats``), else the moving
-    ones; with ``output_mean_var`` also the mean and variance used, one per channel.
+    ones; with ``output_mean_var`` also, one per channel, the mean used and the inverse
+    standard deviation ``1 / sqrt(var + eps)`` -- MXNet's second and third outputs (the
+    third is not the variance: ``var = 1 / invstd**2 - eps`` gives it back).
 
     Written without the data's number of dimensions, so that a graph traced without
     shapes lowers too: a (C,) statistic broadcasts along the channel axis once it is
@@ -221,17 +223,26 @@ def _batch_norm(F: Any, data: Any, gamma: Any, beta: Any, moving_mean: Any, movi
     else:
         mean, var = reshape(moving_mean, -1, *ones), reshape(moving_var, -1, *ones)
     scale = F.ones_like(gamma) if fix_gamma else gamma
-    scale = F.broadcast_div(reshape(scale, -1, *ones), F.sqrt(var + eps))
+    std = F.sqrt(var + eps)
+    scale = F.broadcast_div(reshape(scale, -1, *ones), std)
     out = F.broadcast_add(F.broadcast_mul(F.broadcast_sub(view, mean), scale),
                           reshape(beta, -1, *ones))
     if view is not data:
         out = F.reshape_like(out, data)
-    return (out, reshape(mean, -1), reshape(var, -1)) if output_mean_var else out
+    if not output_mean_var:
+        return out
+    return out, reshape(mean, -1), reshape(F.reciprocal(std), -1)
+
+
+def variance_from_invstd(F: Any, invstd: Any, eps: float) -> Any:
+    """The variance behind BatchNorm's third output, ``1 / invstd**2 - eps`` (what the
+    moving variance moves towards)."""
+    return F.reciprocal(F.square(invstd)) - eps
 
 
 def _batch_norm_infer(x: Aval, *stats: Aval, axis: int, output_mean_var: bool,
                       **unused: Any) -> list[Aval]:
-    """The data's aval (and the per-channel mean and variance with ``output_mean_var``);
+    """The data's aval (and the per-channel mean and inverse std with ``output_mean_var``);
     gamma, beta and the moving statistics must hold one value per channel along ``axis``
     (a running_var of another shape would broadcast silently)."""
     if not -len(x.shape) <= axis < len(x.shape):

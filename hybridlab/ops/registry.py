@@ -161,7 +161,8 @@ class OpDef:
     lower: Callable[..., Any] | None = None  # a layer operator's definition (see above)
     # BatchNorm's side effect, as MXNet's operator has it: run imperatively while training
     # (use_global_stats off), inputs 3 and 4 (moving mean, variance) move in place towards
-    # the batch's statistics (the lowering's outputs 1 and 2 with output_mean_var) by momentum
+    # the batch's statistics (the lowering's outputs 1 and 2 with output_mean_var: the mean,
+    # and the inverse standard deviation the variance is recovered from) by momentum
     moves_statistics: bool = False
     aliases: tuple[str, ...] = ()
     doc: str = ""

@@ -22,6 +22,7 @@ from hybridlab.errors import ShapeError
 from hybridlab.gluon import _trace
 from hybridlab.gluon.block import Block, HybridBlock
 from hybridlab.gluon.nn.activations import Activation
+from hybridlab.ops.nn import variance_from_invstd
 
 
 def _shape(x: Any) -> tuple[int, ...]:
@@ -195,9 +196,10 @@ class BatchNorm(HybridBlock):
                              output_mean_var=training, name="fwd")
         if not training:
             return result
-        out, mean, var = result
+        out, mean, invstd = result  # (MXNet's third output: 1 / sqrt(var + eps))
         self._update(F, self.running_mean, running_mean, mean)
-        self._update(F, self.running_var, running_var, var)
+        self._update(F, self.running_var, running_var,
+                     variance_from_invstd(F, invstd, self._eps))
         return out
 
     def _update(self, F: Any, param: Any, running: Any, batch: Any) -> None:
