@@ -78,20 +78,23 @@ def test_a_hybridized_block_takes_none_and_keeps_its_first_structure():
         net(None, None)
 
 
-def test_save_parameters_deduplicates_shared_parameters(tmp_path):
-    class Pair(gluon.Block):
-        def __init__(self):
-            super().__init__()
-            self.a = nn.Dense(2, in_units=2)
-            self.b = nn.Dense(2, in_units=2, params=self.a.collect_params())
+class _SharedPair(gluon.Block):
+    """Two children, one parameter set: b reads a's."""
 
-    net = Pair()
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Dense(2, in_units=2)
+        self.b = nn.Dense(2, in_units=2, params=self.a.collect_params())
+
+
+def test_save_parameters_deduplicates_shared_parameters(tmp_path):
+    net = _SharedPair()
     net.initialize()
     net.save_parameters(str(tmp_path / "one.params"), deduplicate=True)
     assert len(nd.load(str(tmp_path / "one.params"))) == 2  # weight and bias once
     net.save_parameters(str(tmp_path / "two.params"))
     assert len(nd.load(str(tmp_path / "two.params"))) == 4
-    other = Pair()
+    other = _SharedPair()
     other.load_parameters(str(tmp_path / "one.params"))
     np.testing.assert_array_equal(other.b.weight.data().asnumpy(), net.a.weight.data().asnumpy())
 
@@ -298,16 +301,10 @@ def test_a_symbol_block_inside_a_hybridized_net_sizes_its_parameters_and_reloads
 
 
 def test_a_file_loaded_into_a_network_never_initialised_can_be_saved_again(tmp_path):
-    class Shared(gluon.Block):  # two children, one parameter: b reads a's
-        def __init__(self):
-            super().__init__()
-            self.a = nn.Dense(2, in_units=2)
-            self.b = nn.Dense(2, in_units=2, params=self.a.collect_params())
-
-    net = Shared()
+    net = _SharedPair()
     net.initialize()
     net.save_parameters(str(tmp_path / "once.params"), deduplicate=True)
-    fresh = Shared()  # not initialised: the file is its first value
+    fresh = _SharedPair()  # not initialised: the file is its first value
     fresh.load_parameters(str(tmp_path / "once.params"))
     fresh.save_parameters(str(tmp_path / "both.params"))
     assert len(nd.load(str(tmp_path / "both.params"))) == 4
