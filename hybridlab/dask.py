@@ -76,7 +76,7 @@ def to_dask(source: Any, inputs: Mapping[str, Any] | None = None, *,
         if node.kind == "call":
             _check_kernel(node, i)
     # one task per primitive operator
-    graph, _ = lower_operators(graph, PassContext(training=training))
+    graph = lower_operators(graph, PassContext(training=training)).graph
     try:  # the shapes first: a mismatch is reported here, naming the node, not in a worker
         ir.infer_shapes(graph, [Aval(given[n].shape, given[n].dtype) for n in names])
     except ValueError as error:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from hybridlab.graph.ir import Graph
+from hybridlab.graph.passes import derived_input
 
 LEARNABLE_ATTRS = ("__init__", "__lr_mult__", "__wd_mult__")  # only trainable vars have them
 
@@ -143,7 +144,6 @@ CONCAT_OPS = frozenset({"Concat", "concat"})
 WEIGHT_SUFFIX = re.compile(  # "conv1_w_0" -> "conv1": whose weight, not which of its weights
     r"([_/.:-](w|b|s|weight|bias|gamma|beta|scale|mean|var|rm|riv|moving_mean|moving_var|"
     r"running_mean|running_var|\d+))+$")
-DERIVED_FROM = ("layout_of", "folded_from")  # attributes of a var a pass made from weights
 AUTO_NAME = re.compile(r"^[A-Za-z_]*\d+$")  # "relu0", "r38": a counter, not a scope
 
 
@@ -275,12 +275,9 @@ def _kind(run: Sequence[Any]) -> str:
 
 def source_names(var: Any) -> list[str]:
     """The names a var stands for: the inputs a pass derived it from (a transposed or a
-    BatchNorm-folded weight names them in an attribute, :data:`DERIVED_FROM`), else its own."""
-    for key, value in var.attrs:
-        if key in DERIVED_FROM:
-            return [n for n in (value if isinstance(value, tuple) else (value,))
-                    if isinstance(n, str) and n]
-    return [var.name]
+    BatchNorm-folded weight: ``graph.passes.derived_input``), else its own."""
+    derived = derived_input(var)
+    return [var.name] if derived is None else [name for name in derived.sources if name]
 
 
 def parameter_names_of(nodes: Sequence[Any]) -> list[str]:

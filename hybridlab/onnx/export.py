@@ -307,7 +307,7 @@ def export_model(sym: Any, params: Any, in_shapes: Sequence[Sequence[int]] | Non
     avals.update({n: Aval(v.shape, v.dtype) for n, v in values.items()})
     graph = ir.infer_shapes(graph_sym.to_graph(), avals)
     # the layer operators ONNX has stay whole
-    graph, _ = lower_operators(graph, PassContext(keep=frozenset(ONNX_OPS)))
+    graph = lower_operators(graph, PassContext(keep=frozenset(ONNX_OPS))).graph
     free = list(dynamic_input_shapes) if dynamic and dynamic_input_shapes else shapes
     builder = _Builder(helper, numpy_helper)
     names: dict[tuple[int, int], str] = {}

@@ -34,8 +34,6 @@ from typing import Any, Sequence
 from hybridlab import display
 from hybridlab.errors import GraphvizNotFoundError
 from hybridlab.graph.passes import derived_input
-from hybridlab.graph.passes.fold_batchnorm import FOLDED_FROM
-from hybridlab.graph.passes.pretranspose_weights import LAYOUT_OF
 from hybridlab.lab.graphs import (
     Block,
     as_graph,
@@ -310,10 +308,9 @@ def _subgraph(node: Any) -> Any:
 def _label(node: Any, canvas: _Canvas) -> str:
     from hybridlab.graph.ir import format_type
 
-    if node.kind == "var":  # a layout pass's copy says whose: "= fc_weight transposed"
-        source, folded = dict(node.attrs).get(LAYOUT_OF), dict(node.attrs).get(FOLDED_FROM)
-        lines = [node.name] + ([f"= {source} transposed"] if source else []) + (
-            [f"= {folded[0]} with {folded[2].removesuffix('_gamma')} folded"] if folded else [])
+    if node.kind == "var":  # a pass's derived input says whose: "= fc_weight transposed"
+        derived = derived_input(node)
+        lines = [node.name] + ([f"= {derived.text}"] if derived is not None else [])
     elif node.kind == "const":
         lines = [f"const {node.value.item():g}" if node.value.size == 1 else "const"]
     else:
