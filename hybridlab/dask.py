@@ -39,8 +39,7 @@ from hybridlab import symbol as sym
 from hybridlab.engine import TaskRecord
 from hybridlab.errors import DaskGraphError
 from hybridlab.graph import ir
-from hybridlab.graph.passes.context import PassContext
-from hybridlab.graph.passes.lower_operators import lower_operators
+from hybridlab.graph.passes import PassContext, lower_operators
 from hybridlab.ops import registry
 from hybridlab.ops.registry import Aval, RunContext
 

@@ -29,8 +29,7 @@ import numpy as np
 from hybridlab import ndarray, symbol
 from hybridlab.errors import OnnxExportError
 from hybridlab.graph import ir
-from hybridlab.graph.passes.context import PassContext
-from hybridlab.graph.passes.lower_operators import lower_operators
+from hybridlab.graph.passes import PassContext, lower_operators
 from hybridlab.ops.conv import spatial
 from hybridlab.ops.nn import gamma_shape
 from hybridlab.ops.registry import Aval
