@@ -199,3 +199,44 @@ def test_an_export_killed_between_its_two_files_is_detected(tmp_path):
     child.wait(timeout=30)
     with pytest.raises(ModelFileError, match="not one export"):
         SymbolBlock.imports(prefix + "-symbol.json", "data", prefix + "-0000.params")
+
+
+def test_every_epoch_exported_with_one_graph_loads_with_the_shared_json(tmp_path):
+    net = nn.Dense(2, in_units=3)
+    net.initialize()
+    net.hybridize()
+    net(nd.ones((1, 3)))
+    prefix = str(tmp_path / "net")
+    for epoch in (1, 2, 3):  # MXNet's checkpoints: one -symbol.json, a .params per epoch
+        net.weight.set_data(nd.full((2, 3), float(epoch)))
+        net.export(prefix, epoch=epoch)
+    for epoch in (1, 2, 3):
+        loaded = SymbolBlock.imports(prefix + "-symbol.json", "data",
+                                     f"{prefix}-{epoch:04d}.params")
+        assert loaded(nd.ones((1, 3))).asnumpy().tolist() == [[3.0 * epoch] * 2]
+    net.weight.set_data(nd.full((2, 3), 7.0))
+    net.export(prefix, epoch=2)  # epoch 2 again: its old weights are no longer vouched for
+    again = SymbolBlock.imports(prefix + "-symbol.json", "data", prefix + "-0002.params")
+    assert again(nd.ones((1, 3))).asnumpy().tolist() == [[21.0, 21.0]]
+    wider = nn.Dense(4, in_units=3)  # another graph under the same prefix
+    wider.initialize()
+    wider.hybridize()
+    wider(nd.ones((1, 3)))
+    wider.export(prefix, epoch=4)
+    with pytest.raises(ModelFileError, match="not one export.*epoch 0004"):
+        SymbolBlock.imports(prefix + "-symbol.json", "data", prefix + "-0001.params")
+    SymbolBlock.imports(prefix + "-symbol.json", "data", prefix + "-0004.params")
+
+
+def test_a_json_with_one_bare_digest_still_checks_its_params(tmp_path):
+    import re
+
+    symbol_file, param_file = _export_pair(tmp_path, 1.0)
+    text = open(symbol_file).read()
+    old_style = re.sub(r'"0000:([0-9a-f]{64})"', r'"\1"', text)  # as hybridlab 0.2 wrote it
+    assert old_style != text
+    open(symbol_file, "w").write(old_style)
+    SymbolBlock.imports(symbol_file, "data", param_file)
+    nd.save(param_file, {"arg:dense0_weight": nd.zeros((2, 3)), "arg:dense0_bias": nd.zeros(2)})
+    with pytest.raises(ModelFileError, match="not one export"):
+        SymbolBlock.imports(symbol_file, "data", param_file)
