@@ -117,7 +117,7 @@ else
 endif
 # ---- end of notebook tests ----
 
-# Lesson 11's PyTorch cells (tag `requires-torch`) and the torch half of its exercise tests.
+# Lesson 11's PyTorch cells (`%%requires torch`) and the torch half of its exercise tests.
 # `make test` skips them where torch is missing: torch from the package registry pulls
 # several GB of CUDA libraries, so it is never a dependency. A CPU-only build is enough:
 #     .venv/bin/pip install torch==2.13.0 onnxscript --index-url https://download.pytorch.org/whl/cpu
