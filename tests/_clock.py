@@ -24,6 +24,30 @@ class TaskClock:
         return len(current.trace) * self.tick
 
 
+class HandOverClock(TaskClock):
+    """A :class:`TaskClock` that also charges ``hand_over`` seconds for every wait on one
+    array (``wait_to_read``, ``asnumpy``, ``print``): d2l's cost model of a loop, in which a
+    task costs ``t2`` and a barrier adds the hand-over ``t3``."""
+
+    def __init__(self, tick: float = 1e-5, hand_over: float = 2e-5) -> None:
+        super().__init__(tick)
+        self.hand_over = hand_over
+
+    def __call__(self) -> float:
+        current = engine.current()
+        waits = getattr(current, "_hand_over_waits", None)
+        if waits is None:
+            waits = current._hand_over_waits = [0]
+            original = current.wait_for_var
+
+            def counted(var: engine.Var) -> None:
+                waits[0] += 1
+                original(var)
+
+            current.wait_for_var = counted  # this engine only: it lives as long as the check
+        return super().__call__() + waits[0] * self.hand_over
+
+
 def scripted_clock(durations: Sequence[float]) -> Callable[[], float]:
     """A clock read in (start, end) pairs: the i-th interval measured with it lasts
     ``durations[i % len(durations)]`` seconds, whatever the code between the reads did."""

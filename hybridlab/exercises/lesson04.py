@@ -12,7 +12,7 @@ import statistics
 import time
 from typing import Any, Callable
 
-from hybridlab.exercises._common import Feedback
+from hybridlab.exercises._common import Feedback, Judgement, judge_ratio, verdict
 
 
 def _diamond_tasks() -> list[Any]:
@@ -87,7 +87,8 @@ def check_speedup(prediction: float, clock: Callable[[], float] = time.perf_coun
     """Predict-then-measure: the time of two independent chains of products on one
     worker divided by their time on two workers (one BLAS thread each). Measured in
     ``rounds`` interleaved rounds (one worker, then two), medians compared; ``clock``
-    is the timer (injectable, so a test can fix the durations). Within 20% counts."""
+    is the timer (injectable, so a test can fix the durations). Judged by
+    :func:`~hybridlab.exercises._common.judge_ratio`: on the effect, the ratio minus 1."""
     import os
 
     if not isinstance(prediction, (int, float)) or not prediction > 0:
@@ -99,22 +100,25 @@ def check_speedup(prediction: float, clock: Callable[[], float] = time.perf_coun
             times[workers].append(_two_chains_seconds(workers, clock))
     one, two = statistics.median(times[1]), statistics.median(times[2])
     measured = one / two
-    off = prediction / measured - 1
+    judgement = judge_ratio(prediction, measured)
+    if prediction > 2:  # impossible, however close to this run's measurement
+        judgement = Judgement(False, judgement.off)
     line = (f"you predicted {prediction:.2f}x; measured {measured:.2f}x (1 worker "
-            f"{one * 1e3:.1f} ms, 2 workers {two * 1e3:.1f} ms, medians of {rounds}), "
-            f"{abs(off):.0%} {'above' if off > 0 else 'below'}")
-    if abs(off) <= 0.2:
+            f"{one * 1e3:.1f} ms, 2 workers {two * 1e3:.1f} ms, medians of {rounds}): "
+            f"{judgement.off}")
+    if judgement.correct:
         return Feedback(True, line)
     if prediction > 2:
         why = ("two workers can at most halve the time: each chain is a sequence, so the "
                "best is one chain per worker")
-    elif off > 0:
+    elif prediction > measured:
         why = (f"the cores ({os.cpu_count()} here) also run Python, the engine's bookkeeping "
                "and other programs; whatever they take, the two workers do not get")
     else:
-        why = ("the chains never meet, so two workers run them side by side: with two free "
+        why = ("the chains never meet, and a product releases Python's interpreter lock "
+               "while BLAS computes, so two workers run them side by side: with two free "
                "cores the time comes close to half")
-    return Feedback(False, f"{line}: {why}")
+    return verdict(judgement, f"{line}: {why}")
 
 
 def chain_sum_graph(n: int = 8) -> Any:

@@ -9,7 +9,7 @@ from typing import Callable
 
 import numpy as np
 
-from hybridlab.exercises._common import Feedback, compare_block, inputs
+from hybridlab.exercises._common import Feedback, compare_block, inputs, judge_ratio, verdict
 
 
 @functools.cache  # one class object per session, so isinstance checks behave
@@ -87,8 +87,8 @@ def check_retrace_cost(prediction: float, clock: Callable[[], float] = time.perf
     """Predict-then-measure: under ``hybridize(static_shape=True)``, how many times longer
     does a call with a new input shape take than a second call with the same shape? Each
     round calls a fresh shape, then repeats it; the medians are compared (``clock`` is
-    the timer, injectable for tests). Within a factor of 3 counts: it is the order of
-    magnitude that decides whether a varying shape is affordable."""
+    the timer, injectable for tests). Judged by
+    :func:`~hybridlab.exercises._common.judge_ratio`: less than a factor of two off."""
     from hybridlab import nd
     from hybridlab.gluon import nn
 
@@ -113,10 +113,11 @@ def check_retrace_cost(prediction: float, clock: Callable[[], float] = time.perf
             block(x).wait_to_read()
             times.append(clock() - start)
     measured = statistics.median(new) / statistics.median(same)
+    judgement = judge_ratio(float(prediction), measured)
     line = (f"you predicted {prediction:g}x; measured {measured:.0f}x (new shape "
             f"{statistics.median(new) * 1e6:.0f} µs, same shape "
-            f"{statistics.median(same) * 1e6:.0f} µs, medians of {rounds})")
-    if measured / 3 <= prediction <= measured * 3:
+            f"{statistics.median(same) * 1e6:.0f} µs, medians of {rounds}): {judgement.off}")
+    if judgement.correct:
         return Feedback(True, f"{line}: a new shape pays for a whole trace and compile")
     if prediction < measured:
         why = ("a new shape traces hybrid_forward again, runs every pass and generates and "
@@ -124,4 +125,4 @@ def check_retrace_cost(prediction: float, clock: Callable[[], float] = time.perf
     else:
         why = ("a repeated shape finds its program in the cache and only runs it; the trace "
                "and compile, though slow, are a one-off per shape")
-    return Feedback(False, f"{line}, off by more than a factor of 3: {why}")
+    return verdict(judgement, f"{line}: {why}")

@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from hybridlab.exercises._common import Feedback, how_far_off
+from hybridlab.exercises._common import Feedback, judge_ratio, verdict
 
 TORCH_HINT = ("this exercise needs PyTorch, which the course does not install; a CPU-only "
               "build: .venv/bin/pip install torch==2.13.0 --index-url "
@@ -166,10 +166,11 @@ def check_dispatch_ratio(guess: float, size: int = 512, runs: int = 5,
         waited.append(timer() - start)
     push, done = min(pushed), min(pushed) + min(waited)
     measured = done / push
-    close, off = how_far_off(float(guess), measured)
+    judgement = judge_ratio(float(guess), measured)
     report = (f"measured {measured:.0f} (the call returned after {push * 1e6:.0f} µs, the "
-              f"value was ready after {done * 1e6:.0f} µs); your guess is {off}. Why: the "
+              f"value was ready after {done * 1e6:.0f} µs); your guess is {judgement.off}. "
+              "Why: the "
               f"call only hands the compiled program and its input to the runtime, a cost "
               f"that does not depend on the size; the product's {2 * size ** 3:,} "
               "floating-point operations run after it returned")
-    return Feedback(close, report if close else report + " -- within a factor of two counts")
+    return verdict(judgement, report)
