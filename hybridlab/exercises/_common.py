@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import statistics
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -81,36 +80,15 @@ def compare_block(block_class: type, reference: Callable[[np.ndarray], np.ndarra
 def interleaved_medians(runs: dict[str, Callable[[], Any]], calls: int, rounds: int,
                         timer: Callable[[], float],
                         switches: dict[str, Callable[[], Any]] | None = None,
-                        engine_factory: Callable[[], Any] | None = None
-                        ) -> dict[str, float]:
-    """Seconds per call of each run, by the course's protocol (lesson 00, "How the course
-    measures"): the naive engine, one BLAS thread, rounds of ``calls`` calls of every run
-    in rotating order, the median round. ``timer`` is injectable, so a test can pass a
-    deterministic clock (a timed check then gives the same verdict on every machine).
-    ``switches[name]()``, if given, runs (untimed, with one untimed call) before each round
-    of ``name``: ``net.hybridize(...)`` forgets the compiled program, so it cannot sit in
-    the timed loop. ``engine_factory`` makes another engine than the naive one."""
-    from threadpoolctl import threadpool_limits
+                        engine: Any = "NaiveEngine") -> dict[str, float]:
+    """Seconds per call of each run, by the course's one protocol
+    (:func:`hybridlab.lab.timing.measure`; ``calls`` calls a round, in three runs).
+    ``timer`` is injectable, so a test can pass a deterministic clock (a timed check then
+    gives the same verdict on every machine)."""
+    from hybridlab.lab.timing import RUNS, measure
 
-    from hybridlab import engine
-    from hybridlab import ndarray as nd
-
-    names = list(runs)
-    samples: dict[str, list[float]] = {name: [] for name in names}
-    chosen = engine.NaiveEngine() if engine_factory is None else engine_factory()
-    with engine.engine_scope(chosen), threadpool_limits(1, user_api="blas"):
-        for round_index in range(rounds):
-            for offset in range(len(names)):
-                name = names[(round_index + offset) % len(names)]
-                (switches or {}).get(name, lambda: None)()
-                runs[name]()  # warm up: a first hybridized call traces and compiles
-                nd.waitall()
-                start = timer()
-                for _ in range(calls):
-                    runs[name]()
-                nd.waitall()
-                samples[name].append((timer() - start) / calls)
-    return {name: statistics.median(values) for name, values in samples.items()}
+    return measure(runs, engine=engine, rounds=rounds, calls=max(1, calls // RUNS),
+                   switches=switches, timer=timer).seconds
 
 
 NO_EFFECT = 1.0  # the ratio that says "it makes no difference"

@@ -150,7 +150,7 @@ def check_barrier_ratio(guess: float, steps: int = 50, rounds: int = 5,
 
     times = interleaved_medians({"sync": lambda: loop(True), "once": lambda: loop(False)},
                                 1, rounds, timer,
-                                engine_factory=lambda: engine.ThreadedEngine(workers=1))
+                                engine=engine.ThreadedEngine(workers=1))
     measured = times["sync"] / times["once"]
     judgement = judge_ratio(float(guess), measured)
     per = {name: t / steps * 1e6 for name, t in times.items()}

@@ -200,7 +200,7 @@ def check_two_device_step(prediction: float, timer: Callable[[], float] = time.p
                                f"{prediction!r}")
     steps = {"one device": _step_on(1), "two devices": _step_on(2)}
     times = interleaved_medians(steps, calls=3, rounds=rounds, timer=timer,
-                                engine_factory=lambda: engine.ThreadedEngine(workers=1))
+                                engine=engine.ThreadedEngine(workers=1))
     measured = times["two devices"] / times["one device"]
     judgement = judge_ratio(prediction, measured)
     line = (f"you predicted {prediction:g}x; measured {measured:.2f}x (one device "
