@@ -104,10 +104,6 @@ def _speedup_guess(answer):
                                          timer=TaskClock())
 
 
-def _compiled_speedup(answer):
-    return exercises.check_compiled_speedup(answer, calls=3, rounds=3, timer=TaskClock())
-
-
 def _barrier_ratio(answer):
     return exercises.check_barrier_ratio(answer, steps=20, rounds=3,
                                          timer=HandOverClock(tick=1e-5, hand_over=2e-5))
@@ -180,7 +176,7 @@ def _inception_speedup():
 
 CHECKS = {
     "check_speedup_guess": (_speedup_guess, "ratio", 5.0),  # 5 engine tasks against 1
-    "check_compiled_speedup": (_compiled_speedup, "ratio", 6.0),  # 6 tasks against 1
+    "check_held_bytes": (exercises.check_held_bytes, "amount", 3 * 250_000 * 4),
     "check_arena_bytes": (exercises.check_arena_bytes, "amount", 16 * (256 + 128) * 4),
     "check_barrier_ratio": (_barrier_ratio, "ratio", None),
     "check_speedup": (_two_workers, "ratio", 16 * 11e-6 / (16 * 6e-6)),
@@ -267,13 +263,12 @@ def test_tour_mlp_without_relu_is_rejected():
     assert "['tanh', 'relu']" in exercises.check_tour_mlp(tanh).message
 
 
-def test_compiled_speedup_is_measured_per_engine_task():
-    verdict = _compiled_speedup(6)
-    assert verdict and "measured 6.0 at batch 1" in verdict.message
-    assert "each of the 6 operators is an engine task" in verdict.message
-    far = _compiled_speedup(30)
-    assert not far and "5.0 times too high" in far.message and "batch shrinks" in far.message
-    assert "positive ratio" in exercises.check_compiled_speedup(0).message
+def test_held_bytes_count_every_local_until_the_return():
+    assert exercises.check_held_bytes(3_000_000)
+    only_the_last = exercises.check_held_bytes(1_000_000)
+    assert not only_the_last and "only the array the last statement reads" in \
+        only_the_last.message and "not until its last use" in only_the_last.message
+    assert "whole number of bytes" in exercises.check_held_bytes(1.5).message
 
 
 def test_arena_bytes_are_read_from_the_compiled_program():

@@ -2,20 +2,11 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any, Callable
 
 import numpy as np
 
-from hybridlab.exercises._common import (
-    Feedback,
-    inputs,
-    interleaved_medians,
-    judge_ratio,
-    ops_in,
-    run,
-    verdict,
-)
+from hybridlab.exercises._common import Feedback, inputs, judge_amount, ops_in, run
 
 
 def check_symbol_program(fn: Callable[..., Any]) -> Feedback:
@@ -95,40 +86,37 @@ def three_layers(F: Any, x: Any, params: dict[str, Any], fine: bool) -> Any:
     return x
 
 
-def check_compiled_speedup(guess: float, batch: int = 1, calls: int = 100, rounds: int = 5,
-                           timer: Callable[[], float] = time.perf_counter) -> Feedback:
-    """Predict how many times faster lesson 01's ``three_layers`` (coarse form) runs
-    compiled than imperatively on a batch of ``batch`` rows, on the naive engine; then
-    measure it (the course's protocol: interleaved rounds, medians, one BLAS thread).
-    Section 5 measured it at batch 32; the question is what changes at another batch."""
-    from hybridlab import engine, nd, sym
-    from hybridlab.graph.cached_op import CachedOp
+def chain(x: Any) -> Any:
+    """Section 1's chain: four statements, each reading only the array the one before made."""
+    h1 = np.tanh(x)
+    h2 = np.tanh(h1)
+    h3 = np.tanh(h2)
+    return np.tanh(h3)
 
-    if not isinstance(guess, (int, float)) or isinstance(guess, bool) or not guess > 0:
-        return Feedback(False, f"guess a positive ratio (imperative time / compiled time), "
-                               f"not {guess!r}")
-    x, *arrays = inputs((batch, 64), *[(64, 64), (64,)] * 3)
-    params = {f"{kind}{i}": arrays[2 * i + (kind == "b")] for i in range(3) for kind in "wb"}
-    program = three_layers(sym, sym.var("x"), {name: sym.var(name) for name in params}, False)
-    values = {"x": x, **params}
-    ordered = [values[node.name] for node in program.to_graph().inputs]
-    compiled = CachedOp(program)
-    with engine.engine_scope(engine.NaiveEngine()) as naive:
-        naive.set_tracing(True)
-        three_layers(nd, x, params, False).wait_to_read()
-        tasks = len(naive.trace)
-    times = interleaved_medians({"imperative": lambda: three_layers(nd, x, params, False),
-                                 "compiled": lambda: compiled(*ordered)},
-                                calls, rounds, timer)
-    measured = times["imperative"] / times["compiled"]
-    judgement = judge_ratio(float(guess), measured)
-    report = (f"measured {measured:.1f} at batch {batch} (imperative "
-              f"{times['imperative'] * 1e6:.1f} µs, compiled {times['compiled'] * 1e6:.1f} µs "
-              f"per call, naive engine); your guess is {judgement.off}. Why: imperatively "
-              f"each of the {tasks} operators is an engine task paying the framework's Python "
-              "(dispatch, shape rule, push); compiled, one task pays it once and runs the "
-              "same kernels. The kernels shrink with the batch and the Python around them "
-              "does not, so the ratio grows as the batch shrinks -- but only up to the ratio "
-              "of the Python costs alone, since at these sizes the kernels were a small part "
-              "of the call already")
-    return verdict(judgement, report)
+
+def check_held_bytes(guess: int, n: int = 250_000) -> Feedback:
+    """Predict how many bytes of arrays ``chain``'s local names hold while its last
+    statement runs, on a float32 array of ``n`` numbers; then measure it: section 1's
+    ``lifetimes`` runs the function and follows each array until it is freed."""
+    from hybridlab.lab.memory import lifetimes
+
+    if not isinstance(guess, (int, np.integer)) or isinstance(guess, bool):
+        return Feedback(False, f"give a whole number of bytes, not {guess!r}")
+    steps, lives = lifetimes(chain, np.ones(n, dtype=np.float32))
+    last = len(steps) - 2  # the return statement; the step after it is "(returned)"
+    held = [life for life in lives if life.born < last < life.freed or life.born == last]
+    measured = sum(life.nbytes for life in held)
+    judgement = judge_amount(guess, measured, within=1.05)
+    array = 4 * n
+    why = (f"each array is {n:,} float32 numbers, {array:,} bytes; while the last statement "
+           f"runs, {', '.join(life.name for life in held)} are all still held -- a local "
+           "lives until the function returns, not until its last use, because the "
+           "interpreter runs one statement at a time and cannot know a name will not be read "
+           "again (only h3 is still to be read)")
+    if judgement.correct:
+        return Feedback(True, f"{measured:,} bytes: {why}")
+    hint = {array: " -- you counted only the array the last statement reads",
+            4 * array: " -- the input x is the caller's, and the result is not a local yet",
+            measured // 4: " -- a float32 takes 4 bytes"}.get(guess, "")
+    return Feedback(False, f"measured {measured:,} bytes; your guess {guess:,} is "
+                           f"{judgement.off}{hint}. Why: {why}")

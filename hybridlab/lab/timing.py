@@ -61,7 +61,7 @@ CUSTOM = "depth x Dense(width)"
 WIDTH_RANGE = (16, 512)
 DEPTH_RANGE = (1, 8)
 OUTPUTS = 10  # units of the last Dense layer
-PROTOCOL = "all three on the naive engine and 1 BLAS thread; medians of interleaved rounds"
+PROTOCOL = "naive engine, 1 BLAS thread; interleaved rounds: fastest of 3 runs, median round"
 LAYERS = ("generated function", "CachedOp call + engine push", "block call",
           "framework per operator")  # a breakdown's overhead segments, outermost last
 
