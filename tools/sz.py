@@ -274,7 +274,8 @@ BUDGETS: dict[str, int] = {
     # (+ blocks: cut points, scopes from weights' names, stages of a big network)
     "hybridlab/lab/schedule.py": 285,  # list scheduler, bounds, task graphs, devices and streams
     "hybridlab/lab/queue.py": 125,  # the queue stepper's model: state, actions, summary
-    "hybridlab/lab/memory.py": 110,  # the memory timeline: boxes, live bytes, a step's line;
+    "hybridlab/lab/memory.py": 155,  # the memory timeline: boxes, live bytes, a step's line;
+    # + lifetimes: an imperative function's locals followed until they are freed (lesson 01)
     # + memory_notes, where the plan put each result (from viz.views)
     # (+ live_profile: a real network's bytes alive at every step, in one pass)
     "hybridlab/lab/passes.py": 120,  # + the folding stage's arithmetic on the block's numbers
@@ -347,7 +348,7 @@ BUDGETS: dict[str, int] = {
     # timing protocol with an injectable timer; + the judges that no "no effect" answer
     # and no factor of two fools (on the effect itself under 2x)
     "hybridlab/exercises/lesson00.py": 94,  # + the ReLU check, predict the speed-up
-    "hybridlab/exercises/lesson01.py": 108,  # + predict the cost of an extra operator
+    "hybridlab/exercises/lesson01.py": 96,  # + predict the bytes an interpreter holds
     "hybridlab/exercises/lesson02.py": 85,  # + predict the static arena's bytes
     "hybridlab/exercises/lesson03.py": 125,  # + which barrier, a runaway loop measured; + predict
     # the barrier's ratio
