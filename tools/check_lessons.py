@@ -107,7 +107,8 @@ DIRECTION = re.compile(
     r"(?:saves|saved|saving|savings)(?!\s+(?:outputs?|state|as|files?|the\s+(?:model|scripted|"
     r"graph)|for\s+the\s+backward))|grows?|grew|growing|shrinks?|shrank|shrinking|"
     r"(?:drops?|dropped|falls?|fell|rises?|rose)\s+(?:to|from|by|below|above|as|with)|"
-    r"overlap(?:s|ped|ping)?|beats?|beaten|outperforms?|speeds?\s+up|slows?|halves|halved|"
+    r"overlap(?:s|ped|ping)?|beats?|beaten|outperforms?|speeds?\s+up|slows|slowed|slowing|"
+    r"slow\s+down|halves|halved|"
     r"doubles|doubled|reduces?|reduced|increases?|increased|decreases?|decreased|exceeds?|"
     r"wins?|won|gains?|pays?\s+off|dominates?)\b")
 IDIOMS = re.compile(r"(?i)\b(?:no|any)\s+longer\b")  # "no longer" compares nothing
