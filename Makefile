@@ -26,7 +26,8 @@ help:
 	@echo "                     by make venv: see the target)"
 	@echo "make test-oldest     make site and the fast tests under the oldest Python (3.11)"
 	@echo "make fuzz            the loaders fuzzed with 10 000 examples each (FUZZ_EXAMPLES=...)"
-	@echo "make notebooks       regenerate notebooks/ from lessons/ (tools/sync_notebooks.py)"
+	@echo "make notebooks       regenerate notebooks/ from lessons/ (tools/sync_notebooks.py) and"
+	@echo "                     the README's minutes (tools/pacing.py)"
 	@echo "make bench           run every benchmarks/*.py"
 	@echo "make clean           remove caches and build files; make distclean also removes .venv"
 
@@ -172,6 +173,7 @@ notebooks: venv
 	@test -f tools/sync_notebooks.py || \
 		{ echo "notebooks: tools/sync_notebooks.py does not exist yet (course engineer)"; exit 1; }
 	$(PY) tools/sync_notebooks.py
+	$(PY) tools/pacing.py --write
 
 # The loaders' fuzz tests with 10 000 examples each (make test runs 200): every mutated
 # or random file must give ModelFileError / ArrayFileError or load correctly.
