@@ -26,7 +26,8 @@ help:
 	@echo "                     by make venv: see the target)"
 	@echo "make test-oldest     make site and the fast tests under the oldest Python (3.11)"
 	@echo "make fuzz            the loaders fuzzed with 10 000 examples each (FUZZ_EXAMPLES=...)"
-	@echo "make notebooks       regenerate notebooks/ from lessons/ (tools/sync_notebooks.py)"
+	@echo "make notebooks       regenerate notebooks/ from lessons/ (tools/sync_notebooks.py) and"
+	@echo "                     the README's minutes (tools/pacing.py)"
 	@echo "make bench           run every benchmarks/*.py"
 	@echo "make clean           remove caches and build files; make distclean also removes .venv"
 
@@ -121,7 +122,7 @@ else
 endif
 # ---- end of notebook tests ----
 
-# Lesson 11's PyTorch cells (tag `requires-torch`) and the torch half of its exercise tests.
+# Lesson 11's PyTorch cells (`%%requires torch`) and the torch half of its exercise tests.
 # `make test` skips them where torch is missing: torch from the package registry pulls
 # several GB of CUDA libraries, so it is never a dependency. A CPU-only build is enough:
 #     .venv/bin/pip install torch==2.13.0 onnxscript --index-url https://download.pytorch.org/whl/cpu
@@ -172,6 +173,7 @@ notebooks: venv
 	@test -f tools/sync_notebooks.py || \
 		{ echo "notebooks: tools/sync_notebooks.py does not exist yet (course engineer)"; exit 1; }
 	$(PY) tools/sync_notebooks.py
+	$(PY) tools/pacing.py --write
 
 # The loaders' fuzz tests with 10 000 examples each (make test runs 200): every mutated
 # or random file must give ModelFileError / ArrayFileError or load correctly.
