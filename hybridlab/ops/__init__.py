@@ -7,6 +7,7 @@ importing it after this package guarantees every operator is registered when it 
 from hybridlab.ops import (
     broadcast,
     conv,
+    conv_algorithms,
     creation,
     elementwise,
     fused,

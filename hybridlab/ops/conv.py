@@ -46,7 +46,16 @@ _GEOMETRY = {"kernel": Attr("shape", low=1),
 _CONV_ATTRS = {**_GEOMETRY, "num_filter": Attr("int", low=1),
                "num_group": Attr("int", 1, low=1),
                "no_bias": Attr("bool", False),
-               "layout": Attr("str", "NCHW", ("NCW", "NCHW", "NCDHW"))}  # (channels first)
+               "layout": Attr("str", "NCHW", ("NCW", "NCHW", "NCDHW")),  # (channels first)
+               # MXNet's choice of algorithm by measurement (NOTE [Convolution algorithms]
+               # in graph/passes/choose_convolutions.py): "off" keeps im2col; "None" is
+               # the unset value MXNet writes; the other two measure, as the default does
+               "cudnn_tune": Attr("str", "", ("", "None", "off", "limited_workspace",
+                                              "fastest")),
+               "cudnn_off": Attr("bool", False),  # True: im2col, nothing measured
+               # MXNet's scratch limit in MB; hybridlab's kernels bound their scratch by
+               # walking the batch in chunks (``chunks``), so it is read and not needed
+               "workspace": Attr("int", 1024, low=0)}
 
 
 def out_size(name: str, size: int, kernel: int, stride: int, pad: int, ceil: bool = False
