@@ -24,8 +24,9 @@ thin first layer); a measurement decides for each convolution (``graph/autotune.
 agree with im2col's to float32 rounding, not bit for bit (sums in another order).
 
 A *depthwise* convolution (one group per channel, MXNet's ``num_group = C``) is a poor
-fit for im2col, which runs one tiny matrix product per channel in a Python loop: the
-direct form adds ``kh * kw`` shifted slabs of the whole input, each scaled per channel.
+fit for im2col, which runs one tiny matrix product per channel in a Python loop: here
+every channel's windows are gathered at once and one stacked product (numpy's matmul
+over the channels) weighs each channel's windows by its own filter.
 
 The two operators here are internal: only ``choose_convolutions`` writes them, into
 inference programs (they have no gradient rule; a training program keeps Convolution).
@@ -167,29 +168,33 @@ def _winograd_infer(x: Aval, u: Aval, b: Aval | None = None, **attrs: Any) -> li
 def _depthwise_out(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *,
                    out: np.ndarray, kernel: Any, stride: Any, dilate: Any, pad: Any,
                    **unused: Any) -> np.ndarray:
-    """``out[:, c] = sum over offsets (i, j) of w[c, 0, i, j] * (the slab of x[:, c] that
-    offset reads)``: one multiply-add over the whole batch per kernel offset."""
-    padded = pad_image(x, pad)
-    scale = w.reshape(len(w), *kernel, 1, 1).astype(out.dtype, copy=False)
-    product = np.empty_like(out)
-    for i, j, slab in slabs(kernel, stride, dilate, out.shape[2:]):
-        if i == j == 0:
-            np.multiply(padded[slab], scale[:, i, j], out=out)
-        else:
-            np.multiply(padded[slab], scale[:, i, j], out=product)
-            out += product
+    """Each channel's windows side by side, ``(C, kh * kw, OH * OW)`` per image, then one
+    stacked product: channel c's ``kh * kw`` weights times its own windows (a chunk of
+    images at a time: the scratch stays bounded)."""
+    n, channels = x.shape[:2]
+    taps = kernel[0] * kernel[1]
+    weights = w.reshape(1, channels, 1, taps).astype(out.dtype, copy=False)
+    rows = out.reshape(n, channels, 1, out.shape[2] * out.shape[3])  # a view: written into
+    for part in chunks(n, taps * rows.shape[3] * channels * out.itemsize):
+        padded = pad_image(x[part], pad)
+        windows = np.empty((len(padded), channels, taps, *out.shape[2:]), out.dtype)
+        for i, j, slab in slabs(kernel, stride, dilate, out.shape[2:]):
+            windows[:, :, i * kernel[1] + j] = padded[slab]
+        np.matmul(weights, windows.reshape(*windows.shape[:3], -1), out=rows[part])
     if b is not None:
         out += b.reshape(1, -1, 1, 1)
     return out
 
 
 def _depthwise_scratch(x: Aval, w: Aval, b: Aval | None = None, **attrs: Any) -> int:
-    """The padded copy of the batch (when there is padding) and one offset's products."""
+    """A chunk's windows and its padded copy (when there is padding)."""
     result = _depthwise_infer(x, w, b, **attrs)[0]
+    taps = attrs["kernel"][0] * attrs["kernel"][1]
     padded = (x.shape[2] + 2 * attrs["pad"][0]) * (x.shape[3] + 2 * attrs["pad"][1]) \
         if any(attrs["pad"]) else 0
-    return (int(np.prod(result.shape)) * np.dtype(result.dtype).itemsize
-            + x.shape[0] * x.shape[1] * padded * np.dtype(x.dtype).itemsize)
+    per_image = x.shape[1] * (taps * result.shape[2] * result.shape[3] * np.dtype(
+        result.dtype).itemsize + padded * np.dtype(x.dtype).itemsize)
+    return chunk_scratch(x.shape[0], per_image)
 
 
 def _depthwise_infer(x: Aval, w: Aval, b: Aval | None = None, **attrs: Any) -> list[Aval]:
@@ -218,5 +223,5 @@ register(OpDef(
     kernel_out=_depthwise_out, infer=_depthwise_infer, grad=None, grad_missing=_WHY,
     workspace=lambda x, w, b=None, **attrs: _depthwise_scratch(x, w, b, **attrs),
     kind=Kind.OPAQUE, attrs=_CONV_ATTRS, inputs=_inputs,
-    doc="A depthwise Convolution (one filter per channel) computed directly: one "
-        "multiply-add over the batch per kernel offset. Written by choose_convolutions."))
+    doc="A depthwise Convolution (one filter per channel): every channel's windows "
+        "gathered at once, one stacked product. Written by choose_convolutions."))
