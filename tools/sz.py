@@ -59,9 +59,9 @@ PACKAGE = ROOT / "hybridlab"
 # timer, ~0.1k) and the fastest-of-three timing runs: 10.9k.
 # + 0.1k: instruments as documents (each display a moment, the snapshot notice, the
 # save hook) and controls redrawn by pasting a saved background (<= 300 ms a control)
-TOTAL_BUDGET = 17535  # + one shape inference run both ways (graph/shapes.py, backward rules: 0.2k)
+TOTAL_BUDGET = 17640  # + one shape inference run both ways (graph/shapes.py, backward rules: 0.2k)
 # + convolution algorithms chosen by measurement: Winograd and depthwise kernels, the pass,
-# the tuner, the report and explorer lines (0.27k)
+# the tuner, the report and explorer lines (0.27k); concatenations in place (0.1k)
 # + 55: the kvstore package's module headers, passes' results (PassResult, Note, READERS),
 # three long functions split (their signatures)
 # + 250: the ONNX importer's rules one per operator, optional-framework cells that skip
@@ -196,10 +196,12 @@ BUDGETS: dict[str, int] = {
     "hybridlab/graph/passes/eliminate_dead_code.py": 14,
     "hybridlab/graph/passes/lower_operators.py": 53,  # layer operators -> primitives
     "hybridlab/graph/passes/fuse_elementwise.py": 78,  # the pass only (the op: ops/fused.py)
-    "hybridlab/graph/passes/plan_memory.py": 165,  # + workspace, choosing the arena, mypy asserts
+    "hybridlab/graph/passes/plan_memory.py": 227,  # + workspace, choosing the arena, mypy asserts
+    # (+62: concatenations written in place by their inputs, nested ones sharing a buffer)
     # (+ the PassResult import)
     # (+1: sizes in exact integers, math.prod)
-    "hybridlab/graph/codegen.py": 295,  # + fused bodies, arena, source check, 0-d, specialise;
+    "hybridlab/graph/codegen.py": 326,  # + fused bodies, arena, source check, 0-d, specialise;
+    # (+31: a concatenation's buffer made before its inputs, each written into its slice)
     # + the linecache entry dropped with its program;
     # typed for mypy --strict; + Program.single: the plain call with an arena from the pool
     "hybridlab/graph/cached_op.py": 351,  # + gradients on their inputs' devices;
@@ -304,7 +306,8 @@ BUDGETS: dict[str, int] = {
     "hybridlab/lab/schedule.py": 290,  # (+ simulate split: checks, loop)
     # list scheduler, bounds, task graphs, devices and streams
     "hybridlab/lab/queue.py": 125,  # the queue stepper's model: state, actions, summary
-    "hybridlab/lab/memory.py": 155,  # the memory timeline: boxes, live bytes, a step's line;
+    "hybridlab/lab/memory.py": 161,  # the memory timeline: boxes, live bytes, a step's line;
+    # (+6: inputs drawn inside their concatenation)
     # + lifetimes: an imperative function's locals followed until they are freed (lesson 01)
     # + memory_notes, where the plan put each result (from viz.views)
     # (+ live_profile: a real network's bytes alive at every step, in one pass)
@@ -321,7 +324,8 @@ BUDGETS: dict[str, int] = {
     "hybridlab/ops/broadcast.py": 90,  # + UpSampling (nearest) beside broadcast_like axes;
     # broadcast_to/axis/like and sum_like, their inverse
     # + kernels sized at compile time (infer once, not per call)
-    "hybridlab/ops/conv.py": 381,  # + 1-D data (lifted views), 3-D (per depth offset)
+    "hybridlab/ops/conv.py": 385,  # + 1-D data (lifted views), 3-D (per depth offset)
+    # (+4: a sized kernel into a planned buffer)
     # (+1: MXNet's cudnn_tune, cudnn_off, workspace)
     # (+ the backward shape rule (batch; stride-1 spatial sizes))
     "hybridlab/ops/tiling.py": 190,  # tile, repeat, pad, slice_like, split_v2 and their

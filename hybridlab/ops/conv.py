@@ -216,9 +216,15 @@ def allocating(kernel_out: Any, infer: Any) -> Any:
     def specialise(avals: list[Aval], out: bool, **attrs: Any) -> Any:
         """NOTE [Specialised kernels] in graph/codegen.py: with the shapes known when the
         program is compiled, the result's aval is too -- ``infer`` runs once, here, not on
-        every call (on SqueezeNet, a tenth of a forward's time went to asking it)."""
-        if out:
-            return None  # a planned buffer: the line calls ``kernel_out`` already
+        every call (on SqueezeNet, a tenth of a forward's time went to asking it). Into a
+        planned buffer (``out``): the attributes bound, so the line shows none."""
+        if out:  # a planned buffer: ``kernel_out`` with the attributes bound
+            def into(*arrays: np.ndarray, out: np.ndarray) -> np.ndarray:
+                written: np.ndarray = kernel_out(*arrays, out=out, **attrs)
+                return written
+
+            into.__name__ = f"{kernel.__name__}_into"
+            return into
         result = infer(*avals, **attrs)[0]
         shape, dtype = tuple(result.shape), np.dtype(result.dtype)
 
