@@ -275,7 +275,8 @@ BUDGETS: dict[str, int] = {
     # (+ boxes as two collections: a real network's thousands in one redraw)
     # (+ past MANY_BOXES results the profile of bytes alive, not a speck per result; the
     # programs offered, modes=)
-    "hybridlab/model_files.py": 345,  # + MXNet's names (arguments, auxiliary states, outputs);  # MXNet's symbol JSON both ways, bounded and validated;
+    "hybridlab/model_files.py": 345,  # MXNet's symbol JSON both ways, bounded and validated;
+    # + MXNet's names (arguments, auxiliary states, outputs)
     # (+8: a JSON file is priced before it is parsed, NOTE [Load memory])
     # the export pair (digest in the JSON) -- moved out of symbol.py and gluon
     # (+23: one digest per epoch exported with the graph, kept across exports)
