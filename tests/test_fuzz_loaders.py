@@ -393,6 +393,10 @@ def _example_folder(tmp_path):
     return folder
 
 
+ONNX_TIMEOUT = pytest.mark.timeout(max(300, EXAMPLES // 5))  # ~40 ms an import when loaded
+
+
+@ONNX_TIMEOUT
 @FUZZ
 @given(st.sampled_from(["conv", "folded"]), _ONNX_EDITS)
 def test_structurally_mutated_onnx_models_import_or_raise_onnx_import_error(
@@ -404,6 +408,7 @@ def test_structurally_mutated_onnx_models_import_or_raise_onnx_import_error(
     _import_onnx(onnx, _example_folder(tmp_path), model.SerializeToString())
 
 
+@ONNX_TIMEOUT
 @FUZZ
 @given(st.sampled_from(["conv", "folded"]), _EDITS, st.one_of(st.none(), st.integers(0, 3000)))
 def test_byte_mutated_onnx_files_import_or_raise_onnx_import_error(tmp_path, onnx_seeds, seed,

@@ -323,3 +323,72 @@ def test_a_model_path_that_is_not_a_regular_file_is_refused(tmp_path):
         mx.contrib.onnx.import_model(str(fifo))
     with pytest.raises(OnnxImportError, match="directory"):
         mx.contrib.onnx.get_model_metadata(str(tmp_path))
+
+
+def _weights_as_initializers(model, ir_version, declared):
+    """``model`` (randomized: weights in Constant nodes) with every weight an initializer,
+    listed among the graph's inputs or not, under the given IR version."""
+    from onnx import helper
+
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    constants = [n for n in copy.graph.node if n.op_type == "Constant"]
+    for node in constants:
+        tensor = onnx.numpy_helper.from_array(
+            onnx.numpy_helper.to_array(node.attribute[0].t), node.output[0])
+        copy.graph.initializer.append(tensor)
+        if declared:
+            copy.graph.input.append(helper.make_tensor_value_info(
+                tensor.name, tensor.data_type, list(tensor.dims)))
+        copy.graph.node.remove(node)
+    stored = {t.name for t in copy.graph.initializer}
+    if not declared:  # the light models list their shape constants among the inputs too
+        kept = [i for i in copy.graph.input if i.name not in stored]
+        del copy.graph.input[:]
+        copy.graph.input.extend(kept)
+    copy.ir_version = ir_version
+    return copy
+
+
+@pytest.mark.parametrize("name", ["inception_v1", "squeezenet"])
+def test_light_models_with_weights_as_initializers_match_onnxruntime(name, recwarn):
+    base = randomized(onnx.load(os.path.join(LIGHT, f"light_{name}.onnx")))
+    (data, shape), = mx.contrib.onnx.get_model_metadata(base)["input_tensor_data"]
+    x = np.random.default_rng(4).normal(size=shape).astype(np.float32)
+    expected = run_onnxruntime(_weights_as_initializers(base, 7, True), {data: x})
+    for ir_version, declared in ((3, True), (3, False), (7, True), (7, False)):
+        model = _weights_as_initializers(base, ir_version, declared)
+        recwarn.clear()
+        net = mx.contrib.onnx.import_to_gluon(model)
+        warned = [str(w.message) for w in recwarn if "IR version" in str(w.message)]
+        assert bool(warned) == (ir_version == 3 and not declared), warned
+        if warned:
+            assert "are not among the graph's inputs, which ONNX requires before IR " \
+                   "version 4" in warned[0]
+        if ir_version > 3 or declared:  # (onnxruntime refuses the IR-3 file that breaks
+            np.testing.assert_allclose(  # its rule; hybridlab reads it, compared below)
+                run_onnxruntime(model, {data: x}), expected, rtol=1e-5, atol=1e-6)
+        got = net(nd.array(x)).asnumpy()
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5 * np.abs(expected).max())
+
+
+def test_shapes_come_from_hybridlabs_inference_and_a_missing_one_names_the_node():
+    from onnx import TensorProto, helper
+
+    def flatten_at_2(shape):
+        graph = helper.make_graph(
+            [helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node("Flatten", ["r"], ["y"], axis=2, name="flat")], "g",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    net = mx.contrib.onnx.import_to_gluon(flatten_at_2([2, 3, 4]))
+    np.testing.assert_array_equal(net(nd.array(x)).asnumpy(), x.reshape(6, 4))
+    free_batch = mx.contrib.onnx.import_to_gluon(flatten_at_2(["N", 3, 4]))
+    np.testing.assert_array_equal(free_batch(nd.array(x)).asnumpy(), x.reshape(6, 4))
+    with pytest.raises(OnnxImportError, match=r"'flat' \(Flatten, opset 13\): Flatten at axis 2 "
+                                              r"needs the shape of 'r', and hybridlab infers "
+                                              r"only \(0, 3, 0\) \(0: a size not known"):
+        mx.contrib.onnx.import_model(flatten_at_2(["N", 3, "K"]))

@@ -18,9 +18,12 @@ arithmetic MXNet's ``broadcast_*``. Two things need care:
   input before opset 13; ``Unsqueeze`` and ``Clip`` take attributes before 13 and 11 and
   inputs after). Each rule reads the model's opset (``reader.opset``).
 
-Some rules need a value's shape (a negative axis, ``Flatten`` at an axis other than 1,
-``Softmax`` before opset 13, pooling pads larger at the end); ONNX's shape inference
-(``onnx.shape_inference``) gives them.
+Some rules need a value's shape or rank (a negative axis, ``Flatten`` at an axis other
+than 1, ``Softmax`` before opset 13, pooling pads larger at the end, ``MatMul``'s batch
+form). hybridlab infers it itself, from the graph built so far and the shapes the model
+declares for its inputs (``graph/shapes.py``'s ``infer_partial``, MXNet's
+``infer_shape``: a free dimension stays unknown); when that is not enough, the rule
+says so, naming the node -- there is no second opinion to fall back on.
 
 The reader's state, in one place (:class:`_Reader`): ``constants`` (value name -> numpy
 array known at import), ``symbols`` (value name -> the Symbol computing it), ``params``
@@ -41,13 +44,15 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
 from hybridlab import ndarray, symbol
 from hybridlab.errors import OnnxImportError
-from hybridlab.onnx.files import MAX_NDIM, Budget, check_graph, load_model, tensor_values
+from hybridlab.graph.shapes import infer_partial
+from hybridlab.onnx.files import DTYPES, MAX_NDIM, Budget, check_graph, load_model, tensor_values
 
 F: Any = symbol  # the operators, generated from the registry (MXNet's F in hybrid_forward)
 
@@ -63,14 +68,15 @@ class _Reader:
         self.onnx, self.folder, self.budget = onnx, folder, budget
         self.node: Any = None
         self.opset = check_graph(model)
-        self.shapes = _inferred_shapes(model)
         self.constants: dict[str, np.ndarray] = {
             tensor.name: tensor_values(tensor, folder, budget, f"initializer {tensor.name!r}")
             for tensor in model.graph.initializer}
+        _warn_undeclared_initializers(model)
         computed = {name for node in model.graph.node for name in node.output}
-        self.symbols: dict[str, Any] = {  # first the data inputs: neither stored nor computed
-            info.name: symbol.var(info.name) for info in model.graph.input
-            if info.name not in self.constants and info.name not in computed}
+        data = [info for info in model.graph.input
+                if info.name not in self.constants and info.name not in computed]
+        self.symbols: dict[str, Any] = {info.name: symbol.var(info.name) for info in data}
+        self.declared = {info.name: _declared(info) for info in data}  # (shape, dtype)
         self.params: dict[str, np.ndarray] = {}
         self.aux: set[str] = set()
 
@@ -103,12 +109,31 @@ class _Reader:
         return self.constants[name]
 
     def shape(self, name: str, why: str) -> tuple[int, ...]:
-        """A value's shape, which the rule needs ``why``."""
+        """A value's whole shape, which the rule needs ``why``."""
+        shape = self.partial_shape(name)
+        if shape is None or 0 in shape:
+            inputs = {n: shape for n, (shape, _) in self.declared.items()}
+            raise self.error(f"{why} needs the shape of {name!r}, and hybridlab infers only "
+                             f"{shape} (0: a size not known; None: not even the rank) from "
+                             f"the shapes the model declares for its inputs {inputs}")
+        return shape
+
+    def rank(self, name: str) -> int | None:
+        """A value's number of dimensions, or None when hybridlab cannot infer it."""
+        shape = self.partial_shape(name)
+        return None if shape is None else len(shape)
+
+    def partial_shape(self, name: str) -> tuple[int, ...] | None:
+        """What ``graph/shapes.py`` infers of a value's shape (0: a size not known), from
+        the inputs' declared shapes and the parameters' own."""
         if name in self.constants:
             return tuple(self.constants[name].shape)
-        if name not in self.shapes:
-            raise self.error(f"{why} needs the shape of {name!r}, which is unknown at import")
-        return self.shapes[name]
+        graph = self.symbol(name).to_graph()
+        known = {**{n: values.shape for n, values in self.params.items()},
+                 **{n: shape for n, (shape, _) in self.declared.items()}}
+        types = {**{n: values.dtype for n, values in self.params.items()},
+                 **{n: dtype for n, (_, dtype) in self.declared.items() if dtype is not None}}
+        return infer_partial(graph, known, types).shape(graph.outputs[0])
 
     def error(self, message: str) -> OnnxImportError:
         node = self.node
@@ -117,21 +142,28 @@ class _Reader:
                                f"opset {self.opset}): {message}")
 
 
-def _inferred_shapes(model: Any) -> dict[str, tuple[int, ...]]:
-    """Every value's shape that ONNX's shape inference knows fully."""
-    import onnx
+def _declared(info: Any) -> tuple[tuple[int, ...] | None, np.dtype | None]:
+    """A graph input's declared shape (0 for a free or named dimension; None when the
+    model declares no shape) and dtype (None when not one hybridlab holds)."""
+    tensor_type = info.type.tensor_type
+    dtype = DTYPES.get(tensor_type.elem_type)
+    if not tensor_type.HasField("shape"):
+        return None, None if dtype is None else np.dtype(dtype)
+    shape = tuple(max(dim.dim_value, 0) for dim in tensor_type.shape.dim)
+    return shape[:MAX_NDIM], None if dtype is None else np.dtype(dtype)
 
-    try:
-        graph = onnx.shape_inference.infer_shapes(model).graph
-    except Exception:  # a model ONNX cannot type: the rules that need a shape say so
-        graph = model.graph
-    shapes = {}
-    for info in [*graph.value_info, *graph.input, *graph.output]:
-        tensor_type = info.type.tensor_type
-        dims = tensor_type.shape.dim
-        if tensor_type.HasField("shape") and all(dim.HasField("dim_value") for dim in dims):
-            shapes[info.name] = tuple(dim.dim_value for dim in dims)
-    return shapes
+
+def _warn_undeclared_initializers(model: Any) -> None:
+    """IR versions before 4 list every initializer among the graph's inputs; a file that
+    does not is read all the same (its initializers are its weights), saying so."""
+    inputs = {info.name for info in model.graph.input}
+    missing = [t.name for t in model.graph.initializer if t.name not in inputs]
+    if model.ir_version < 4 and missing:
+        warnings.warn(f"this ONNX model has IR version {model.ir_version}, and its "
+                      f"initializers {missing[:5]}{' ...' if len(missing) > 5 else ''} are "
+                      f"not among the graph's inputs, which ONNX requires before IR version "
+                      f"4 (every initializer is also a graph input); hybridlab reads them as "
+                      f"the model's weights all the same", stacklevel=4)
 
 
 def _plain(value: Any) -> Any:
@@ -276,7 +308,7 @@ def _align_before_opset_7(reader: _Reader, left: str, right: str, axis: int) -> 
     """Before opset 7, ``broadcast=1, axis=k`` lined the right operand up with the left's
     axis ``k``; numpy's rule lines it up with the last axes, so trailing 1s are added."""
     values = reader.constants[right]
-    rank = len(reader.shapes.get(left, ())) or values.ndim + axis
+    rank = reader.rank(left) or values.ndim + axis
     trailing = max(rank - axis - values.ndim, 0)
     reader.constants[right] = values.reshape(values.shape + (1,) * trailing)
 
@@ -401,9 +433,11 @@ def _gemm(reader: _Reader, node: Any, attrs: dict) -> list:
 def _matmul(reader: _Reader, node: Any, attrs: dict) -> list:
     """numpy's matmul: a batch of matrices times a batch (batch_dot), else ``dot``."""
     left, right = (reader.symbol(name) for name in node.input[:2])
-    ranks = [len(reader.shapes.get(name, reader.constants.get(name, np.zeros(())).shape))
-             for name in node.input[:2]]
-    if ranks[0] >= 3 and ranks[0] == ranks[1]:
+    left_rank, right_rank = (reader.rank(name) for name in node.input[:2])
+    if left_rank is None or right_rank is None:
+        raise reader.error(f"MatMul is a batch product for 3-D inputs and more, and "
+                           f"hybridlab cannot infer the ranks of {list(node.input[:2])}")
+    if left_rank >= 3 and left_rank == right_rank:
         return [F.batch_dot(left, right)]
     return [F.dot(left, right)]
 
@@ -419,11 +453,18 @@ def _reshape(reader: _Reader, node: Any, attrs: dict) -> list:
 
 
 def _flatten(reader: _Reader, node: Any, attrs: dict) -> list:
+    """A matrix of the axes before ``axis`` by those after: either product is enough
+    (Reshape's -1 makes the other), so a free batch size is no obstacle."""
     axis, data = attrs.get("axis", 1), reader.symbol(node.input[0])
     if axis == 1:
         return [F.Flatten(data)]
-    shape = reader.shape(node.input[0], f"Flatten at axis {axis}")
+    why = f"Flatten at axis {axis}"
+    shape = reader.partial_shape(node.input[0]) or reader.shape(node.input[0], why)
     axis %= len(shape) or 1
+    if 0 in shape[axis:] and 0 in shape[:axis]:
+        reader.shape(node.input[0], why)  # refused, saying what is known
+    if 0 not in shape[axis:]:
+        return [F.Reshape(data, shape=(-1, math.prod(shape[axis:])))]
     return [F.Reshape(data, shape=(math.prod(shape[:axis]), -1))]
 
 
@@ -432,7 +473,7 @@ def _softmax(name: str) -> Rule:
     2-D at ``axis`` before it (the same unless ``axis`` is the last)."""
     def rule(reader: _Reader, node: Any, attrs: dict) -> list:
         data = reader.symbol(node.input[0])
-        rank = len(reader.shapes.get(node.input[0], ()))
+        rank = reader.rank(node.input[0]) or 0
         axis = attrs.get("axis", -1 if reader.opset >= 13 else 1)
         if reader.opset >= 13 or (rank and axis % rank == rank - 1):
             return [getattr(F, name)(data, axis=axis)]
@@ -454,8 +495,13 @@ def _axes(reader: _Reader, node: Any, attrs: dict) -> tuple[int, ...]:
 def _unsqueeze(reader: _Reader, node: Any, attrs: dict) -> list:
     out = reader.symbol(node.input[0])
     axes = _axes(reader, node, attrs)
-    rank = len(reader.shapes.get(node.input[0], ())) + len(axes)
-    for axis in sorted(axis % rank if rank else axis for axis in axes):
+    if any(axis < 0 for axis in axes):
+        rank = reader.rank(node.input[0])
+        if rank is None:
+            raise reader.error(f"Unsqueeze at the axes {list(axes)} needs the rank of "
+                               f"{node.input[0]!r}, which hybridlab cannot infer")
+        axes = tuple(axis % (rank + len(axes)) for axis in axes)
+    for axis in sorted(axes):
         out = F.expand_dims(out, axis=axis)
     return [out]
 
