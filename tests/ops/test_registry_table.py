@@ -164,7 +164,7 @@ ROWS: list[Row] = [
     Row("elemwise_mul", [(2, 3), (2, 3)], np.multiply),
     Row("elemwise_div", [(2, 3), (2, 3)], np.divide, low=0.5, high=2.0),
     Row("cast_storage", [(2, 3)], lambda x: x.copy(), {"stype": "default"}),
-    Row("_relu_grad", [(2, 3), (2, 3)], lambda g, x: np.where(x > 0, g, 0), grad=False),
+    Row("_relu_grad", [(2, 3), (2, 3)], lambda g, x: np.where(x > 0, g, 0)),
     Row("BlockGrad", [(2, 3)], lambda x: x.copy(), grad=False),
     Row("MakeLoss", [(2, 3)], lambda x: x.copy(), grad=False),  # test_make_loss_starts_...
     Row("sigmoid", [(2, 3)], _sigmoid),
