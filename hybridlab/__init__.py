@@ -36,6 +36,7 @@ from hybridlab import ndarray as nd  # mx.nd, `from hybridlab import nd`
 from hybridlab import symbol as sym  # mx.sym, `from hybridlab import sym`
 from hybridlab.base import __version__  # tests/test_setup.py checks it against pyproject
 from hybridlab.context import Context, cpu, current_context, gpu
+from hybridlab.errors import MXNetError  # mx.MXNetError, as MXNet's top level
 from hybridlab.util import np_shape
 
 # MXNet 1.9 read ONNX through ``mx.contrib.onnx``; hybridlab's importer lives beside the

@@ -51,5 +51,39 @@ def test_distribution_parameters_and_dtype():
 def test_seed_rejects_non_integers():
     with pytest.raises(TypeError, match="seed_state must be an int"):
         mx.random.seed(1.5)
-    with pytest.raises(ValueError, match=">= 0"):
-        mx.random.seed(-1)
+
+
+def test_a_negative_seed_is_a_seed_as_in_mxnet():
+    draws = []
+    for seed in (-1, -1, -2, 1):
+        mx.random.seed(seed)
+        draws.append(nd.random.uniform(shape=(4,)).asnumpy())
+    np.testing.assert_array_equal(draws[0], draws[1])
+    assert not np.array_equal(draws[0], draws[2]) and not np.array_equal(draws[0], draws[3])
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: nd.random.normal(0, -1, (2, 2)), r"scale=-1.0 is a standard deviation and must"),
+    (lambda: nd.random.normal(0, 0, (2, 2)), r"scale=0.0 is a standard deviation and must"),
+    (lambda: nd.random.uniform(2, 1, (2, 2)), r"low=2.0 must be less than or equal to high"),
+    (lambda: nd.random.randint(6, 5, (2, 2)), r"low=6 must be less than or equal to high=5"),
+])
+def test_a_sampler_checks_its_parameters_when_it_runs(call, message):
+    """As MXNet's kernels: the call returns, the failure is raised at the sync point (the
+    array's read, or waitall), naming the operator and the line that pushed it."""
+    with engine.engine_scope(engine.ThreadedEngine(1)):
+        drawn = call()  # no error here ...
+        product = nd.dot(drawn, drawn)  # ... nor here: it reads an array not yet computed
+        with pytest.raises(mx.MXNetError, match=message) as failure:
+            product.asnumpy()
+        assert "_random_" in str(failure.value) and "test_random.py" in str(failure.value)
+        healthy = nd.random.uniform(shape=(2,))
+        call()
+        with pytest.raises(mx.MXNetError, match=message):
+            nd.waitall()
+        assert healthy.asnumpy().shape == (2,)  # other arrays stay readable
+
+
+def test_an_empty_sampling_range_gives_its_one_value():
+    assert (nd.random.randint(5, 5, (3,)).asnumpy() == 5).all()
+    assert (nd.random.uniform(2, 2, (3,)).asnumpy() == 2).all()

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from hybridlab.errors import AttributeValueError
 from hybridlab.ops import _infer
 from hybridlab.ops.registry import Attr, Kind, OpDef, register
@@ -24,27 +26,38 @@ from hybridlab.ops.registry import Attr, Kind, OpDef, register
 
 def _sampler(name: str, draw: Any, params: dict[str, Attr], aliases: tuple[str, ...], doc: str,
              dtype: str = "float32") -> Any:
-    attrs = {**params, "shape": Attr("shape", (1,)), "ctx": Attr("any", None),
-             "dtype": Attr("dtype", dtype)}
+    attrs = {**params, "shape": Attr("shape", (1,)), "dtype": Attr("dtype", dtype),
+             "ctx": Attr("any", None)}  # MXNet's order: a fourth positional is the dtype
+
+    def kernel(rt: Any, shape: tuple, ctx: Any, dtype: str, **values: Any) -> Any:
+        _check(name, values)  # in the kernel, as MXNet: raised at the sync point
+        return draw(rt.rng, shape, **values).astype(dtype)
+
     return register(OpDef(
         name=name, grad=None, kind=Kind.OPAQUE, inputs=(), attrs=attrs, pure=False,
-        needs_context=True, aliases=aliases, doc=doc,
-        kernel=lambda rt, shape, ctx, dtype, **kw: draw(rt.rng, shape, **kw).astype(dtype),
-        infer=lambda shape, ctx, dtype, **kw: _check(name, kw) or _infer.created(  # type: ignore[func-returns-value]  # (None or the list)
-            name, shape, dtype)))
+        needs_context=True, aliases=aliases, doc=doc, kernel=kernel,
+        infer=lambda shape, ctx, dtype, **kw: _infer.created(name, shape, dtype)))
+
+
+# what MXNet's sampling kernels check (src/operator/random/sample_op.h): parameter -> test
+_RULES: dict[str, tuple[Any, str]] = {
+    "scale": (lambda v: v > 0, "is a standard deviation and must be > 0"),
+}
 
 
 def _check(name: str, params: dict[str, Any]) -> None:
-    """A sampler's parameters must make sense: ``low < high``, ``scale >= 0``.
+    """A sampler's parameters must make sense: ``low <= high``, ``scale > 0``, ...
 
-    Checked when the op is called: numpy would only complain once the engine ran it.
+    Checked when the kernel runs, where MXNet checks them: an array that can never be
+    computed is reported at the next sync point (``asnumpy``, ``wait_to_read``,
+    ``waitall``), which names this operator and the line that pushed it.
     """
-    if "high" in params and not params["low"] < params["high"]:
-        raise AttributeValueError(f"{name}: low={params['low']} must be less than "
-                                  f"high={params['high']}")
-    if "scale" in params and not params["scale"] >= 0:  # `not >=` also catches nan
-        raise AttributeValueError(f"{name}: scale={params['scale']} is a standard deviation "
-                                  f"and must be >= 0")
+    if "high" in params and not params["low"] <= params["high"]:
+        raise AttributeValueError(f"{name}: low={params['low']} must be less than or equal "
+                                  f"to high={params['high']}")
+    for param, (holds, rule) in _RULES.items():
+        if param in params and not holds(params[param]):  # `not` also catches nan
+            raise AttributeValueError(f"{name}: {param}={params[param]} {rule}")
 
 
 _sampler("_random_normal", lambda rng, shape, loc, scale: rng.normal(loc, scale, shape),
@@ -55,6 +68,6 @@ _sampler("_random_uniform", lambda rng, shape, low, high: rng.uniform(low, high,
          {"low": Attr("float", 0.0), "high": Attr("float", 1.0)},
          ("random.uniform", "random_uniform", "uniform"),
          "Samples from the uniform distribution on ``[low, high)``.")
-_sampler("_random_randint", lambda rng, shape, low, high: rng.integers(low, high, shape),
+_sampler("_random_randint", lambda rng, shape, low, high: (rng.integers(low, high, shape) if high > low else np.full(shape, low)),
          {"low": Attr("int"), "high": Attr("int")}, ("random.randint", "random_randint"),
          "Integers drawn uniformly from ``[low, high)`` (int32 by default).", "int32")
