@@ -53,7 +53,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from hybridlab import autograd, config, display, errors, model_files, util
+from hybridlab import attribute, autograd, config, display, errors, model_files, util
 from hybridlab import name as _name
 from hybridlab.graph import frontend, ir
 from hybridlab.graph.ir import Graph, Node, Value
@@ -215,11 +215,13 @@ class Symbol:
         """This node's attributes as strings (``{'num_hidden': '10'}``, ``{'__shape__': ...}``)."""
         if self.name is None:
             return {}
-        return {key: model_files.attr_text(value) for key, value in self._outputs[0].node.attrs}
+        return _with_hidden_keys({key: model_files.attr_text(value)
+                                  for key, value in self._outputs[0].node.attrs})
 
     def attr_dict(self) -> dict[str, dict[str, str]]:
         """Every node's attributes by node name (nodes without attributes are left out)."""
-        return {node.name: {key: model_files.attr_text(value) for key, value in node.attrs}
+        return {node.name: _with_hidden_keys({key: model_files.attr_text(value)
+                                              for key, value in node.attrs})
                 for node in self.to_graph().nodes if node.attrs}
 
     def debug_str(self) -> str:
@@ -485,6 +487,12 @@ def _shape_message(symbol: Symbol, what: str) -> str:
     return errors.attribute_message(what, _described(symbol))
 
 
+def _with_hidden_keys(attrs: dict[str, str]) -> dict[str, str]:
+    """MXNet lists a hidden key both ways: ``__lr_mult__`` and ``lr_mult``."""
+    return {**attrs, **{key: attrs[f"__{key}__"] for key in attribute.HIDDEN_KEYS
+                        if f"__{key}__" in attrs}}
+
+
 def _index_message(symbol: Symbol, index: Any) -> str:
     if isinstance(index, str):  # "len": len(x) or iterating
         what, meaning, fix = "len(x)", "the number of outputs", _index_fix(0)
@@ -685,7 +693,8 @@ def var(name: str, shape: Any = None, dtype: Any = None, init: Any = None,
     """A named input of the graph (data or a parameter). Extra keywords: ``__name__=``."""
     if not isinstance(name, str) or not name:
         raise TypeError(f"sym.var needs a non-empty string name, got {name!r}")
-    attrs = {key: str(value) for key, value in (attr or {}).items()}
+    attrs = {attribute.stored_key(key): str(value)
+             for key, value in attribute.AttrScope.current.get(attr).items()}
     for key, value in kwargs.items():
         if not (key.startswith("__") and key.endswith("__")):
             raise ValueError(f"sym.var: attribute {key!r} is not supported; extra attributes "

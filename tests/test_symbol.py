@@ -212,8 +212,8 @@ def test_var_attributes_are_mxnet_strings():
     assert w.attr("__shape__") == "(3, 4)"
     assert w.attr("__dtype__") == "float16"
     assert w.attr("__missing__") is None
-    assert w.list_attr() == {"__shape__": "(3, 4)", "__dtype__": "float16",
-                             "__lr_mult__": "2", "__foo__": "bar"}
+    assert w.list_attr() == {"__shape__": "(3, 4)", "__dtype__": "float16",  # MXNet lists
+                             "__lr_mult__": "2", "lr_mult": "2", "__foo__": "bar"}  # both
     with pytest.raises(ValueError, match="double underscores"):
         sym.var("w", foo=1)
     assert sym.Variable is sym.var
