@@ -35,8 +35,8 @@ from hybridlab import initializer as init  # mx.init.Xavier()
 from hybridlab import kvstore as kv  # mx.kv.create('device')
 from hybridlab import ndarray as nd  # mx.nd, `from hybridlab import nd`
 from hybridlab import symbol as sym  # mx.sym, `from hybridlab import sym`
-from hybridlab.base import __version__  # tests/test_setup.py checks it against pyproject
 from hybridlab.attribute import AttrScope  # mx.AttrScope
+from hybridlab.base import __version__  # tests/test_setup.py checks it against pyproject
 from hybridlab.context import Context, cpu, current_context, gpu
 from hybridlab.errors import MXNetError  # mx.MXNetError, as MXNet's top level
 from hybridlab.util import np_shape

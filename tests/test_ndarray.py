@@ -16,7 +16,6 @@ import hybridlab as mx
 from hybridlab import autograd, engine, nd
 from hybridlab.errors import (
     ArrayFileError,
-    AttributeValueError,
     InplaceGradError,
     MXNetError,
     NoGPUError,

@@ -421,6 +421,35 @@ def _kinds(args: Any) -> set:
     return {type_ for type_ in (ndarray.NDArray, symbol.Symbol) if isinstance(args, type_)}
 
 
+def _flatten(value: Any) -> tuple[list, Any]:
+    """MXNet's nested inputs and outputs taken apart: the leaves (arrays, Symbols, None)
+    in order, and the format that rebuilds them (None for a leaf, a list of formats for a
+    list or a tuple)."""
+    if not isinstance(value, (list, tuple)):
+        return [value], None
+    leaves: list = []
+    formats = []
+    for item in value:
+        items, item_format = _flatten(item)
+        leaves += items
+        formats.append(item_format)
+    return leaves, formats
+
+
+def _regroup(leaves: Sequence[Any], structure: Any) -> Any:
+    """The structure :func:`_flatten` took apart, rebuilt from ``leaves`` -- with lists,
+    as a hybridized MXNet block returns them (a tuple comes back as a list)."""
+    remaining = iter(leaves)
+
+    def build(part: Any) -> Any:
+        return next(remaining) if part is None else [build(item) for item in part]
+    return build(structure)
+
+
+def _is_flat(structure: Any) -> bool:
+    return all(item is None for item in structure)
+
+
 def _are_symbols(block: Block, args: tuple) -> bool:
     """True for Symbol inputs, False for NDArrays (other values, such as None or a number
     beside them, pass through to ``hybrid_forward``, as in MXNet); no array at all, or
@@ -457,10 +486,12 @@ class HybridBlock(Block):
         self._fast = False  # hybridized, no hooks and no None inputs: the hot path
         self._structure: tuple[bool, ...] | None = None  # which inputs were None, 1st call
         self._given = 0  # how many inputs the first call gave (trailing Nones included)
+        self._nesting: Any = None  # the first call's lists among the inputs (_flatten)
 
     def _hooks_changed(self) -> None:
         self._fast = self._active and not (self._forward_pre_hooks or self._forward_hooks
-                                           or any(self._structure or ()))
+                                           or any(self._structure or ())
+                                           or not _is_flat(self._nesting or ()))
 
     def cast(self, dtype: Any) -> None:
         super().cast(dtype)
@@ -506,7 +537,7 @@ class HybridBlock(Block):
     def _reset_cache(self) -> None:
         """A new CachedOp (nothing compiled) whose graphs come from tracing this block."""
         from hybridlab.graph.cached_op import CachedOp
-        self._traces, self._structure, self._given = {}, None, 0
+        self._traces, self._structure, self._given, self._nesting = {}, None, 0, None
         self._hooks_changed()
         self._cached_op = CachedOp(trace=self._traced, **self._flags)
         self._op_ctx, self._device_ops = None, {}
@@ -564,6 +595,7 @@ class HybridBlock(Block):
     def _call_compiled(self, args: tuple) -> Any:
         """A hybridized call with None among the inputs (an optional input left out): the
         program is compiled without it, and the block keeps the first call's structure."""
+        args = self._flat_inputs(args)
         given = len(args)
         while args and args[-1] is None:
             args = args[:-1]
@@ -582,6 +614,20 @@ class HybridBlock(Block):
         op: Any = (self._device_op(_one_device(self, tuple(given_arrays))) if given_arrays
                    else self._cached_op)
         return op(*given_arrays)
+
+    def _flat_inputs(self, args: tuple) -> tuple:
+        """Lists among the inputs (``net(x, [h, c])``) become separate program inputs; the
+        block keeps the first call's nesting and gives ``hybrid_forward`` the lists back."""
+        leaves, nesting = _flatten(args)
+        if self._nesting is None and self._structure is None:
+            self._nesting = nesting
+        if nesting != (self._nesting or nesting):
+            raise BlockInputError(
+                f"{type(self).__name__} {self.name!r} was compiled for inputs nested as "
+                f"{self._nesting} and is now called with {nesting} (None: one array, [...]: "
+                f"a list); a hybridized block keeps its first call's inputs (as MXNet). Fix: "
+                f"call hybridize() again before changing them")
+        return tuple(leaves)
 
     def _check_structure(self, structure: tuple[bool, ...]) -> None:
         if structure != self._structure:
@@ -640,15 +686,18 @@ class HybridBlock(Block):
         """Trace ``hybrid_forward`` once with Symbol inputs (``args``: arrays or avals)."""
         structure = self._structure or (False,) * len(args)
         structure += (True,) * (self._given - len(structure))  # trailing Nones, given
-        _check_input_count(self, len(structure))
+        _check_input_count(self, len(structure) if self._nesting is None else len(self._nesting))
         names = ["data"] if len(args) == 1 else [f"data{i}" for i in range(len(args))]
         inputs = [symbol.traced_input(n, a.shape, a.dtype) for n, a in zip(names, args)]
         given = iter(inputs)
         frame = _trace.TraceFrame(self, _report.HybridizationReport(self.name),
                                   static_shape=self._flags["static_shape"])
+        leaves = [None if none else next(given) for none in structure]
+        if self._nesting is not None and not _is_flat(self._nesting):
+            leaves = _regroup(leaves, self._nesting)
         with _trace.tracing(frame):
-            out = self._trace_call(*[None if none else next(given) for none in structure])
-        outputs = list(out) if isinstance(out, (list, tuple)) else [out]
+            out = self._trace_call(*leaves)
+        outputs, out_format = _flatten(out)
         for value in outputs:
             if not isinstance(value, symbol.Symbol):
                 raise TraceOutputError(
@@ -660,9 +709,13 @@ class HybridBlock(Block):
             warnings.warn(str(frame.report), stacklevel=6)
         self._report = frame.report
         data = [value._outputs[0].node for value in inputs]
-        return self._compile(outputs, data, frame.aux_updates, isinstance(out, (list, tuple)))
+        if not outputs:
+            raise TraceOutputError(
+                f"in block {self.name!r}: {type(self).__name__}.hybrid_forward returned no "
+                f"Symbol ({out!r}); a compiled program needs at least one output")
+        return self._compile(outputs, data, frame.aux_updates, out_format)
 
-    def _compile(self, outputs: list, data: list, aux_updates: list, as_tuple: bool) -> _Trace:
+    def _compile(self, outputs: list, data: list, aux_updates: list, out_format: Any) -> _Trace:
         """The traced outputs (plus running-stat updates) as what the CachedOp compiles:
         the data inputs first, then every parameter the graph reads (the feed)."""
         from hybridlab.graph import ir
@@ -675,14 +728,17 @@ class HybridBlock(Block):
         feed = [params[node.name] for node in read]
         graph = ir.Graph(graph.nodes, tuple(data) + tuple(read), graph.outputs)
         writes = tuple(feed.index(param) for param, _ in aux_updates)
-        traced = Traced(graph, (), writes, as_tuple)
+        regroup = None if out_format is None else functools.partial(_regroup,
+                                                                    structure=out_format)
+        traced = Traced(graph, (), writes, regroup)
         return _Trace(outputs, traced, feed)
 
     def _traced(self, training: bool, avals: list[Any], ctx: Any = None) -> Any:
         """What the CachedOp compiles for a call in this mode: a trace, made on the first
         call of each mode (and, under static_shape, of each input shape), fed with the
         parameters' copies on ``ctx`` (the block's first device when None)."""
-        if not any(self._structure or ()) and self._given <= len(avals):
+        if not any(self._structure or ()) and self._given <= len(avals) and \
+                _is_flat(self._nesting or ()):
             _check_input_count(self, len(avals))  # the count error first, in the block's terms
         if self._structure is None:
             self._structure = (False,) * len(avals)

@@ -53,14 +53,15 @@ class Traced:
     call's inputs (its parameters; ``graph.inputs`` lists the call's arrays, then them);
     ``writes``, for each output after the first ``len(graph.outputs) - len(writes)``, the
     index in ``feed`` of the array it replaces (running statistics: MXNet's operators
-    mutate them, hybridlab's programs return them and the call stores them); ``as_tuple``:
-    results as a tuple even when there is one.
+    mutate them, hybridlab's programs return them and the call stores them); ``regroup``:
+    a function giving the results the structure the block returned (a list, nested lists)
+    from the flat list of them, or None for one result (or a plain list of several).
     """
 
     graph: ir.Graph
     feed: tuple[Any, ...] = ()
     writes: tuple[int, ...] = ()
-    as_tuple: bool = False
+    regroup: Any = None
 
 
 @dataclass
@@ -328,8 +329,8 @@ class CachedOp:
         if entry.backward is not None:
             saved = results[count + len(writes):] + [inputs[i] for i in entry.saved_inputs]
             autograd.record_op(_TapeOp(entry, saved), {}, list(inputs), outputs)
-        if entry.traced is not None and entry.traced.as_tuple:
-            return tuple(outputs)
+        if entry.traced is not None and entry.traced.regroup is not None:
+            return entry.traced.regroup(outputs)
         return outputs[0] if entry.num_outputs == 1 else outputs
 
     def _lookup(self, args: tuple[Any, ...], training: bool, recording: bool) -> _Entry:
@@ -386,7 +387,7 @@ class CachedOp:
                      for v in graph.outputs]  # (inferred above: every value has an aval)
         forward = self._program(graph, "forward", context)
         plain = (len(out_avals) == 1 and backward is None and not forward.num_random
-                 and not forward.scalar_outputs and not traced.as_tuple)
+                 and not forward.scalar_outputs and traced.regroup is None)
         entry = _Entry(forward, backward, out_avals, num_outputs, avals, training,
                        needs, saved, wanted, forward.single() if plain else None,
                        _Layouts.of(forward, graph.inputs), traced, traced.feed)

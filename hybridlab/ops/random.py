@@ -68,6 +68,11 @@ _sampler("_random_uniform", lambda rng, shape, low, high: rng.uniform(low, high,
          {"low": Attr("float", 0.0), "high": Attr("float", 1.0)},
          ("random.uniform", "random_uniform", "uniform"),
          "Samples from the uniform distribution on ``[low, high)``.")
-_sampler("_random_randint", lambda rng, shape, low, high: (rng.integers(low, high, shape) if high > low else np.full(shape, low)),
+def _integers(rng: Any, shape: tuple, low: int, high: int) -> Any:
+    """``[low, high)``; ``low == high`` gives ``low`` (MXNet accepts it, numpy does not)."""
+    return rng.integers(low, high, shape) if high > low else np.full(shape, low)
+
+
+_sampler("_random_randint", _integers,
          {"low": Attr("int"), "high": Attr("int")}, ("random.randint", "random_randint"),
          "Integers drawn uniformly from ``[low, high)`` (int32 by default).", "int32")
