@@ -31,6 +31,7 @@ is imported (``import hybridlab`` does it).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import types
 from typing import Any, Callable
@@ -67,11 +68,16 @@ def cond(F: Any, pred: Any, then_func: Callable, else_func: Callable) -> Any:
     return chosen if isinstance(then_out, (list, tuple)) else chosen[0]
 
 
-def foreach(F: Any, body: Callable, data: Any, init_states: Any) -> tuple[Any, Any]:
+def foreach(F: Any, body: Callable, data: Any, init_states: Any,
+            name: str = "foreach") -> tuple[Any, Any]:
     """``outputs[i], states = body(data[i], states)`` for each i; outputs are stacked.
 
     ``data`` may be a list of arrays of equal length: ``body`` then gets a list of rows.
+    Imperatively (``nd``) this is a Python loop; traced (``sym``), one ``_foreach`` node
+    holding ``body`` as a graph (ops/control_flow.py), whatever the length.
     """
+    if F is symbol:
+        return _foreach_node(body, data, init_states, name)
     arrays = _as_list(data)
     first = arrays[0]
     length = first.shape[0] if F is ndarray else first._static_shape()[0]
@@ -82,6 +88,66 @@ def foreach(F: Any, body: Callable, data: Any, init_states: Any) -> tuple[Any, A
         outputs.append(_step_list(out))
     stacked = [F.stack(*column, axis=0) for column in zip(*outputs)]
     return _shaped_like(out, stacked), states
+
+
+def _foreach_node(body: Callable, data: Any, init_states: Any, name: str) -> tuple[Any, Any]:
+    """Trace ``body`` once on row and state variables, cut what it reads from outside
+    into free inputs, and add one ``_foreach`` node (MXNet's ``_cut_subgraph``)."""
+    datas, states = _as_list(data), _as_list(init_states)
+    rows = [_step_var(f"{name}_data{i}", x, row=True) for i, x in enumerate(datas)]
+    carried = [_step_var(f"{name}_state{i}", x, row=False) for i, x in enumerate(states)]
+    outs, new_states = body(rows if isinstance(data, (list, tuple)) else rows[0],
+                            carried if isinstance(init_states, (list, tuple)) else carried[0])
+    out_list = _step_list(outs)
+    values = [v for s in [*out_list, *_as_list(new_states)] for v in s._outputs]
+    step_nodes = [v._outputs[0].node for v in [*rows, *carried]]
+    graph, free = _cut(values, step_nodes, name)
+    node = symbol._foreach(  # type: ignore[attr-defined]  # (populate)
+        *datas, *states, *[symbol.Symbol([v]) for v in free], body=graph,
+        num_data=len(datas), num_states=len(states), num_out_data=len(out_list), name=name)
+    results = [symbol.Symbol([v]) for v in node._outputs]
+    stacked, final = results[:len(out_list)], results[len(out_list):]
+    final_states = final if isinstance(init_states, (list, tuple)) else final[0]
+    return _shaped_like(outs, stacked), final_states
+
+
+def _step_var(name: str, outer: Any, row: bool) -> Any:
+    """A body input standing for one row of ``outer`` (or for a state), shaped when
+    ``outer``'s shape is known."""
+    aval = outer._outputs[0].aval
+    if aval is None or (row and not aval.shape):
+        return symbol.var(name)
+    return symbol.var(name, shape=aval.shape[1:] if row else aval.shape, dtype=aval.dtype)
+
+
+def _cut(values: list, step_nodes: list, name: str) -> tuple[Any, list]:
+    """The body graph computing ``values`` from the step variables; every value it reads
+    that does not depend on them (a parameter, an outer expression) becomes a free input,
+    listed in the order first read."""
+    from hybridlab.graph import ir
+
+    inner = {id(n) for n in step_nodes}
+    for node in ir.toposort(v.node for v in values):
+        if node.kind == "call" and any(id(v.node) in inner for v in node.inputs):
+            inner.add(id(node))
+    free: dict[tuple, Any] = {}
+    copies: dict[int, Any] = {id(n): n for n in step_nodes}
+
+    def mapped(value: Any) -> Any:
+        if id(value.node) in inner:
+            return copies[id(value.node)].out(value.index)
+        key = (id(value.node), value.index)
+        if key not in free:
+            free[key] = (value, ir.var(f"{name}_free{len(free)}", value.aval))
+        return free[key][1].out()
+
+    for node in ir.toposort(v.node for v in values):
+        if id(node) in inner and node.kind == "call":
+            copies[id(node)] = dataclasses.replace(
+                node, inputs=tuple(mapped(v) for v in node.inputs))
+    outputs = [mapped(v) for v in values]
+    inputs = [*step_nodes, *(var for _, var in free.values())]
+    return ir.Graph.from_outputs(outputs, inputs), [value for value, _ in free.values()]
 
 
 def while_loop(F: Any, cond: Callable, func: Callable, loop_vars: Any,

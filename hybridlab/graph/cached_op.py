@@ -31,7 +31,7 @@ import numpy as np
 
 from hybridlab import autograd, config, engine, ndarray, random
 from hybridlab.errors import MissingGradientError
-from hybridlab.graph import autodiff, ir
+from hybridlab.graph import autodiff, ir, loops
 from hybridlab.graph.autotune import AS_STORED, PRETRANSPOSED, LayoutChoice, Tuner
 from hybridlab.graph.codegen import Program, compile_graph
 from hybridlab.graph.passes import PassContext, derived_input, lower_operators, run_pipeline
@@ -39,6 +39,8 @@ from hybridlab.graph.passes.eliminate_dead_code import eliminate_dead_code
 from hybridlab.graph.passes.pretranspose_weights import pretranspose_weights
 from hybridlab.ndarray_io import aligned
 from hybridlab.ops.registry import Aval, RunContext
+
+loops.install()  # (at its import too) _foreach asks the graph layer to compile its body
 
 _VAR = operator.attrgetter("_var")  # an NDArray's engine Var
 
@@ -443,7 +445,9 @@ class _TapeOp:
                    entry.out_avals[entry.num_outputs:entry.num_outputs + len(entry.traced.writes)]
                    ] if entry.traced is not None and entry.traced.writes else []
         backward: Any = entry.backward  # (a recorded call's entry has one)
-        _push(backward, self.residuals + list(out_grads) + written, grads, (),
+        contexts = tuple(RunContext(True, random.next_generator())  # (a loop's body: its
+                         for _ in range(backward.num_random))  # kernel takes the mode)
+        _push(backward, self.residuals + list(out_grads) + written, grads, contexts,
               "CachedOp_backward")
         for index, grad in zip(entry.wanted, grads):
             result[index] = grad
