@@ -99,3 +99,17 @@ def test_a_new_length_reuses_the_compiled_body():
     assert len(net._cached_op._cache) == 2
     after = {body: dict(functions) for body, functions in control_flow._COMPILED.items()}
     assert after == known  # ... and no new body, nor a new compilation of it
+
+
+def test_a_loop_round_trips_through_json_with_its_body_as_a_subgraph():
+    x, s0, w = sym.var("x"), sym.var("s0"), sym.var("w")
+    outs, states = sym.contrib.foreach(lambda r, s: _step(r, s, w), x, [s0])
+    text = sym.Group([outs, states[0]]).tojson()
+    loaded = sym.load_json(text)
+    assert loaded.tojson() == text and '"subgraphs"' in text
+    arrays = {"x": nd.ones((2, 2)), "s0": nd.zeros((2,)), "w": nd.ones((2,))}
+    got = [o.asnumpy() for o in loaded.bind(mx.cpu(), arrays).forward()]
+    np.testing.assert_allclose(got[1], [6.0, 6.0])  # (0 + 2 + 1), then (3 + 2 + 1)
+    broken = text.replace('"subgraphs"', '"no_subgraphs"')
+    with pytest.raises(mx.errors.ModelFileError, match=r"_foreach needs 1 subgraph"):
+        sym.load_json(broken)
