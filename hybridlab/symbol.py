@@ -49,6 +49,7 @@ import dataclasses
 import itertools
 import sys
 import threading
+import warnings
 from typing import Any, Iterator, Sequence
 
 import numpy as np
@@ -187,10 +188,16 @@ class Symbol:
             if index not in names:
                 raise ValueError(f"{self!r} has no output {index!r}; outputs are {names}")
             return Symbol([self._outputs[names.index(index)]])
-        if not isinstance(index, (int, np.integer)) or (len(self._outputs) == 1
-                                                         and _tracing()):
-            raise errors.SymbolIndexError(_index_message(self, index))
         count = len(self._outputs)
+        if not isinstance(index, (int, np.integer)) or (count == 1 and _tracing()
+                                                         and index not in (0, -1)):
+            raise errors.SymbolIndexError(_index_message(self, index))
+        if count == 1 and _tracing():  # MXNet's output 0: the Symbol itself, not a row
+            warnings.warn(f"x[{index}] on {self!r}{_where(self)} is the Symbol itself (its "
+                          f"only output, as in MXNet), not its row {index} as on an NDArray: "
+                          f"hybridized, the block computes something else. For a row, write "
+                          f"F.slice_axis(x, axis=0, begin=0, end=1)", stacklevel=2)
+            return self
         if not -count <= index < count:
             raise IndexError(f"{self!r} has {count} outputs, so index {index} is out of "
                              f"range; pick 0..{count - 1} or an output name "
@@ -1047,11 +1054,11 @@ def _array_dict(names: list[str], given: Any, what: str, partial: bool = False) 
     if not isinstance(given, dict):
         given = dict(zip(names, given))
     given = {k: v for k, v in given.items() if v is not None}  # MXNet skips {'b': None}
-    unknown = sorted(set(given) - set(names))
-    missing = [n for n in names if n not in given]
-    if unknown or (missing and not partial):
-        raise ValueError(f"bind: {what} must give exactly {names}; missing {missing}, "
-                         f"unknown {unknown}")
+    missing = [n for n in names if n not in given]  # (and ignores names not in the graph)
+    if missing and not partial:
+        unknown = sorted(set(given) - set(names))
+        raise ValueError(f"bind: {what} must give every one of {names}; missing {missing}"
+                         + (f" (given but not in the graph: {unknown})" if unknown else ""))
     return {n: _to_ndarray(given[n]) for n in names if n in given}
 
 

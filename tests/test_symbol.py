@@ -92,7 +92,9 @@ def test_indexing_a_single_symbol_while_tracing_is_refused_with_a_fix():
     x = sym.var("data")
     with sym.traced():  # what gluon enters while it traces hybrid_forward
         with pytest.raises(errors.SymbolIndexError, match="slice_axis"):
-            x[0]
+            x[1]
+        with pytest.raises(errors.SymbolIndexError, match="slice_axis"):
+            x[0:1]
         with pytest.raises(errors.SymbolIndexError, match="len"):
             len(x)
         with pytest.raises(errors.SymbolIndexError, match="number of outputs"):
@@ -112,14 +114,33 @@ def test_a_traced_hybrid_forward_still_meets_the_teaching_error():
     from hybridlab import nd
     from hybridlab.gluon import nn
 
-    class FirstRow(nn.HybridBlock):
+    class SecondRow(nn.HybridBlock):
         def hybrid_forward(self, F, x):
-            return x[0]
+            return x[1]
 
-    block = FirstRow()
+    block = SecondRow()
     block.hybridize()
     with pytest.raises(errors.SymbolIndexError, match="in block"):
         block(nd.ones((2, 3)))
+
+
+def test_output_zero_of_a_traced_symbol_is_itself_as_in_mxnet_with_a_warning():
+    """MXNet reads ``x[0]`` on a Symbol as its output 0: the whole array. Code written for
+    MXNet relies on it (a loop's single final state), so it works -- and warns, because
+    imperatively the same line is row 0: the hybridized block computes something else."""
+    from hybridlab import nd
+    from hybridlab.gluon import nn
+
+    class FirstRow(nn.HybridBlock):
+        def hybrid_forward(self, F, x):
+            return x[0] * 1
+
+    block = FirstRow()
+    x = nd.array([[1.0, 2.0], [3.0, 4.0]])
+    np.testing.assert_array_equal(block(x).asnumpy(), [1.0, 2.0])  # imperative: row 0
+    block.hybridize()
+    with pytest.warns(UserWarning, match=r"x\[0\] on .* is the Symbol itself"):
+        np.testing.assert_array_equal(block(x).asnumpy(), x.asnumpy())  # MXNet: all of x
 
 
 @pytest.mark.parametrize("key, written, fix", [
