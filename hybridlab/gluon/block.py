@@ -726,7 +726,9 @@ class HybridBlock(Block):
         params = self.collect_params()
         read = [node for node in graph.inputs if node.name not in names]
         feed = [params[node.name] for node in read]
-        graph = ir.Graph(graph.nodes, tuple(data) + tuple(read), graph.outputs)
+        present = {id(node) for node in graph.nodes}  # an input the outputs never read
+        unread = tuple(node for node in data if id(node) not in present)  # is still one
+        graph = ir.Graph(unread + graph.nodes, tuple(data) + tuple(read), graph.outputs)
         writes = tuple(feed.index(param) for param, _ in aux_updates)
         regroup = None if out_format is None else functools.partial(_regroup,
                                                                     structure=out_format)

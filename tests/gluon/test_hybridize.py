@@ -543,3 +543,13 @@ def test_a_block_takes_lists_and_returns_nested_lists(hybridized):
     if hybridized:
         with pytest.raises(BlockInputError, match="nested as"):
             net(x, states[0])
+
+
+def test_a_hybridized_block_may_leave_an_input_unread():
+    class SecondOnly(nn.HybridBlock):
+        def hybrid_forward(self, F, unused, x):
+            return x * 2
+
+    net = SecondOnly()
+    net.hybridize()
+    np.testing.assert_array_equal(net(nd.ones((2,)), nd.array([1.0, 3.0])).asnumpy(), [2, 6])
