@@ -58,7 +58,8 @@ def _select(F: Any, mask: Any, new: Any, old: Any) -> Any:
     return F.where(F.broadcast_like(mask, new), new, old)
 
 
-def cond(F: Any, pred: Any, then_func: Callable, else_func: Callable) -> Any:
+def cond(F: Any, pred: Any, then_func: Callable, else_func: Callable, name: str = "cond"
+         ) -> Any:
     """``then_func()`` where ``pred`` is non-zero, else ``else_func()``: traced, both are
     computed; imperatively only the chosen one, when ``pred`` has one element."""
     if F is ndarray and getattr(pred, "size", 1) == 1:  # a value to read: a Python `if`
@@ -151,11 +152,12 @@ def _cut(values: list, step_nodes: list, name: str) -> tuple[Any, list]:
 
 
 def while_loop(F: Any, cond: Callable, func: Callable, loop_vars: Any,
-               max_iterations: int | None = None) -> tuple[Any, Any]:
+               max_iterations: int | None = None, name: str = "while_loop") -> tuple[Any, Any]:
     """Run ``outputs, loop_vars = func(*loop_vars)`` while ``cond(*loop_vars)``.
 
-    Traced (``F = sym``), the loop is unrolled ``max_iterations`` times, which is then
-    required. Imperatively it is a Python loop, and ``max_iterations=None`` means "until
+    Traced (``F = sym``), one ``_while_loop`` node holding ``cond`` and ``func`` as graphs
+    (ops/control_flow.py); ``max_iterations`` is then required: it sizes the stacked
+    outputs. Imperatively it is a Python loop, and ``max_iterations=None`` means "until
     ``cond`` fails". With a bound, the stacked outputs have ``max_iterations`` rows in both
     forms: the rows after the loop stopped are zeros -- except when ``cond`` fails before
     the first step: imperatively ``func`` never ran, so the outputs' shapes are unknown
@@ -166,17 +168,26 @@ def while_loop(F: Any, cond: Callable, func: Callable, loop_vars: Any,
     if max_iterations is None:
         raise UnboundedLoopError(
             "F.contrib.while_loop needs max_iterations when hybridized: the compiled "
-            "program unrolls the loop, so its length must be known when it is traced. Fix: "
-            "max_iterations=<an upper bound on the number of steps>")
-    variables, outputs, active, out = _as_list(loop_vars), [], None, None
-    for _ in range(max_iterations):
-        test = cond(*variables)
-        active = test if active is None else active * test  # once off, stays off
-        out, new_vars = func(*variables)
-        outputs.append([_select(F, active, o, F.zeros_like(o)) for o in _step_list(out)])
-        variables = [_select(F, active, new, old)
-                     for new, old in zip(_as_list(new_vars), variables)]
-    return _finish_loop(F, out, outputs, variables, loop_vars)
+            "program's outputs hold one row per step, so their size must be known when it "
+            "is traced. Fix: max_iterations=<an upper bound on the number of steps>")
+    variables = _as_list(loop_vars)
+    steps = [_step_var(f"{name}_var{i}", v, row=False) for i, v in enumerate(variables)]
+    step_nodes = [v._outputs[0].node for v in steps]
+    test = cond(*steps)
+    outs, new_vars = func(*steps)
+    out_list = _step_list(outs)
+    cond_graph, cond_free = _cut(list(test._outputs[:1]), step_nodes, f"{name}_cond")
+    values = [v for s in [*out_list, *_as_list(new_vars)] for v in s._outputs]
+    func_graph, func_free = _cut(values, step_nodes, f"{name}_func")
+    node = symbol._while_loop(  # type: ignore[attr-defined]  # (populate)
+        *variables, *[symbol.Symbol([v]) for v in [*cond_free, *func_free]],
+        cond=cond_graph, func=func_graph, num_vars=len(variables),
+        num_cond_free=len(cond_free), num_out_data=len(out_list),
+        max_iterations=max_iterations, name=name)
+    results = [symbol.Symbol([v]) for v in node._outputs]
+    final = results[len(out_list):]
+    return (_shaped_like(outs, results[:len(out_list)]),
+            final if isinstance(loop_vars, (list, tuple)) else final[0])
 
 
 def _run_while(cond: Callable, func: Callable, loop_vars: Any,

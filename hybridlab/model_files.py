@@ -203,7 +203,7 @@ def _load_document(document: dict, source: str, depth: int) -> tuple[list[Value]
 
 
 # the operators whose attributes hold graphs, written in the node's ``subgraphs`` list
-SUBGRAPH_ATTRS = {"_foreach": ("body",)}
+SUBGRAPH_ATTRS = {"_foreach": ("body",), "_while_loop": ("cond", "func")}
 MAX_SUBGRAPH_DEPTH = 8  # loops nested in loops
 
 

@@ -178,3 +178,71 @@ register(OpDef(
            "num_states": Attr("int", 0, low=0), "num_out_data": Attr("int", 0, low=0)},
     doc="A loop over the first axis of the data inputs, its step the graph ``body`` "
         "(MXNet's foreach; built by ``sym.contrib.foreach``)."))
+
+
+# ---------------------------------------------------------------------------------------
+# while_loop: the same idea with two subgraphs, ``cond`` and ``func``
+# ---------------------------------------------------------------------------------------
+
+WHILE_LOOP = "_while_loop"
+
+
+def _while_parts(avals: tuple, num_vars: int, num_cond_free: int) -> tuple[tuple, tuple]:
+    """The inputs of ``cond`` (loop variables, its free inputs) and of ``func`` (loop
+    variables, its free inputs), from the node's ``vars, cond free, func free``."""
+    loop_vars = avals[:num_vars]
+    return (loop_vars + avals[num_vars:num_vars + num_cond_free],
+            loop_vars + avals[num_vars + num_cond_free:])
+
+
+def _infer_while(*avals: Aval, cond: Any, func: Any, num_vars: int, num_cond_free: int,
+                 num_out_data: int, max_iterations: int) -> list[Aval]:
+    _, func_in = _while_parts(avals, num_vars, num_cond_free)
+    results = infer_body(func, func_in)
+    for i, (given, new) in enumerate(zip(avals[:num_vars], results[num_out_data:])):
+        if tuple(given.shape) != tuple(new.shape):
+            raise ShapeError(f"while_loop: func returns loop variable {i} with shape "
+                             f"{new.shape}, but it came in with shape {given.shape}")
+    stacked = [Aval((max_iterations, *a.shape), a.dtype) for a in results[:num_out_data]]
+    return stacked + list(avals[:num_vars])
+
+
+def _while_kernel(*arrays: np.ndarray, rt: Any, cond: Any, func: Any, num_vars: int,
+                  num_cond_free: int, num_out_data: int, max_iterations: int
+                  ) -> tuple[np.ndarray, ...]:
+    """Run ``func`` while ``cond`` holds, at most ``max_iterations`` times; the per-step
+    outputs are padded with zero rows up to ``max_iterations`` (MXNet's layout)."""
+    avals = tuple(Aval(a.shape, a.dtype) for a in arrays)
+    cond_in, func_in = _while_parts(avals, num_vars, num_cond_free)
+    test = compiled_body(cond, cond_in, rt.training)
+    step = compiled_body(func, func_in, rt.training)
+    outs = _infer_while(*avals, cond=cond, func=func, num_vars=num_vars,
+                        num_cond_free=num_cond_free, num_out_data=num_out_data,
+                        max_iterations=max_iterations)[:num_out_data]
+    cond_free, func_free = _while_parts(arrays, num_vars, num_cond_free)
+    variables, rows = arrays[:num_vars], [[] for _ in outs]  # type: ignore[var-annotated]
+    for _ in range(max_iterations):
+        if not np.asarray(test(*variables, *cond_free[num_vars:])[0]).any():
+            break
+        results = step(*variables, *func_free[num_vars:])
+        for column, value in zip(rows, results):
+            column.append(value)
+        variables = tuple(results[num_out_data:])
+    padded = [np.concatenate([np.stack(column), np.zeros((max_iterations - len(column),
+                                                          *a.shape[1:]), a.dtype)])
+              if column else np.zeros(a.shape, a.dtype) for column, a in zip(rows, outs)]
+    return (*padded, *variables)
+
+
+register(OpDef(
+    name=WHILE_LOOP, kernel=_while_kernel, infer=_infer_while, grad=None,
+    grad_missing="a while_loop's gradient is not written: its trip count is decided by "
+                 "the data. Fix: F.contrib.foreach when the length is the data's, or "
+                 "hybridize(False) (the imperative loop records every step)",
+    kind=Kind.OPAQUE, needs_context=True, inputs=("*data",),
+    num_outputs=lambda attrs: attrs["num_out_data"] + attrs["num_vars"],
+    attrs={"cond": Attr("any"), "func": Attr("any"), "num_vars": Attr("int", 1, low=1),
+           "num_cond_free": Attr("int", 0, low=0), "num_out_data": Attr("int", 0, low=0),
+           "max_iterations": Attr("int", 1, low=0)},
+    doc="Runs the graph ``func`` while the graph ``cond`` holds, at most "
+        "``max_iterations`` times (MXNet's while_loop; built by sym.contrib.while_loop)."))

@@ -113,3 +113,31 @@ def test_a_loop_round_trips_through_json_with_its_body_as_a_subgraph():
     broken = text.replace('"subgraphs"', '"no_subgraphs"')
     with pytest.raises(mx.errors.ModelFileError, match=r"_foreach needs 1 subgraph"):
         sym.load_json(broken)
+
+
+class _Count(nn.HybridBlock):
+    def hybrid_forward(self, F, i, total):
+        return F.contrib.while_loop(lambda i, s: i <= 100, lambda i, s: (i, (i + 1, s + i)),
+                                    [i, total], max_iterations=1000)
+
+
+@pytest.mark.parametrize("hybridized", [False, True])
+def test_while_loop_is_one_node_that_stops_when_cond_fails(hybridized):
+    net = _Count()
+    if hybridized:
+        net.hybridize()
+    steps, (i, total) = net(nd.array([1], dtype="int64"), nd.array([0], dtype="int64"))
+    assert steps.shape == (1000, 1) and (i.asscalar(), total.asscalar()) == (101, 5050)
+    np.testing.assert_array_equal(steps.asnumpy()[:100, 0], np.arange(1, 101))
+    assert not steps.asnumpy()[100:].any()  # MXNet's padding: zero rows after the stop
+    if hybridized:
+        graph = net._cached_op._last.forward.graph
+        assert [n.op for n in graph.nodes if n.kind == "call"] == ["_while_loop"]
+
+
+def test_while_loop_gradient_is_refused_with_the_fix_not_zeros():
+    x = sym.var("x", shape=(2,))
+    _, final = sym.contrib.while_loop(lambda v: v.sum() < 10, lambda v: (None, [v * 2]), [x],
+                                      max_iterations=5)
+    with pytest.raises(mx.errors.MissingGradientError, match="while_loop.s gradient is not"):
+        final[0].bind(mx.cpu(), {"x": nd.ones((2,))}, args_grad={"x": nd.zeros((2,))})
