@@ -132,7 +132,12 @@ def _kernel(*arrays: np.ndarray, rt: Any, body: Any, num_data: int, num_states: 
     rows = step_avals(avals, num_data)
     outs = infer_body(body, rows)[:num_out_data]
     step = compiled_body(body, rows, rt.training)
-    return run_foreach(step, arrays, num_data, num_states, outs)
+    return _one_or_tuple(run_foreach(step, arrays, num_data, num_states, outs))
+
+
+def _one_or_tuple(results: tuple[np.ndarray, ...]) -> Any:
+    """A kernel returns one array when its op has one output (the registry's contract)."""
+    return results[0] if len(results) == 1 else results
 
 
 def _grad(F: Any, inputs: list[Any], outputs: list[Any], out_grads: list[Any], body: Any,
@@ -231,7 +236,7 @@ def _while_kernel(*arrays: np.ndarray, rt: Any, cond: Any, func: Any, num_vars: 
     padded = [np.concatenate([np.stack(column), np.zeros((max_iterations - len(column),
                                                           *a.shape[1:]), a.dtype)])
               if column else np.zeros(a.shape, a.dtype) for column, a in zip(rows, outs)]
-    return (*padded, *variables)
+    return _one_or_tuple((*padded, *variables))
 
 
 register(OpDef(
