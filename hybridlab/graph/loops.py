@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from hybridlab.graph import autodiff, ir
+from hybridlab.graph import autodiff, shapes
 from hybridlab.graph.ir import Graph
 from hybridlab.ops import control_flow
 from hybridlab.ops.registry import Aval
@@ -31,7 +31,7 @@ def compile_body(body: Graph, avals: tuple[Aval, ...], training: bool) -> Callab
     from hybridlab.graph.codegen import compile_graph
     from hybridlab.graph.passes import PassContext, run_pipeline
 
-    typed, _ = run_pipeline(ir.infer_shapes(body, avals), context=PassContext(training))
+    typed, _ = run_pipeline(shapes.infer_graph(body, avals), context=PassContext(training))
     program = compile_graph(typed, name="body")
     return lambda *arrays: program(*arrays, training=training)
 
@@ -40,7 +40,7 @@ def gradient_bodies(body: Graph, avals: tuple[Aval, ...], counts: tuple[int, int
                     ) -> tuple[Graph, Graph]:
     """``(backward, history)`` for a loop over ``body`` (see the module docstring)."""
     num_data, num_states, num_outs = counts
-    typed = ir.infer_shapes(body, avals)
+    typed = shapes.infer_graph(body, avals)
     states = typed.inputs[num_data:num_data + num_states]
     outs = typed.outputs
     history = Graph.from_outputs([*outs[:num_outs], *(n.out() for n in states),
