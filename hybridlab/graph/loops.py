@@ -56,6 +56,7 @@ def gradient_bodies(body: Graph, avals: tuple[Aval, ...], counts: tuple[int, int
 
 
 def install() -> None:
+    control_flow.HOOKS["infer"] = shapes.infer_body
     control_flow.HOOKS["compile"] = compile_body
     control_flow.HOOKS["vjp"] = gradient_bodies
 

@@ -36,6 +36,7 @@ from hybridlab.ops.registry import Attr, Aval, Kind, OpDef, register
 
 FOREACH = "_foreach"
 
+# "infer": (body, step avals) -> the outputs' avals;
 # "compile": (body, step avals, training) -> function of numpy arrays returning a tuple;
 # "vjp": (body, step avals, counts) -> (backward body, history body): installed by graph
 HOOKS: dict[str, Callable[..., Any]] = {}
@@ -63,15 +64,8 @@ def step_avals(avals: tuple[Aval, ...], num_data: int) -> tuple[Aval, ...]:
 
 
 def infer_body(body: Any, avals: tuple[Aval, ...]) -> list[Aval]:
-    """Run each body node's own shape rule on the step's avals: the outputs' avals."""
-    env: dict[int, tuple[Aval, ...]] = {id(n): (a,) for n, a in zip(body.inputs, avals)}
-    for node in body.nodes:
-        if node.kind == "const":
-            env[id(node)] = node.aval
-        elif node.kind == "call":
-            env[id(node)] = tuple(node.opdef.infer(*[env[id(v.node)][v.index]
-                                                     for v in node.inputs], **node.attr_dict))
-    return [env[id(v.node)][v.index] for v in body.outputs]
+    """The body's outputs' avals for these input avals (graph/shapes.py infers graphs)."""
+    return list(_hook("infer")(body, avals))
 
 
 def _infer(*avals: Aval, body: Any, num_data: int, num_states: int, num_out_data: int
