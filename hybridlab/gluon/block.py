@@ -28,6 +28,7 @@ import dataclasses
 import difflib
 import functools
 import inspect
+import json
 import threading
 import warnings
 from collections import OrderedDict
@@ -50,6 +51,8 @@ from hybridlab.gluon.parameter import Parameter, ParameterDict
 if TYPE_CHECKING:
     from hybridlab.graph.cached_op import CachedOp
 
+
+MAX_STRUCTURE_BYTES = 1 << 20  # Block.load reads at most this much of a -model.json
 
 class _BlockScope:
     """The ``with block.name_scope():`` context: children get ``parent_prefix + hint<n>_``."""
@@ -285,6 +288,46 @@ class Block:
                 raise ValueError(f"{filename}: {key!r} has shape {value.shape} but the "
                                  f"parameter has {param.shape}: saved from another network?")
             param.set_data(value)
+
+    def save(self, prefix: str) -> None:
+        """MXNet's whole-model save: ``<prefix>-model.json``, the blocks' structure (each
+        block's class, its children by key, whether it was hybridized), and
+        ``<prefix>-model.params``, the values (:meth:`save_parameters`)."""
+        from hybridlab.ndarray_io import atomic_write
+
+        self.save_parameters(f"{prefix}-model.params")
+        atomic_write(f"{prefix}-model.json", json.dumps(self._structure_of(), indent=1))
+
+    def load(self, prefix: str) -> None:
+        """Load what :meth:`save` wrote into this block, built the same way: the structure
+        must match (the same classes, children by the same keys); the parameters take the
+        saved values and the blocks that were hybridized are hybridized again."""
+        fname = f"{prefix}-model.json"
+        with open(fname, encoding="utf-8") as file:
+            saved = json.loads(file.read(MAX_STRUCTURE_BYTES))
+        if saved != self._structure_of(only_classes=True, given=saved):
+            raise ValueError(f"{fname}: describes another network than {type(self).__name__} "
+                             f"{self.name!r} (its blocks' classes or keys differ); build the "
+                             f"model as it was built when saved")
+        self.load_parameters(f"{prefix}-model.params")
+        self._rehybridize(saved)
+
+    def _structure_of(self, only_classes: bool = False, given: Any = None) -> dict:
+        """This block and its children as the JSON :meth:`save` writes (when comparing with
+        a saved one, ``given``'s hybridized flags are copied)."""
+        hybridized = bool(getattr(self, "_active", False))
+        if only_classes and isinstance(given, dict):
+            hybridized = given.get("hybridized", hybridized)
+        children = given.get("children", {}) if isinstance(given, dict) else {}
+        return {"class": type(self).__name__, "hybridized": hybridized,
+                "children": {key: child._structure_of(only_classes, children.get(key))
+                             for key, child in self._children.items()}}
+
+    def _rehybridize(self, saved: dict) -> None:
+        if saved["hybridized"] and isinstance(self, HybridBlock):
+            self.hybridize()
+        for key, child in self._children.items():
+            child._rehybridize(saved["children"][key])
 
     def initialize(self, init: Any = None, ctx: Any = None, verbose: bool = False,
                    force_reinit: bool = False) -> None:
