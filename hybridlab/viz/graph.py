@@ -473,3 +473,42 @@ def plot_network(symbol: Any, title: str = "plot", save_format: str = "pdf",
     dot = to_dot(graph, title, params, node_attrs, hide_weights, names=True)
     dot.format = save_format
     return dot
+
+
+def print_summary(symbol: Any, shape: dict | None = None, line_length: int = 120,
+                  positions: Sequence[float] = (.44, .64, .74, 1.)) -> None:
+    """MXNet's ``mx.viz.print_summary``: one row per operator -- its name and type, its
+    output shape (with ``shape={"data": ...}``), its parameters' count and the layers it
+    reads -- then the total number of parameters."""
+    graph, params = as_graph(symbol, shape)
+    ends = [int(line_length * p) for p in positions]
+
+    def row(fields: Sequence[Any]) -> None:
+        line = ""
+        for field_text, end in zip(fields, ends):
+            line = (line + str(field_text))[:end].ljust(end)
+        print(line.rstrip())
+
+    print("_" * line_length)
+    row(["Layer (type)", "Output Shape", "Param #", "Previous Layer"])
+    print("=" * line_length)
+    total = 0
+    for node in graph.nodes:
+        if node.kind != "call":
+            continue
+        weights = [v.node for v in node.inputs if v.node.name in params]
+        count = sum(_size(w.aval[0].shape) for w in weights if w.aval is not None)
+        total += count
+        previous = [v.node.name for v in node.inputs if v.node.name not in params]
+        out = "x".join(map(str, node.aval[0].shape)) if node.aval is not None else "?"
+        row([f"{node.name}({node.op})", out, count, ", ".join(previous)])
+        print("_" * line_length)
+    print(f"Total params: {total}")
+    print("_" * line_length)
+
+
+def _size(shape: Sequence[int]) -> int:
+    count = 1
+    for size in shape:
+        count *= size
+    return count
