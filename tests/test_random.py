@@ -87,3 +87,25 @@ def test_a_sampler_checks_its_parameters_when_it_runs(call, message):
 def test_an_empty_sampling_range_gives_its_one_value():
     assert (nd.random.randint(5, 5, (3,)).asnumpy() == 5).all()
     assert (nd.random.uniform(2, 2, (3,)).asnumpy() == 2).all()
+
+
+@pytest.mark.parametrize("draw, mean, std", [
+    (lambda: nd.random.gamma(alpha=9.0, beta=0.5, shape=(20000,)), 4.5, 1.5),
+    (lambda: nd.random.exponential(scale=0.25, shape=(20000,)), 0.25, 0.25),
+    (lambda: nd.random.poisson(lam=4.0, shape=(20000,)), 4.0, 2.0),
+    (lambda: nd.random.negative_binomial(k=3, p=0.4, shape=(20000,)), 4.5, 15 ** 0.5 / 1.2),
+    (lambda: nd.random.generalized_negative_binomial(mu=2.0, alpha=0.3, shape=(20000,)),
+     2.0, (2.0 + 0.3 * 4) ** 0.5),
+    (lambda: nd.random.randn(100, 200, loc=10.0, scale=0.5), 10.0, 0.5),
+])
+def test_more_samplers_have_mxnets_means_and_spreads(draw, mean, std):
+    mx.random.seed(3)
+    values = draw().asnumpy().astype(np.float64)
+    assert abs(values.mean() - mean) < 0.05 * max(std, 1) and abs(values.std() - std) < 0.05 * std
+
+
+def test_a_gamma_with_a_negative_shape_fails_at_the_sync_point():
+    with engine.engine_scope(engine.ThreadedEngine(1)):
+        drawn = nd.random.gamma(alpha=-1.0, shape=(2,))
+        with pytest.raises(mx.MXNetError, match="alpha=-1.0 is a shape and must be > 0"):
+            drawn.asnumpy()
