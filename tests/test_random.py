@@ -109,3 +109,30 @@ def test_a_gamma_with_a_negative_shape_fails_at_the_sync_point():
         drawn = nd.random.gamma(alpha=-1.0, shape=(2,))
         with pytest.raises(mx.MXNetError, match="alpha=-1.0 is a shape and must be > 0"):
             drawn.asnumpy()
+
+
+def test_multinomial_draws_categories_and_differentiates_their_log_probability():
+    mx.random.seed(5)
+    x = nd.array([[0.0, 0.1, 0.2, 0.3, 0.4], [0.4, 0.3, 0.2, 0.1, 0.0]])
+    x.attach_grad()
+    with mx.autograd.record():
+        drawn, log_p = nd.random.multinomial(x, shape=20000, get_prob=True)
+        (log_p * 5).backward()
+    samples, values = drawn.asnumpy(), x.asnumpy()
+    assert drawn.dtype == np.int32 and drawn.shape == (2, 20000)
+    for row in range(2):
+        frequency = np.bincount(samples[row], minlength=5) / 20000
+        np.testing.assert_allclose(frequency, values[row], atol=0.02)
+        np.testing.assert_allclose(log_p.asnumpy()[row], np.log(values[row][samples[row]]),
+                                   rtol=1e-5)
+        expected = np.bincount(samples[row], minlength=5) * 5.0 / np.maximum(values[row], 1e-9)
+        np.testing.assert_allclose(x.grad.asnumpy()[row], np.where(values[row], expected, 0),
+                                   rtol=1e-4)
+
+
+def test_shuffle_permutes_rows_and_keeps_each_row():
+    mx.random.seed(6)
+    data = nd.arange(12).reshape((4, 3))
+    shuffled = nd.random.shuffle(data).asnumpy()
+    assert sorted(shuffled[:, 0]) == [0, 3, 6, 9]
+    np.testing.assert_array_equal(shuffled - shuffled[:, :1], np.tile([0, 1, 2], (4, 1)))

@@ -161,8 +161,9 @@ def _grad(F: Any, inputs: list[Any], outputs: list[Any], out_grads: list[Any], b
 def _aval(x: Any) -> Aval:
     """The aval of a gradient rule's input: an NDArray's, or a graph value's (a Symbol)."""
     outputs = getattr(x, "_outputs", None)
-    if outputs is None:
-        return Aval(tuple(x.shape), np.dtype(x.dtype))
+    if outputs is None:  # an NDArray, or ops.eager's Tensor (its numpy array in .data)
+        array = x if hasattr(x, "shape") else x.data
+        return Aval(tuple(array.shape), np.dtype(array.dtype))
     aval = outputs[0].aval
     if aval is None:
         raise ShapeError("foreach: its gradient needs the shapes of its inputs; give the "

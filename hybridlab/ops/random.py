@@ -134,3 +134,70 @@ def _randn(F: Any, *shape: int, loc: float = 0.0, scale: float = 1.0, dtype: Any
     """Normal samples of the shape given as separate numbers (``randn(2, 3)``)."""
     return F.random_normal(loc=loc, scale=scale, shape=shape or (1,), dtype=dtype, ctx=ctx,
                            name=name)
+
+
+def _shuffle(x: np.ndarray, rt: Any) -> np.ndarray:
+    return rt.rng.permutation(x, axis=0)  # type: ignore[no-any-return]
+
+
+register(OpDef(
+    name="_shuffle", kernel=_shuffle, infer=_infer.same_as_first, grad=None,
+    kind=Kind.OPAQUE, pure=False, needs_context=True, aliases=("random.shuffle", "shuffle"),
+    doc="The rows (first axis) of ``data`` in a random order; each row keeps its values."))
+
+
+def _multinomial(data: np.ndarray, rt: Any, shape: tuple, get_prob: bool, dtype: str) -> Any:
+    """For each distribution in the last axis of ``data`` (probabilities), ``shape``
+    draws of a category; with ``get_prob``, also each draw's log-probability."""
+    probs = data.reshape(-1, data.shape[-1]).astype(np.float64)
+    count = int(np.prod(shape))
+    cumulative = np.cumsum(probs, axis=1)
+    draws = rt.rng.random((probs.shape[0], count)) * cumulative[:, -1:]
+    picked = np.minimum((draws[:, :, None] >= cumulative[:, None, :]).sum(axis=2),
+                        data.shape[-1] - 1)
+    out_shape = data.shape[:-1] + tuple(shape)
+    samples = picked.reshape(out_shape).astype(dtype)
+    if not get_prob:
+        return samples
+    chosen = np.take_along_axis(probs, picked, axis=1)
+    with np.errstate(divide="ignore"):
+        return samples, np.log(chosen).reshape(out_shape).astype(data.dtype)
+
+
+def _infer_multinomial(data: Any, shape: tuple, get_prob: bool, dtype: str) -> list:
+    limit = np.iinfo(dtype).max if np.dtype(dtype).kind in "iu" else 2 ** np.finfo(dtype).nmant
+    if data.shape[-1] - 1 > limit:
+        raise AttributeValueError(f"sample_multinomial: {data.shape[-1]} categories cannot "
+                                  f"all be told apart as {dtype}; use dtype='int32'")
+    out = tuple(data.shape[:-1]) + tuple(shape)
+    samples = _infer.created("sample_multinomial", out or (1,), dtype)
+    return samples + ([type(data)(out or (1,), data.dtype)] if get_prob else [])
+
+
+def _multinomial_grad(samples: np.ndarray, grad: np.ndarray, data: np.ndarray) -> np.ndarray:
+    """The gradient of the draws' log-probabilities: ``grad / p`` added at each drawn
+    category (what REINFORCE-style training differentiates)."""
+    probs = data.reshape(-1, data.shape[-1])
+    picked = samples.reshape(probs.shape[0], -1).astype(np.int64)
+    result = np.zeros(probs.shape, np.float64)
+    rows = np.broadcast_to(np.arange(probs.shape[0])[:, None], picked.shape)
+    np.add.at(result, (rows, picked), grad.reshape(picked.shape) / probs[rows, picked])
+    return result.reshape(data.shape).astype(data.dtype)
+
+
+register(OpDef(
+    name="_sample_multinomial_grad", kernel=_multinomial_grad, grad=None, kind=Kind.OPAQUE,
+    infer=lambda samples, grad, data: [data], inputs=("samples", "grad", "data"),
+    doc="The gradient of sample_multinomial's log-probabilities with respect to ``data``."))
+
+
+register(OpDef(
+    name="_sample_multinomial", kernel=_multinomial, infer=_infer_multinomial,
+    grad=lambda F, inputs, outputs, out_grads, get_prob, **attrs: [
+        F._sample_multinomial_grad(outputs[0], out_grads[1], inputs[0]) if get_prob else None],
+    kind=Kind.OPAQUE, pure=False, needs_context=True,
+    aliases=("random.multinomial", "sample_multinomial"),
+    num_outputs=lambda attrs: 2 if attrs["get_prob"] else 1,
+    attrs={"shape": Attr("shape", ()), "get_prob": Attr("bool", False),
+           "dtype": Attr("dtype", "int32")},
+    doc="Draws categories from the distributions in the last axis of ``data``."))
