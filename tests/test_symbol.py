@@ -858,3 +858,24 @@ def test_reshape_takes_mxnets_deprecated_target_shape():
     assert mx.sym.load_json(net.tojson()).infer_shape(data=(2, 3, 5, 5))[1] == [(2, 75)]
     kept = mx.nd.Reshape(mx.nd.ones((2, 3, 4)), target_shape=(7, 0), keep_highest=True)
     assert kept.shape == (2, 12)
+
+
+def test_executor_reshape_shares_weights_and_the_first_rows():
+    import hybridlab as mx
+    from hybridlab import nd
+
+    out = sym.FullyConnected(sym.var("x"), num_hidden=4, name="fc")
+    exe = out.simple_bind(mx.cpu(), x=(5, 4), grad_req="null")
+    exe.arg_dict["x"][:] = 1
+    exe.arg_dict["fc_weight"][:] = nd.ones((4, 4))
+    exe.arg_dict["fc_bias"][:] = 0
+    smaller = exe.reshape(x=(3, 4))
+    assert smaller.arg_dict["fc_weight"] is exe.arg_dict["fc_weight"]  # shared
+    smaller.forward()
+    np.testing.assert_array_equal(smaller.outputs[0].asnumpy(), np.full((3, 4), 4.0))
+    np.testing.assert_array_equal(exe.outputs[0].asnumpy()[:3], np.full((3, 4), 4.0))
+    with pytest.raises(ValueError, match="allow_up_sizing=True"):
+        exe.reshape(x=(6, 4))
+    larger = exe.reshape(allow_up_sizing=True, x=(6, 4))
+    larger.arg_dict["x"][:] = 0
+    np.testing.assert_array_equal(exe.arg_dict["x"].asnumpy(), np.ones((5, 4)))
