@@ -54,6 +54,12 @@ if TYPE_CHECKING:
 
 MAX_STRUCTURE_BYTES = 1 << 20  # Block.load reads at most this much of a -model.json
 
+
+def _renamed(key: str, renames: dict[str, str]) -> str:
+    """A saved parameter path (``dense00.weight``) under the current blocks' keys."""
+    prefix = max((p for p in renames if key.startswith(p)), key=len, default="")
+    return renames.get(prefix, "") + key[len(prefix):]
+
 class _BlockScope:
     """The ``with block.name_scope():`` context: children get ``parent_prefix + hint<n>_``."""
 
@@ -257,7 +263,13 @@ class Block:
         would silently become inf, an int8 file silently floats. With ``cast_dtype``,
         ``dtype_source='current'`` casts to the parameter's dtype, ``'saved'`` keeps the
         file's."""
-        loaded, params = ndarray.load(filename), self._params_by_path()
+        self._load_arrays(ndarray.load(filename), filename, allow_missing, ignore_extra,
+                          cast_dtype, dtype_source)
+
+    def _load_arrays(self, loaded: Any, filename: str, allow_missing: bool = False,
+                     ignore_extra: bool = False, cast_dtype: bool = False,
+                     dtype_source: str = "current") -> None:
+        params = self._params_by_path()
         if not isinstance(loaded, dict):
             raise ArrayFileError(f"{filename}: holds a list of {len(loaded)} unnamed arrays "
                                  f"(nd.save of a list), not named parameters. Fix: load it "
@@ -299,35 +311,42 @@ class Block:
         atomic_write(f"{prefix}-model.json", json.dumps(self._structure_of(), indent=1))
 
     def load(self, prefix: str) -> None:
-        """Load what :meth:`save` wrote into this block, built the same way: the structure
-        must match (the same classes, children by the same keys); the parameters take the
-        saved values and the blocks that were hybridized are hybridized again."""
+        """Load what :meth:`save` wrote into this block, built the same way: the same
+        classes, children in the same order (their keys may differ: MXNet renames the
+        blocks to the saved names); the parameters take the saved values and the blocks
+        that were hybridized are hybridized again."""
         fname = f"{prefix}-model.json"
         with open(fname, encoding="utf-8") as file:
             saved = json.loads(file.read(MAX_STRUCTURE_BYTES))
-        if saved != self._structure_of(only_classes=True, given=saved):
+        renames: dict[str, str] = {}
+        if not self._matches(saved, "", "", renames):
             raise ValueError(f"{fname}: describes another network than {type(self).__name__} "
-                             f"{self.name!r} (its blocks' classes or keys differ); build the "
-                             f"model as it was built when saved")
-        self.load_parameters(f"{prefix}-model.params")
+                             f"{self.name!r} (its blocks' classes differ); build the model "
+                             f"as it was built when saved")
+        loaded = ndarray.load(f"{prefix}-model.params")
+        self._load_arrays({_renamed(key, renames): value for key, value in loaded.items()},
+                          f"{prefix}-model.params")
         self._rehybridize(saved)
 
-    def _structure_of(self, only_classes: bool = False, given: Any = None) -> dict:
-        """This block and its children as the JSON :meth:`save` writes (when comparing with
-        a saved one, ``given``'s hybridized flags are copied)."""
-        hybridized = bool(getattr(self, "_active", False))
-        if only_classes and isinstance(given, dict):
-            hybridized = given.get("hybridized", hybridized)
-        children = given.get("children", {}) if isinstance(given, dict) else {}
-        return {"class": type(self).__name__, "hybridized": hybridized,
-                "children": {key: child._structure_of(only_classes, children.get(key))
-                             for key, child in self._children.items()}}
+    def _structure_of(self) -> dict:
+        """This block and its children, in order, as the JSON :meth:`save` writes."""
+        return {"class": type(self).__name__, "hybridized": bool(getattr(self, "_active", False)),
+                "children": [[key, child._structure_of()] for key, child in self._children.items()]}
+
+    def _matches(self, saved: Any, path: str, saved_path: str, renames: dict) -> bool:
+        """Does ``saved`` describe this block? Collects each child's saved path prefix."""
+        if not isinstance(saved, dict) or saved.get("class") != type(self).__name__ or \
+                len(saved.get("children", ())) != len(self._children):
+            return False
+        renames[saved_path] = path
+        return all(child._matches(entry[1], f"{path}{key}.", f"{saved_path}{entry[0]}.", renames)
+                   for (key, child), entry in zip(self._children.items(), saved["children"]))
 
     def _rehybridize(self, saved: dict) -> None:
         if saved["hybridized"] and isinstance(self, HybridBlock):
             self.hybridize()
-        for key, child in self._children.items():
-            child._rehybridize(saved["children"][key])
+        for child, (_, entry) in zip(self._children.values(), saved["children"]):
+            child._rehybridize(entry)
 
     def initialize(self, init: Any = None, ctx: Any = None, verbose: bool = False,
                    force_reinit: bool = False) -> None:

@@ -53,3 +53,32 @@ def test_loading_into_another_network_is_refused(tmp_path):
     other.add(nn.Dense(3))
     with pytest.raises(ValueError, match="describes another network"):
         other.load(str(tmp_path / "model"))
+
+
+class _ByName(gluon.Block):
+    """Children kept under keys made from their names, which differ between two builds."""
+
+    def add(self, block):
+        self._children[block.name + str(len(self._children))] = block
+
+    def forward(self, x):
+        for block in self._children.values():
+            x = block(x)
+        return x
+
+
+def test_children_are_matched_in_order_when_their_keys_differ(tmp_path):
+    def build():
+        net = _ByName()
+        net.add(nn.Dense(3))
+        return net
+
+    net = build()
+    net.initialize()
+    x = nd.ones((1, 2))
+    expected = net(x).asnumpy()
+    net.save(str(tmp_path / "named"))
+    copy = build()  # its Dense has another name, so another key
+    assert list(copy._children) != list(net._children)
+    copy.load(str(tmp_path / "named"))
+    np.testing.assert_allclose(copy(x).asnumpy(), expected)
