@@ -869,3 +869,11 @@ def test_print_summary_counts_each_layers_parameters(capsys):
     assert "Total params: 134" in text  # 8*10 + 10, then 10*4 + 4
     mx.viz.print_summary(out)  # without shapes: '?' and no count, but no error
     assert "fc2(FullyConnected)" in capsys.readouterr().out
+
+
+def test_plot_network_takes_dtypes_by_name_as_mxnet():
+    import hybridlab as mx
+
+    out = mx.sym.FullyConnected(mx.sym.var("data"), name="fc", num_hidden=3)
+    dot = mx.viz.plot_network(out, shape={"data": (2, 4)}, dtype={"data": np.float64})
+    assert "float64[2,3]" in dot.source
