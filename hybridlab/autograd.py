@@ -322,7 +322,8 @@ class _ConstantRule:
 
     name, grad_missing = "_constant_in_variable", ""
 
-    def grad(self, F: Any, inputs: list, outputs: list, out_grads: list) -> list:
+    def grad(self, F: Any, inputs: list[Any], outputs: list[Any], out_grads: list[Any]
+             ) -> list[Any]:
         return [F.zeros_like(x) for x in inputs]
 
 

@@ -20,7 +20,7 @@ def py_str(text: Any) -> str:
     return text.decode("utf-8") if isinstance(text, bytes) else str(text)
 
 
-def _as_list(value: Any) -> list:
+def _as_list(value: Any) -> list[Any]:
     """``value`` if it is a list, else ``[value]`` (MXNet's helper; a tuple is one item)."""
     return value if isinstance(value, list) else [value]
 

@@ -429,7 +429,7 @@ def _node_json(node: Node, index: dict[int, int]) -> dict[str, Any]:
     else:
         defaults = node.opdef.attrs
         entry = {"op": node.op, "name": node.name}
-        graphs = SUBGRAPH_ATTRS.get(node.op, ())
+        graphs = SUBGRAPH_ATTRS.get(node.op or "", ())
         attrs = {k: ir.attr_text(v) for k, v in node.attrs if k not in graphs and (
                  k not in defaults or defaults[k].default is registry.REQUIRED
                  or defaults[k].default != v)}

@@ -324,8 +324,9 @@ class Block:
                              f"{self.name!r} (its blocks' classes differ); build the model "
                              f"as it was built when saved")
         loaded = ndarray.load(f"{prefix}-model.params")
-        self._load_arrays({_renamed(key, renames): value for key, value in loaded.items()},
-                          f"{prefix}-model.params")
+        if isinstance(loaded, dict):  # (_load_arrays refuses anything else, clearly)
+            loaded = {_renamed(key, renames): value for key, value in loaded.items()}
+        self._load_arrays(loaded, f"{prefix}-model.params")
         self._rehybridize(saved)
 
     def _structure_of(self) -> dict:

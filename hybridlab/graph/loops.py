@@ -17,7 +17,7 @@ The gradient of ``outs, states = foreach(body, data, states, free)`` is two more
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 from hybridlab.graph import autodiff, shapes
 from hybridlab.graph.ir import Graph
@@ -25,7 +25,8 @@ from hybridlab.ops import control_flow
 from hybridlab.ops.registry import Aval
 
 
-def compile_body(body: Graph, avals: tuple[Aval, ...], training: bool) -> Callable[..., tuple]:
+def compile_body(body: Graph, avals: tuple[Aval, ...], training: bool
+                 ) -> Callable[..., tuple[Any, ...]]:
     """The body typed by ``avals``, through the pass pipeline (lowering, fusion, the
     memory plan), as generated Python: called once per step by the loop."""
     from hybridlab.graph.codegen import compile_graph

@@ -41,7 +41,8 @@ FOREACH = "_foreach"
 # "vjp": (body, step avals, counts) -> (backward body, history body): installed by graph
 HOOKS: dict[str, Callable[..., Any]] = {}
 
-_COMPILED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # body -> {avals: fn}
+# body -> {(mode, step avals): its compiled function}
+_COMPILED: weakref.WeakKeyDictionary[Any, dict[Any, Any]] = weakref.WeakKeyDictionary()
 
 
 def _hook(name: str) -> Callable[..., Any]:
@@ -83,7 +84,7 @@ def _infer(*avals: Aval, body: Any, num_data: int, num_states: int, num_out_data
 
 
 def compiled_body(body: Any, avals: tuple[Aval, ...], training: bool
-                  ) -> Callable[..., tuple]:
+                  ) -> Callable[..., tuple[Any, ...]]:
     """The body as a function of numpy arrays, compiled once per step signature (and
     mode): a new length reuses it."""
     by_avals = _COMPILED.setdefault(body, {})
@@ -93,7 +94,7 @@ def compiled_body(body: Any, avals: tuple[Aval, ...], training: bool
     return by_avals[key]  # type: ignore[no-any-return]
 
 
-def run_foreach(step: Callable[..., tuple], arrays: tuple[np.ndarray, ...], num_data: int,
+def run_foreach(step: Callable[..., tuple[Any, ...]], arrays: tuple[np.ndarray, ...], num_data: int,
                 num_states: int, out_avals: list[Aval]) -> tuple[np.ndarray, ...]:
     """The loop: ``step`` on row ``t`` of every data array and the states so far."""
     data, states = arrays[:num_data], arrays[num_data:num_data + num_states]
@@ -109,7 +110,8 @@ def run_foreach(step: Callable[..., tuple], arrays: tuple[np.ndarray, ...], num_
     return stacked + tuple(states)
 
 
-def step_function(context: Any, body: Any, avals: tuple[Aval, ...]) -> Callable[..., tuple]:
+def step_function(context: Any, body: Any, avals: tuple[Aval, ...]
+                  ) -> Callable[..., tuple[Any, ...]]:
     """What generated code calls before its loop: the body compiled for the program's mode
     (``context.training``) and these step avals, from the cache."""
     return compiled_body(body, avals, context.training)
@@ -121,7 +123,7 @@ def stack_rows(rows: list[np.ndarray], aval: Aval) -> np.ndarray:
 
 
 def _kernel(*arrays: np.ndarray, rt: Any, body: Any, num_data: int, num_states: int,
-            num_out_data: int) -> tuple[np.ndarray, ...]:
+            num_out_data: int) -> Any:
     avals = tuple(Aval(a.shape, a.dtype) for a in arrays)
     rows = step_avals(avals, num_data)
     outs = infer_body(body, rows)[:num_out_data]
@@ -187,7 +189,8 @@ register(OpDef(
 WHILE_LOOP = "_while_loop"
 
 
-def _while_parts(avals: tuple, num_vars: int, num_cond_free: int) -> tuple[tuple, tuple]:
+def _while_parts(avals: tuple[Any, ...], num_vars: int, num_cond_free: int
+                 ) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
     """The inputs of ``cond`` (loop variables, its free inputs) and of ``func`` (loop
     variables, its free inputs), from the node's ``vars, cond free, func free``."""
     loop_vars = avals[:num_vars]
@@ -208,8 +211,7 @@ def _infer_while(*avals: Aval, cond: Any, func: Any, num_vars: int, num_cond_fre
 
 
 def _while_kernel(*arrays: np.ndarray, rt: Any, cond: Any, func: Any, num_vars: int,
-                  num_cond_free: int, num_out_data: int, max_iterations: int
-                  ) -> tuple[np.ndarray, ...]:
+                  num_cond_free: int, num_out_data: int, max_iterations: int) -> Any:
     """Run ``func`` while ``cond`` holds, at most ``max_iterations`` times; the per-step
     outputs are padded with zero rows up to ``max_iterations`` (MXNet's layout)."""
     avals = tuple(Aval(a.shape, a.dtype) for a in arrays)

@@ -32,7 +32,7 @@ def _sampler(name: str, draw: Any, params: dict[str, Attr], aliases: tuple[str, 
     attrs = {**params, "shape": Attr("shape", (1,)), "dtype": Attr("dtype", dtype),
              "ctx": Attr("any", None)}  # MXNet's order: a fourth positional is the dtype
 
-    def kernel(rt: Any, shape: tuple, ctx: Any, dtype: str, **values: Any) -> Any:
+    def kernel(rt: Any, shape: tuple[int, ...], ctx: Any, dtype: str, **values: Any) -> Any:
         _check(name, values, checks)  # in the kernel, as MXNet: raised at the sync point
         return draw(rt.rng, shape, **values).astype(dtype)
 
@@ -76,7 +76,7 @@ _sampler("_random_uniform", lambda rng, shape, low, high: rng.uniform(low, high,
          "Samples from the uniform distribution on ``[low, high)``.")
 
 
-def _integers(rng: Any, shape: tuple, low: int, high: int) -> Any:
+def _integers(rng: Any, shape: tuple[int, ...], low: int, high: int) -> Any:
     """``[low, high)``; ``low == high`` gives ``low`` (MXNet accepts it, numpy does not)."""
     return rng.integers(low, high, shape) if high > low else np.full(shape, low)
 
@@ -105,7 +105,8 @@ _sampler("_random_negative_binomial",
          checks=(("k", ">= 0"), ("p", ">= 0")))
 
 
-def _generalized_negative_binomial(rng: Any, shape: tuple, mu: float, alpha: float) -> Any:
+def _generalized_negative_binomial(rng: Any, shape: tuple[int, ...], mu: float,
+                                   alpha: float) -> Any:
     """A Poisson whose rate is gamma distributed with mean ``mu`` (``alpha``: dispersion;
     0 is the Poisson of rate ``mu``): MXNet's sampler."""
     if alpha == 0:
@@ -146,7 +147,8 @@ register(OpDef(
     doc="The rows (first axis) of ``data`` in a random order; each row keeps its values."))
 
 
-def _multinomial(data: np.ndarray, rt: Any, shape: tuple, get_prob: bool, dtype: str) -> Any:
+def _multinomial(data: np.ndarray, rt: Any, shape: tuple[int, ...], get_prob: bool,
+                 dtype: str) -> Any:
     """For each distribution in the last axis of ``data`` (probabilities), ``shape``
     draws of a category; with ``get_prob``, also each draw's log-probability."""
     probs = data.reshape(-1, data.shape[-1]).astype(np.float64)
@@ -164,7 +166,8 @@ def _multinomial(data: np.ndarray, rt: Any, shape: tuple, get_prob: bool, dtype:
         return samples, np.log(chosen).reshape(out_shape).astype(data.dtype)
 
 
-def _infer_multinomial(data: Any, shape: tuple, get_prob: bool, dtype: str) -> list:
+def _infer_multinomial(data: Any, shape: tuple[int, ...], get_prob: bool, dtype: str
+                       ) -> list[Any]:
     limit = np.iinfo(dtype).max if np.dtype(dtype).kind in "iu" else 2 ** np.finfo(dtype).nmant
     if data.shape[-1] - 1 > limit:
         raise AttributeValueError(f"sample_multinomial: {data.shape[-1]} categories cannot "
