@@ -29,13 +29,13 @@ def _as_list(value: Any) -> list[Any]:
 __version__ = "0.2.0"
 
 
-def _flatten(value: Any) -> tuple[list, Any]:
+def _flatten(value: Any) -> tuple[list[Any], Any]:
     """MXNet's nested inputs and outputs taken apart: the leaves (arrays, Symbols, None)
     in order, and the format that rebuilds them (None for a leaf, a list of formats for a
     list or a tuple)."""
     if not isinstance(value, (list, tuple)):
         return [value], None
-    leaves: list = []
+    leaves: list[Any] = []
     formats = []
     for item in value:
         items, item_format = _flatten(item)
