@@ -7,8 +7,9 @@ the tests compare, so a student must never edit them: autosave, a ``git pull`` a
 tests would collide. ``make lab`` therefore opens ``workspace/`` (git-ignored), made on
 first use:
 
-* a copy of every lesson notebook, trusted (``jupyter trust``), carrying this machine's
-  kernelspec and ``language_info`` so that opening and running it marks nothing changed;
+* a copy of every lesson notebook, trusted (signed as ``jupyter trust`` does), carrying
+  this machine's kernelspec and ``language_info`` so that opening and running it marks
+  nothing changed;
 * ``solutions/``, a copy of ``lessons/solutions/`` (where every lesson's exercises point),
   the student's to edit like the notebooks;
 * nothing else: test files (nbval's ``conftest.py``) stay out of the student's way.
@@ -49,7 +50,6 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -111,10 +111,16 @@ def install_copy(source: Path, target: Path) -> None:
 
 
 def trust(target: Path) -> None:
-    command = [sys.executable, "-m", "jupyter", "trust", str(target)]
-    if subprocess.run(command, capture_output=True).returncode != 0:
-        print(f"workspace: could not trust {target.name} (graphs show as images until you "
-              f"run it)", file=sys.stderr)
+    """Sign the copy as ``jupyter trust`` does, in this process (a ``jupyter`` process per
+    notebook took seconds each on a loaded machine: minutes for the course)."""
+    try:
+        import nbformat
+        from nbformat.sign import NotebookNotary
+
+        NotebookNotary().sign(nbformat.read(target, as_version=4))
+    except Exception as error:  # no nbformat, an unwritable signature store, ...
+        print(f"workspace: could not trust {target.name} ({error}); graphs show as images "
+              f"until you run it", file=sys.stderr)
 
 
 def course_files() -> list[tuple[str, Path]]:
@@ -175,7 +181,9 @@ def make(refresh: bool = False) -> list[str]:
         raise WorkspaceError(f"{kept_root.relative_to(ROOT)} is not a folder (refresh keeps "
                              f"edited copies there); rename it and run this again")
     kept = kept_root / time.strftime("%Y%m%d-%H%M%S")
-    for name, source in course_files():
+    files = course_files()
+    notebooks = [name for name, _ in files if name.endswith(".ipynb")]
+    for name, source in files:
         target, course = WORKSPACE / name, digest(source)
         check_place(target)
         stamp = stamps.get(name, {})
@@ -187,6 +195,8 @@ def make(refresh: bool = False) -> list[str]:
                 shutil.move(str(target), kept / name)
                 done.append(f"kept your edited {name} in {kept.relative_to(ROOT)}")
         if name.endswith(".ipynb"):
+            print(f"workspace: copying and trusting {name} ({notebooks.index(name) + 1} of "
+                  f"{len(notebooks)})", file=sys.stderr, flush=True)  # the first make lab: all
             install_copy(source, target)
         else:
             write_new(target, source.read_bytes())
