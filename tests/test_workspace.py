@@ -139,7 +139,7 @@ def test_lab_settings_save_widget_state_and_install_the_save_hook(tmp_path):
     settings, config = workspace.install_lab_settings(tmp_path)
     assert settings == tmp_path / "share/jupyter/lab/settings/overrides.d/hybridlab.json"
     data = json.loads(settings.read_text())
-    assert data["@jupyter-widgets/jupyterlab-manager:plugin"] == {"saveState": True}
+    assert data["@jupyter-widgets/jupyterlab-manager:plugin"] == {"saveState": False}
     hook = json.loads(config.read_text())["ContentsManager"]["pre_save_hook"]
     assert config == server
     assert json.loads(config.read_text())["ServerApp"] == {"open_browser": False}  # kept

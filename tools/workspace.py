@@ -25,19 +25,20 @@ what to move away -- nothing outside ``workspace/`` is ever written but the two 
 settings below. (Older versions made
 ``solutions`` a link into ``lessons/``; that link is replaced by the copy.)
 
-It also sets up the environment's JupyterLab (:func:`install_lab_settings`) so a saved
-notebook keeps its widgets:
+It also sets up the environment's JupyterLab (:func:`install_lab_settings`) so a notebook
+keeps its pictures and opens unchanged:
 
 * ``share/jupyter/lab/settings/overrides.d/hybridlab.json`` (the environment's
-  overrides, one file per package beside the user's ``overrides.json``) turns on the
-  widget manager's
-  ``saveState``: every save (autosave too) writes the widgets' state into the notebook,
-  so its outputs never point at models the file does not hold;
+  overrides, one file per package beside the user's ``overrides.json``) keeps the widget
+  manager's ``saveState`` *off* (NOTE [Clean on open] in ``hybridlab/viz/bundle.py``):
+  with it on, a lesson with saved widgets was marked changed the moment it opened, and
+  autosave rewrote it. The widgets the course saved come back either way;
 * ``etc/jupyter/jupyter_server_config.json`` (its other settings kept; the server reads
   no ``ContentsManager`` setting from a ``.d`` folder) installs
-  ``hybridlab.viz.bundle.pre_save_hook``: an output whose widget model is still missing
-  (a widget closed before the save, a lab that does not save state) loses only its widget
-  view, so JupyterLab shows its PNG instead of "Error displaying widget: model not found".
+  ``hybridlab.viz.bundle.pre_save_hook``: an output whose widget model is not saved (an
+  instrument the student ran again) keeps its PNG, marked "a saved snapshot", instead of
+  JupyterLab's "Error displaying widget: model not found", and the saved widget state
+  keeps only the models an output still shows.
 
     python3 tools/workspace.py            # make it if missing; print its path
     python3 tools/workspace.py --refresh  # bring in new course versions, keeping edits
@@ -214,7 +215,7 @@ def install_lab_settings(prefix: Path = Path(sys.prefix)) -> list[Path]:
     return the files written (JupyterLab's settings override, the server's config)."""
     overrides = prefix / "share" / "jupyter" / "lab" / "settings" / "overrides.d"
     config = prefix / "etc" / "jupyter" / "jupyter_server_config.json"
-    settings = {WIDGETS_PLUGIN: {"saveState": True}}
+    settings = {WIDGETS_PLUGIN: {"saveState": False}}
     hook = json.loads(config.read_text()) if config.exists() else {}
     hook.setdefault("ContentsManager", {})["pre_save_hook"] = "hybridlab.viz.bundle.pre_save_hook"
     for path, data in ((overrides / "hybridlab.json", settings), (config, hook)):
