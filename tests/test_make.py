@@ -8,6 +8,7 @@ no server is started.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -145,3 +146,35 @@ def test_make_venv_says_what_it_installs_before_pip_runs(tmp_path):
                          capture_output=True, text=True, timeout=60).stdout
     assert out.index("venv: installing hybridlab") < out.index("pip install")
     assert "--quiet" not in log.read_text()  # pip's own lines are the progress
+
+
+def test_make_test_runs_every_step_then_fails_and_reports_each_steps_time(tmp_path):
+    """tools/steps.py, which `make test` runs: a failing step does not stop the next one."""
+    summary = tmp_path / "steps.txt"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "steps.py"), "--summary", str(summary),
+         "lint=exit 3", "tests=echo the tests ran", "notebooks=true"],
+        capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert "the tests ran" in done.stdout  # ran after the failure
+    table = done.stdout.split("== time per step\n")[1]
+    assert table.strip() == summary.read_text().strip()
+    rows = {line.split()[0]: line for line in table.splitlines()[1:4]}
+    assert "FAILED (3)" in rows["lint"] and "passed" in rows["tests"]
+    assert all(re.search(r"\d+m\d\d\.\ds$", row) for row in rows.values())
+    assert table.splitlines()[-1] == "failed: lint"
+
+
+def test_steps_refuses_an_argument_that_is_not_name_equals_command():
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "steps.py"), "ruff check"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "a step is NAME=COMMAND, got 'ruff check'" in done.stderr
+
+
+def test_make_test_runs_every_check_through_the_step_runner():
+    listing = subprocess.run([MAKE, "-n", "test"], cwd=ROOT, capture_output=True, text=True,
+                             timeout=60).stdout
+    runner = listing[listing.index("tools/steps.py"):]
+    for check in ("tools/sz.py", "ruff check", "lint-imports", "mypy", "-m pytest",
+                  "test-notebooks", "test-oldest"):
+        assert check in runner, check

@@ -26,7 +26,7 @@ from hybridlab.exercises.lesson00 import check_fc_count, check_speedup_guess, ch
 from hybridlab.exercises.lesson01 import (
     check_dense_from_primitives,
     check_fancy_func_nodes,
-    check_operator_cost,
+    check_held_bytes,
     check_symbol_program,
     fancy_func,
 )
@@ -90,7 +90,7 @@ __all__ = [
     "check_dense_from_primitives", "check_enough_workers", "check_export_roundtrip",
     "check_fancy_func_nodes", "check_fc_count", "check_flatten", "check_gradients",
     "check_hybridizable", "check_last_column", "check_liveness_bound", "check_makespan",
-    "check_numeric_gradient", "check_operator_cost", "check_print_count",
+    "check_held_bytes", "check_numeric_gradient", "check_print_count",
     "check_ready_after_two_steps", "check_retrace_cost",
     "check_sign_gate", "check_span", "check_speedup", "check_speedup_guess",
     "check_symbol_program", "check_sync_points", "check_times_one_pass", "check_tour_mlp",
