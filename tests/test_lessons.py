@@ -228,11 +228,9 @@ def test_cells_that_need_a_missing_framework_are_skipped_and_never_rebuilt():
     import nbformat
 
     notebook = nbformat.v4.new_notebook()
-    needs = nbformat.v4.new_code_cell("import not_a_framework_here")
-    needs.metadata["tags"] = ["requires-not_a_framework_here"]
-    present = nbformat.v4.new_code_cell("import numpy")
-    present.metadata["tags"] = ["requires-numpy"]
-    notebook.cells = [needs, present, nbformat.v4.new_code_cell("1 + 1")]
+    notebook.cells = [nbformat.v4.new_code_cell("%%requires not_a_framework_here\nimport x"),
+                      nbformat.v4.new_code_cell("%%requires numpy\nimport numpy"),
+                      nbformat.v4.new_code_cell("1 + 1")]
     assert sync_notebooks.required_modules(notebook) == ["not_a_framework_here", "numpy"]
     with pytest.raises(sync_notebooks.MissingFrameworkError, match="not_a_framework_here"):
         sync_notebooks.check_frameworks(notebook, "99-example.md")
@@ -244,13 +242,13 @@ def test_cells_that_need_a_missing_framework_are_skipped_and_never_rebuilt():
         ["not_a_framework_here"], [], []]
 
 
-def test_lesson11_builds_only_with_torch_and_tags_every_torch_cell():
+def test_lesson11_builds_only_with_torch_and_marks_every_torch_cell():
     lesson = sync_notebooks.lesson_paths("11")[0]
     notebook = sync_notebooks.read_lesson(lesson)
     for cell in notebook.cells:
         if cell.cell_type == "code" and "torch" in _names(cell.source):  # not in strings
-            assert "requires-torch" in cell.metadata.get("tags", []), cell.source[:80]
-    assert sync_notebooks.required_modules(notebook) == ["torch"]
+            assert cell.source.startswith("%%requires torch"), cell.source[:80]
+    assert sync_notebooks.required_modules(notebook) == ["onnxscript", "torch"]
 
 
 def _names(source: str) -> set[str]:

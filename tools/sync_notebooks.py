@@ -66,28 +66,31 @@ class GlueError(ValueError):
 
 
 class MissingFrameworkError(RuntimeError):
-    """A lesson has cells tagged ``requires-<module>`` and that module is not installed."""
+    """A lesson has cells starting ``%%requires <module>`` and that module is not installed."""
 
 
-REQUIRES = "requires-"  # cell tag, as notebooks/conftest.py reads it
+REQUIRES = "%%requires"  # hybridlab.exercises.requires.MAGIC (a tool does not import hybridlab)
 
 
 def required_modules(notebook) -> list[str]:
-    """The modules named by the ``requires-<module>`` tags of a notebook's cells."""
-    found = {tag[len(REQUIRES):] for cell in notebook.cells
-             for tag in cell.get("metadata", {}).get("tags", []) if tag.startswith(REQUIRES)}
+    """The modules named by the ``%%requires <module> ...`` first lines of a notebook's
+    cells (as ``hybridlab.exercises.requires.required_modules`` reads them)."""
+    found = set()
+    for cell in notebook.cells:
+        words = cell.source.lstrip().split("\n", 1)[0].split() if cell.cell_type == "code" else []
+        found |= set(words[1:]) if words[:1] == [REQUIRES] else set()
     return sorted(found)
 
 
 def check_frameworks(notebook, lesson_name: str) -> None:
-    """Refuse to build a lesson whose tagged cells could not run here: executing it would
+    """Refuse to build a lesson whose ``%%requires`` cells could not run here: executing it would
     store errors (or no outputs) in place of the saved ones."""
     import importlib.util
 
     missing = [m for m in required_modules(notebook) if importlib.util.find_spec(m) is None]
     if missing:
         raise MissingFrameworkError(
-            f"{lesson_name}: cells tagged requires-{missing[0]} need {', '.join(missing)}, "
+            f"{lesson_name}: cells marked %%requires {missing[0]} need {', '.join(missing)}, "
             f"which is not installed; install it (the lesson's first cell gives the command "
             f"for a CPU-only build) and run again")
 

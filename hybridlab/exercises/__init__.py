@@ -14,6 +14,8 @@ Invariants
   check stays right when the engine changes.
 * A check never raises on a wrong answer; it explains it (exceptions from the student's
   code are reported in the message).
+* Imported in IPython (every lesson's first cell does), it registers the ``%%requires``
+  cell magic (:mod:`hybridlab.exercises.requires`).
 """
 
 from typing import Any
@@ -81,6 +83,9 @@ from hybridlab.exercises.lesson10 import (
     check_fastest_way,
     check_two_device_step,
 )
+from hybridlab.exercises.requires import register as _register_requires
+
+_register_requires()  # the %%requires cell magic, for cells that need an optional framework
 
 __all__ = [
     "AddRowMeans", "BARRIER_CHOICES", "BrokenBlock", "CentreInPlace", "ClaimError",
