@@ -313,6 +313,7 @@ def test_lesson08_onnx_check_fails_on_a_fixed_batch_and_other_weights(tmp_path):
     assert not lesson08.check_onnx_batch(str(tmp_path / "missing.onnx"), net)
 
 
+@pytest.mark.slow
 def test_lesson09_checks_fail_on_wrong_predictions_and_wrong_counts():
     pytest.importorskip("onnx")
     from hybridlab.exercises import lesson09
