@@ -59,8 +59,10 @@ PACKAGE = ROOT / "hybridlab"
 # timer, ~0.1k) and the fastest-of-three timing runs: 10.9k.
 # + 0.1k: instruments as documents (each display a moment, the snapshot notice, the
 # save hook) and controls redrawn by pasting a saved background (<= 300 ms a control)
-TOTAL_BUDGET = 18560  # + one shape inference run both ways (graph/shapes.py, backward rules: 0.2k)
+TOTAL_BUDGET = 18945  # + one shape inference run both ways (graph/shapes.py, backward rules: 0.2k)
 # + loops as operators, samplers, profiler marks, save/load (0.75k)
+# + convolution algorithms chosen by measurement: Winograd and depthwise kernels, the pass,
+# the tuner, the report and explorer lines (0.27k); concatenations in place (0.1k)
 # + 55: the kvstore package's module headers, passes' results (PassResult, Note, READERS),
 # three long functions split (their signatures)
 # + 250: the ONNX importer's rules one per operator, optional-framework cells that skip
@@ -119,7 +121,7 @@ BUDGETS: dict[str, int] = {
     "hybridlab/util.py": 32,  # mx.util: the np_shape switch; getenv/setenv
     "hybridlab/attribute.py": 40,  # mx.AttrScope: per-thread scope of symbol attributes
     "hybridlab/base.py": 26,  # mx.base: MXNetError; data_dir, py_str, _as_list, _flatten/_regroup
-    "hybridlab/ops/__init__.py": 34,  # imports 13 op modules so they register, OPS/COMPOSITES views
+    "hybridlab/ops/__init__.py": 36,  # imports 13 op modules so they register, OPS/COMPOSITES views
     "hybridlab/ops/control_flow.py": 156,  # foreach and while_loop: one node holding graphs
     "hybridlab/ops/fused.py": 66,  # _fused: a grouped chain's kernel, shape rule, gradient
     "hybridlab/ops/registry.py": 440,  # + kernel_out, Attr bounds, composite errors, methods
@@ -209,13 +211,16 @@ BUDGETS: dict[str, int] = {
     "hybridlab/graph/passes/eliminate_dead_code.py": 14,
     "hybridlab/graph/passes/lower_operators.py": 53,  # layer operators -> primitives
     "hybridlab/graph/passes/fuse_elementwise.py": 78,  # the pass only (the op: ops/fused.py)
-    "hybridlab/graph/passes/plan_memory.py": 165,  # + workspace, choosing the arena, mypy asserts
+    "hybridlab/graph/passes/plan_memory.py": 227,  # + workspace, choosing the arena, mypy asserts
+    # (+62: concatenations written in place by their inputs, nested ones sharing a buffer)
     # (+ the PassResult import)
     # (+1: sizes in exact integers, math.prod)
-    "hybridlab/graph/codegen.py": 320,  # + a loop node written as a Python loop calling its body
+    "hybridlab/graph/codegen.py": 358,  # + a loop node written as a Python loop calling its body
+    # (+31: a concatenation's buffer made before its inputs, each written into its slice)
     # + the linecache entry dropped with its program;
     # typed for mypy --strict; + Program.single: the plain call with an arena from the pool
-    "hybridlab/graph/cached_op.py": 335,  # + gradients on their inputs' devices;
+    "hybridlab/graph/cached_op.py": 356,  # + gradients on their inputs' devices;
+    # (+16: the convolution algorithms measured, kept per entry, their pass)
     # + derived inputs made from several sources (folding); (+20: MXNet's nd.CachedOp)
     # + lowering before the gradient; a block's one
     # cache: graphs from its tracer (Traced: the fed parameters, the statistics written)
@@ -224,7 +229,11 @@ BUDGETS: dict[str, int] = {
     # + 43: the layout chosen by measurement (_Tuning, its entry fields, layout/layouts)
     # (+4: results on the data's device, NOTE [One program per device] in gluon/block.py)
     "hybridlab/graph/passes/pretranspose_weights.py": 45,  # the layout pass
-    "hybridlab/graph/autotune.py": 50,  # timing two programs, the choice and its report
+    "hybridlab/graph/autotune.py": 74,  # timing two programs, the choice and its report
+    # (+24: AlgorithmTuner, each convolution's algorithm remembered per signature)
+    "hybridlab/graph/passes/choose_convolutions.py": 120,  # the pass, its derived input, the
+    # worked tile of its note
+    "hybridlab/ops/conv_algorithms.py": 145,  # Winograd F(2x2, 3x3) and direct depthwise
     "hybridlab/gluon/__init__.py": 11,  # re-exports only
     "hybridlab/gluon/parameter.py": 324,  # (+4: set_data resets a Trainer's store, MXNet's)
     # + save/load, regex, grad_req, one NDArray, aligned
@@ -314,11 +323,13 @@ BUDGETS: dict[str, int] = {
     "hybridlab/lab/schedule.py": 290,  # (+ simulate split: checks, loop)
     # list scheduler, bounds, task graphs, devices and streams
     "hybridlab/lab/queue.py": 125,  # the queue stepper's model: state, actions, summary
-    "hybridlab/lab/memory.py": 155,  # the memory timeline: boxes, live bytes, a step's line;
+    "hybridlab/lab/memory.py": 161,  # the memory timeline: boxes, live bytes, a step's line;
+    # (+6: inputs drawn inside their concatenation)
     # + lifetimes: an imperative function's locals followed until they are freed (lesson 01)
     # + memory_notes, where the plan put each result (from viz.views)
     # (+ live_profile: a real network's bytes alive at every step, in one pass)
-    "hybridlab/lab/passes.py": 110,  # + any pass's notes, with the block's numbers
+    "hybridlab/lab/passes.py": 120,  # + any pass's notes, with the block's numbers
+    # (+10: the convolution algorithms measured, replayed in their stage)
     # (the pipeline's stages, what changed, diffs; + each stage printed once; + the
     # layout the CachedOp chose by measurement, shown as a stage
     "hybridlab/lab/roofline.py": 50,  # operations and bytes of a compiled graph's operators
@@ -331,7 +342,9 @@ BUDGETS: dict[str, int] = {
     "hybridlab/ops/broadcast.py": 90,  # + UpSampling (nearest) beside broadcast_like axes;
     # broadcast_to/axis/like and sum_like, their inverse
     # + kernels sized at compile time (infer once, not per call)
-    "hybridlab/ops/conv.py": 380,  # + 1-D data (lifted views), 3-D (per depth offset)
+    "hybridlab/ops/conv.py": 385,  # + 1-D data (lifted views), 3-D (per depth offset)
+    # (+4: a sized kernel into a planned buffer)
+    # (+1: MXNet's cudnn_tune, cudnn_off, workspace)
     # (+ the backward shape rule (batch; stride-1 spatial sizes))
     "hybridlab/ops/tiling.py": 190,  # tile, repeat, pad, slice_like, split_v2 and their
     # gathering VJPs; shape_array/size_array, argmax_channel (MXNet's fluent methods)
@@ -365,7 +378,8 @@ BUDGETS: dict[str, int] = {
     "hybridlab/graph/autodiff.py": 110,  # backward graph; cheap residuals recomputed; lowering
     "hybridlab/gluon/_trace.py": 125,  # tracing hybrid_forward (report: _report), user lines
     # (+ shape_of/known_shape_of, from nn/basic_layers: activations imports them here)
-    "hybridlab/gluon/_report.py": 141,  # hybridization report from the traced function's ast
+    "hybridlab/gluon/_report.py": 143,  # hybridization report from the traced function's ast
+    # (+2: the convolution lines)
     # + the measured layouts
     "hybridlab/lab/allreduce.py": 120,  # server, ring, tree as task graphs; closed forms
     "hybridlab/viz/allreduce.py": 100,  # the all-reduce explorer: drawing (axes reused), widget

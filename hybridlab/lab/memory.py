@@ -68,6 +68,12 @@ def timeline(obj: Any, shape: dict[str, Any] | None = None, backward: bool = Fal
     end = len(final.nodes)
     for value in final.outputs:
         last_use[id(value.node)] = end
+    for step, node in enumerate(final.nodes):  # NOTE [Concatenation in place]: an input
+        # written into its concatenation's slice; once that is computed, its bytes are the
+        # concatenation's box, so they are drawn (and counted) once
+        if (id(node), 0) in plan.concats:
+            for value in node.inputs:
+                last_use[id(value.node)] = step - 1
     base = [sum(plan.buffer_bytes[:k]) for k in range(len(plan.buffer_bytes))]
     boxes = []
     for node in final.nodes:
@@ -143,7 +149,12 @@ def memory_notes(graph: Any) -> dict[int, str]:
         buffer = plan.buffer_of.get((id(node), 0))
         if buffer is None:  # not placed: a view, a constant, or an op without ``out=``
             continue
-        if buffer == 0:
+        slot = plan.slot_of.get((id(node), 0))
+        if slot is not None:  # NOTE [Concatenation in place] in plan_memory.py
+            _, axis, first, stop = slot
+            notes[id(node)] = (f"in place: slice {first}:{stop} of axis {axis} of its "
+                               f"concatenation's buffer")
+        elif buffer == 0:
             start = plan.offset_of[(id(node), 0)]
             size = node.aval[0].dtype.itemsize * math.prod(node.aval[0].shape)
             notes[id(node)] = f"arena bytes {start}-{start + size}"
