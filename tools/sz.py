@@ -260,7 +260,7 @@ BUDGETS: dict[str, int] = {
     # (the pass explorer: drawing + widget (lab/passes.py)); + big graphs drawn by blocks,
     # each stage rendered once; the block menu (a real network's block opened on demand)
     "hybridlab/viz/breakdown.py": 47,  # where the time goes, drawn (lab/timing.py measures)
-    "hybridlab/viz/memory.py": 212,  # the timeline drawn + its widget (model: lab/memory.py)
+    "hybridlab/viz/memory.py": 205,  # the timeline drawn + its widget (model: lab/memory.py)
     # (+ draw split into boxes, labels, lines and legend: each below McCabe 10)
     # + drawn once per program, a step pasted over the background; labels only where they fit
     # (+ boxes as two collections: a real network's thousands in one redraw)
@@ -281,7 +281,8 @@ BUDGETS: dict[str, int] = {
     "hybridlab/lab/schedule.py": 290,  # (+ simulate split: checks, loop)
     # list scheduler, bounds, task graphs, devices and streams
     "hybridlab/lab/queue.py": 125,  # the queue stepper's model: state, actions, summary
-    "hybridlab/lab/memory.py": 110,  # the memory timeline: boxes, live bytes, a step's line;
+    "hybridlab/lab/memory.py": 130,  # the memory timeline: boxes, live bytes, a step's line;
+    # (+ the drawing's layout from viz/memory.py: spans, rectangles, labels that fit)
     # + memory_notes, where the plan put each result (from viz.views)
     # (+ live_profile: a real network's bytes alive at every step, in one pass)
     "hybridlab/lab/passes.py": 110,  # + any pass's notes, with the block's numbers
