@@ -170,7 +170,6 @@ BUDGETS: dict[str, int] = {
     # and MXNet's partial shapes both ways (probes, elementwise unification, backward rules)
     "hybridlab/graph/passes/__init__.py": 90,  # the pipeline, one calling convention
     "hybridlab/graph/passes/derived.py": 25,  # derived inputs: what a pass's new var is made of
-    # (+ passes that take a context (takes_context))
     #  # + user passes (passes=[...]) and their checks
     "hybridlab/graph/passes/fold_constants.py": 42,
     "hybridlab/graph/passes/fold_batchnorm.py": 110,  # BatchNorm folded into the convolution
