@@ -97,7 +97,7 @@ class MemoryPlan:
 def plan_memory(graph: Graph, context: PassContext) -> PassResult:
     """Annotate ``graph`` with a :class:`MemoryPlan` (needs inferred avals)."""
     if any(n.aval is None for n in graph.nodes if n.kind == "call"):
-        return PassResult(graph, ["skipped: shapes unknown (run infer_shapes first)"])
+        return PassResult(graph, ["skipped: shapes unknown (run shapes.infer_graph first)"])
     values = _Values(graph)
     plan = MemoryPlan()
     chains = _inplace_chains(graph, values, plan)
