@@ -59,7 +59,8 @@ PACKAGE = ROOT / "hybridlab"
 # timer, ~0.1k) and the fastest-of-three timing runs: 10.9k.
 # + 0.1k: instruments as documents (each display a moment, the snapshot notice, the
 # save hook) and controls redrawn by pasting a saved background (<= 300 ms a control)
-TOTAL_BUDGET = 20065  # + one shape inference run both ways (graph/shapes.py, backward rules: 0.2k)
+TOTAL_BUDGET = 20085  # + one shape inference run both ways (graph/shapes.py, backward rules: 0.2k)
+# + 20: drawings' layout moved from viz to lab (the memory timeline's, a node label's)
 # + loops as operators, samplers, profiler marks, save/load (0.75k)
 # + convolution algorithms chosen by measurement: Winograd and depthwise kernels, the pass,
 # the tuner, the report and explorer lines (0.27k); concatenations in place (0.1k)
@@ -202,7 +203,6 @@ BUDGETS: dict[str, int] = {
     # and MXNet's partial shapes both ways (probes, elementwise unification, backward rules)
     "hybridlab/graph/passes/__init__.py": 90,  # the pipeline, one calling convention
     "hybridlab/graph/passes/derived.py": 25,  # derived inputs: what a pass's new var is made of
-    # (+ passes that take a context (takes_context))
     #  # + user passes (passes=[...]) and their checks
     "hybridlab/graph/passes/fold_constants.py": 42,
     "hybridlab/graph/passes/fold_batchnorm.py": 110,  # BatchNorm folded into the convolution
@@ -301,7 +301,7 @@ BUDGETS: dict[str, int] = {
     # (the pass explorer: drawing + widget (lab/passes.py)); + big graphs drawn by blocks,
     # each stage rendered once; the block menu (a real network's block opened on demand)
     "hybridlab/viz/breakdown.py": 47,  # where the time goes, drawn (lab/timing.py measures)
-    "hybridlab/viz/memory.py": 212,  # the timeline drawn + its widget (model: lab/memory.py)
+    "hybridlab/viz/memory.py": 205,  # the timeline drawn + its widget (model: lab/memory.py)
     # (+ draw split into boxes, labels, lines and legend: each below McCabe 10)
     # + drawn once per program, a step pasted over the background; labels only where they fit
     # (+ boxes as two collections: a real network's thousands in one redraw)
@@ -317,16 +317,18 @@ BUDGETS: dict[str, int] = {
     "hybridlab/graph/evaluate.py": 20,  # the reference interpreter: lower, then interpret
     # the instruments' models (moved out of viz/: the models were 45% of it)
     "hybridlab/lab/__init__.py": 5,  # the package docstring only
-    "hybridlab/lab/graphs.py": 240,  # (+ a block's label and the edges: layout, from viz)
+    "hybridlab/lab/graphs.py": 255,  # (+ a block's label and the edges: layout, from viz;
+    # what a node's label says: changed attributes, fused bodies, every call)
     # anything drawable -> graph IR and parameter names; op kinds;
     # the graph's one-line summary and its dead nodes (moved from viz.graph)
     # (+ blocks: cut points, scopes from weights' names, stages of a big network)
     "hybridlab/lab/schedule.py": 290,  # (+ simulate split: checks, loop)
     # list scheduler, bounds, task graphs, devices and streams
     "hybridlab/lab/queue.py": 125,  # the queue stepper's model: state, actions, summary
-    "hybridlab/lab/memory.py": 161,  # the memory timeline: boxes, live bytes, a step's line;
+    "hybridlab/lab/memory.py": 182,  # the memory timeline: boxes, live bytes, a step's line;
     # (+6: inputs drawn inside their concatenation)
     # + lifetimes: an imperative function's locals followed until they are freed (lesson 01)
+    # (+ the drawing's layout from viz/memory.py: spans, rectangles, labels that fit)
     # + memory_notes, where the plan put each result (from viz.views)
     # (+ live_profile: a real network's bytes alive at every step, in one pass)
     "hybridlab/lab/passes.py": 120,  # + any pass's notes, with the block's numbers
