@@ -21,10 +21,10 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from hybridlab import engine, nd  # noqa: E402
-from hybridlab.gluon import nn  # noqa: E402
-from hybridlab.graph import passes, shapes  # noqa: E402
-from hybridlab.ops import control_flow  # noqa: E402
+from hybridlab import engine, nd
+from hybridlab.gluon import nn
+from hybridlab.graph import passes, shapes
+from hybridlab.ops import control_flow
 
 
 class Cell(nn.HybridBlock):
