@@ -378,9 +378,10 @@ class OnnxExportError(MXNetError, AttributeError):
 
 class OnnxImportError(MXNetError, ValueError):
     """An ONNX file hybridlab cannot read (``mx.contrib.onnx.import_model``): not a model,
-    an operator with no row in ``hybridlab.onnx.IMPORTERS``, or a form of one hybridlab's
-    operators cannot take (asymmetric pads). The message names the node, the operator and
-    the model's opset."""
+    an operator with no row in ``hybridlab.onnx.IMPORTERS``, a form of one hybridlab's
+    operators cannot take (asymmetric pads), a damaged tensor, external data from outside
+    the model's folder, or more memory than ``HYBRIDLAB_ONNX_MAX_BYTES`` allows. The
+    message names the node (its operator and the model's opset) or the tensor."""
 
 
 class DaskGraphError(MXNetError, ValueError):
