@@ -13,7 +13,7 @@ LINT_PATHS := $(wildcard hybridlab tests tools benchmarks)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: help venv graphviz lab-graphviz chromium test test-notebooks test-frameworks test-oldest fuzz lab workspace-refresh site notebooks \
-        bench clean distclean
+        assignments grade bench clean distclean
 
 help:
 	@echo "make lab             open the lessons in JupyterLab (your copy in workspace/;"
@@ -27,6 +27,8 @@ help:
 	@echo "make test-oldest     make site and the fast tests under the oldest Python (3.11)"
 	@echo "make fuzz            the loaders fuzzed with 10 000 examples each (FUZZ_EXAMPLES=...)"
 	@echo "make notebooks       regenerate notebooks/ from lessons/ (tools/sync_notebooks.py)"
+	@echo "make assignments     the nbgrader course in course/: one assignment per lesson"
+	@echo "make grade           autograde course/submitted/, each submission in a sandbox"
 	@echo "make bench           run every benchmarks/*.py"
 	@echo "make clean           remove caches and build files; make distclean also removes .venv"
 
@@ -168,6 +170,17 @@ notebooks: venv
 	@test -f tools/sync_notebooks.py || \
 		{ echo "notebooks: tools/sync_notebooks.py does not exist yet (course engineer)"; exit 1; }
 	$(PY) tools/sync_notebooks.py
+
+# The course as nbgrader assignments (README, "Teaching with hybridlab"): course/source/
+# built from lessons/ and lessons/solutions/, course/release/ the student versions.
+# ASSIGNMENTS="03 05" builds only those lessons.
+assignments: venv
+	$(PY) tools/assignments.py $(ASSIGNMENTS)
+
+# Autograde what is in course/submitted/<student>/<assignment>/ (GRADE_ARGS: limits,
+# assignments; see `python3 tools/grade.py --help`): grades.csv and feedback/.
+grade: venv
+	$(PY) tools/grade.py $(GRADE_ARGS)
 
 # The loaders' fuzz tests with 10 000 examples each (make test runs 200): every mutated
 # or random file must give ModelFileError / ArrayFileError or load correctly.
