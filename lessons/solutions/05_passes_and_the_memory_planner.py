@@ -17,7 +17,7 @@ BIGGEST_STAGE = "fuse_elementwise"
 
 
 # %% Exercise 3
-def drop_times_one(graph):
+def drop_times_one(graph, context):
     ### BEGIN SOLUTION
     # Replace each x * 1 by x itself.
     changes = []
