@@ -39,7 +39,19 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet -e '.[notebooks,test]'
+	@$(NBGRADER_UI_OFF)
 	@touch $(STAMP)
+
+# nbgrader (the instructor extra, which `test` pulls in) switches its JupyterLab interface
+# on in this environment; the course grades from the command line (README, "Teaching with
+# hybridlab"), so a student's `make lab` stays as it was: the interface is switched off.
+NBGRADER_SERVER := $(addprefix nbgrader.server_extensions.,formgrader validate_assignment \
+                   assignment_list course_list)
+define NBGRADER_UI_OFF
+{ $(VENV)/bin/jupyter labextension disable --level=sys_prefix @jupyter/nbgrader && \
+  $(VENV)/bin/jupyter server extension disable --sys-prefix $(NBGRADER_SERVER); } \
+	>/dev/null 2>&1 || echo "venv: could not switch nbgrader's JupyterLab interface off"
+endef
 
 # apt_install(program, package, why, what happens without it): a system program pip cannot
 # install. Present: nothing to do. Root: apt-get installs it (waiting up to APT_LOCK_WAIT
