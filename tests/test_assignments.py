@@ -142,6 +142,7 @@ def test_the_grading_round(course):
     expected = {}
     for assignment in built:
         full = sum(e.points for e in assignment.exercises if available(e))
+        assert assignment.number in WRONG, f"add a wrong answer for {assignment.name} to WRONG"
         number, wrong = WRONG[assignment.number]
         (lost,) = [e.points for e in assignment.exercises if e.number == number]
         submit(folder, "reference", assignment, answered(folder, assignment))
@@ -149,7 +150,8 @@ def test_the_grading_round(course):
         submit(folder, "one_wrong", assignment, answered(folder, assignment, {number: wrong}))
         expected |= {(assignment.name, "reference"): full, (assignment.name, "unchanged"): 0,
                      (assignment.name, "one_wrong"): full - lost}
-    outcomes, grades = grade.grade(folder, [], grade.Limits(time_limit=300))
+    outcomes, grades = grade.grade(folder, [], grade.Limits(time_limit=300),
+                                   ["reference", "unchanged", "one_wrong"])
     assert all(o.graded for o in outcomes), [o for o in outcomes if not o.graded]
     rows = {(r["assignment"], r["student_id"]): r for r in csv.DictReader(grades.open())}
     scores = {key: float(row["score"]) for key, row in rows.items()}
@@ -183,6 +185,7 @@ def test_hostile_submissions_are_graded_without_harm(course, tmp_path):
     relative = "../" * 12 + str(sentinel).lstrip("/")
     hostile(folder, assignment, "loops", "while True:\n    pass")
     hostile(folder, assignment, "imports", "import a_module_nobody_installed")
+    hostile(folder, assignment, "hogs", "hoard = bytearray(3 * 2**30)")  # over the 2 GiB limit
     hostile(folder, assignment, "stubborn", "import signal, time\n"  # ignores the interrupt
                                             "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
                                             "while True:\n    time.sleep(1)")
@@ -193,11 +196,13 @@ def test_hostile_submissions_are_graded_without_harm(course, tmp_path):
     target.mkdir(parents=True)
     (target / f"{assignment.name}.ipynb").write_text('{"cells": [ this is not JSON')
     outcomes, grades = grade.grade(folder, [assignment.name],
-                                   grade.Limits(time_limit=60, cell_timeout=5))
+                                   grade.Limits(time_limit=60, cell_timeout=5, memory_mb=2048),
+                                   ["loops", "imports", "hogs", "stubborn", "deletes", "garbled"])
     rows = {r["student_id"]: float(r["score"]) for r in csv.DictReader(grades.open())
             if r["assignment"] == assignment.name}
     first = assignment.exercises[0].points
-    assert rows["loops"] == rows["imports"] == rows["deletes"] == assignment.points - first
+    assert rows["loops"] == rows["imports"] == rows["hogs"] == rows["deletes"] == \
+        assignment.points - first
     assert rows["garbled"] == rows["stubborn"] == 0
     notes = {o.student: o.note for o in outcomes}
     assert "not a valid notebook" in notes["garbled"]
@@ -212,7 +217,7 @@ def test_a_slow_submission_is_stopped_at_the_time_limit(course):
     (assignment,) = [a for a in built if a.name == "lesson01"]
     hostile(folder, assignment, "slow", "import time\ntime.sleep(300)")
     outcomes, grades = grade.grade(folder, [assignment.name],
-                                   grade.Limits(time_limit=8, cell_timeout=600))
+                                   grade.Limits(time_limit=8, cell_timeout=600), ["slow"])
     (slow,) = [o for o in outcomes if o.student == "slow"]
     assert not slow.graded and "time limit" in slow.note
     rows = {r["student_id"]: float(r["score"]) for r in csv.DictReader(grades.open())

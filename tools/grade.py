@@ -74,11 +74,14 @@ def install_kernel(run_root: Path, limits: Limits) -> None:
         filter(None, [str(run_root / "jupyter"), os.environ.get("JUPYTER_PATH")]))
 
 
-def submissions(course: Path, names: list[str]) -> list[tuple[str, str]]:
-    """(assignment, student) of every submission, for the assignments ``names`` (or all)."""
+def submissions(course: Path, names: list[str], students: list[str] | None = None
+                ) -> list[tuple[str, str]]:
+    """(assignment, student) of every submission, for the assignments ``names`` and the
+    ``students`` (all when empty)."""
     found = []
     for folder in sorted((course / "submitted").glob("*/*")):
-        if folder.is_dir() and (not names or folder.name in names):
+        if folder.is_dir() and (not names or folder.name in names) and \
+                (not students or folder.parent.name in students):
             found.append((folder.name, folder.parent.name))
     return found
 
@@ -99,6 +102,11 @@ def unreadable(folder: Path) -> str:
     return ""
 
 
+# What a submission's own code causes; any other failure is nbgrader's (a database or
+# interpreter hiccup), and the submission is graded once more before it counts as zero.
+SUBMISSION_FAILURES = ("CellTimeoutError", "DeadKernelError", "UnresponsiveKernelError")
+
+
 def grade_one(api, course: Path, assignment: str, student: str, limits: Limits,
               run_root: Path) -> Outcome:
     """Autograde one submission under the time limit; write its feedback."""
@@ -107,6 +115,32 @@ def grade_one(api, course: Path, assignment: str, student: str, limits: Limits,
     if reason:
         forget(api, assignment, student)
         return Outcome(assignment, student, False, reason)
+    retried = ""
+    for attempt in (1, 2):
+        result, stopped = autograde_once(api, assignment, student, limits, run_root)
+        log = result.get("log", "") + result.get("error", "")
+        if result["success"] or stopped or attempt == 2 or \
+                any(name in log for name in SUBMISSION_FAILURES):
+            break
+        retried = f"graded again after nbgrader failed: {last_error(log)}"
+    seconds = time.monotonic() - start
+    if stopped or not result["success"]:
+        forget(api, assignment, student)
+        if stopped:
+            return Outcome(assignment, student, False,
+                           f"stopped at the time limit ({limits.time_limit:g} s)", seconds)
+        assignments.write_text(course / "grading-logs" / f"{student}-{assignment}.log", log)
+        return Outcome(assignment, student, False, "autograding failed: " + last_error(log) +
+                       f" (grading-logs/{student}-{assignment}.log)", seconds)
+    feedback = api.generate_feedback(assignment, student, force=True)
+    note = "" if feedback["success"] else "no feedback: " + last_error(feedback.get("log", ""))
+    return Outcome(assignment, student, True, "; ".join(filter(None, [retried, note])), seconds)
+
+
+def autograde_once(api, assignment: str, student: str, limits: Limits,
+                   run_root: Path) -> tuple[dict, bool]:
+    """nbgrader's autograde of one submission, its kernels killed at the time limit;
+    (nbgrader's result, whether the time limit stopped it)."""
     root = Path(tempfile.mkdtemp(prefix=f"{student}-{assignment}-", dir=run_root))
     os.environ[sandbox.ROOT_VARIABLE] = str(root)
     stopped: list[int] = []
@@ -117,18 +151,7 @@ def grade_one(api, course: Path, assignment: str, student: str, limits: Limits,
     finally:
         timer.cancel()
         sandbox.kill_kernels(root)  # nothing it started outlives its grading
-    seconds = time.monotonic() - start
-    if stopped:
-        forget(api, assignment, student)
-        return Outcome(assignment, student, False,
-                       f"stopped at the time limit ({limits.time_limit:g} s)", seconds)
-    if not result["success"]:
-        forget(api, assignment, student)
-        return Outcome(assignment, student, False, "autograding failed: " +
-                       last_error(result.get("log", "") + result.get("error", "")), seconds)
-    feedback = api.generate_feedback(assignment, student, force=True)
-    note = "" if feedback["success"] else "no feedback: " + last_error(feedback.get("log", ""))
-    return Outcome(assignment, student, True, note, seconds)
+    return result, bool(stopped)
 
 
 def last_error(log: str) -> str:
@@ -163,9 +186,10 @@ def export(api, target: Path) -> None:
     os.replace(partial, target)
 
 
-def grade(course: Path, names: list[str], limits: Limits) -> tuple[list[Outcome], Path]:
-    """Grade every submission of ``names`` (all when empty); return the outcomes and the
-    CSV file."""
+def grade(course: Path, names: list[str], limits: Limits, students: list[str] | None = None
+          ) -> tuple[list[Outcome], Path]:
+    """Grade every submission of the assignments ``names`` by the ``students`` (all when
+    empty); return the outcomes and the CSV file (every grade in the gradebook)."""
     abi = sandbox.landlock_abi()
     if abi < 1:
         print("grade: this system has no Landlock: graded code may write anywhere the "
@@ -178,7 +202,7 @@ def grade(course: Path, names: list[str], limits: Limits) -> tuple[list[Outcome]
         api = assignments.course_api(course, {"Execute": {"kernel_name": KERNEL,
                                                           "timeout": limits.cell_timeout}})
         outcomes = [grade_one(api, course, assignment, student, limits, run_root)
-                    for assignment, student in submissions(course, names)]
+                    for assignment, student in submissions(course, names, students)]
         export(api, course / "grades.csv")
     finally:
         for key, value in saved.items():
@@ -202,6 +226,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("assignments", nargs="*", help="only these assignments (lesson03)")
     parser.add_argument("--course", type=Path, default=assignments.COURSE)
+    parser.add_argument("--student", action="append", default=[],
+                        help="only this student's submissions (repeat for several)")
     parser.add_argument("--time-limit", type=float, default=Limits.time_limit,
                         help="seconds for one submission")
     parser.add_argument("--cell-timeout", type=int, default=Limits.cell_timeout)
@@ -214,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 1
     limits = Limits(args.time_limit, args.cell_timeout, args.memory, args.cpu)
-    outcomes, grades = grade(args.course.resolve(), args.assignments, limits)
+    outcomes, grades = grade(args.course.resolve(), args.assignments, limits, args.student)
     print(report(outcomes, grades))
     print(f"grade: {len(outcomes)} submission(s); grades in {grades}, feedback in "
           f"{args.course / 'feedback'}")
