@@ -66,8 +66,8 @@ def install_kernel(run_root: Path, limits: Limits) -> None:
     spec = run_root / "jupyter" / "kernels" / KERNEL
     spec.mkdir(parents=True)
     argv = [sys.executable, str(Path(sandbox.__file__).resolve()), "--memory",
-            str(limits.memory_mb), "--cpu", str(limits.cpu_seconds), "--", "-f",
-            "{connection_file}"]
+            str(limits.memory_mb), "--cpu", str(limits.cpu_seconds), "--", "--log-level=ERROR",
+            "-f", "{connection_file}"]  # (ipykernel's warning on a local TCP port: noise)
     (spec / "kernel.json").write_text(json.dumps(
         {"argv": argv, "display_name": "hybridlab (sandboxed grading)", "language": "python"}))
     os.environ["JUPYTER_PATH"] = os.pathsep.join(
