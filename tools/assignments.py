@@ -52,7 +52,6 @@ ROOT = Path(__file__).resolve().parent.parent
 LESSONS = ROOT / "lessons"
 SOLUTIONS = LESSONS / "solutions"
 COURSE = ROOT / "course"
-CLOCKS = ("TaskClock", "scripted_clock")  # hybridlab.exercises.clocks
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 ITEM = re.compile(r"^(\d+)\.\s+(.*)$")
 POINTS = re.compile(r"^\*\*\((\d+) points?\)\*\*\s*")
@@ -247,6 +246,11 @@ def read_grading(source: str, path: Path) -> dict[str, dict]:
     return tables
 
 
+def clock_names() -> set[str]:
+    """The deterministic clocks a grading call may use (hybridlab.exercises.clocks)."""
+    return set(importlib.import_module("hybridlab.exercises.clocks").__all__)
+
+
 def check_names(assignment: Assignment) -> None:
     """Every name a test calls is a check of the lesson, a clock, or defined by the notebook."""
     module = importlib.import_module(f"hybridlab.exercises.lesson{assignment.number}")
@@ -256,7 +260,7 @@ def check_names(assignment: Assignment) -> None:
     for exercise in assignment.exercises:
         for call in exercise.tests + exercise.hidden:
             for name in used_names(call, assignment, exercise.number):
-                if not (hasattr(module, name) or name in CLOCKS or name in defined or
+                if not (hasattr(module, name) or name in clock_names() or name in defined or
                         hasattr(builtins, name)):
                     raise AssignmentError(
                         f"{assignment.solution.name}: AUTOGRADE[{exercise.number}] uses "
@@ -314,8 +318,8 @@ def test_source(assignment: Assignment, exercise: Exercise, defined: set[str]) -
     def imports(calls: list[str], skip: set[str]) -> list[str]:
         names = set().union(*(used_names(c, assignment, exercise.number) for c in calls))
         names -= defined | skip  # the student's own definitions are what is graded
-        checks = sorted(n for n in names if hasattr(module, n) and n not in CLOCKS)
-        clocks = sorted(n for n in names if n in CLOCKS)
+        checks = sorted(n for n in names if hasattr(module, n) and n not in clock_names())
+        clocks = sorted(n for n in names if n in clock_names())
         return ([f"from hybridlab.exercises.lesson{assignment.number} import "
                  f"{', '.join(checks)}"] if checks else []) + \
                ([f"from hybridlab.exercises.clocks import {', '.join(clocks)}"] if clocks
