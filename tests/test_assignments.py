@@ -13,6 +13,7 @@ that is not JSON, and one that tries to delete a file outside its folder.
 from __future__ import annotations
 
 import csv
+import functools
 import html
 import importlib.util
 import json
@@ -119,7 +120,7 @@ def test_released_notebooks_hold_no_solution_text(course):
         assert "BEGIN SOLUTION" not in text and "HIDDEN TESTS" not in text
 
 
-def expected_feedback(assignment, number: int, wrong: str) -> str:
+def expected_feedback(assignment, number: int, wrong: str, monkeypatch) -> str:
     """What the check says of the wrong answer, computed here from the solution module."""
     namespace: dict = {}
     exec(compile(assignment.solution.read_text(), str(assignment.solution), "exec"), namespace)
@@ -127,7 +128,8 @@ def expected_feedback(assignment, number: int, wrong: str) -> str:
     module = importlib.import_module(f"hybridlab.exercises.lesson{assignment.number}")
     from hybridlab.exercises import clocks
 
-    scope = {**vars(module), **vars(clocks), **namespace}
+    compile_clock = functools.partial(clocks.CompileClock, monkeypatch)  # undone after
+    scope = {**vars(module), **vars(clocks), "CompileClock": compile_clock, **namespace}
     (exercise,) = [e for e in assignment.exercises if e.number == number]
     for call in exercise.tests:
         feedback = eval(call, scope)
@@ -136,7 +138,7 @@ def expected_feedback(assignment, number: int, wrong: str) -> str:
     raise AssertionError(f"{assignment.name}: the wrong answer {wrong!r} passes its checks")
 
 
-def test_the_grading_round(course):
+def test_the_grading_round(course, monkeypatch):
     """Full marks, zero and the expected partial marks, exported to CSV."""
     folder, built = course
     expected = {}
@@ -161,7 +163,7 @@ def test_the_grading_round(course):
         number, wrong = WRONG[assignment.number]
         page = (folder / "feedback" / "one_wrong" / assignment.name /
                 f"{assignment.name}.html").read_text()
-        message = expected_feedback(assignment, number, wrong)
+        message = expected_feedback(assignment, number, wrong, monkeypatch)
         assert html.escape(message, quote=False) in page or message in page, assignment.name
 
 
