@@ -556,7 +556,8 @@ class HybridBlock(Block):
         Flags: ``static_alloc=True`` keeps the output buffers between calls;
         ``static_shape=True`` also compiles one program per input shape, so traced
         Symbols know their shapes; ``passes=[...]`` adds compiler passes (pure
-        ``Graph -> (Graph, changes)`` functions, run before fusion and the memory plan)
+        ``(graph, context) -> (graph, changes)`` functions, run before fusion and the
+        memory plan)
         and ``disabled_passes=[...]`` names pipeline passes not to run; ``autotune=False``
         keeps the weights' layout as stored instead of timing both on the first call of
         each input signature (default: the ``AUTOTUNE`` flag, on; graph/autotune.py).
