@@ -513,19 +513,22 @@ def _keep_gradients(joint: ir.Graph, num_outputs: int, needs: tuple[bool, ...]) 
     return eliminate_dead_code(ir.Graph(joint.nodes, joint.inputs, kept), PREDICTION).graph
 
 
-SHORT = 50e-6  # seconds: a program faster than this runs in the caller of an idle engine
-# (NOTE [Run now]): handing it to a worker thread and waiting for it costs tens of us, more
-# than the work; a longer one goes to a worker, so the caller's next call can overlap it
-TIMED_CALLS = 3  # the first calls timed to decide, the fastest counting
+SHORT = 1e-3  # seconds of CPU: a program shorter runs in the caller of an idle engine
+# (NOTE [Run now]): handing it to a worker thread and waiting for it costs tens of us (a
+# batch-1 MLP's whole work); a caller that pushes without waiting overlaps only its own
+# Python time, ~20 us a call, with the worker's -- 2% of a 1 ms program, less than the
+# hand-off costs below that; a longer program goes to a worker
+TIMED_CALLS = 5  # the first calls timed to decide, the fastest counting (the first ones
+# are cold); in the worker's CPU time (``thread_time``), which a busy machine does not inflate
 
 
 def _timed(run: Any, entry: _Entry) -> Any:
     """``run`` timed, until ``entry`` has ``TIMED_CALLS`` durations and can decide whether
     its program is short (NOTE [Run now])."""
     def timed() -> None:
-        start = time.perf_counter()
+        start = time.thread_time()
         run()
-        entry.seconds.append(time.perf_counter() - start)
+        entry.seconds.append(time.thread_time() - start)
         if len(entry.seconds) >= TIMED_CALLS:
             entry.short = min(entry.seconds) < SHORT
 
