@@ -348,7 +348,8 @@ BUDGETS: dict[str, int] = {
     "hybridlab/ops/broadcast.py": 90,  # + UpSampling (nearest) beside broadcast_like axes;
     # broadcast_to/axis/like and sum_like, their inverse
     # + kernels sized at compile time (infer once, not per call)
-    "hybridlab/ops/conv.py": 385,  # + 1-D data (lifted views), 3-D (per depth offset)
+    "hybridlab/ops/conv.py": 390,  # + 1-D data (lifted views), 3-D (per depth offset)
+    # (+5: a grouped forward as one stacked product)
     # (+4: a sized kernel into a planned buffer)
     # (+1: MXNet's cudnn_tune, cudnn_off, workspace)
     # (+ the backward shape rule (batch; stride-1 spatial sizes))
