@@ -164,3 +164,10 @@ def test_differences_and_ratios_pair_the_rounds():
     m = timing.Measurement("the naive engine", 1, 3, {"a": [3.0, 9.0, 4.0],
                                                        "b": [1.0, 8.0, 1.0]})
     assert m.difference("a", "b") == 2.0 and m.ratio("a", "b") == 4.0
+
+
+@pytest.mark.parametrize("ways, counts", [({}, {}), ({"a": lambda: None}, {"calls": 0}),
+                                          ({"a": lambda: None}, {"rounds": 0})])
+def test_nothing_to_time_is_a_clear_error(ways, counts):
+    with pytest.raises(ValueError, match="at least one way and rounds, calls and runs"):
+        timing.measure(ways, **counts)
