@@ -31,7 +31,14 @@ from hybridlab import engine as _engine
 from hybridlab.engine import DEP_KINDS, StepEngine
 from hybridlab.lab.queue import QueueModel
 from hybridlab.viz.bundle import Instrument
-from hybridlab.viz.palette import BACKGROUND, INK, STATE_COLOURS, STATE_STYLES, TASK_STATES
+from hybridlab.viz.palette import (
+    BACKGROUND,
+    ERROR_TEXT,
+    INK,
+    STATE_COLOURS,
+    STATE_STYLES,
+    TASK_STATES,
+)
 
 NO_CHOICE = "(nothing pending)"  # the Sync on menu when no pending task writes a named array
 # A legend cell's outline, as the state's node outline (graphviz HTML cells know these).
@@ -163,7 +170,7 @@ class QueueStepper(Instrument):
         self.choice.options = choices or [NO_CHOICE]  # a placeholder, never a blank menu
         self.choice.value = chosen if chosen in choices else (choices or [NO_CHOICE])[0]
         self.choice.disabled = not choices
-        said = [f"<pre style='color:#a33'>{html.escape(model.error)}</pre>"] if model.error \
+        said = [f"<pre style='{ERROR_TEXT}'>{html.escape(model.error)}</pre>"] if model.error \
             else []
         said += [f"<i>{html.escape(self.hint)}</i>"] if self.hint else []
         self.message.value = "".join(said)
