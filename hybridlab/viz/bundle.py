@@ -42,6 +42,9 @@ WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 # width, blurred), shrunk only when the output is narrower.
 NATURAL_SIZE = {"align_self": "flex-start", "max_width": "100%", "height": "auto"}
 AUTO_BUTTONS = {"button_width": "auto"}  # toggle buttons as wide as their labels, never cut
+# A row of controls (or panels) that wraps onto a second line when the output is narrower
+# than the row (a 1280-pixel window leaves ~850 px), instead of running off its edge.
+ROW = {"flex_flow": "row wrap"}
 
 
 def drop_dangling_widget_views(notebook: dict[str, Any]) -> int:

@@ -30,9 +30,11 @@ from typing import Any, Sequence
 from hybridlab.lab.graphs import blocks, summary
 from hybridlab.lab.memory import memory_notes
 from hybridlab.lab.passes import PassModel
-from hybridlab.viz.bundle import Instrument, encode_png
+from hybridlab.viz.bundle import ROW, Instrument, encode_png
 from hybridlab.viz.graph import BIG_GRAPH, Drawing, to_block_dot, to_dot
-from hybridlab.viz.views import CODE_STYLE
+from hybridlab.viz.palette import CODE_STYLE
+
+PANE_HEIGHT = "640px"  # the drawing's and the text's boxes: within a 1280 x 800 screen
 
 
 def stage_drawing(model: PassModel, index: int, block: str | None = None) -> Drawing:
@@ -79,10 +81,14 @@ class PassExplorer(Instrument):
                                       description="open block")
         if not names:
             self.block.layout.display = "none"
+        if not any(note.on_values and note.on_values(model.values, model.channel)
+                   for stage in model.stages for note in stage.notes):
+            self.channel.layout.display = "none"  # no stage shows a channel's numbers
         for control in (self.slider, self.channel, self.block):
             control.observe(lambda change: self.refresh(), names="value")
-        self.widget = widgets.VBox([widgets.HBox([self.slider, self.channel, self.block]),
-                                    self.headline, widgets.HBox([self.picture, self.text])])
+        self.widget = widgets.VBox([
+            widgets.HBox([self.slider, self.channel, self.block], layout=ROW),
+            self.headline, widgets.HBox([self.picture, self.text], layout=ROW)])
         self.widget.add_class("hybridlab-pass-explorer")
         self.refresh()
 
@@ -91,10 +97,12 @@ class PassExplorer(Instrument):
         model.channel = self.channel.value
         self.headline.value = f"<b>{html.escape(model.headline(index))}</b>"
         png = self.snapshot_png()
-        # at its natural size (its text as drawn), scrolled when wider than its half
-        self.picture.value = (f'<div style="max-width:600px;overflow:auto">'
-                              f'<img src="data:image/png;base64,{encode_png(png)}" '
-                              f'style="max-width:none"/></div>' if png else
+        # at most the output's width (the text beside it wraps below when it must), in a
+        # box no taller than a laptop's screen: a real network's drawing scrolls down
+        self.picture.value = (f'<div style="max-width:100%;max-height:{PANE_HEIGHT};'
+                              f'overflow-y:auto"><img src="data:image/png;base64,'
+                              f'{encode_png(png)}" style="max-width:100%;height:auto"/></div>'
+                              if png else
                               f"<pre>{html.escape(stage_drawing(model, index).text)}</pre>")
         text = model.diff(index)
         if index == len(model.stages) - 1:
@@ -104,7 +112,8 @@ class PassExplorer(Instrument):
         changes += f"<li>... and {more} more</li>" if more > 0 else ""
         note = model.note(index)  # the pass's notes (BatchNorm folding's arithmetic)
         note = f"<pre style='{CODE_STYLE}'>{html.escape(note)}</pre>" if note else ""
-        self.text.value = (f"<div style='margin-left:1em;max-width:560px'><ul>{changes}</ul>"
+        self.text.value = (f"<div style='margin-left:1em;max-width:560px;max-height:"
+                           f"{PANE_HEIGHT};overflow-y:auto'><ul>{changes}</ul>"
                            f"{note}<pre style='{CODE_STYLE}'>{html.escape(text)}</pre></div>")
 
     def summary(self) -> str:

@@ -30,7 +30,7 @@ from typing import Any, Callable
 from hybridlab import engine as _engine
 from hybridlab.engine import DEP_KINDS, StepEngine
 from hybridlab.lab.queue import QueueModel
-from hybridlab.viz.bundle import Instrument
+from hybridlab.viz.bundle import ROW, Instrument
 from hybridlab.viz.palette import (
     BACKGROUND,
     ERROR_TEXT,
@@ -113,10 +113,11 @@ class QueueStepper(Instrument):
         for name, button in self.buttons.items():
             button.on_click(lambda _, act=actions[name]: self._act(act))
         controls = widgets.HBox([self.buttons["Step"], self.buttons["Sync on"], self.choice,
-                                 self.buttons["Wait all"], self.buttons["Reset"]])
-        self.widget = widgets.VBox([controls, self.counter, widgets.HBox([self.drawing,
-                                                                          self.queues]),
-                                    self.message])
+                                 self.buttons["Wait all"], self.buttons["Reset"]], layout=ROW)
+        # the drawing and the per-array queues side by side, the queues below when the
+        # output is too narrow for both (a laptop's window): never pushed off the edge
+        beside = widgets.HBox([self.drawing, self.queues], layout=ROW)
+        self.widget = widgets.VBox([controls, self.counter, beside, self.message])
         self.widget.add_class("hybridlab-queue-stepper")
         self._shell = _shell()
         if self._shell is not None:

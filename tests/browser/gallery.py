@@ -37,6 +37,12 @@ with engine.engine_scope(held):
     graph = TaskGraph.from_tasks(held.tasks)
     held.run()
 schedule_explorer(graph, workers=2)""",
+    """steps = {}  # lesson 10's devices: measured durations, no chain of additions
+for i in range(4):
+    steps[f"matmul{i}"] = (3.0, [f"matmul{i - 1}"] if i else [], "gpu")
+    steps[f"copy{i}"] = (2.0, [f"matmul{i}"], "copy")
+    steps[f"post{i}"] = (1.0, [f"copy{i}"], "cpu")
+schedule_explorer(steps, workers=1, cost="measured", streams="typed")""",
     """from hybridlab.viz.memory import memory_explorer
 memory_explorer(net)""",
     """from hybridlab.viz.allreduce import allreduce_explorer
