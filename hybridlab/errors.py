@@ -207,10 +207,19 @@ class ArrayInTraceError(HybridizeError, TypeError):
 class UnboundedLoopError(HybridizeError, ValueError):
     """``F.contrib.while_loop`` without ``max_iterations`` while hybridized.
 
-    A compiled program has a fixed list of operators, so a loop is unrolled when it is
-    traced and its length must be known then (imperatively, ``nd.contrib.while_loop`` can
-    run "until ``cond`` fails"). Fix: give ``max_iterations``, an upper bound on the number
-    of steps; the rows of the stacked outputs after the loop stopped are zeros.
+    A compiled program's values have fixed shapes, so the stacked outputs of a traced
+    loop need their number of rows when it is traced (imperatively, ``nd.contrib.while_loop``
+    can run "until ``cond`` fails"). Fix: give ``max_iterations``, an upper bound on the
+    number of steps; the rows of the stacked outputs after the loop stopped are zeros.
+    """
+
+
+class UnusedLoopInputError(HybridizeError, AssertionError):
+    """A traced ``foreach`` whose body never reads one of its data arrays or states.
+
+    MXNet's ``foreach`` refuses it (an ``AssertionError``): the loop operator feeds each
+    data row and state to the body, so one the body ignores has no place in it. Fix: use
+    it in the body, or leave it out of ``data``/``init_states``.
     """
 
 

@@ -221,6 +221,7 @@ def test_unknown_objects_get_a_clear_type_error():
 # plots: the speed-up callback across the sliders' range
 # ---------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batch_size,width,depth", [
     (1, 16, 1), (1024, 16, 1), (1, 512, 8), (256, 512, 8), (16, 64, 4)])
 def test_the_speedup_model_measures_each_setting_once_across_the_slider_range(
@@ -677,6 +678,7 @@ IDENTIFIERS = st.from_regex(r"[a-z_][a-z0-9_]{0,14}", fullmatch=True).filter(
 @settings(max_examples=60, deadline=None)
 @given(st.lists(IDENTIFIERS, max_size=8), st.lists(IDENTIFIERS, max_size=6, unique=True),
        st.integers(20, 100))
+@pytest.mark.slow
 def test_wrapping_any_call_keeps_its_tokens_and_validity(positional, keywords, width):
     arguments = positional + [f"{name}=1" for name in keywords]
     line = f"    result_name = SomeOperator({', '.join(arguments)})"
@@ -798,6 +800,7 @@ DAGS = st.integers(1, 14).flatmap(lambda n: st.tuples(
     st.lists(st.lists(st.integers(0, 13), max_size=3), min_size=n, max_size=n)))
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(DAGS, st.integers(1, 5))
 def test_the_list_scheduler_is_work_conserving_and_within_brents_bounds(dag, workers):
@@ -881,3 +884,25 @@ def test_code_boxes_carry_their_own_ink_on_their_own_fill():
     assert f"background:{palette.PANEL}" in palette.CODE_STYLE
     assert f"color:{palette.INK}" in palette.CODE_STYLE
     assert palette.contrast_ratio(palette.INK, palette.PANEL) >= 4.5
+
+
+def test_print_summary_counts_each_layers_parameters(capsys):
+    import hybridlab as mx
+
+    data = mx.sym.var("data")
+    hidden = mx.sym.FullyConnected(data, name="fc1", num_hidden=10)
+    out = mx.sym.FullyConnected(mx.sym.relu(hidden), name="fc2", num_hidden=4)
+    mx.viz.print_summary(out, {"data": (2, 8)}, line_length=80)
+    text = capsys.readouterr().out
+    assert "fc1(FullyConnected)" in text and "2x10" in text
+    assert "Total params: 134" in text  # 8*10 + 10, then 10*4 + 4
+    mx.viz.print_summary(out)  # without shapes: '?' and no count, but no error
+    assert "fc2(FullyConnected)" in capsys.readouterr().out
+
+
+def test_plot_network_takes_dtypes_by_name_as_mxnet():
+    import hybridlab as mx
+
+    out = mx.sym.FullyConnected(mx.sym.var("data"), name="fc", num_hidden=3)
+    dot = mx.viz.plot_network(out, shape={"data": (2, 4)}, dtype={"data": np.float64})
+    assert "float64[2,3]" in dot.source
