@@ -39,8 +39,9 @@ TEXT = "text/plain"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 # An instrument's picture at its natural size (a column box would stretch it to the output's
-# width, blurred), shrunk only when the output is narrower.
-NATURAL_SIZE = {"align_self": "flex-start", "max_width": "100%", "height": "auto"}
+# width, blurred), shrunk only when the output is narrower; without the widgets' 2-px margin,
+# which would push a picture shrunk to 100% past its box's edge (a sideways scroll bar).
+NATURAL_SIZE = {"align_self": "flex-start", "max_width": "100%", "height": "auto", "margin": "0"}
 AUTO_BUTTONS = {"button_width": "auto"}  # toggle buttons as wide as their labels, never cut
 # A row of controls (or panels) that wraps onto a second line when the output is narrower
 # than the row (a 1280-pixel window leaves ~850 px), instead of running off its edge.

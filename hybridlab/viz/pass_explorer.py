@@ -34,7 +34,11 @@ from hybridlab.viz.bundle import ROW, Instrument, encode_png
 from hybridlab.viz.graph import BIG_GRAPH, Drawing, to_block_dot, to_dot
 from hybridlab.viz.palette import CODE_STYLE
 
-PANE_HEIGHT = "640px"  # the drawing's and the text's boxes: within a 1280 x 800 screen
+# The drawing's and the text's boxes: together within a 1280 x 800 screen (about 700 px
+# under JupyterLab's bars) when the text wraps below the drawing, as it does in a laptop's
+# window; each scrolls down inside its box.
+PICTURE_HEIGHT = "min(640px, 50vh)"
+TEXT_HEIGHT = "min(640px, 30vh)"
 
 
 def stage_drawing(model: PassModel, index: int, block: str | None = None) -> Drawing:
@@ -99,7 +103,7 @@ class PassExplorer(Instrument):
         png = self.snapshot_png()
         # at most the output's width (the text beside it wraps below when it must), in a
         # box no taller than a laptop's screen: a real network's drawing scrolls down
-        self.picture.value = (f'<div style="max-width:100%;max-height:{PANE_HEIGHT};'
+        self.picture.value = (f'<div style="max-width:100%;max-height:{PICTURE_HEIGHT};'
                               f'overflow-y:auto"><img src="data:image/png;base64,'
                               f'{encode_png(png)}" style="max-width:100%;height:auto"/></div>'
                               if png else
@@ -113,7 +117,7 @@ class PassExplorer(Instrument):
         note = model.note(index)  # the pass's notes (BatchNorm folding's arithmetic)
         note = f"<pre style='{CODE_STYLE}'>{html.escape(note)}</pre>" if note else ""
         self.text.value = (f"<div style='margin-left:1em;max-width:560px;max-height:"
-                           f"{PANE_HEIGHT};overflow-y:auto'><ul>{changes}</ul>"
+                           f"{TEXT_HEIGHT};overflow-y:auto'><ul>{changes}</ul>"
                            f"{note}<pre style='{CODE_STYLE}'>{html.escape(text)}</pre></div>")
 
     def summary(self) -> str:

@@ -98,7 +98,8 @@ class QueueStepper(Instrument):
         import ipywidgets as widgets
 
         self.model, self._restore, self._closed = model, restore, False
-        self.drawing = widgets.HTML()
+        # never wider than the output (a flex item would otherwise take its drawing's width)
+        self.drawing = widgets.HTML(layout={"max_width": "100%", "margin": "0"})
         self.queues = widgets.HTML()
         self.counter = widgets.HTML()
         self.message = widgets.HTML()
@@ -154,9 +155,10 @@ class QueueStepper(Instrument):
                               f"<b>{model.pinned_bytes()}</b> bytes pinned by pending tasks")
         try:
             svg = queue_dot(model).pipe(format="svg", encoding="utf-8")
-            # at its natural size (text as drawn, 10 pt), scrolled sideways when wider
-            svg = svg[svg.index("<svg"):]
-            self.drawing.value = f"<div style='max-width:100%;overflow-x:auto'>{svg}</div>"
+            # at its natural size (text as drawn, 10 pt), shrunk to the output's width when
+            # wider (a laptop's window): the whole queue stays in view, no sideways scroll
+            svg = "<svg style='max-width:100%;height:auto'" + svg[svg.index("<svg") + 4:]
+            self.drawing.value = svg
         except Exception as err:  # no dot program: the text still shows the state
             self.drawing.value = f"<pre>{html.escape(str(err))}</pre>"
         rows = "".join(

@@ -19,10 +19,20 @@ y = (sym.relu(x) + sym.relu(x)) * 3.0 + 1.0
 mx.viz.draw_passes(y)""",
     """from hybridlab.viz.pass_explorer import pass_explorer
 pass_explorer(y, shape={"x": (2, 3)})""",
+    """mlp = nn.HybridSequential()  # lesson 05's MLP: its text wraps below its drawing
+mlp.add(nn.Dense(256, activation="relu"), nn.Dense(128, activation="relu"), nn.Dense(10))
+mlp.initialize()
+mlp.hybridize()
+mlp(nd.ones((64, 512)))
+pass_explorer(mlp)""",
     """from hybridlab.viz.stepper import queue_stepper
 stepper = queue_stepper()
 a = nd.ones((2, 2))
 b = a * 2
+stepper""",
+    """prices = nd.full((1, 3), 2.5)  # lesson 03's bill: a queue drawing wider than the output
+counts = nd.arange(1, 4).reshape((1, 3))
+bill = (prices * counts).sum()
 stepper""",
     """stepper.close()
 from hybridlab import engine

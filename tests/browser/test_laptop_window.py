@@ -39,8 +39,12 @@ MISFITS = f"""() => {{
                     getComputedStyle(element).overflowX !== "visible" &&
                     element.closest(".jp-OutputArea-output") === output &&
                     element.tagName !== "PRE") {{
-                found.push(`${{element.tagName}}.${{element.className}} scrolls sideways `
-                           + `(${{element.scrollWidth}} > ${{element.clientWidth}} px)`);
+                const inside = [...element.children].map(c => `${{c.className.split(" ")
+                    .filter(n => n.startsWith("widget-") || n.startsWith("hybridlab"))
+                    .join(".")}}:${{c.scrollWidth}}`).join(", ");
+                found.push(`${{element.tagName}}.${{element.className.split(" ").pop()}} `
+                           + `scrolls sideways (${{element.scrollWidth}} > `
+                           + `${{element.clientWidth}} px; inside: ${{inside}})`);
             }}
         }}
         for (const image of output.querySelectorAll("img")) {{
@@ -65,7 +69,10 @@ MISFITS = f"""() => {{
         for (const widget of output.querySelectorAll(":scope .jupyter-widgets.widget-vbox")) {{
             const height = widget.getBoundingClientRect().height;
             if (!widget.parentElement.closest(".jupyter-widgets") && height > 800) {{
-                found.push(`an instrument ${{height.toFixed(0)}} px tall`);
+                const parts = [...widget.querySelectorAll(":scope > *")].map(c =>
+                    `${{c.className.split(" ").pop()}}:${{c.getBoundingClientRect().height
+                        .toFixed(0)}}`).join(", ");
+                found.push(`an instrument ${{height.toFixed(0)}} px tall (${{parts}})`);
             }}
         }}
     }}
