@@ -97,7 +97,7 @@ def pass_controls(rounds: int) -> Times:
     explorer = pass_explorer(net)
     times: Times = {"passes: stage slider (first visit)": []}
     for _ in range(rounds):
-        explorer._pngs.clear()
+        explorer._drawings.clear()
         explorer.model._printed.clear()
         for index in range(len(explorer.model.stages)):
             times["passes: stage slider (first visit)"].append(timed(
@@ -221,7 +221,7 @@ def real_network_controls(rounds: int) -> Times:
             times[key] = []
         last = memory.step.max
         for _ in range(rounds):
-            passes._pngs.clear()  # each view rendered once: forget them
+            passes._drawings.clear()  # each view laid out once: forget them
             passes.model._printed.clear()
             for index in range(len(passes.model.stages)):
                 times[stage].append(timed(lambda i=index, p=passes: setattr(

@@ -291,7 +291,8 @@ BUDGETS: dict[str, int] = {
     "hybridlab/viz/palette.py": 64,  # op-kind and task-state colours (Okabe-Ito), defined once
     # (+6: the text styles of HTML in either theme: CODE_STYLE, QUIET_TEXT, ERROR_TEXT)
     # + INK and the WCAG contrast ratio the colours are tested with
-    "hybridlab/viz/bundle.py": 176,  # widget view + PNG + text: every instrument's output
+    "hybridlab/viz/bundle.py": 177,  # widget view + PNG + text: every instrument's output
+    # (+ fitted_svg: a dot drawing in an HTML widget, shrunk to the output's width)
     # (+ the default summary and snapshot every explorer repeated)
     # (+20: the pre-save hook marks a dropped view's PNG a snapshot, keeps only shown state)
     # + each display its own moment (freeze), the snapshot notice, the pre-save hook
@@ -300,8 +301,9 @@ BUDGETS: dict[str, int] = {
     "hybridlab/viz/schedule.py": 165,  # the explorer: figure, widget (model: lab/schedule.py)
     # + axes kept between redraws, the curve panel pasted while its settings stay, a one-option
     # menu hidden
-    "hybridlab/viz/pass_explorer.py": 88,  # + the channel control, the folding note, by name
-    # (+5: the channel shown only where it changes what is shown; panes within a laptop)
+    "hybridlab/viz/pass_explorer.py": 89,  # + the channel control, the folding note, by name
+    # (+5: the channel shown only where it changes what is shown; panes within a laptop;
+    # the live picture an SVG, the PNG only for a snapshot)
     # (the pass explorer: drawing + widget (lab/passes.py)); + big graphs drawn by blocks,
     # each stage rendered once; the block menu (a real network's block opened on demand)
     "hybridlab/viz/breakdown.py": 47,  # where the time goes, drawn (lab/timing.py measures)

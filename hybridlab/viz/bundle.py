@@ -112,6 +112,12 @@ def pre_save_hook(model: dict[str, Any], **_: Any) -> None:
         keep_shown_widget_state(model["content"])
 
 
+def fitted_svg(svg: str) -> str:
+    """dot's SVG for an HTML widget: without its XML prologue, at its natural size (text as
+    drawn) and shrunk to the output's width when wider -- no sideways scroll."""
+    return "<svg style='max-width:100%;height:auto'" + svg[svg.index("<svg") + 4:]
+
+
 def encode_png(png: bytes | None) -> str | None:
     """The base64 text a notebook stores for PNG bytes (None stays None)."""
     return None if png is None else base64.b64encode(png).decode("ascii")

@@ -30,7 +30,7 @@ from typing import Any, Sequence
 from hybridlab.lab.graphs import blocks, summary
 from hybridlab.lab.memory import memory_notes
 from hybridlab.lab.passes import PassModel
-from hybridlab.viz.bundle import ROW, Instrument, encode_png
+from hybridlab.viz.bundle import ROW, Instrument, fitted_svg
 from hybridlab.viz.graph import BIG_GRAPH, Drawing, to_block_dot, to_dot
 from hybridlab.viz.palette import CODE_STYLE
 
@@ -67,7 +67,10 @@ class PassExplorer(Instrument):
         import ipywidgets as widgets
 
         self.model = model
-        self._pngs: dict[tuple[int, str], bytes | None] = {}  # each view rendered once
+        # each view laid out once: a click shows its SVG (dot's layout, tens of ms even for
+        # an opened dense block); its PNG (rasterising it took up to 1.3 s) is made only
+        # for a display's snapshot
+        self._drawings: dict[tuple[int, str], Drawing] = {}
         last = len(model.stages) - 1
         self.slider = widgets.IntSlider(value=last if stage is None else stage, min=0,
                                         max=last, description="stage",
@@ -100,14 +103,13 @@ class PassExplorer(Instrument):
         index, model = self.slider.value, self.model
         model.channel = self.channel.value
         self.headline.value = f"<b>{html.escape(model.headline(index))}</b>"
-        png = self.snapshot_png()
+        drawing = self._drawing()
+        svg = drawing.svg()
         # at most the output's width (the text beside it wraps below when it must), in a
         # box no taller than a laptop's screen: a real network's drawing scrolls down
         self.picture.value = (f'<div style="max-width:100%;max-height:{PICTURE_HEIGHT};'
-                              f'overflow-y:auto"><img src="data:image/png;base64,'
-                              f'{encode_png(png)}" style="max-width:100%;height:auto"/></div>'
-                              if png else
-                              f"<pre>{html.escape(stage_drawing(model, index).text)}</pre>")
+                              f'overflow-y:auto">{fitted_svg(svg)}</div>' if svg else
+                              f"<pre>{html.escape(drawing.text)}</pre>")
         text = model.diff(index)
         if index == len(model.stages) - 1:
             text += "\n\n# generated source\n" + model.source
@@ -123,12 +125,15 @@ class PassExplorer(Instrument):
     def summary(self) -> str:
         return self.model.summary(self.slider.value)
 
-    def snapshot_png(self) -> bytes | None:
+    def _drawing(self) -> Drawing:
         key = (self.slider.value, self.block.value)
-        if key not in self._pngs:
+        if key not in self._drawings:
             opened = None if self.block.value == CLOSED else self.block.value
-            self._pngs[key] = stage_drawing(self.model, self.slider.value, opened).png()
-        return self._pngs[key]
+            self._drawings[key] = stage_drawing(self.model, self.slider.value, opened)
+        return self._drawings[key]
+
+    def snapshot_png(self) -> bytes | None:
+        return self._drawing().png()
 
 
 def pass_explorer(obj: Any, passes: Sequence[Any] = (), stage: int | str | None = None,

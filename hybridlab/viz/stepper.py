@@ -30,7 +30,7 @@ from typing import Any, Callable
 from hybridlab import engine as _engine
 from hybridlab.engine import DEP_KINDS, StepEngine
 from hybridlab.lab.queue import QueueModel
-from hybridlab.viz.bundle import ROW, Instrument
+from hybridlab.viz.bundle import ROW, Instrument, fitted_svg
 from hybridlab.viz.palette import (
     BACKGROUND,
     ERROR_TEXT,
@@ -155,10 +155,7 @@ class QueueStepper(Instrument):
                               f"<b>{model.pinned_bytes()}</b> bytes pinned by pending tasks")
         try:
             svg = queue_dot(model).pipe(format="svg", encoding="utf-8")
-            # at its natural size (text as drawn, 10 pt), shrunk to the output's width when
-            # wider (a laptop's window): the whole queue stays in view, no sideways scroll
-            svg = "<svg style='max-width:100%;height:auto'" + svg[svg.index("<svg") + 4:]
-            self.drawing.value = svg
+            self.drawing.value = fitted_svg(svg)  # the whole queue in view, 10-pt text
         except Exception as err:  # no dot program: the text still shows the state
             self.drawing.value = f"<pre>{html.escape(str(err))}</pre>"
         rows = "".join(
