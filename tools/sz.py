@@ -59,12 +59,13 @@ PACKAGE = ROOT / "hybridlab"
 # timer, ~0.1k) and the fastest-of-three timing runs: 10.9k.
 # + 0.1k: instruments as documents (each display a moment, the snapshot notice, the
 # save hook) and controls redrawn by pasting a saved background (<= 300 ms a control)
-TOTAL_BUDGET = 20170  # + one shape inference run both ways (graph/shapes.py, backward rules: 0.2k)
+TOTAL_BUDGET = 20230  # + one shape inference run both ways (graph/shapes.py, backward rules: 0.2k)
 # + 20: drawings' layout moved from viz to lab (the memory timeline's, a node label's)
 # + 30: a short program run in the caller of an idle engine (NOTE [Run now])
 # + loops as operators, samplers, profiler marks, save/load (0.75k)
 # + convolution algorithms chosen by measurement: Winograd and depthwise kernels, the pass,
 # the tuner, the report and explorer lines (0.27k); concatenations in place (0.1k)
+# + 60: instruments at 1280 x 800, only controls that change the drawing, HTML text styles
 # + 55: the kvstore package's module headers, passes' results (PassResult, Note, READERS),
 # three long functions split (their signatures)
 # + 250: the ONNX importer's rules one per operator, optional-framework cells that skip
@@ -289,22 +290,26 @@ BUDGETS: dict[str, int] = {
     # (+ two_axes: the explorers' reused axes, once for both)
     "hybridlab/viz/plots.py": 121,  # the speed-up plot and its widget (model: lab/timing.py)
     # + one figure per network, the batch band drawn over a saved background
-    "hybridlab/viz/palette.py": 58,  # op-kind and task-state colours (Okabe-Ito), defined once
+    "hybridlab/viz/palette.py": 64,  # op-kind and task-state colours (Okabe-Ito), defined once
+    # (+6: the text styles of HTML in either theme: CODE_STYLE, QUIET_TEXT, ERROR_TEXT)
     # + INK and the WCAG contrast ratio the colours are tested with
-    "hybridlab/viz/bundle.py": 176,  # widget view + PNG + text: every instrument's output
+    "hybridlab/viz/bundle.py": 177,  # widget view + PNG + text: every instrument's output
+    # (+ fitted_svg: a dot drawing in an HTML widget, shrunk to the output's width)
     # (+ the default summary and snapshot every explorer repeated)
     # (+20: the pre-save hook marks a dropped view's PNG a snapshot, keeps only shown state)
     # + each display its own moment (freeze), the snapshot notice, the pre-save hook
-    "hybridlab/viz/stepper.py": 154,  # the queue stepper: drawing + widget (model: lab/queue.py)
+    "hybridlab/viz/stepper.py": 160,  # the queue stepper: drawing + widget (model: lab/queue.py)
     # + the Sync on menu's label, placeholder and message
     "hybridlab/viz/schedule.py": 165,  # the explorer: figure, widget (model: lab/schedule.py)
     # + axes kept between redraws, the curve panel pasted while its settings stay, a one-option
     # menu hidden
-    "hybridlab/viz/pass_explorer.py": 82,  # + the channel control, the folding note, by name
+    "hybridlab/viz/pass_explorer.py": 89,  # + the channel control, the folding note, by name
+    # (+5: the channel shown only where it changes what is shown; panes within a laptop;
+    # the live picture an SVG, the PNG only for a snapshot)
     # (the pass explorer: drawing + widget (lab/passes.py)); + big graphs drawn by blocks,
     # each stage rendered once; the block menu (a real network's block opened on demand)
     "hybridlab/viz/breakdown.py": 47,  # where the time goes, drawn (lab/timing.py measures)
-    "hybridlab/viz/memory.py": 205,  # the timeline drawn + its widget (model: lab/memory.py)
+    "hybridlab/viz/memory.py": 214,  # the timeline drawn + its widget (model: lab/memory.py)
     # (+ draw split into boxes, labels, lines and legend: each below McCabe 10)
     # + drawn once per program, a step pasted over the background; labels only where they fit
     # (+ boxes as two collections: a real network's thousands in one redraw)
@@ -325,7 +330,8 @@ BUDGETS: dict[str, int] = {
     # anything drawable -> graph IR and parameter names; op kinds;
     # the graph's one-line summary and its dead nodes (moved from viz.graph)
     # (+ blocks: cut points, scopes from weights' names, stages of a big network)
-    "hybridlab/lab/schedule.py": 290,  # (+ simulate split: checks, loop)
+    "hybridlab/lab/schedule.py": 300,  # (+ simulate split: checks, loop)
+    # (+8: which settings change the schedule: distinct costs, chains of sums to rebalance)
     # list scheduler, bounds, task graphs, devices and streams
     "hybridlab/lab/queue.py": 125,  # the queue stepper's model: state, actions, summary
     "hybridlab/lab/memory.py": 182,  # the memory timeline: boxes, live bytes, a step's line;
