@@ -68,7 +68,7 @@ register(OpDef(
     name="Concat", kernel=_concat, kernel_out=_concat_out,
     infer=_concat_infer, grad=_concat_grad, kind=Kind.OPAQUE, inputs=("*data",),
     attrs={"dim": Attr("int", 1), "num_args": Attr("int", 0)},
-    aliases=("concat",), doc="Join the inputs along axis ``dim``."))
+    aliases=("concat", "_rnn_param_concat"), doc="Join the inputs along axis ``dim``."))
 
 
 def _concat_part(g: np.ndarray, *xs: np.ndarray, dim: int, index: int) -> np.ndarray:
