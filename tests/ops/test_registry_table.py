@@ -534,9 +534,9 @@ ROWS += [
     Row("signum_update", [(3,)] * 3, lambda w, g, m: (
         w + 0.1 * np.sign(0.9 * m - 0.1 * (0.5 * g + 0.01 * w)),
         0.9 * m - 0.1 * (0.5 * g + 0.01 * w)), {**_LR, "momentum": 0.9}, grad=False),
-    Row("nag_mom_update", [(3,)] * 3, lambda w, g, m: (
-        w - 0.1 * (0.5 * g + 0.01 * w + 0.9 * (0.9 * m + 0.5 * g + 0.01 * w)),
-        0.9 * m + 0.5 * g + 0.01 * w), {**_LR, "momentum": 0.9}, grad=False),
+    Row("nag_mom_update", [(3,)] * 3, lambda w, g, m: (  # MXNet 1.9.1's NAGMomKernel
+        w - 0.9 * m + 1.9 * (0.9 * m - 0.1 * (0.5 * g + 0.01 * w)),
+        0.9 * m - 0.1 * (0.5 * g + 0.01 * w)), {**_LR, "momentum": 0.9}, grad=False),
     Row("adam_update", [(3,)] * 4, lambda w, g, m, v: (
         w - 0.1 * (0.9 * m + 0.1 * (0.5 * g + 0.01 * w))
         / (np.sqrt(0.999 * v + 0.001 * (0.5 * g + 0.01 * w) ** 2) + 1e-8),
