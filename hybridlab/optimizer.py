@@ -859,10 +859,13 @@ def sgd_update(w: np.ndarray, g: np.ndarray, states: list, learning_rate: float,
 def adam_update(w: np.ndarray, g: np.ndarray, states: list, learning_rate: float,
                 beta1: float, beta2: float, epsilon: float, wd: float, rescale: float,
                 t: int, clip_gradient: float | None = None, **unused: Any) -> np.ndarray:
-    """The new weights, computed in the one aligned array returned (``step``)."""
-    grad = _rescaled(g, rescale, clip_gradient, np.empty_like(w))
+    """The new weights, computed in the one aligned array returned (``step``). The decay
+    is added before clipping, as MXNet's ``adam_update`` does."""
+    grad = np.multiply(g, rescale)
     if wd:
         grad += wd * w
+    if clip_gradient is not None:
+        np.clip(grad, -clip_gradient, clip_gradient, out=grad)
     mean, var = states
     mean *= beta1
     mean += (1 - beta1) * grad

@@ -56,7 +56,7 @@ def test_sgd_by_hand(kwargs):
 @pytest.mark.parametrize("name, kwargs", [("sgd", {"momentum": 0.9, "wd": 0.01}),
                                           ("sgd", {"clip_gradient": 0.2}),
                                           ("adam", {"wd": 0.02}),
-                                          ("adam", {"clip_gradient": 0.1})])
+                                          ("adam", {"clip_gradient": 0.1, "wd": 0.5})])
 def test_the_one_op_step_matches_mxnets_update(name, kwargs):
     """NOTE [One op per step]: the Trainer's numpy rule and ``update`` through MXNet's
     update operators give the same weights."""
