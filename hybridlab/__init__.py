@@ -16,8 +16,11 @@ from hybridlab import (
     errors,
     gluon,
     initializer,
+    io,
     kvstore,
     lr_scheduler,
+    metric,
+    module,
     name,
     ndarray,
     onnx,
@@ -32,6 +35,8 @@ from hybridlab import (
 )
 from hybridlab import initializer as init  # mx.init.Xavier()
 from hybridlab import kvstore as kv  # mx.kv.create('device')
+from hybridlab import module as mod  # mx.mod.Module
+from hybridlab import module as model  # mx.model.save_checkpoint / load_checkpoint
 from hybridlab import ndarray as nd  # mx.nd, `from hybridlab import nd`
 from hybridlab import symbol as sym  # mx.sym, `from hybridlab import sym`
 from hybridlab.base import __version__  # tests/test_setup.py checks it against pyproject

@@ -59,8 +59,9 @@ PACKAGE = ROOT / "hybridlab"
 # timer, ~0.1k) and the fastest-of-three timing runs: 10.9k.
 # + 0.1k: instruments as documents (each display a moment, the snapshot notice, the
 # save hook) and controls redrawn by pasting a saved background (<= 300 ms a control)
-TOTAL_BUDGET = 18300  # + gluon.rnn, the fused RNN and the sequence operators (issue 34: 1.1k)
+TOTAL_BUDGET = 19800  # + gluon.rnn, the fused RNN and the sequence operators (issue 34: 1.1k)
 # + every optimizer of MXNet 1.9.1 and the Poly/Cosine schedulers (issue 34: 0.55k)
+# + mx.io, mx.metric, mx.mod, every gluon loss, CTC, mx.init's JSON (issue 34: 1.45k)
 # + nd.CachedOp, get_optimized_symbol, debug_str, batch_take (issue 24: 0.1k)
 # + Deconvolution, UpSampling, softmax length, prelu, gemm (issue 24: 0.2k)
 # + NDArray indexing/fluent ops/DLPack, Updater (issue 24: 0.3k)
@@ -90,14 +91,16 @@ DEFAULT_BUDGET = 150
 
 # Code-line budgets, keyed by path relative to the repository root.
 BUDGETS: dict[str, int] = {
-    "hybridlab/__init__.py": 36,  # + mx.kv, mx.optimizer, mx.lr_scheduler; nd.CachedOp (lazy)
+    "hybridlab/__init__.py": 42,  # + mx.kv, mx.optimizer, mx.lr_scheduler; nd.CachedOp (lazy)
+    # (+5: mx.io, mx.metric, mx.mod and mx.model)
     # (+2: mx.kv and mx.optimizer)
     "hybridlab/config.py": 54,  # (+4: MXNET_ELIMINATE_COMMON_EXPR, read at each bind)
     "hybridlab/errors.py": 60,
     "hybridlab/runtime.py": 25,  # mx.runtime.Features (every MXNet build feature disabled)
     "hybridlab/util.py": 22,  # mx.util: the np_shape switch
     "hybridlab/base.py": 10,  # mx.base re-exports MXNetError; nothing else belongs here
-    "hybridlab/ops/__init__.py": 34,  # imports 13 op modules so they register, OPS/COMPOSITES views
+    "hybridlab/ops/__init__.py": 36,  # imports 13 op modules so they register, OPS/COMPOSITES views
+    # (+2: rnn, ctc)
     "hybridlab/ops/fused.py": 66,  # _fused: a grouped chain's kernel, shape rule, gradient
     "hybridlab/ops/registry.py": 440,  # + kernel_out, Attr bounds, composite errors, methods
     # rule, layer operators (OpDef.lower, register_layer, run_lowering); Symbol's elemwise dunders
@@ -113,6 +116,7 @@ BUDGETS: dict[str, int] = {
     "hybridlab/ops/reduce.py": 186,  # + SoftmaxActivation (a composite)
     "hybridlab/ops/rnn.py": 385,  # the fused RNN (packed layout, lowering), one layer's time
     # loop and its backward through time, SequenceMask/Last/Reverse
+    "hybridlab/ops/ctc.py": 100,  # CTCLoss: the alpha/beta recursions, forward and gradient
     # + reshape_like's lhs/rhs begin and end axes
     "hybridlab/ops/shape.py": 170,  # + Reshape's deprecated target_shape/keep_highest
     "hybridlab/ops/products.py": 171,  # + infer_params; kernel_out for dot/FC; dtypes; FC_2d, dot_c
@@ -218,6 +222,10 @@ BUDGETS: dict[str, int] = {
     "hybridlab/gluon/contrib/__init__.py": 3,  # re-exports only
     "hybridlab/gluon/contrib/nn.py": 38,  # MXNet's gluon.contrib.nn: HybridConcurrent, Identity;
     # (+ SyncBatchNorm on one device)
+    "hybridlab/io.py": 180,  # mx.io: DataDesc, DataBatch, DataIter, NDArrayIter, ResizeIter
+    "hybridlab/metric.py": 465,  # mx.metric: every metric of MXNet 1.9.1, local and global
+    "hybridlab/module.py": 540,  # mx.mod: Module and BucketingModule on the Executor, fit,
+    # score, predict, checkpoints with optimizer states
     "hybridlab/lr_scheduler.py": 82,  # mx.lr_scheduler: Factor, MultiFactor, warm-up
     # (+25: Poly and Cosine)
     "hybridlab/gluon/nn/activations.py": 62,
@@ -227,7 +235,9 @@ BUDGETS: dict[str, int] = {
     "hybridlab/gluon/nn/conv_layers.py": 196,  # + MXNet's reprs of Conv2D and the pools
     # (+ 3-D pooling written with the 2-D operator (-: Conv1D/3D are the operator's), layouts,
     # ReflectionPad2D, Conv2DTranspose as zeros between pixels + a convolution: issue 24)
-    "hybridlab/gluon/loss.py": 60,  # STYLE gives loss+trainer+data 180 together; split 60/50/70
+    "hybridlab/gluon/loss.py": 195,  # STYLE gives loss+trainer+data 180 together; split 60/50/70
+    # (+135: every loss of MXNet 1.9.1: KL, CTC, Huber, hinge, logistic, triplet, Poisson,
+    # cosine embedding, SDML, pos_weight)
     "hybridlab/gluon/trainer.py": 230,  # + store reset/Updater states (issue 24) beside
     # (+15: an optimizer without a numpy rule updated per weight, MXNet's way)
     # compression and rates sent to a dist store (issue 28);
@@ -337,7 +347,7 @@ BUDGETS: dict[str, int] = {
     "hybridlab/kvstore.py": 230,  # mx.kv: local/device stores, dist_* on the Dask actor
     # (+ a push's rates taken when it is pushed)
     # + MXNet's 2-bit gradient compression with error feedback, new rates sent to a store
-    "hybridlab/optimizer.py": 590,  # mx.optimizer: SGD, Adam, their rules (from the Trainer)
+    "hybridlab/optimizer.py": 592,  # mx.optimizer: SGD, Adam, their rules (from the Trainer)
     # (+470: every optimizer MXNet 1.9.1 registers, with MXNet's interface -- create_state,
     # update, multi-precision, rate multipliers by name or symbol -- and the Updater's two paths)
     # (+ param_dict: lr_mult/wd_mult per key, rates at push time)
@@ -351,8 +361,9 @@ BUDGETS: dict[str, int] = {
     # first values by the operator input fed (gamma, moving_var: ones); (+20: export-pair check)
     # (+ the BatchNorm deviation's run-time warning, README "Compatibility")
     "hybridlab/contrib.py": 77,  # + the imperative while_loop (a real loop), list data
-    "hybridlab/initializer.py": 120,  # mx.init: Uniform, Normal, Xavier, Zero, One, Constant, ==
-    # (+10: LSTMBias)
+    "hybridlab/initializer.py": 180,  # mx.init: Uniform, Normal, Xavier, Zero, One, Constant, ==
+    # (+60: LSTMBias, Bilinear, Orthogonal, MSRAPrelu; MXNet's JSON form: dumps, register,
+    # create_from_config)
     # (+ initializers written MXNet's way (_init_weight), Constant of an array: issue 24)
     "hybridlab/exercises/__init__.py": 80,  # self-checks per lesson; + glue, claim, predict-measure
     "hybridlab/exercises/_common.py": 86,  # + compare_block, shared by lessons 02 and 04; + the

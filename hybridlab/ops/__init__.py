@@ -8,6 +8,7 @@ from hybridlab.ops import (
     broadcast,
     conv,
     creation,
+    ctc,
     elementwise,
     fused,
     indexing,

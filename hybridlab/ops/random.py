@@ -19,7 +19,7 @@ from typing import Any
 
 from hybridlab.errors import AttributeValueError
 from hybridlab.ops import _infer
-from hybridlab.ops.registry import Attr, Kind, OpDef, register
+from hybridlab.ops.registry import Attr, Kind, OpDef, composite, register
 
 
 def _sampler(name: str, draw: Any, params: dict[str, Attr], aliases: tuple[str, ...], doc: str,
@@ -58,3 +58,13 @@ _sampler("_random_uniform", lambda rng, shape, low, high: rng.uniform(low, high,
 _sampler("_random_randint", lambda rng, shape, low, high: rng.integers(low, high, shape),
          {"low": Attr("int"), "high": Attr("int")}, ("random.randint", "random_randint"),
          "Integers drawn uniformly from ``[low, high)`` (int32 by default).", "int32")
+_sampler("_random_poisson", lambda rng, shape, lam: rng.poisson(lam, shape),
+         {"lam": Attr("float", 1.0, low=0)}, ("random.poisson", "random_poisson"),
+         "Counts drawn from the Poisson distribution of rate ``lam``.")
+
+
+@composite("random.randn")
+def randn(F: Any, *shape: int, loc: float = 0.0, scale: float = 1.0, dtype: Any = "float32",
+          ctx: Any = None, name: Any = None) -> Any:
+    """MXNet's ``nd.random.randn(2, 3)``: normal samples, the shape given as arguments."""
+    return F._random_normal(loc=loc, scale=scale, shape=shape, dtype=dtype, ctx=ctx, name=name)

@@ -148,6 +148,24 @@ def _rnn_ref(mode, x, wi, wh, bi, bh, *rest, reverse=False, project=False, lengt
     return (out, h) if c is None else (out, h, c)
 
 
+def _ctc_ref(data, label):
+    """-log p(label) per sample by brute force: every path of T symbols (blank 0) whose
+    repeats merged and blanks dropped read as the label (0 pads it)."""
+    import itertools
+    steps, batch, classes = data.shape
+    probs = np.exp(data) / np.exp(data).sum(axis=2, keepdims=True)
+    losses = []
+    for n in range(batch):
+        target = [int(v) for v in label[n] if v != 0]
+        total = 0.0
+        for path in itertools.product(range(classes), repeat=steps):
+            read = [s for i, s in enumerate(path) if s != 0 and (i == 0 or s != path[i - 1])]
+            if read == target:
+                total += np.prod([probs[t, n, s] for t, s in enumerate(path)])
+        losses.append(-np.log(total))
+    return np.array(losses)
+
+
 def _sequence_valid(x, lengths, axis=0):
     valid = np.arange(x.shape[axis])[:, None] < lengths[None, :]
     return valid if axis == 0 else valid.T
@@ -341,6 +359,8 @@ ROWS: list[Row] = [
         {"low": -1, "high": 1, "shape": (2, 3)}, grad=False),
     Row("_random_randint", [], lambda: np.random.default_rng(0).integers(2, 9, (5,)),
         {"low": 2, "high": 9, "shape": (5,)}, grad=False),
+    Row("_random_poisson", [], lambda: np.random.default_rng(0).poisson(3.0, (2, 3)),
+        {"lam": 3.0, "shape": (2, 3)}, grad=False),
     Row("_dropout_mask", [(2, 3)], np.ones_like, {"p": 0.5}, grad=False),
     Row("SoftmaxOutput", [(3, 4), (3,)], lambda x, label: _softmax(x), ints={1: 4},
         grad=False),  # its gradient is the cross-entropy's: test_softmax_output_gradient
@@ -521,6 +541,11 @@ ROWS += [
         {"use_sequence_length": True}, make=lambda a: [a[0], np.array([1.0, 4.0, 3.0])],
         ints={1: 5}),
     Row("SequenceReverse", [(4, 3)], lambda x: x[::-1]),
+    Row("CTCLoss", [(4, 2, 3), (2, 2)], _ctc_ref, ints={1: 3},
+        make=lambda a: [a[0], np.array([[1.0, 2.0], [2.0, 0.0]], a[1].dtype)]),
+    Row("_ctc_loss_backward", [(4, 2, 3), (2, 2), (2,)], None, grad=False,
+        make=lambda a: [a[0], np.array([[1.0, 2.0], [2.0, 0.0]], a[1].dtype), a[2]],
+        checked_by="CTCLoss"),
 ]
 # the optimizer updates (MXNet's formulas, one step; the states given are any values)
 _LR = {"lr": 0.1, "wd": 0.01, "rescale_grad": 0.5}
@@ -773,6 +798,8 @@ COMPOSITE_ROWS: list[tuple[str, Callable[[], Any], Any]] = [
     ("logical_or", lambda: eager.logical_or(0.0, X > 0), (X > 0).astype(X.dtype)),
     ("logical_xor", lambda: eager.logical_xor(X > 0, 1.0), (X <= 0).astype(X.dtype)),
     ("stack", lambda: eager.stack(X, X, axis=1), np.stack([X, X], axis=1)),
+    ("random.randn", lambda: eager.random.randn(2, 3, loc=1.0),
+     np.random.default_rng(0).normal(1.0, 1.0, (2, 3)).astype(np.float32)),
     ("argmax_channel", lambda: eager.argmax_channel(X), X.argmax(axis=1).astype(X.dtype)),
     ("SoftmaxActivation", lambda: eager.SoftmaxActivation(X, mode="channel"),
      np.exp(X) / np.exp(X).sum(axis=1, keepdims=True)),
