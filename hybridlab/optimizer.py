@@ -7,7 +7,7 @@ An optimizer is a rule ``w_next = update(w, g, state)`` plus the hyperparameters
 Adam two moments). Keeping it apart from the :class:`~hybridlab.gluon.Trainer` lets two
 places apply the same rule: the Trainer, on each device's weights, and a key-value store
 (``kv.set_optimizer``), once per key on the store's copy -- the parameter server's
-"update on the server" (hybridlab/kvstore.py).
+"update on the server" (hybridlab/kvstore/).
 
 MXNet's interface, which code written for MXNet subclasses (``Optimizer.register``):
 

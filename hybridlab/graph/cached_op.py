@@ -31,10 +31,11 @@ import numpy as np
 
 from hybridlab import autograd, config, engine, ndarray, random
 from hybridlab.errors import MissingGradientError
-from hybridlab.graph import autodiff, ir
+from hybridlab.graph import autodiff, ir, shapes
 from hybridlab.graph.autotune import AS_STORED, PRETRANSPOSED, LayoutChoice, Tuner
 from hybridlab.graph.codegen import Program, compile_graph
 from hybridlab.graph.passes import PassContext, derived_input, lower_operators, run_pipeline
+from hybridlab.graph.passes.context import PREDICTION
 from hybridlab.graph.passes.eliminate_dead_code import eliminate_dead_code
 from hybridlab.graph.passes.pretranspose_weights import pretranspose_weights
 from hybridlab.ndarray_io import aligned
@@ -399,7 +400,7 @@ class CachedOp:
     def _compile(self, traced: Traced, avals: list[Aval], training: bool,
                  needs: tuple[bool, ...]) -> _Entry:
         """The entry keeps ``avals``, these very objects: NOTE [The last signature first]."""
-        graph = ir.infer_shapes(traced.graph, [Aval(tuple(a.shape), np.dtype(a.dtype))
+        graph = shapes.infer_graph(traced.graph, [Aval(tuple(a.shape), np.dtype(a.dtype))
                                                for a in avals])
         # lowered before the gradient: layer operators have no gradient rule of their own,
         # their lowerings' primitives do. Without a gradient the pipeline lowers, after
@@ -407,7 +408,7 @@ class CachedOp:
         context = PassContext(training=training)
         wanted = tuple(i for i, need in enumerate(needs) if need)
         if wanted:
-            graph, _ = lower_operators(graph, context)
+            graph = lower_operators(graph, context).graph
         written = len(traced.writes)
         num_outputs = len(graph.outputs) - written
         saved: tuple[int, ...] = ()
@@ -493,7 +494,7 @@ def _keep_gradients(joint: ir.Graph, num_outputs: int, needs: tuple[bool, ...]) 
         return joint
     grads = joint.outputs[num_outputs:]
     kept = joint.outputs[:num_outputs] + tuple(g for g, need in zip(grads, needs) if need)
-    return eliminate_dead_code(ir.Graph(joint.nodes, joint.inputs, kept))[0]
+    return eliminate_dead_code(ir.Graph(joint.nodes, joint.inputs, kept), PREDICTION).graph
 
 
 def _computed(x: Any) -> Any:
