@@ -28,6 +28,7 @@ from hybridlab import (
     optimizer,
     profiler,
     random,
+    recordio,
     runtime,
     symbol,
     util,
