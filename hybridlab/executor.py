@@ -61,9 +61,9 @@ class Executor:
                           if self._grad_req[n] != "null"}
         _refuse_missing_gradients(graph, {**self.arg_dict, **self.aux_dict},
                                   set(self.grad_dict))
-        self.outputs: list = self._blank_outputs()
+        self.outputs: list[Any] = self._blank_outputs()
 
-    def _blank_outputs(self) -> list:
+    def _blank_outputs(self) -> list[Any]:
         feed = {**self.arg_dict, **self.aux_dict}
         known = shapes.infer_partial(self._graph, {k: v.shape for k, v in feed.items()},
                                      {k: np.dtype(v.dtype) for k, v in feed.items()})
@@ -109,22 +109,22 @@ class Executor:
         return frontend.current().symbol(outputs)
 
     @property
-    def arg_arrays(self) -> list:
+    def arg_arrays(self) -> list[Any]:
         return [self.arg_dict[n] for n in self._names.arguments]
 
     @property
-    def grad_arrays(self) -> list:
+    def grad_arrays(self) -> list[Any]:
         return [self.grad_dict.get(n) for n in self._names.arguments]
 
     @property
-    def aux_arrays(self) -> list:
+    def aux_arrays(self) -> list[Any]:
         return [self.aux_dict[n] for n in self._names.auxiliary]
 
     @property
-    def output_dict(self) -> dict:
+    def output_dict(self) -> dict[str, Any]:
         return dict(zip(self._names.outputs, self.outputs))
 
-    def copy_params_from(self, arg_params: dict, aux_params: dict | None = None,
+    def copy_params_from(self, arg_params: dict[str, Any], aux_params: dict[str, Any] | None = None,
                          allow_extra_params: bool = False) -> None:
         """Copy arrays by name into the bound arguments and auxiliary states."""
         for given, bound in ((arg_params, self.arg_dict), (aux_params or {}, self.aux_dict)):
@@ -135,7 +135,7 @@ class Executor:
                     raise ValueError(f"copy_params_from: {name!r} is not bound here; "
                                      f"pass allow_extra_params=True to skip it")
 
-    def forward(self, is_train: bool = False, **kwargs: Any) -> list:
+    def forward(self, is_train: bool = False, **kwargs: Any) -> list[Any]:
         """Copy arguments given by name into the bound arrays, run once, return ``outputs``."""
         for key, value in kwargs.items():
             if key not in self.arg_dict:
@@ -162,6 +162,30 @@ class Executor:
             for name, array in seen + list(zip(self._names.outputs, self.outputs)):
                 monitor(name, array)
         return self.outputs
+
+    def reshape(self, partial_shaping: bool = False, allow_up_sizing: bool = False,
+                **new_shapes: Any) -> Executor:
+        """The same graph bound to arguments of new shapes (MXNet's ``Executor.reshape``):
+        arrays whose shape is unchanged (the weights) are shared; a smaller array is the
+        first rows of the old one (a view: writes reach it), and so are the outputs; a
+        larger one is new, and only with ``allow_up_sizing=True``."""
+        feed = {**self.arg_dict, **self.aux_dict}
+        given = {k: tuple(v.shape) for k, v in feed.items() if k not in new_shapes}
+        given.update({k: tuple(v) for k, v in new_shapes.items()})
+        known = shapes.infer_partial(self._graph, given,
+                                     {k: np.dtype(v.dtype) for k, v in feed.items()})
+        sized = {v.node.name: known.aval(v).shape for v in  # type: ignore[union-attr]
+                 (n.out() for n in self._graph.inputs)}
+
+        def resized(name: str, array: Any) -> Any:
+            return _resized(array, sized[name], name, allow_up_sizing)
+        args = {n: resized(n, a) for n, a in self.arg_dict.items()}
+        grads = {n: resized(n, g) for n, g in self.grad_dict.items()
+                 if g is not self.arg_dict[n].grad}
+        aux = {n: resized(n, a) for n, a in self.aux_dict.items()}
+        new = Executor(self._graph, args, grads, self._grad_req, aux, self._ctx)
+        new.outputs = [_rows_of(old, fresh) for old, fresh in zip(self.outputs, new.outputs)]
+        return new
 
     def set_monitor_callback(self, callback: Any, monitor_all: bool = False) -> None:
         """Call ``callback(name, array)`` after each ``forward`` for every output (and, with
@@ -197,7 +221,7 @@ class Executor:
                 fresh.copyto(target)
 
 
-def _refuse_missing_gradients(graph: Graph, arrays: dict, wanted: set[str]) -> None:
+def _refuse_missing_gradients(graph: Graph, arrays: dict[str, Any], wanted: set[str]) -> None:
     """At bind, as MXNet: a gradient that would have to go through an operator with none
     (``OpDef.grad_missing``) is refused now, not at the first backward. The gradient
     graph is built once here for that (``BlockGrad`` cuts a path, as in MXNet)."""
@@ -228,18 +252,39 @@ def grad_reqs(names: list[str], grad_req: Any) -> dict[str, str]:
     return {n: "write" if r == "inplace" else r for n, r in reqs.items()}
 
 
-def _array_dict(names: list[str], given: Any, what: str, partial: bool = False) -> dict:
+def _array_dict(names: list[str], given: Any, what: str, partial: bool = False
+                ) -> dict[str, Any]:
     if given is None:
         given = {}
     if not isinstance(given, dict):
         given = dict(zip(names, given))
     given = {k: v for k, v in given.items() if v is not None}  # MXNet skips {'b': None}
-    unknown = sorted(set(given) - set(names))
-    missing = [n for n in names if n not in given]
-    if unknown or (missing and not partial):
-        raise ValueError(f"bind: {what} must give exactly {names}; missing {missing}, "
-                         f"unknown {unknown}")
+    missing = [n for n in names if n not in given]  # (and ignores names not in the graph)
+    if missing and not partial:
+        unknown = sorted(set(given) - set(names))
+        raise ValueError(f"bind: {what} must give every one of {names}; missing {missing}"
+                         + (f" (given but not in the graph: {unknown})" if unknown else ""))
     return {n: _to_ndarray(given[n]) for n in names if n in given}
+
+
+def _resized(array: Any, shape: tuple[int, ...], name: str, allow_up_sizing: bool) -> Any:
+    """``array`` for ``shape``: itself, its first rows (a view), or a new array."""
+    if tuple(array.shape) == tuple(shape):
+        return array
+    if int(np.prod(shape)) > array.size and not allow_up_sizing:
+        raise ValueError(f"reshape: {name!r} grows from {array.shape} to {shape}; a larger "
+                         f"array cannot share the old one's memory. Fix: "
+                         f"reshape(allow_up_sizing=True, ...)")
+    return _rows_of(array, ndarray.zeros(shape, dtype=array.dtype))
+
+
+def _rows_of(old: Any, fresh: Any) -> Any:
+    """``old``'s first rows when ``fresh`` is that (MXNet shares the memory), else
+    ``fresh``."""
+    if old is None or fresh is None or tuple(fresh.shape[1:]) != tuple(old.shape[1:]) or \
+            fresh.shape[0] > old.shape[0]:
+        return fresh
+    return old[0:fresh.shape[0]]
 
 
 def _to_ndarray(value: Any) -> Any:

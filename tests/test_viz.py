@@ -221,6 +221,7 @@ def test_unknown_objects_get_a_clear_type_error():
 # plots: the speed-up callback across the sliders' range
 # ---------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batch_size,width,depth", [
     (1, 16, 1), (1024, 16, 1), (1, 512, 8), (256, 512, 8), (16, 64, 4)])
 def test_the_speedup_model_measures_each_setting_once_across_the_slider_range(
@@ -676,6 +677,7 @@ IDENTIFIERS = st.from_regex(r"[a-z_][a-z0-9_]{0,14}", fullmatch=True).filter(
 @settings(max_examples=60, deadline=None)
 @given(st.lists(IDENTIFIERS, max_size=8), st.lists(IDENTIFIERS, max_size=6, unique=True),
        st.integers(20, 100))
+@pytest.mark.slow
 def test_wrapping_any_call_keeps_its_tokens_and_validity(positional, keywords, width):
     arguments = positional + [f"{name}=1" for name in keywords]
     line = f"    result_name = SomeOperator({', '.join(arguments)})"
@@ -757,15 +759,15 @@ def test_every_curve_is_timed_on_one_worker_with_one_blas_thread(monkeypatch):
     from hybridlab import engine, nd, random
 
     seen = []
-    real = timing.time_round
+    real = timing._round
 
-    def recording(fn, repeats):
+    def recording(way, *args):
         blas = {info["num_threads"] for info in threadpool_info()
                 if info["user_api"] == "blas"}
         seen.append((engine.current().__class__.__name__, blas))
-        return real(fn, repeats)
+        return real(way, *args)
 
-    monkeypatch.setattr(timing, "time_round", recording)
+    monkeypatch.setattr(timing, "_round", recording)
     before = engine.current()
     random.seed(0)
     net = timing.make_mlp(16, 2)
@@ -797,6 +799,7 @@ DAGS = st.integers(1, 14).flatmap(lambda n: st.tuples(
     st.lists(st.lists(st.integers(0, 13), max_size=3), min_size=n, max_size=n)))
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(DAGS, st.integers(1, 5))
 def test_the_list_scheduler_is_work_conserving_and_within_brents_bounds(dag, workers):
@@ -855,3 +858,25 @@ def test_the_gradient_drawing_keeps_a_lowered_forward_in_the_forward_box():
     backward = source.split("subgraph cluster_backward", 1)[1].split("}", 1)[0]
     assert forward.count("FullyConnected") == 2 and "relu" in forward
     assert "FullyConnected" not in backward and "_relu_grad" in backward  # relu's VJP
+
+
+def test_print_summary_counts_each_layers_parameters(capsys):
+    import hybridlab as mx
+
+    data = mx.sym.var("data")
+    hidden = mx.sym.FullyConnected(data, name="fc1", num_hidden=10)
+    out = mx.sym.FullyConnected(mx.sym.relu(hidden), name="fc2", num_hidden=4)
+    mx.viz.print_summary(out, {"data": (2, 8)}, line_length=80)
+    text = capsys.readouterr().out
+    assert "fc1(FullyConnected)" in text and "2x10" in text
+    assert "Total params: 134" in text  # 8*10 + 10, then 10*4 + 4
+    mx.viz.print_summary(out)  # without shapes: '?' and no count, but no error
+    assert "fc2(FullyConnected)" in capsys.readouterr().out
+
+
+def test_plot_network_takes_dtypes_by_name_as_mxnet():
+    import hybridlab as mx
+
+    out = mx.sym.FullyConnected(mx.sym.var("data"), name="fc", num_hidden=3)
+    dot = mx.viz.plot_network(out, shape={"data": (2, 4)}, dtype={"data": np.float64})
+    assert "float64[2,3]" in dot.source

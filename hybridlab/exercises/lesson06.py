@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import functools
-import statistics
 import time
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
-from hybridlab.exercises._common import Feedback, compare_block, inputs
+from hybridlab.exercises._common import Feedback, compare_block, inputs, judge_ratio, verdict
 
 
 @functools.cache  # one class object per session, so isinstance checks behave
-def _block_classes() -> tuple[type, type, type]:
-    """The three blocks to repair (each runs imperatively, none hybridizes)."""
+def _block_classes() -> tuple[type, ...]:
+    """The blocks to repair (each runs imperatively, none hybridizes as meant)."""
     from hybridlab.gluon import nn
 
     class SignGate(nn.HybridBlock):
@@ -37,12 +36,28 @@ def _block_classes() -> tuple[type, type, type]:
         def hybrid_forward(self, F, x):
             return x[:, -1:]
 
-    return SignGate, FlattenBlock, LastColumn
+    class CentreInPlace(nn.HybridBlock):
+        """Subtracts each row's mean, writing into its input."""
+
+        def hybrid_forward(self, F, x):
+            x -= x.mean(axis=1, keepdims=True)
+            return x
+
+    class AddRowMeans(nn.HybridBlock):
+        """Adds each row's mean to the row, with ``+`` between two Symbols."""
+
+        def hybrid_forward(self, F, x):
+            return x + x.mean(axis=1, keepdims=True)
+
+    return SignGate, FlattenBlock, LastColumn, CentreInPlace, AddRowMeans
+
+
+BLOCKS = ("SignGate", "FlattenBlock", "LastColumn", "CentreInPlace", "AddRowMeans")
 
 
 def block_to_fix(name: str) -> type:
     """``exercises.SignGate`` etc. (created on first use: importing gluon is not free)."""
-    return dict(zip(("SignGate", "FlattenBlock", "LastColumn"), _block_classes()))[name]
+    return dict(zip(BLOCKS, _block_classes()))[name]
 
 
 def _sign_gate(x: np.ndarray) -> np.ndarray:
@@ -82,15 +97,110 @@ def check_last_column(block_class: type) -> Feedback:
                          success="F.slice_axis picks the last column at any width")
 
 
-def check_retrace_cost(prediction: float, clock: Callable[[], float] = time.perf_counter,
+def check_centre(block_class: type) -> Feedback:
+    """Exercise 5: CentreInPlace without writing into its input: the numbers, both ways,
+    and the caller's array left as it was."""
+    batches = inputs((2, 5), (3, 4), seed=4)
+    kept = [x.asnumpy().copy() for x in batches]
+    verdict = compare_block(block_class, lambda a: a - a.mean(axis=1, keepdims=True), batches,
+                            "each row minus its mean",
+                            "a Symbol is a node, not a buffer: write x = x - ..., a new "
+                            "value, instead of x -= ...",
+                            success="a new value in both modes, and the caller's batch "
+                                    "untouched")
+    if verdict and any(not np.array_equal(x.asnumpy(), k) for x, k in zip(batches, kept)):
+        return Feedback(False, "the numbers are right, but run imperatively the block wrote "
+                               "into the caller's array: a compiled program never can, so "
+                               "the two modes differ -- return a new array instead")
+    return verdict
+
+
+def check_row_means(block_class: type) -> Feedback:
+    """Exercise 7: AddRowMeans hybridized: ``+`` of two Symbols needs one shape."""
+    batches = inputs((2, 5), (3, 4), seed=5)
+    return compare_block(block_class, lambda a: a + a.mean(axis=1, keepdims=True), batches,
+                         "each row plus its mean",
+                         "a Symbol's + is the elementwise _Plus, for one shape, as in "
+                         "MXNet: F.broadcast_add broadcasts in both modes",
+                         success="F.broadcast_add broadcasts the (batch, 1) means in both "
+                                 "modes")
+
+
+def mixed_stack() -> Any:
+    """Exercise 6's network: a plain Block whose forward runs two hybrid children, each
+    followed by two operators of its own."""
+    from hybridlab import ndarray as nd
+    from hybridlab.gluon import nn
+
+    class MixedStack(nn.Block):
+        def __init__(self, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self.first, self.second = nn.HybridSequential(), nn.HybridSequential()
+            self.first.add(nn.Dense(8, activation="relu"), nn.Dense(8))
+            self.second.add(nn.Dense(8, activation="relu"), nn.Dense(8))
+
+        def forward(self, x: Any) -> Any:
+            for child in (self.first, self.second):
+                x = nd.relu(child(x)) * 0.5
+            return x
+
+    stack = MixedStack()
+    stack.initialize()
+    return stack
+
+
+def _tasks_of_one_call(block: Any, x: Any) -> list[str]:
+    from hybridlab import engine
+
+    block(x).wait_to_read()  # the first call after hybridize() compiles
+    with engine.engine_scope(engine.NaiveEngine()) as naive:
+        naive.set_tracing(True)
+        block(x).wait_to_read()
+        return [record.name for record in naive.trace]
+
+
+def check_mixed_tasks(answer: tuple[int, int]) -> Feedback:
+    """Exercise 6: after ``hybridize()``, how many engine tasks does one call of
+    :func:`mixed_stack` run, and how many of them are compiled programs? Answer
+    ``(tasks, compiled)``."""
+    if not (isinstance(answer, tuple) and len(answer) == 2
+            and all(isinstance(n, int) and not isinstance(n, bool) for n in answer)):
+        return Feedback(False, f"answer a pair of whole numbers (tasks, compiled programs), "
+                               f"not {answer!r}")
+    stack = mixed_stack()
+    (x,) = inputs((4, 6), seed=6)
+    before = _tasks_of_one_call(stack, x)
+    stack.hybridize()
+    names = _tasks_of_one_call(stack, x)
+    compiled = sum(name == "CachedOp" for name in names)
+    facts = (f"one call runs {names}: each hybrid child is one compiled program, and the "
+             f"plain Block's own operators (its relu and its * 0.5) run one by one, as its "
+             f"forward is never traced; before hybridize() the same call ran {len(before)} "
+             f"tasks")
+    if answer == (len(names), compiled):
+        return Feedback(True, facts)
+    if answer[1] != compiled:
+        why = ("count the compiled programs: hybridize() on a plain Block compiles each "
+               "hybrid child, one CachedOp task per child per call; the Block itself is not "
+               "compiled")
+    else:
+        why = ("count the tasks: the plain Block's own operators still run imperatively, "
+               "one task each, twice round its loop")
+    return Feedback(False, f"{answer} is not it: {why}")
+
+
+def check_retrace_cost(prediction: float, timer: Callable[[], float] = time.perf_counter,
                        rounds: int = 5) -> Feedback:
     """Predict-then-measure: under ``hybridize(static_shape=True)``, how many times longer
-    does a call with a new input shape take than a second call with the same shape? Each
-    round calls a fresh shape, then repeats it; the medians are compared (``clock`` is
-    the timer, injectable for tests). Within a factor of 3 counts: it is the order of
-    magnitude that decides whether a varying shape is affordable."""
+    does a call with a new input shape take than a call with a shape seen before? Timed
+    by the course's protocol (:func:`hybridlab.lab.timing.measure`, the naive engine):
+    the first way calls a fresh width every time, the second one width again (``timer``
+    injectable for tests). Judged by :func:`~hybridlab.exercises._common.judge_ratio`."""
+    import itertools
+
     from hybridlab import nd
     from hybridlab.gluon import nn
+    from hybridlab.lab.timing import measure
 
     if not isinstance(prediction, (int, float)) or not prediction > 0:
         return Feedback(False, f"predict a positive ratio (new shape / same shape), not "
@@ -103,20 +213,15 @@ def check_retrace_cost(prediction: float, clock: Callable[[], float] = time.perf
     block = PositiveFraction()
     block.initialize()
     block.hybridize(static_shape=True)
-    block(nd.ones((4, 2))).wait_to_read()  # warm up: the first compile of the session
-    new: list[float] = []
-    same: list[float] = []
-    for width in range(3, 3 + rounds):
-        x = nd.ones((4, width))
-        for times in (new, same):
-            start = clock()
-            block(x).wait_to_read()
-            times.append(clock() - start)
-    measured = statistics.median(new) / statistics.median(same)
+    widths, same = itertools.count(3), nd.ones((4, 2))
+    m = measure({"new shape": lambda: block(nd.ones((4, next(widths)))),
+                 "same shape": lambda: block(same)}, rounds=rounds, calls=1, timer=timer)
+    measured = m.ratio("new shape", "same shape")
+    judgement = judge_ratio(float(prediction), measured)
     line = (f"you predicted {prediction:g}x; measured {measured:.0f}x (new shape "
-            f"{statistics.median(new) * 1e6:.0f} µs, same shape "
-            f"{statistics.median(same) * 1e6:.0f} µs, medians of {rounds})")
-    if measured / 3 <= prediction <= measured * 3:
+            f"{m['new shape'] * 1e6:.0f} µs, same shape {m['same shape'] * 1e6:.0f} µs, "
+            f"medians of {rounds} rounds): {judgement.off}")
+    if judgement.correct:
         return Feedback(True, f"{line}: a new shape pays for a whole trace and compile")
     if prediction < measured:
         why = ("a new shape traces hybrid_forward again, runs every pass and generates and "
@@ -124,4 +229,4 @@ def check_retrace_cost(prediction: float, clock: Callable[[], float] = time.perf
     else:
         why = ("a repeated shape finds its program in the cache and only runs it; the trace "
                "and compile, though slow, are a one-off per shape")
-    return Feedback(False, f"{line}, off by more than a factor of 3: {why}")
+    return verdict(judgement, f"{line}: {why}")

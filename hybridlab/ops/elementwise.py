@@ -232,6 +232,8 @@ _UFUNCS = {  # name -> (ufunc, VJP or None, doc)
     "arctan": (np.arctan, lambda F, g, x, out: g / (1.0 + x * x), "inverse tangent"),
     "sinh": (np.sinh, lambda F, g, x, out: g * F.cosh(x), "hyperbolic sine"),
     "cosh": (np.cosh, lambda F, g, x, out: g * F.sinh(x), "hyperbolic cosine"),
+    # differentiated again, this gives the true -x / (1 + x^2)^(3/2); MXNet 1.9.1's
+    # second-order rule drops the minus sign (README: deviations)
     "arcsinh": (np.arcsinh, lambda F, g, x, out: g / F.sqrt(x * x + 1.0),
                 "inverse hyperbolic sine"),
     "arccosh": (np.arccosh, lambda F, g, x, out: g / F.sqrt(x * x - 1.0),
@@ -439,8 +441,10 @@ def _relu_grad_out(g: np.ndarray, x: np.ndarray, out: np.ndarray) -> np.ndarray:
 
 register(OpDef(
     name="_relu_grad", kernel=_relu_grad, infer=lambda g, x: [g], kind=Kind.ELEMENTWISE,
-    inputs=("grad", "data"), grad=None, inplace_ok=True, kernel_out=_relu_grad_out,
-    grad_missing="relu's second derivative is zero almost everywhere and not written",
+    inputs=("grad", "data"), inplace_ok=True, kernel_out=_relu_grad_out,
+    # linear in ``grad``; in ``data`` its derivative is zero wherever it exists (MXNet's too)
+    grad=lambda F, inputs, outputs, out_grads: [F._relu_grad(out_grads[0], inputs[1]),
+                                                F.zeros_like(inputs[1])],
     doc="relu's VJP: ``grad`` where ``data > 0``, NaN where data is NaN, else 0."))
 
 
