@@ -130,3 +130,14 @@ def test_module_errors_say_what_to_call_first():
         module.init_params()
     with pytest.raises(ValueError, match="data name 'x' is not an input"):
         mx.mod.Module(sym.var("data") * 2, data_names=["x"])
+
+
+def test_a_gluon_blocks_graph_carries_its_initializers_into_a_module():
+    net = mx.gluon.nn.Dense(3, in_units=4, bias_initializer="ones")
+    net.initialize()
+    module = mx.mod.Module(net(sym.var("data")), data_names=["data"], label_names=None)
+    module.bind(data_shapes=[("data", (2, 4))])
+    module.init_params(mx.init.Zero())
+    params = module.get_params()[0]
+    np.testing.assert_array_equal(params[net.bias.name].asnumpy(), np.ones(3))
+    np.testing.assert_array_equal(params[net.weight.name].asnumpy(), np.zeros((3, 4)))
