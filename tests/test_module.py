@@ -55,6 +55,24 @@ def test_one_step_by_hand_is_sgd_on_the_bound_arrays():
     np.testing.assert_allclose(weight, 1 - 0.5 * np.array([[4.0, 4.0, 4.0]]) / 2)
 
 
+def test_an_operators_lr_mult_reaches_the_variables_it_makes():
+    """``FullyConnected(..., lr_mult=0)``: the weight it creates is frozen; an explicit
+    bias keeps its own multiplier."""
+    bias = sym.var("fc_bias", lr_mult=1.0)
+    net = sym.FullyConnected(sym.var("data"), bias=bias, num_hidden=2, name="fc", lr_mult=0)
+    assert net.attr_dict()["fc_weight"]["__lr_mult__"] == "0"
+    module = mx.mod.Module(sym.make_loss(sym.sum(net)), label_names=None)
+    module.bind([("data", (2, 3))])
+    module.init_params(mx.init.One())
+    module.init_optimizer(optimizer_params={"learning_rate": 1.0})
+    module.forward(mx.io.DataBatch([nd.ones((2, 3))]), is_train=True)
+    module.backward()
+    module.update()
+    params = module.get_params()[0]
+    np.testing.assert_array_equal(params["fc_weight"].asnumpy(), np.ones((2, 3)))
+    np.testing.assert_allclose(params["fc_bias"].asnumpy(), [-1.0, -1.0])
+
+
 def test_parameters_start_by_name_and_by_the_variables_init():
     data = sym.var("data")
     net = sym.BatchNorm(sym.FullyConnected(data, sym.var("w", init=mx.init.Constant(3.0)),

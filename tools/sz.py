@@ -246,7 +246,8 @@ BUDGETS: dict[str, int] = {
     # worked tile of its note
     "hybridlab/ops/conv_algorithms.py": 145,  # Winograd F(2x2, 3x3) and direct depthwise
     "hybridlab/gluon/__init__.py": 11,  # re-exports only
-    "hybridlab/gluon/parameter.py": 325,  # (+4: set_data resets a Trainer's store, MXNet's; +1: its init on its symbol)
+    "hybridlab/gluon/parameter.py": 325,  # (+4: set_data resets a Trainer's store, MXNet's)
+    # (+1: its initializer on its symbol)
     # + save/load, regex, grad_req, one NDArray, aligned
     # (+ lr_mult/wd_mult, cast, get_constant and Constant, ParameterDict save/load: issue 24)
     # (+ reset_ctx)
