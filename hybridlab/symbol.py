@@ -652,6 +652,8 @@ def _renamed(result: Any, name: str, where: str) -> Symbol:
 # variables it makes for missing inputs get them, ``FullyConnected(x, lr_mult=0)``.
 _HIDDEN_KEYS = ("ctx_group", "lr_mult", "wd_mult", "force_mirroring", "mirror_stage",
                 "profiler_scope")
+# The first values an operator gives the variables it makes (MXNet's FSetInputVarAttrOnCompose)
+_INPUT_INITS = {("LeakyReLU", "gamma"): '["Constant", {"value": 0.25}]'}
 
 
 def _input_value(op: registry.OpDef, node_name: str, input_name: str, given: Any,
@@ -660,6 +662,8 @@ def _input_value(op: registry.OpDef, node_name: str, input_name: str, given: Any
         extra: dict[str, Any] = dict(hidden)
         if input_name in AUXILIARY_INPUTS:
             extra["__aux__"] = True
+        if (op.name, input_name) in _INPUT_INITS:
+            extra["init"] = _INPUT_INITS[op.name, input_name]
         return var(f"{node_name}_{input_name}", **extra)._outputs[0]
     symbol = _check_symbol(given, f"{op.name} {node_name!r} input {input_name!r}")
     if len(symbol._outputs) != 1:

@@ -159,3 +159,11 @@ def test_a_gluon_blocks_graph_carries_its_initializers_into_a_module():
     params = module.get_params()[0]
     np.testing.assert_array_equal(params[net.bias.name].asnumpy(), np.ones(3))
     np.testing.assert_array_equal(params[net.weight.name].asnumpy(), np.zeros((3, 4)))
+
+
+def test_prelus_slope_made_by_the_operator_starts_at_a_quarter():
+    module = mx.mod.Module(sym.LeakyReLU(sym.var("data"), act_type="prelu", name="act"),
+                           label_names=None)
+    module.bind([("data", (2, 5))])
+    module.init_params(mx.init.Uniform(0.01))
+    np.testing.assert_array_equal(module.get_params()[0]["act_gamma"].asnumpy(), 0.25)
