@@ -281,10 +281,53 @@ def mxnet_recordio() -> None:
     print("MXNet", mx.__version__, "wrote", len(payloads), "records per file")
 
 
+# --- 6. real MXNet's deformable convolution ------------------------------------------------
+DEFORMABLE_CASES = {
+    "plain": {"kernel": (3, 3), "pad": (1, 1), "num_filter": 4},
+    "strided": {"kernel": (3, 2), "stride": (2, 1), "dilate": (2, 1), "num_filter": 6,
+                "num_deformable_group": 2, "num_group": 2, "no_bias": True},
+}
+
+
+def mxnet_deformable() -> None:
+    """``contrib.DeformableConvolution`` on random data and fractional offsets (some taps
+    outside the image, some in its last row or column): the output and the gradients of
+    every input for a random head gradient (``tests/ops/test_deformable.py``)."""
+    import mxnet as mx
+    from mxnet import autograd, nd
+
+    for case, attrs in DEFORMABLE_CASES.items():
+        rng = np.random.default_rng(len(case))
+        kh, kw = attrs["kernel"]
+        stride, dilate = attrs.get("stride", (1, 1)), attrs.get("dilate", (1, 1))
+        pad = attrs.get("pad", (0, 0))
+        out_h = (7 + 2 * pad[0] - dilate[0] * (kh - 1) - 1) // stride[0] + 1
+        out_w = (6 + 2 * pad[1] - dilate[1] * (kw - 1) - 1) // stride[1] + 1
+        groups = attrs.get("num_deformable_group", 1)
+        arrays = {"data": rng.standard_normal((2, 4, 7, 6)),
+                  "offset": rng.uniform(-2.5, 2.5, (2, 2 * kh * kw * groups, out_h, out_w)),
+                  "weight": rng.standard_normal((attrs["num_filter"],
+                                                 4 // attrs.get("num_group", 1), kh, kw))}
+        if not attrs.get("no_bias"):
+            arrays["bias"] = rng.standard_normal(attrs["num_filter"])
+        inputs = {k: nd.array(v.astype(np.float32)) for k, v in arrays.items()}
+        for value in inputs.values():
+            value.attach_grad()
+        with autograd.record():
+            out = nd.contrib.DeformableConvolution(**inputs, **attrs)
+        head = rng.standard_normal(out.shape).astype(np.float32)
+        out.backward(nd.array(head))
+        saved = {f"in_{k}": v.asnumpy() for k, v in inputs.items()}
+        saved.update({f"grad_{k}": v.grad.asnumpy() for k, v in inputs.items()})
+        np.savez(_path("deformable", f"{case}.npz"), attrs=json.dumps(attrs), out=out.asnumpy(),
+                 head=head, **saved)
+    print("MXNet", mx.__version__, "wrote", len(DEFORMABLE_CASES), "deformable cases")
+
+
 if __name__ == "__main__":
     steps = {"mxnet-writes": mxnet_writes, "hybridlab-writes": hybridlab_writes,
              "mxnet-reads": mxnet_reads, "mxnet-rnn": mxnet_rnn,
-             "mxnet-recordio": mxnet_recordio}
+             "mxnet-recordio": mxnet_recordio, "mxnet-deformable": mxnet_deformable}
     if len(sys.argv) != 2 or sys.argv[1] not in steps:
         sys.exit(f"usage: python tools/mxnet_fixtures.py {{{'|'.join(steps)}}}")
     steps[sys.argv[1]]()

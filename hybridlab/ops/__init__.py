@@ -11,6 +11,7 @@ from hybridlab.ops import (
     conv_algorithms,
     creation,
     ctc,
+    deformable,
     elementwise,
     fused,
     indexing,

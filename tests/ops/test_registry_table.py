@@ -189,6 +189,30 @@ def _rnn_ref(mode, x, wi, wh, bi, bh, *rest, reverse=False, project=False, lengt
     return (out, h) if c is None else (out, h, c)
 
 
+def _deformable_ref(x, offset, w, b):
+    """A 3x3 deformable convolution (stride 1, no pad) tap by tap: each tap reads the
+    bilinear mix of its four neighbours, 0 outside, the last row or column alone."""
+    height, width = x.shape[2:]
+
+    def read(n, c, h, v):
+        if not (0 <= h < height and 0 <= v < width):
+            return 0.0
+        h0, v0 = int(np.floor(h)), int(np.floor(v))
+        h1, v1 = min(h0 + 1, height - 1), min(v0 + 1, width - 1)
+        a = 0.0 if h0 >= height - 1 else h - h0
+        e = 0.0 if v0 >= width - 1 else v - v0
+        return ((1 - a) * (1 - e) * x[n, c, h0, v0] + (1 - a) * e * x[n, c, h0, v1]
+                + a * (1 - e) * x[n, c, h1, v0] + a * e * x[n, c, h1, v1])
+
+    out = np.zeros((x.shape[0], w.shape[0], *offset.shape[2:]))
+    for n, f, y, z in np.ndindex(out.shape):
+        out[n, f, y, z] = b[f] + sum(
+            w[f, c, i, j] * read(n, c, y + i + offset[n, 2 * (3 * i + j), y, z],
+                                 z + j + offset[n, 2 * (3 * i + j) + 1, y, z])
+            for c in range(x.shape[1]) for i in range(3) for j in range(3))
+    return out
+
+
 def _ctc_ref(data, label):
     """-log p(label) per sample by brute force: every path of T symbols (blank 0) whose
     repeats merged and blanks dropped read as the label (0 pads it)."""
@@ -622,6 +646,12 @@ ROWS += [
     Row("_ctc_loss_backward", [(4, 2, 3), (2, 2), (2,)], None, grad=False,
         make=lambda a: [a[0], np.array([[1.0, 2.0], [2.0, 0.0]], a[1].dtype), a[2]],
         checked_by="CTCLoss"),
+    Row("_contrib_DeformableConvolution", [(1, 2, 4, 4), (1, 18, 2, 2), (2, 2, 3, 3), (2,)],
+        _deformable_ref, {"kernel": (3, 3), "num_filter": 2}),
+    Row("_backward_DeformableConvolution", [(1, 2, 4, 4), (1, 18, 2, 2), (2, 2, 3, 3), (2,),
+                                            (1, 2, 2, 2)], None, {"kernel": (3, 3),
+                                                                  "num_filter": 2},
+        grad=False, checked_by="_contrib_DeformableConvolution"),
 ]
 # the optimizer updates (MXNet's formulas, one step; the states given are any values)
 _LR = {"lr": 0.1, "wd": 0.01, "rescale_grad": 0.5}

@@ -2,4 +2,4 @@
 (``contrib.nn``), convolutional and projected recurrent cells (``contrib.rnn``), the interval
 sampler (``contrib.data``)."""
 
-from hybridlab.gluon.contrib import data, nn, rnn
+from hybridlab.gluon.contrib import cnn, data, nn, rnn
