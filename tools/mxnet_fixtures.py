@@ -15,6 +15,9 @@ Three steps, each run by hand with a different Python (hybridlab never imports t
    step 2 wrote and saves what it read (values, dtypes, the model's outputs) as ``.npz``.
 
 Everything goes to ``tests/fixtures/mxnet/``; ``tests/test_mxnet_files.py`` compares.
+Three more steps, each with real MXNet alone: ``mxnet-rnn`` (the fused RNN's outputs and
+gradients), ``mxnet-recordio`` (record files) and ``mxnet-deformable`` (the deformable
+convolution's outputs and gradients); each function says which test reads them.
 """
 
 from __future__ import annotations
