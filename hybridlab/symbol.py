@@ -603,7 +603,8 @@ def _check_symbol(value: Any, where: str) -> Symbol:
 def _apply(op: registry.OpDef, inputs: list[Any], attrs: dict[str, Any], name: str | None, hint: str
            ) -> Symbol:
     """The registry's hook for ``sym``: add one call node, return its outputs."""
-    hidden = {f"__{key}__": str(attrs.pop(key)) for key in _HIDDEN_KEYS if key in attrs}
+    hidden = {attribute.stored_key(key): str(attrs.pop(key))
+              for key in attribute.HIDDEN_KEYS if key in attrs}
     parsed = op.parse_attrs(attrs)
     node_name = _name.NameManager.current.get(name, hint)
     names = op.input_names(parsed)
@@ -648,10 +649,8 @@ def _renamed(result: Any, name: str, where: str) -> Symbol:
     return Symbol([dataclasses.replace(result._outputs[0].node, name=name).out()])
 
 
-# An operator's keywords that are its variables' attributes (MXNet's hidden keys): the
+# An operator's hidden keywords (attribute.HIDDEN_KEYS) are its variables' attributes: the
 # variables it makes for missing inputs get them, ``FullyConnected(x, lr_mult=0)``.
-_HIDDEN_KEYS = ("ctx_group", "lr_mult", "wd_mult", "force_mirroring", "mirror_stage",
-                "profiler_scope")
 # The first values an operator gives the variables it makes (MXNet's FSetInputVarAttrOnCompose)
 _INPUT_INITS = {("LeakyReLU", "gamma"): '["Constant", {"value": 0.25}]'}
 
