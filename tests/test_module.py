@@ -167,3 +167,14 @@ def test_prelus_slope_made_by_the_operator_starts_at_a_quarter():
     module.bind([("data", (2, 5))])
     module.init_params(mx.init.Uniform(0.01))
     np.testing.assert_array_equal(module.get_params()[0]["act_gamma"].asnumpy(), 0.25)
+
+
+def test_parameter_names_keep_the_graphs_order_with_initializers_on_some():
+    """Some of a block's parameter variables carry ``__init__`` (a bias), some not (a
+    weight): the instruments list them in the order the graph reads them all the same."""
+    from hybridlab.lab import graphs
+
+    net = mx.gluon.nn.HybridSequential()
+    net.add(mx.gluon.nn.Conv2D(4, 3, in_channels=2), mx.gluon.nn.Dense(3, in_units=16))
+    names = graphs.parameter_names(net(sym.var("data")).to_graph())
+    assert [name.split("_", 1)[1] for name in names] == ["weight", "bias"] * 2
