@@ -133,7 +133,6 @@ def test_spawned_workers_need_a_picklable_dataset(monkeypatch):
                               batch_size=1, num_workers=2)
 
 
-@pytest.mark.slow  # (a fresh interpreter importing hybridlab, and its workers)
 def test_ctrl_c_leaves_no_worker_process(tmp_path):
     """The caller gets KeyboardInterrupt; the workers ignore it, and end with the caller."""
     script = tmp_path / "train.py"
