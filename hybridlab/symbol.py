@@ -142,7 +142,7 @@ class Symbol:
         if unknown or len(args) > len(self.list_arguments()):
             raise ValueError(f"compose: {unknown or args} are not arguments of {self!r}; "
                              f"its arguments are {self.list_arguments()}")
-        values = {key: _input_value(registry.get("_copy"), "compose", key, symbol)
+        values = {key: _input_value(registry.get("_copy"), "compose", key, symbol, {})
                   for key, symbol in given.items()}
 
         def visit(node: Node, inputs: tuple[Value, ...]) -> Node | Sequence[Value]:
@@ -603,12 +603,14 @@ def _check_symbol(value: Any, where: str) -> Symbol:
 def _apply(op: registry.OpDef, inputs: list[Any], attrs: dict[str, Any], name: str | None, hint: str
            ) -> Symbol:
     """The registry's hook for ``sym``: add one call node, return its outputs."""
+    hidden = {attribute.stored_key(key): str(attrs.pop(key))
+              for key in attribute.HIDDEN_KEYS if key in attrs}
     parsed = op.parse_attrs(attrs)
     node_name = _name.NameManager.current.get(name, hint)
     names = op.input_names(parsed)
     if names and names[0].startswith("*"):
         names = tuple(f"{names[0][1:]}{i}" for i in range(len(inputs)))
-    values = [_input_value(op, node_name, input_name, given)
+    values = [_input_value(op, node_name, input_name, given, hidden)
               for input_name, given in zip(names, inputs)]
     node = ir.call(op.name, values, parsed, name=node_name, origin=ir.user_origin(),
                    parsed=True)
@@ -647,10 +649,21 @@ def _renamed(result: Any, name: str, where: str) -> Symbol:
     return Symbol([dataclasses.replace(result._outputs[0].node, name=name).out()])
 
 
-def _input_value(op: registry.OpDef, node_name: str, input_name: str, given: Any) -> Value:
+# An operator's hidden keywords (attribute.HIDDEN_KEYS) are its variables' attributes: the
+# variables it makes for missing inputs get them, ``FullyConnected(x, lr_mult=0)``.
+# The first values an operator gives the variables it makes (MXNet's FSetInputVarAttrOnCompose)
+_INPUT_INITS = {("LeakyReLU", "gamma"): '["Constant", {"value": 0.25}]'}
+
+
+def _input_value(op: registry.OpDef, node_name: str, input_name: str, given: Any,
+                 hidden: dict[str, str]) -> Value:
     if given is None:  # MXNet makes every missing input a variable: fc3_data, fc3_weight
-        aux = {"__aux__": True} if input_name in AUXILIARY_INPUTS else {}
-        return var(f"{node_name}_{input_name}", **aux)._outputs[0]  # type: ignore[arg-type]
+        extra: dict[str, Any] = dict(hidden)
+        if input_name in AUXILIARY_INPUTS:
+            extra["__aux__"] = True
+        if (op.name, input_name) in _INPUT_INITS:
+            extra["init"] = _INPUT_INITS[op.name, input_name]
+        return var(f"{node_name}_{input_name}", **extra)._outputs[0]
     symbol = _check_symbol(given, f"{op.name} {node_name!r} input {input_name!r}")
     if len(symbol._outputs) != 1:
         raise TypeError(f"{op.name} {node_name!r}: input {input_name!r} is the grouped "
