@@ -719,6 +719,8 @@ def test_infer_type_partial_leaves_undecided_arguments_unknown():
     assert sym.FullyConnected(sym.var("x"), num_hidden=2).infer_type_partial()[:2] == (
         [None, None, None], [None])
     assert net.infer_type(data=np.float16)[0][0] == np.float16
+    real = mx.base.mx_real_t  # MXNet's default real type, given as a dtype
+    assert net.infer_type(data=real)[:2] == ([real] * 4, [real]) and real is np.float32
 
 
 def test_squeeze_expand_dims_flatten_take_inplace_when_traced():
