@@ -693,6 +693,7 @@ def _ignoring_inplace(name: str) -> Any:
 for _spelling in ("squeeze", "expand_dims", "flatten"):  # NDArray's inplace= forms, traced
     setattr(Symbol, _spelling, _ignoring_inplace(_spelling))
 registry.install_methods(Symbol, sys.modules[__name__])  # x.relu(): the rule NDArray uses
+_internal = sys.modules[__name__]  # MXNet's sym._internal: the ops with a leading _ live here
 
 
 def _symbol_from_tape(head: Any, nodes: list[Any]) -> Symbol:

@@ -883,3 +883,14 @@ def test_executor_reshape_shares_weights_and_the_first_rows():
     larger = exe.reshape(allow_up_sizing=True, x=(6, 4))
     larger.arg_dict["x"][:] = 0
     np.testing.assert_array_equal(exe.arg_dict["x"].asnumpy(), np.ones((5, 4)))
+
+
+def test_a_shape_constraint_lets_inference_reach_a_weight_backwards():
+    w, shift = sym.var("w"), sym.var("shift", shape=(1,))
+    tied = sym._internal._identity_with_attr_like_rhs(sym.broadcast_add(w, shift), w)
+    fc = sym.FullyConnected(sym.var("data"), weight=tied, num_hidden=11, no_bias=True)
+    args, _, _ = fc.infer_shape(data=(7, 100))
+    assert dict(zip(fc.list_arguments(), args))["w"] == (11, 100)
+    with pytest.raises(mx.base.MXNetError, match="inconsistent"):
+        sym._internal._identity_with_attr_like_rhs(sym.var("a"), sym.var("b")).infer_shape(
+            a=(2, 3), b=(3, 2))

@@ -208,6 +208,7 @@ ROWS: list[Row] = [
     Row("_relu_grad", [(2, 3), (2, 3)], lambda g, x: np.where(x > 0, g, 0)),
     Row("BlockGrad", [(2, 3)], lambda x: x.copy(), grad=False),
     Row("MakeLoss", [(2, 3)], lambda x: x.copy(), grad=False),  # test_make_loss_starts_...
+    Row("_identity_with_attr_like_rhs", [(2, 3), (2, 3)], lambda lhs, rhs: lhs.copy()),
     Row("sigmoid", [(2, 3)], _sigmoid),
     Row("zeros_like", [(2, 3)], np.zeros_like, grad=False),
     Row("ones_like", [(2, 3)], np.ones_like, grad=False),
