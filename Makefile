@@ -13,7 +13,7 @@ LINT_PATHS := $(wildcard hybridlab tests tools benchmarks)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: help venv graphviz lab-graphviz chromium test test-notebooks test-frameworks test-oldest fuzz lab workspace-refresh site notebooks \
-        bench clean distclean
+        assignments grade bench clean distclean
 
 help:
 	@echo "make lab             open the lessons in JupyterLab (your copy in workspace/;"
@@ -29,6 +29,8 @@ help:
 	@echo "                     (FUZZ_EXAMPLES=...)"
 	@echo "make notebooks       regenerate notebooks/ from lessons/ (tools/sync_notebooks.py) and"
 	@echo "                     the README's minutes (tools/pacing.py)"
+	@echo "make assignments     the nbgrader course in course/: one assignment per lesson"
+	@echo "make grade           autograde course/submitted/, each submission in a sandbox"
 	@echo "make bench           run every benchmarks/*.py"
 	@echo "make clean           remove caches and build files (keeping what needs the network:"
 	@echo "                     the virtualenvs, the site's scripts); make distclean removes all"
@@ -42,7 +44,19 @@ $(STAMP): pyproject.toml
 	@echo "venv: installing hybridlab with its notebooks and test extras into $(VENV) (the"
 	@echo "venv: first time: ~1.4 GB to fetch and unpack, several minutes; pip says what it does)"
 	$(PY) -m pip install -e '.[notebooks,test]'
+	@$(NBGRADER_UI_OFF)
 	@touch $(STAMP)
+
+# nbgrader (the instructor extra, which `test` pulls in) switches its JupyterLab interface
+# on in this environment; the course grades from the command line (README, "Teaching with
+# hybridlab"), so a student's `make lab` stays as it was: the interface is switched off.
+NBGRADER_SERVER := $(addprefix nbgrader.server_extensions.,formgrader validate_assignment \
+                   assignment_list course_list)
+define NBGRADER_UI_OFF
+{ $(VENV)/bin/jupyter labextension disable --level=sys_prefix @jupyter/nbgrader && \
+  $(VENV)/bin/jupyter server extension disable --sys-prefix $(NBGRADER_SERVER); } \
+	>/dev/null 2>&1 || echo "venv: could not switch nbgrader's JupyterLab interface off"
+endef
 
 # apt_install(program, package, why, what happens without it): a system program pip cannot
 # install. Present: nothing to do. Root: apt-get installs it (waiting up to APT_LOCK_WAIT
@@ -181,6 +195,17 @@ notebooks: venv
 		{ echo "notebooks: tools/sync_notebooks.py does not exist yet (course engineer)"; exit 1; }
 	$(PY) tools/sync_notebooks.py
 	$(PY) tools/pacing.py --write
+
+# The course as nbgrader assignments (README, "Teaching with hybridlab"): course/source/
+# built from lessons/ and lessons/solutions/, course/release/ the student versions.
+# ASSIGNMENTS="03 05" builds only those lessons.
+assignments: venv
+	$(PY) tools/assignments.py $(ASSIGNMENTS)
+
+# Autograde what is in course/submitted/<student>/<assignment>/ (GRADE_ARGS: limits,
+# assignments; see `python3 tools/grade.py --help`): grades.csv and feedback/.
+grade: venv
+	$(PY) tools/grade.py $(GRADE_ARGS)
 
 # The loaders' fuzz tests with 10 000 examples each (make test runs 200): every mutated
 # or random file must give ModelFileError / ArrayFileError or load correctly.

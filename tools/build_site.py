@@ -16,7 +16,8 @@ link to download the notebook (the notebook itself, inside the link as a ``data:
 a ``download`` name: a browser downloads it from disk, where it ignores ``download`` on a
 plain file link and shows the JSON, as well as over HTTP). ``api.html`` is the API
 reference, generated from the docstrings of the modules a student reads, linking only to
-itself. Every link of the site resolves (``tests/browser/test_site.py`` crawls them all).
+itself; ``teaching.html`` is the README's "Teaching with hybridlab" section. Every link
+of the site resolves (``tests/browser/test_site.py`` crawls them all).
 
     python3 tools/build_site.py [--out site] [--no-vendor]
 """
@@ -156,6 +157,7 @@ def navigation(pages: list[tuple[str, str]], index: int | None, download: str = 
         links.append(f'<a id="hl-download" href="{download}" '
                      f'download="{pages[index][0]}.ipynb">download the notebook</a>')
     links.append('<a href="api.html">API reference</a>')
+    links.append('<a href="teaching.html">Teaching with hybridlab</a>')
     return f'<nav class="hl-nav">{" · ".join(links)}</nav>'
 
 
@@ -210,7 +212,21 @@ def build(out: Path, only: list[str] | None = None, vendor: bool = True) -> list
                                    f"<h1>hybridlab: the course</h1><ol>{rows}</ol>"))
     write(out / "api.html", page("hybridlab: API reference", navigation(pages, None),
                                  api_reference()))
+    write(out / "teaching.html", page("hybridlab: teaching with hybridlab",
+                                      navigation(pages, None), teaching()))
     return written
+
+
+def teaching() -> str:
+    """The README's "Teaching with hybridlab" section as the site's page for instructors
+    (one text, so the page and the README cannot drift apart)."""
+    import mistune
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = readme.index("## Teaching with hybridlab")
+    end = readme.find("\n## ", start)
+    section = readme[start:end if end >= 0 else None]
+    return str(mistune.html(section[1:]))  # "## Teaching" -> "# Teaching": the page's title
 
 
 def api_reference() -> str:
