@@ -57,7 +57,8 @@ to wait for a failed *reader* is not affected). The failure is raised once, as
 :class:`~hybridlab.errors.MXNetError` chained to the original exception, at the first
 sync point that depends on it (``wait_for_var`` on a poisoned Var) or at ``wait_all``,
 which raises the earliest failure not yet reported and reports the others with it (its
-message names them): as MXNet's ``waitall``, a second ``wait_all`` is quiet. Once reported, the failure is forgotten: ops pushed *after* the report treat the Var as
+message names them): as MXNet's ``waitall``, a second ``wait_all`` is quiet. Once
+reported, the failure is forgotten: ops pushed *after* the report treat the Var as
 healthy again (its buffer keeps whatever it held, as in MXNet). Deciding by push order
 keeps this deterministic. A buffer that no op ever filled has nothing to read, though:
 an op reading it fails when it runs, naming the failed op (the front end's NOTE [Unfilled

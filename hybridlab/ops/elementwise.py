@@ -425,7 +425,7 @@ def _like_rhs_infer(lhs: Aval, rhs: Aval) -> list[Aval]:
 # inference learns either from the other (elementwise: one shape); only ``lhs`` has a gradient
 register(OpDef(
     name="_identity_with_attr_like_rhs", kernel=lambda lhs, rhs: lhs.copy(),
-    kernel_out=lambda lhs, rhs, out: np.copyto(out, lhs) or out, infer=_like_rhs_infer,
+    kernel_out=lambda lhs, rhs, out: _copy_into(out, lhs), infer=_like_rhs_infer,
     grad=lambda F, inputs, outputs, out_grads: [out_grads[0], F.zeros_like(inputs[1])],
     kind=Kind.ELEMENTWISE, inputs=("lhs", "rhs"),
     doc="``lhs``, constrained to ``rhs``'s shape (MXNet's shape-inference helper)."))
