@@ -272,15 +272,20 @@ class Symbol:
         return {**given, **{k: v for k, v in kwargs.items() if v is not None}}
 
     def _report(self, inferred: shapes.Inferred, field: Any) -> Report:
-        variables = {node.name: node for node in self._variables()}
+        variables: dict[str, list[Node]] = {}  # by name, in graph order (names may repeat)
+        for node in self._variables():
+            variables.setdefault(node.name, []).append(node)
 
         def pick(value: Value) -> Any:
             aval = inferred.aval(value)
             return None if aval is None else field(aval)
 
-        return ([pick(variables[n].out()) for n in self.list_arguments()],
-                [pick(value) for value in self._outputs],
-                [pick(variables[n].out()) for n in self.list_auxiliary_states()])
+        def named(names: list[str]) -> list[Any]:
+            taken: dict[str, int] = {}
+            return [pick(variables[n][_next(taken, n)].out()) for n in names]
+
+        return (named(self.list_arguments()), [pick(value) for value in self._outputs],
+                named(self.list_auxiliary_states()))
 
     def _static_shape(self) -> tuple[int, ...]:
         """The shape recorded in the trace (Gluon layers use it to size parameters)."""
@@ -459,6 +464,12 @@ def _inplace_message(symbol: Symbol, spelling: str) -> str:
 
 def _shape_message(symbol: Symbol, what: str) -> str:
     return errors.attribute_message(what, _described(symbol))
+
+
+def _next(counts: dict[str, int], name: str) -> int:
+    """0, 1, 2, ... on each call with ``name``: the how-many-th ``name`` this is."""
+    counts[name] = counts.get(name, -1) + 1
+    return counts[name]
 
 
 def _attr_texts(node: Node) -> dict[str, str]:
