@@ -894,3 +894,11 @@ def test_a_shape_constraint_lets_inference_reach_a_weight_backwards():
     with pytest.raises(mx.base.MXNetError, match="inconsistent"):
         sym._internal._identity_with_attr_like_rhs(sym.var("a"), sym.var("b")).infer_shape(
             a=(2, 3), b=(3, 2))
+
+
+def test_where_decides_no_shape_before_its_condition_is_fully_known():
+    where = sym.where(sym.var("c"), sym.var("x"), sym.var("y"))
+    assert where.infer_shape_partial(c=(0, 2), x=(0, 2), y=(0, 2))[1] == [()]
+    assert where.infer_shape_partial(c=(0,), x=(2, 2), y=(2, 2))[1] == [()]
+    assert where.infer_shape_partial(c=(2, 2), x=(2, 2), y=(2, 2))[1] == [(2, 2)]
+    assert where.infer_type(c="float32", x="float64", y="float64")[1] == [np.float64]
