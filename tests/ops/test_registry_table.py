@@ -366,6 +366,8 @@ ROWS: list[Row] = [
     Row("_sample_multinomial", [(2, 5)], lambda p: np.repeat(p.argmax(1)[:, None], 3, 1),
         {"shape": (3,)}, grad=False,
         make=lambda arrays: [np.eye(5, dtype=arrays[0].dtype)[[3, 1]]]),
+    Row("_sample_unique_zipfian", [], None, {"range_max": 5, "shape": (2, 3)}, grad=False,
+        checked_by="tests/test_random.py (distinct classes, and the draws they took)"),
     Row("_sample_multinomial_grad", [(2, 3), (2, 3), (2, 5)], None, grad=False,
         checked_by="tests/test_random.py (multinomial's log-probability gradient)"),
     Row("_foreach", [(4, 3), (3,)], _scan_ref,
