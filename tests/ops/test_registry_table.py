@@ -366,6 +366,10 @@ ROWS: list[Row] = [
     Row("_sample_multinomial", [(2, 5)], lambda p: np.repeat(p.argmax(1)[:, None], 3, 1),
         {"shape": (3,)}, grad=False,
         make=lambda arrays: [np.eye(5, dtype=arrays[0].dtype)[[3, 1]]]),
+    Row("_linalg_gelqf", [(2, 4, 5)], lambda a: tuple(np.swapaxes(f, -1, -2) for f in
+                                                      np.linalg.qr(np.swapaxes(a, -1, -2)))),
+    Row("_linalg_gelqf_backward", [(2, 3), (2, 2), (2, 3), (2, 2)], None, grad=False,
+        checked_by="gelqf's row: its gradient check runs this"),
     Row("_sample_unique_zipfian", [], None, {"range_max": 5, "shape": (2, 3)}, grad=False,
         checked_by="tests/test_random.py (distinct classes, and the draws they took)"),
     Row("_sample_multinomial_grad", [(2, 3), (2, 3), (2, 5)], None, grad=False,
