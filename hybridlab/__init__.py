@@ -22,6 +22,7 @@ from hybridlab import (
     name,
     ndarray,
     onnx,
+    operator,
     ops,
     optimizer,
     profiler,

@@ -155,6 +155,25 @@ class TaskRecord:
     deps: tuple[Dep, ...] = ()
 
 
+class _NameScope(threading.local):
+    prefix = ""
+
+
+# NOTE [Custom op names]: the ops a Python operator's code pushes (mx.operator.CustomOp)
+# are named ``<its op_type>::<op>`` (``MySigmoid::_zeros``), as MXNet's profiler shows them
+_SCOPE = _NameScope()
+
+
+@contextlib.contextmanager
+def name_scope(prefix: str) -> Iterator[None]:
+    """Ops this thread pushes inside are named ``prefix::name`` (NOTE [Custom op names])."""
+    outer, _SCOPE.prefix = _SCOPE.prefix, prefix
+    try:
+        yield
+    finally:
+        _SCOPE.prefix = outer
+
+
 class Task:
     """One pushed op and its scheduling state (see the module docstring)."""
 
@@ -166,6 +185,8 @@ class Task:
                  writes: tuple[Var, ...], origin: tuple[str, int], device: Any = None,
                  copy: bool = False) -> None:
         self.seq = next(_task_numbers)
+        if _SCOPE.prefix:  # pushed by a Python operator's code: NOTE [Custom op names]
+            name = f"{_SCOPE.prefix}::{name}"
         self.fn: Callable[[], None] | None = fn  # None once finished
         self.name, self.reads, self.writes, self.origin = name, reads, writes, origin
         self.device, self.copy = device, copy  # its stream: NOTE [A worker per device]
