@@ -157,10 +157,14 @@ class TaskRecord:
 
 class _NameScope(threading.local):
     prefix = ""
+    engine: Engine | None = None  # this thread's own engine (NOTE [Custom op names])
 
 
 # NOTE [Custom op names]: the ops a Python operator's code pushes (mx.operator.CustomOp)
-# are named ``<its op_type>::<op>`` (``MySigmoid::_zeros``), as MXNet's profiler shows them
+# are named ``<its op_type>::<op>`` (``MySigmoid::_zeros``), as MXNet's profiler shows them.
+# Run as a graph node's kernel, that code is inside an engine task: the ops it pushes go
+# to an engine of that thread's own (:func:`own_engine`), which runs them at once, since
+# the task's worker cannot wait for ops queued behind itself
 _SCOPE = _NameScope()
 
 
@@ -972,6 +976,9 @@ def _make(name_or_engine: str | Engine) -> Engine:
 
 def current() -> Engine:
     """The engine ops are pushed to (made from ``FLAGS['ENGINE_TYPE']`` on first use)."""
+    own = _SCOPE.engine
+    if own is not None:
+        return own
     global _current
     if _current is None:
         _current = _make(config.flag("ENGINE_TYPE"))
@@ -1016,6 +1023,22 @@ def unfollow(callback: Callback) -> None:
     """Stop following: remove ``callback`` from the current engine."""
     _followers.remove(callback)
     current().remove_callback(callback)
+
+
+@contextlib.contextmanager
+def own_engine() -> Iterator[Engine]:
+    """This thread pushes to a NaiveEngine of its own inside (NOTE [Custom op names]);
+    the callbacks that follow every engine (the profiler) see its ops too."""
+    own, outer = NaiveEngine(), _SCOPE.engine
+    for callback in _followers:
+        own.add_callback(callback)
+    _SCOPE.engine = own
+    try:
+        yield own
+    finally:
+        _SCOPE.engine = outer
+        for callback in _followers:
+            own.remove_callback(callback)
 
 
 AnEngine = TypeVar("AnEngine", bound=Engine)

@@ -26,9 +26,11 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from hybridlab import autograd, ndarray, profiler
+from hybridlab import autograd, engine, ndarray, profiler
+from hybridlab.context import current_context
+from hybridlab.ops import custom
 
-_PROPS: dict[str, type[CustomOpProp]] = {}
+_PROPS = custom.PROPS  # op_type -> its CustomOpProp class (sym.Custom reads it there)
 
 
 class CustomOp:
@@ -149,4 +151,31 @@ class _Run(autograd.Function):
         return grads
 
 
-ndarray.Custom = Custom  # type: ignore[attr-defined]  # mx.nd.Custom
+def _run_in_graph(op_type: str, inputs: list[np.ndarray], backward: Any, training: bool
+                  ) -> list[np.ndarray]:
+    """A ``Custom`` node's kernel (ops/custom.py): the CustomOp's code on NDArrays."""
+    with engine.own_engine():  # inside an engine task: NOTE [Custom op names]
+        return _run(custom.prop(op_type), op_type, inputs, backward, training)
+
+
+def _run(prop: CustomOpProp, op_type: str, inputs: list[np.ndarray], backward: Any,
+         training: bool) -> list[np.ndarray]:
+    arrays = [ndarray.array(x, dtype=x.dtype) for x in inputs]
+    operator = prop.create_operator(current_context(), [list(x.shape) for x in inputs],
+                                    [x.dtype for x in inputs])
+    if backward is None:
+        _, shapes, _ = prop.infer_shape([list(x.shape) for x in inputs])
+        _, types, _ = prop.infer_type([x.dtype for x in inputs])
+        outputs = [ndarray.zeros(tuple(s), dtype=t) for s, t in zip(shapes, types)]
+        with profiler.custom_operator(op_type):
+            operator.forward(training, ["write"] * len(outputs), arrays, outputs, [])
+        return [out.asnumpy() for out in outputs]
+    out_grads, results = ([ndarray.array(x, dtype=x.dtype) for x in part] for part in backward)
+    grads = [ndarray.zeros(x.shape, dtype=x.dtype) for x in inputs]
+    with profiler.custom_operator(f"_backward_{op_type}"):
+        operator.backward(["write"] * len(grads), out_grads, arrays, results, grads, [])
+    return [grad.asnumpy() for grad in grads]
+
+
+custom.RUN[:] = [_run_in_graph]
+ndarray.Custom = Custom  # type: ignore[attr-defined]  # mx.nd.Custom: the tape's own node

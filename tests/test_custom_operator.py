@@ -70,3 +70,15 @@ def test_custom_says_what_is_wrong_with_a_call():
     with pytest.raises(TypeError, match="subclass of mx.operator.CustomOpProp"):
         mx.operator.register("bad")(object)
     assert np.array_equal(nd.Custom(nd.zeros((2,)), op_type="Cube").asnumpy(), [0.0, 0.0])
+
+
+def test_a_python_operator_is_one_node_of_a_graph_with_its_gradient():
+    net = mx.sym.Custom(data=mx.sym.var("a"), op_type="Cube", name="cube")
+    assert net.list_arguments() == ["a"] and net.infer_shape(a=(3,))[1] == [(3,)]
+    grad = nd.zeros((3,))
+    exe = net.bind(mx.cpu(), {"a": nd.array([1.0, 2.0, -1.0])}, args_grad={"a": grad})
+    assert exe.forward(is_train=True)[0].asnumpy().tolist() == [1.0, 8.0, -1.0]
+    exe.backward(nd.array([1.0, 1.0, 2.0]))
+    assert grad.asnumpy().tolist() == [3.0, 12.0, 6.0]
+    with pytest.raises(mx.base.MXNetError, match="no operator registered as 'Nope'"):
+        mx.sym.Custom(data=mx.sym.var("a"), op_type="Nope")

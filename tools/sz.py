@@ -144,7 +144,7 @@ BUDGETS: dict[str, int] = {
     "hybridlab/ops/products.py": 181,  # + infer_params; kernel_out for dot/FC; dtypes; FC_2d, dot_c
     # (+ FullyConnected's backward shape rule)
     "hybridlab/ops/random.py": 159,  # + 5 samplers, randn, multinomial, shuffle, unique zipfian
-    "hybridlab/engine.py": 693,  # + MXNet's bulk (a no-op knob); wait_all names all; name_scope;
+    "hybridlab/engine.py": 709,  # + bulk (no-op); wait_all names all; name_scope, own_engine;
     # + a worker per device and a copy stream per device (ThreadedEnginePerDevice);
     # + hook-error reports, convoy-free finishing, BLAS, origin cache;
     # + engine_scope typed per engine class (overloads: a StepEngine scope gives a StepEngine);

@@ -10,6 +10,7 @@ from hybridlab.ops import (
     conv,
     conv_algorithms,
     creation,
+    custom,
     elementwise,
     fused,
     indexing,
