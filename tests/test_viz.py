@@ -204,6 +204,27 @@ def test_plot_network_names_each_node_and_hides_weights_as_mxnet():
     assert r"fc1\nFullyConnected" not in mx.viz.draw(net).dot.source  # draw: operators only
 
 
+def test_plot_network_warns_of_repeated_names_and_types_each_node_of_its_own():
+    import hybridlab as mx
+    from hybridlab import sym
+
+    net = sym.FullyConnected(sym.var("data"), num_hidden=6, name="fc")
+    net = sym.FullyConnected(net, num_hidden=3, name="fc")  # fc_weight twice, two shapes
+    assert net.infer_shape(data=(2, 4))[0] == [(2, 4), (6, 4), (6,), (3, 6), (3,)]
+    with pytest.warns(RuntimeWarning, match="same name in your graph: fc,fc_bias,fc_weight"):
+        source = mx.viz.plot_network(net, shape={"data": (2, 4)}).source
+    assert r"float32[2,6]" in source and r"float32[2,3]" in source
+
+
+def test_print_summary_counts_parameters_of_layers_given_lr_mult(capsys):
+    import hybridlab as mx
+    from hybridlab import sym
+
+    fc = sym.FullyConnected(sym.var("data"), num_hidden=3, name="fc", lr_mult=0)
+    mx.viz.print_summary(fc, {"data": (1, 4)})
+    assert "Total params: 15" in capsys.readouterr().out
+
+
 def test_parameters_are_found_through_the_registry_input_names():
     from hybridlab import sym
 

@@ -120,7 +120,7 @@ DEFAULT_BUDGET = 150
 
 # Code-line budgets, keyed by path relative to the repository root.
 BUDGETS: dict[str, int] = {
-    "hybridlab/__init__.py": 45,  # + kv, optimizer, lr_scheduler; CachedOp; MXNetError, AttrScope
+    "hybridlab/__init__.py": 46,  # + kv, optimizer, lr_scheduler; CachedOp; MXNetError, AttrScope
     # (+5: mx.io, mx.metric, mx.mod, mx.model, mx.recordio)
     # (+2: mx.kv and mx.optimizer)
     "hybridlab/config.py": 56,  # (+4: MXNET_ELIMINATE_COMMON_EXPR, read at each bind)
@@ -129,9 +129,9 @@ BUDGETS: dict[str, int] = {
     # (+2: RecordIOError)
     "hybridlab/runtime.py": 25,  # mx.runtime.Features (every MXNet build feature disabled)
     "hybridlab/util.py": 32,  # mx.util: the np_shape switch; getenv/setenv
-    "hybridlab/attribute.py": 40,  # mx.AttrScope: per-thread scope of symbol attributes
-    "hybridlab/base.py": 26,  # mx.base: MXNetError; data_dir, py_str, _as_list, _flatten/_regroup
-    "hybridlab/ops/__init__.py": 38,  # imports 13 op modules so they register, OPS/COMPOSITES views
+    "hybridlab/attribute.py": 42,  # mx.AttrScope: per-thread scope of symbol attributes
+    "hybridlab/base.py": 29,  # mx.base: MXNetError; data_dir, py_str, _as_list, _flatten/_regroup
+    "hybridlab/ops/__init__.py": 39,  # imports 13 op modules so they register, OPS/COMPOSITES views
     # (+2: rnn, ctc)
     "hybridlab/ops/control_flow.py": 156,  # foreach and while_loop: one node holding graphs
     "hybridlab/ops/fused.py": 66,  # _fused: a grouped chain's kernel, shape rule, gradient
@@ -139,7 +139,7 @@ BUDGETS: dict[str, int] = {
     # rule, layer operators (OpDef.lower, register_layer, run_lowering); Symbol's elemwise dunders
     # (+5: shapes bounded to 2**60 elements, MXNet's unset "()" geometry)
     # + elemwise_* as MXNet has them (one shape)
-    "hybridlab/ops/elementwise.py": 325,  # + logical and/or/xor/not, amp_cast
+    "hybridlab/ops/elementwise.py": 334,  # + logical and/or/xor/not, amp_cast, a shape tie
     # (+ a correctly rounded float32 exp, no gradient through an integer cast: issue 24)
     # (+ where with a row condition, as MXNet)
     # (+ BlockGrad, MakeLoss, relu NaN gradient, trig rows, cast_storage: issue 24)
@@ -152,9 +152,10 @@ BUDGETS: dict[str, int] = {
     # (+ Reshape's backward shape rule)
     "hybridlab/ops/products.py": 181,  # + infer_params; kernel_out for dot/FC; dtypes; FC_2d, dot_c
     # (+ FullyConnected's backward shape rule)
-    "hybridlab/ops/random.py": 132,  # + 5 samplers, randn, multinomial, shuffle
-    "hybridlab/engine.py": 696,  # + MXNet's bulk (a no-op knob); + run now when idle;
-    # (+6: NOTE [Forked children], a forked child forgets its parent's engine)
+    "hybridlab/ops/random.py": 159,  # + 5 samplers, randn, multinomial, shuffle
+    "hybridlab/engine.py": 725,  # + MXNet's bulk (a no-op knob); + run now when idle;
+    # (+6: NOTE [Forked children], a forked child forgets its parent's engine; +15: wait_all
+    # raises the earliest failure and names the others)
     # + a worker per device and a copy stream per device (ThreadedEnginePerDevice);
     # + hook-error reports, convoy-free finishing, BLAS, origin cache;
     # + engine_scope typed per engine class (overloads: a StepEngine scope gives a StepEngine);
@@ -197,7 +198,7 @@ BUDGETS: dict[str, int] = {
     # (+4: Context.default_ctx, 'cpu_shared'/'cpu_pinned' device types)
     # (+28: distinct interned devices, as_context/as_context_list for ctx= arguments)
     "hybridlab/random.py": 27,  # ARCHITECTURE.md: mx.random.seed and the seed stream
-    "hybridlab/symbol.py": 463,  # + AttrScope on vars; x[0]: MXNet's output 0
+    "hybridlab/symbol.py": 470,  # + AttrScope on vars; x[0]: MXNet's output 0
     # (+7: an operator's hidden keys and first values for the variables it makes)
     # and the shape inference to graph/shapes.py (it was 726 with both)
     "hybridlab/executor.py": 205,  # + Executor.reshape (shared weights, the first rows as views)
@@ -293,7 +294,7 @@ BUDGETS: dict[str, int] = {
     # (+ lr_mult/wd_mult, lr_scheduler, allreduce_grads/update, save_states/load_states: issue 24)
     # + one engine op per step for the whole parameter group
     # (+15: kvstore modes (update on the store or on each device); rules moved to optimizer.py)
-    "hybridlab/profiler.py": 155,  # + the program's own marks, pause/resume, aggregate stats
+    "hybridlab/profiler.py": 167,  # + the program's own marks, pause/resume, aggregate stats
     # + each row named by its worker's stream (a worker per device)
     "hybridlab/viz/__init__.py": 8,  # re-exports only
     "hybridlab/viz/graph.py": 351,  # + print_summary; a loop's step drawn inside its node
@@ -329,7 +330,7 @@ BUDGETS: dict[str, int] = {
     # (+ boxes as two collections: a real network's thousands in one redraw)
     # (+ past MANY_BOXES results the profile of bytes alive, not a speck per result; the
     # programs offered, modes=)
-    "hybridlab/model_files.py": 371,  # + a loop's bodies as MXNet's subgraphs, both ways
+    "hybridlab/model_files.py": 376,  # + a loop's bodies as MXNet's subgraphs, both ways; notes
     # (+8: a JSON file is priced before it is parsed, NOTE [Load memory])
     # the export pair (digest in the JSON) -- moved out of symbol.py and gluon
     # (+23: one digest per epoch exported with the graph, kept across exports)
@@ -339,7 +340,7 @@ BUDGETS: dict[str, int] = {
     "hybridlab/graph/evaluate.py": 20,  # the reference interpreter: lower, then interpret
     # the instruments' models (moved out of viz/: the models were 45% of it)
     "hybridlab/lab/__init__.py": 5,  # the package docstring only
-    "hybridlab/lab/graphs.py": 256,  # (+ a block's label and the edges: layout, from viz;
+    "hybridlab/lab/graphs.py": 260,  # (+ a block's label and the edges: layout, from viz;
     # what a node's label says: changed attributes, fused bodies, every call)
     # anything drawable -> graph IR and parameter names; op kinds;
     # the graph's one-line summary and its dead nodes (moved from viz.graph)
@@ -394,7 +395,7 @@ BUDGETS: dict[str, int] = {
     "hybridlab/ops/join.py": 108,  # concat, stack, split; _concat_part's own (2nd-order) gradient
     # (+ Concat's and SliceChannel's backward shape rules)
     # MXNet's linalg.gemm2 and potrf (+ its backward)
-    "hybridlab/ops/linalg.py": 105,  # + gemm (a composite), the rows' axis of gemm/gemm2
+    "hybridlab/ops/linalg.py": 130,  # + gemm (a composite), the rows' axis of gemm/gemm2, gelqf
     # + LeakyReLU selu/gelu (issue 24);
     "hybridlab/ops/nn.py": 306,  # + BatchNorm's third output as MXNet's (1/sqrt(var+eps));
     # + LeakyReLU prelu (a gamma input, its gradient op)
@@ -433,7 +434,7 @@ BUDGETS: dict[str, int] = {
     # first values by the operator input fed (gamma, moving_var: ones); (+20: export-pair check)
     # (+ the BatchNorm deviation's run-time warning, README "Compatibility")
     "hybridlab/contrib/autograd.py": 60,  # MXNet 0.11's autograd API, over hybridlab.autograd
-    "hybridlab/contrib/__init__.py": 147,  # + foreach/while_loop: one node, the body cut out
+    "hybridlab/contrib/__init__.py": 148,  # + foreach/while_loop: one node, the body cut out
     "hybridlab/initializer.py": 180,  # mx.init: Uniform, Normal, Xavier, Zero, One, Constant, ==
     # (+60: LSTMBias, Bilinear, Orthogonal, MSRAPrelu; MXNet's JSON form: dumps, register,
     # create_from_config)
