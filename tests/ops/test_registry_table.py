@@ -461,7 +461,9 @@ ROWS: list[Row] = [
     Row("_linalg_gelqf", [(2, 4, 5)], lambda a: tuple(np.swapaxes(f, -1, -2) for f in
                                                       np.linalg.qr(np.swapaxes(a, -1, -2)))),
     Row("_linalg_gelqf_backward", [(2, 3), (2, 2), (2, 3), (2, 2)], None, grad=False,
-        checked_by="gelqf's row: its gradient check runs this"),
+        checked_by="gelqf's row: its gradient check runs this",  # L invertible in any dtype
+        make=lambda arrays: [*arrays[:3],
+                             np.tril(arrays[3]) + 3 * np.eye(2, dtype=arrays[3].dtype)]),
     Row("Custom", [(2, 3)], lambda x: x ** 3, {"op_type": "TableCube"}),  # _TableCube below
     Row("_backward_Custom", [(2, 3), (2, 3), (2, 3)], lambda g, x, y: 3 * x ** 2 * g,
         {"op_type": "TableCube"}, grad=False),
