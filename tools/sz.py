@@ -358,6 +358,15 @@ BUDGETS: dict[str, int] = {
     # + the store's set_hyper (a new learning rate or batch size reaches the server)
 }
 
+# Lesson 12, sequences: its data, its instrument and its checks.
+BUDGETS.update({
+    "hybridlab/gluon/contrib/data.py": 135,  # Python's help text, a character vocabulary,
+    # bucket keys, the bucketing batch sampler, padding to a key
+    "hybridlab/lab/buckets.py": 100,  # the bucket explorer's model: padding, programs, costs
+    "hybridlab/viz/buckets.py": 125,  # the bucket explorer: histogram, trade-off curve, widget
+})
+TOTAL_BUDGET += 400  # + lesson 12: bucketing data, the bucket explorer, exercise checks
+
 # Tokens that make a line count as code. Comments, NL/NEWLINE and INDENT/DEDENT do not.
 _CODE_TOKENS = {token.NAME, token.NUMBER, token.STRING, token.OP}
 _CODE_TOKENS |= {getattr(token, n) for n in ("FSTRING_START", "FSTRING_MIDDLE", "FSTRING_END")
