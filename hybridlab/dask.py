@@ -39,7 +39,7 @@ from hybridlab import random
 from hybridlab import symbol as sym
 from hybridlab.engine import TaskRecord
 from hybridlab.errors import DaskGraphError
-from hybridlab.graph import ir
+from hybridlab.graph import ir, shapes
 from hybridlab.graph.passes.context import PassContext
 from hybridlab.graph.passes.lower_operators import lower_operators
 from hybridlab.ops import registry
@@ -79,7 +79,7 @@ def to_dask(source: Any, inputs: Mapping[str, Any] | None = None, *,
     # one task per primitive operator
     graph, _ = lower_operators(graph, PassContext(training=training))
     try:  # the shapes first: a mismatch is reported here, naming the node, not in a worker
-        ir.infer_shapes(graph, [Aval(given[n].shape, given[n].dtype) for n in names])
+        shapes.infer_graph(graph, [Aval(given[n].shape, given[n].dtype) for n in names])
     except ValueError as error:
         raise DaskGraphError(f"to_dask: the bound inputs do not fit the graph: {error}") from None
     tasks: dict[str, Any] = {}

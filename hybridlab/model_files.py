@@ -36,7 +36,7 @@ import numpy as np
 
 from hybridlab import errors, ndarray, ndarray_io
 from hybridlab import name as _name
-from hybridlab.graph import frontend, ir
+from hybridlab.graph import frontend, ir, shapes
 from hybridlab.graph.ir import Graph, Node, Value
 from hybridlab.ops import registry
 from hybridlab.ops.registry import Aval
@@ -63,7 +63,7 @@ def to_json(graph: Graph, file_attrs: dict[str, str] | None = None) -> str:
     nodes = [_node_json(n, index) for n in graph.nodes]
     document = {
         "arg_nodes": [i for i, n in enumerate(graph.nodes) if n.kind == "var"],
-        "node_row_ptr": list(accumulate([0] + [output_count(n) for n in graph.nodes])),
+        "node_row_ptr": list(accumulate([0] + [n.num_outputs for n in graph.nodes])),
         "heads": [[index[id(v.node)], v.index, 0] for v in graph.outputs],
         "attrs": {"mxnet_version": ["int", MXNET_VERSION],
                   "hybridlab_version": ["str", __version__],
@@ -93,21 +93,49 @@ def _origins(*nodes: Node) -> str:
     return f", created at {' and '.join(places)}" if places else ""
 
 
-def output_count(node: Node) -> int:
-    return node.opdef.output_count(node.attr_dict) if node.kind == "call" else 1
+# NOTE: [Parameter inputs] An operator input with one of these names is a learnable
+# parameter (or, for the last two, a running statistic): when the caller leaves it out,
+# ``sym`` creates a variable ``<node name>_<input name>`` for it, as MXNet did
+# (``fc1_weight``). The names are MXNet's operator-input contract, which its JSON files
+# rely on too; any other missing input (``data``, ``lhs``) is an error.
+PARAMETER_INPUTS = ("weight", "bias", "gamma", "beta", "moving_mean", "moving_var")
+AUXILIARY_INPUTS = ("moving_mean", "moving_var")  # updated by the op, not by the optimiser
 
 
-def attr_text(value: Any) -> str:
-    """An attribute in MXNet's JSON string form ("128", "(2, 3)", "True", "0.5")."""
-    if isinstance(value, Graph):
-        raise ValueError("a fused sub-graph attribute cannot be saved; save the symbol "
-                         "before running compiler passes on it")
-    return value if isinstance(value, str) else repr(value)
+@dataclasses.dataclass(frozen=True)
+class Names:
+    """A graph's names as MXNet lists them (``list_inputs``, ``list_arguments``,
+    ``list_auxiliary_states``, ``list_outputs``)."""
+
+    inputs: list[str]
+    arguments: list[str]
+    auxiliary: list[str]
+    outputs: list[str]
 
 
-def parse_shape(text: str) -> tuple[int, ...]:
-    """MXNet's ``__shape__`` string ("(2, 3)") with the registry's shape parser."""
-    return registry.parse_attr_value("var", "__shape__", registry.Attr("shape"), text)
+def names(graph: Graph) -> Names:
+    """Every variable in graph order, split into arguments and auxiliary states (vars
+    flagged ``__aux__``, as Gluon sets it, or feeding an operator's auxiliary input), and
+    ``<name>_output`` per output (``<name>_output<i>`` for multi-output operators)."""
+    variables = [node for node in graph.nodes if node.kind == "var"]
+    aux = {id(n) for n in variables if str(n.attr_dict.get("__aux__")).lower() in ("true", "1")}
+    for node in graph.nodes:
+        if node.kind == "call":
+            slots = node.opdef.input_names(node.attr_dict)
+            aux |= {id(v.node) for v, slot in zip(node.inputs, slots)
+                    if slot in AUXILIARY_INPUTS and v.node.kind == "var"}
+    return Names([n.name for n in variables],
+                 [n.name for n in variables if id(n) not in aux],
+                 [n.name for n in variables if id(n) in aux],
+                 [output_name(v) for v in graph.outputs])
+
+
+def output_name(value: Value) -> str:
+    if value.node.kind == "var":
+        return value.node.name
+    if value.node.num_outputs == 1:
+        return f"{value.node.name}_output"
+    return f"{value.node.name}_output{value.index}"
 
 
 def read_symbol_file(fname: str) -> list[Value]:
@@ -231,7 +259,7 @@ def _load_ref(ref: Any, built: list[Node], limit: int, where: str) -> Value:
     _require(0 <= node_index < limit, where,
              f"input reference {ref!r} points to node {node_index}, but only nodes "
              f"0..{limit - 1} are defined before it (forward reference, cycle or out of range)")
-    count = output_count(built[node_index])
+    count = built[node_index].num_outputs
     _require(0 <= output < count, where,
              f"input reference {ref!r} asks for output {output} of node {node_index} "
              f"({built[node_index].name!r}), which has {count} output(s)")
@@ -243,7 +271,7 @@ def _load_var(name: str, attrs: dict[str, str], where: str) -> Node:
         _require(key.startswith("__") and key.endswith("__"), where,
                  f"variable attribute {key!r} must be spelled __{key}__")
     try:
-        shape = parse_shape(attrs["__shape__"]) if "__shape__" in attrs else None
+        shape = shapes.parse_shape(attrs["__shape__"]) if "__shape__" in attrs else None
         dtype = np.dtype(_DTYPE_CODES.get(attrs.get("__dtype__", "0"), attrs.get("__dtype__")))
     except (TypeError, ValueError, SyntaxError, OverflowError) as err:  # numpy parses
         raise errors.ModelFileError(f"{where}: bad __shape__ or __dtype__ ({err})") from None
@@ -290,7 +318,7 @@ def _load_composite(composite: registry.Composite, name: str, attrs: dict[str, s
     so our own files never come here); helper nodes are named ``<name>_<op><n>``.
     """
     given = {k: _untyped_literal(v) for k, v in attrs.items() if not k.startswith("__")}
-    sym, wrap, unwrap = frontend.current()  # the front end the composite is written for
+    sym, wrap, unwrap, _ = frontend.current()  # the front end the composite is written for
     try:
         with _name.Prefix(f"{name}_"):
             value = unwrap(composite.fn(sym, *[wrap(v) for v in inputs], **given))
@@ -334,7 +362,7 @@ def _check_index_lists(document: dict, built: list[Node], source: str) -> None:
     ok = ok and all(isinstance(r, int) and not isinstance(r, bool) for r in row_ptr)
     for node, entry, low, high in (zip(built, document["nodes"], row_ptr, row_ptr[1:])
                                    if ok else ()):
-        visible = output_count(node)  # MXNet also counts outputs it never shows
+        visible = node.num_outputs  # MXNet also counts outputs it never shows
         ok = ok and high - low in (visible, visible + _hidden_outputs(entry))
     _require(ok, source, f"'node_row_ptr' {str(row_ptr)[:80]} does not match the nodes' "
                          f"output counts")
@@ -363,7 +391,7 @@ def _node_json(node: Node, index: dict[int, int]) -> dict[str, Any]:
     else:
         defaults = node.opdef.attrs
         entry = {"op": node.op, "name": node.name}
-        attrs = {k: attr_text(v) for k, v in node.attrs
+        attrs = {k: ir.attr_text(v) for k, v in node.attrs
                  if k not in defaults or defaults[k].default is registry.REQUIRED
                  or defaults[k].default != v}
     if attrs:

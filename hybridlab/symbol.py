@@ -24,9 +24,9 @@ arithmetic dunders are generated from the operator registry by the same loop tha
 
 Differences from MXNet, on purpose
 ----------------------------------
-* ``a + b`` on Symbols **broadcasts** (it is ``broadcast_add``), exactly like NDArrays.
-  MXNet's Symbol ``+`` did not, so code that was correct imperatively failed after
-  ``hybridize()``; MXNet users had to write ``F.broadcast_add`` by hand.
+* (Kept as in MXNet, although a wart: ``+ - * /`` on Symbols are the elementwise
+  operators, two inputs of one shape, while NDArray's broadcast; ``F.broadcast_add``
+  broadcasts. The compiler's own Symbols, which gradient rules use, broadcast.)
 * Inside a traced ``hybrid_forward``, ``x[0]`` on a one-output Symbol raises
   :class:`~hybridlab.errors.SymbolIndexError` instead of silently meaning "output 0" (an
   array was meant); outside a trace it means output 0, as in MXNet, and ``len(x)``
@@ -53,20 +53,16 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from hybridlab import autograd, config, display, errors, model_files, util
+from hybridlab import autograd, display, errors, executor, model_files, util
 from hybridlab import name as _name
-from hybridlab.graph import frontend, ir
+from hybridlab.executor import Executor
+from hybridlab.graph import frontend, ir, shapes
 from hybridlab.graph.ir import Graph, Node, Value
-from hybridlab.ops import _infer, registry
+from hybridlab.ops import registry
 from hybridlab.ops.registry import Aval
 
-# NOTE: [Parameter inputs] An operator input with one of these names is a learnable
-# parameter (or, for the last two, a running statistic): when the caller leaves it out,
-# ``sym`` creates a variable ``<node name>_<input name>`` for it, as MXNet did
-# (``fc1_weight``). The names are MXNet's operator-input contract, which its JSON files
-# rely on too; any other missing input (``data``, ``lhs``) is an error.
-PARAMETER_INPUTS = ("weight", "bias", "gamma", "beta", "moving_mean", "moving_var")
-AUXILIARY_INPUTS = ("moving_mean", "moving_var")  # updated by the op, not by the optimiser
+PARAMETER_INPUTS = model_files.PARAMETER_INPUTS  # NOTE [Parameter inputs] in model_files
+AUXILIARY_INPUTS = model_files.AUXILIARY_INPUTS
 
 _STATE = threading.local()
 
@@ -123,12 +119,12 @@ class Symbol:
 
     def list_outputs(self) -> list[str]:
         """``<name>_output`` per output (``<name>_output<i>`` for multi-output ops)."""
-        return [_output_name(value) for value in self._outputs]
+        return [model_files.output_name(value) for value in self._outputs]
 
     def get_internals(self) -> Symbol:
         """A grouped symbol of every output of every node (index it by output name)."""
         graph = self.to_graph()
-        return Symbol([n.out(i) for n in graph.nodes for i in range(model_files.output_count(n))])
+        return Symbol([n.out(i) for n in graph.nodes for i in range(n.num_outputs)])
 
     def get_children(self) -> Symbol | None:
         """The inputs of this symbol's (first) node, grouped; None for a variable (MXNet)."""
@@ -158,26 +154,12 @@ class Symbol:
         return [node for node in self.to_graph().nodes if node.kind == "var"]
 
     def _listing(self) -> dict[str, list[str]]:
-        """The three name lists, computed once (Gluon asks ``list_inputs`` on every call)."""
+        """The name lists, computed once (Gluon asks ``list_inputs`` on every call)."""
         if self._names is None:
-            aux = self._auxiliary_ids()
-            variables = self._variables()
-            self._names = {
-                "inputs": [n.name for n in variables],
-                "arguments": [n.name for n in variables if id(n) not in aux],
-                "auxiliary": [n.name for n in variables if id(n) in aux]}
+            names = model_files.names(self.to_graph())
+            self._names = {"inputs": names.inputs, "arguments": names.arguments,
+                           "auxiliary": names.auxiliary}
         return self._names
-
-    def _auxiliary_ids(self) -> set[int]:
-        """Vars flagged ``__aux__`` (Gluon sets it) or feeding an auxiliary input."""
-        flagged = {id(n) for n in self._variables()
-                   if str(dict(n.attrs).get("__aux__")).lower() in ("true", "1")}
-        for node in self.to_graph().nodes:
-            if node.kind == "call":
-                names = node.opdef.input_names(node.attr_dict)
-                flagged |= {id(v.node) for v, input_name in zip(node.inputs, names)
-                            if input_name in AUXILIARY_INPUTS and v.node.kind == "var"}
-        return flagged
 
     # -- grouped symbols ---------------------------------------------------------------
 
@@ -215,11 +197,11 @@ class Symbol:
         """This node's attributes as strings (``{'num_hidden': '10'}``, ``{'__shape__': ...}``)."""
         if self.name is None:
             return {}
-        return {key: model_files.attr_text(value) for key, value in self._outputs[0].node.attrs}
+        return {key: ir.attr_text(value) for key, value in self._outputs[0].node.attrs}
 
     def attr_dict(self) -> dict[str, dict[str, str]]:
         """Every node's attributes by node name (nodes without attributes are left out)."""
-        return {node.name: {key: model_files.attr_text(value) for key, value in node.attrs}
+        return {node.name: {key: ir.attr_text(value) for key, value in node.attrs}
                 for node in self.to_graph().nodes if node.attrs}
 
     def debug_str(self) -> str:
@@ -230,60 +212,44 @@ class Symbol:
 
     def infer_shape(self, *args: Any, **kwargs: Any
                     ) -> tuple[list | None, list | None, list | None]:
-        """``(arg_shapes, out_shapes, aux_shapes)`` from some input shapes; unknown: None."""
-        avals = _infer_avals(self, self._given(args, kwargs), {})
-        found = self._report(avals, lambda aval: aval.shape)
+        """``(arg_shapes, out_shapes, aux_shapes)`` from some input shapes, inferred both
+        ways (``graph.shapes``); all three None while any is incomplete (MXNet's answer:
+        ``infer_shape_partial`` says what is known)."""
+        found = self._report(self._inferred(self._given(args, kwargs), {}),
+                             lambda aval: aval.shape)
         if any(shape is None or 0 in shape for shapes in found for shape in shapes):
-            return None, None, None  # MXNet: incomplete (infer_shape_partial says what is known)
+            return None, None, None
         return found
 
     def infer_shape_partial(self, *args: Any, **kwargs: Any) -> tuple[list, list, list]:
-        """Like ``infer_shape``, but what cannot be inferred is ``()`` (MXNet's answer)."""
-        avals = _infer_avals(self, self._given(args, kwargs), {})
-        arg, out, aux = self._report(avals, lambda aval: aval.shape)
-        declared = {n.name: n.attr_dict.get("__shape__") for n in self._variables()}
-        arg = [s if s is not None or declared[n] is None else model_files.parse_shape(
-            str(declared[n])) for n, s in zip(self.list_arguments(), arg)]  # (1, 0, 0, 0)
-        unknown = -1 if util.is_np_shape() else 0  # (numpy-shape mode spells it -1)
-        return tuple([() if s is None else tuple(d or unknown for d in s) for s in shapes]
-                     for shapes in (arg, out, aux))  # type: ignore[return-value]  # (a 3-tuple)
+        """Like ``infer_shape``, but a size not known is 0 (-1 in numpy-shape mode) and a
+        shape of unknown rank is ``()`` (None in numpy-shape mode), as MXNet answers."""
+        found = self._report(self._inferred(self._given(args, kwargs), {}),
+                             lambda aval: aval.shape)
+        unknown, nothing = (-1, None) if util.is_np_shape() else (0, ())
+        return tuple([nothing if s is None else tuple(d or unknown for d in s) for s in shapes]
+                     for shapes in found)  # type: ignore[return-value]  # (a 3-tuple)
 
     def infer_type(self, *args: Any, **kwargs: Any
                    ) -> tuple[list | None, list | None, list | None]:
         """``(arg_types, out_types, aux_types)`` as numpy dtypes; unknown: None."""
         dtypes = {k: np.dtype(v) for k, v in self._given(args, kwargs).items()}
-        avals = _infer_avals(self, {}, dtypes)
-        return self._report(avals, lambda aval: np.dtype(aval.dtype).type)
+        return self._report(self._inferred({}, dtypes), lambda aval: np.dtype(aval.dtype).type)
 
     def infer_type_partial(self, *args: Any, **kwargs: Any) -> tuple[list, list, list]:
-        """Like ``infer_type``, but an argument whose type nothing decides is None (MXNet):
-        one not given nor declared whose every user is a ``Cast`` or whose users' other
-        inputs are as undecided (types flow through an op in both directions, not through
-        a Cast)."""
+        """Like ``infer_type``, but a type nothing decides is None (``graph.shapes``:
+        types flow through an operator both ways, but not through a Cast)."""
         arg, out, aux = self.infer_type(*args, **kwargs)
-        given = set(self._given(args, kwargs))
-        decided: dict[int, bool] = {}  # id(node) -> is its type decided
-        users: dict[int, list[Node]] = {}
-        for node in self.to_graph().nodes:
-            if node.kind == "var":
-                decided[id(node)] = node.name in given or "__dtype__" in node.attr_dict
-            else:
-                decided[id(node)] = node.op in ("Cast", "_cast_like") or any(
-                    decided[id(v.node)] for v in node.inputs)
-                for value in node.inputs:
-                    users.setdefault(id(value.node), []).append(node)
-
-        def known(name: str) -> bool:
-            node = next(n for n in self._variables() if n.name == name)
-            return decided[id(node)] or any(
-                user.op not in ("Cast", "_cast_like") and any(
-                    decided[id(v.node)] for v in user.inputs if v.node is not node)
-                for user in users.get(id(node), []))
-
+        undecided, decided = shapes.undecided_types(self.to_graph(),
+                                                    set(self._given(args, kwargs)))
         names = self.list_arguments()
-        return ([t if known(n) else None for n, t in zip(names, arg or [None] * len(names))],
-                [t if decided[id(v.node)] else None for v, t in zip(self._outputs, out or [])],
-                aux or [])
+        return ([None if n in undecided else t for n, t in zip(names, arg or [None] * len(names))],
+                [t if known else None for known, t in zip(decided, out or [])], aux or [])
+
+    def _inferred(self, given: dict[str, Any], dtypes: dict[str, np.dtype]) -> shapes.Inferred:
+        if util.is_np_shape():  # numpy-shape mode spells an unknown size -1
+            given = {k: tuple(0 if d == -1 else d for d in v) for k, v in given.items()}
+        return shapes.infer_partial(self.to_graph(), given, dtypes)
 
     def _given(self, args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
         names = self.list_arguments()
@@ -296,11 +262,11 @@ class Symbol:
                              f"{self.list_inputs()}")
         return {**given, **{k: v for k, v in kwargs.items() if v is not None}}
 
-    def _report(self, avals: dict, field: Any) -> tuple[list, list, list]:
+    def _report(self, inferred: shapes.Inferred, field: Any) -> tuple[list, list, list]:
         variables = {node.name: node for node in self._variables()}
 
         def pick(value: Value) -> Any:
-            aval = avals.get((id(value.node), value.index))
+            aval = inferred.aval(value)
             return None if aval is None else field(aval)
 
         return ([pick(variables[n].out()) for n in self.list_arguments()],
@@ -346,8 +312,9 @@ class Symbol:
 
     def bind(self, ctx: Any, args: Any, args_grad: Any = None, grad_req: Any = "write",
              aux_states: Any = None) -> Executor:
-        """An :class:`Executor` holding the arrays (list in ``list_arguments`` order, or dict)."""
-        return Executor(self, args, args_grad, grad_req, aux_states, ctx)
+        """An :class:`~hybridlab.executor.Executor` holding the arrays (a list in
+        ``list_arguments`` order, or a dict)."""
+        return Executor(self.to_graph(), args, args_grad, grad_req, aux_states, ctx)
 
     def simple_bind(self, ctx: Any = None, grad_req: Any = "write", type_dict: Any = None,
                     stype_dict: Any = None, group2ctx: Any = None, shared_arg_names: Any = None,
@@ -373,10 +340,10 @@ class Symbol:
                 for n, s, t in zip(names, arg_shapes, arg_types)}
         aux = {n: ndarray.from_numpy(np.zeros(s, t or np.float32))
                for n, s, t in zip(aux_names, aux_shapes, aux_types)}
-        reqs = _grad_reqs(names, grad_req)
+        reqs = executor.grad_reqs(names, grad_req)
         grads = {n: ndarray.from_numpy(np.zeros(a.shape, a.dtype)) for n, a in args.items()
                  if reqs[n] != "null"}
-        return Executor(self, args, grads, reqs, aux, ctx)
+        return Executor(self.to_graph(), args, grads, reqs, aux, ctx)
 
     # -- what a symbolic program cannot do (teaching errors) ----------------------------
 
@@ -529,143 +496,6 @@ def _index_fix(key: Any) -> str:
     return "F.identity(x)"
 
 
-def _output_name(value: Value) -> str:
-    if value.node.kind == "var":
-        return value.node.name
-    if model_files.output_count(value.node) == 1:
-        return f"{value.node.name}_output"
-    return f"{value.node.name}_output{value.index}"
-
-
-# ---------------------------------------------------------------------------------------
-# Shape and type propagation with partial knowledge
-# ---------------------------------------------------------------------------------------
-
-def _infer_avals(symbol: Symbol, shapes: dict[str, Any], dtypes: dict[str, np.dtype]) -> dict:
-    """``(id(node), index) -> Aval`` for every value whose shape can be inferred.
-
-    A value whose shape is unknown is kept with ``shape=None`` when its dtype is known,
-    so ``infer_type`` works without shapes. A node whose inputs are all known gets its
-    operator's ``infer`` rule; a failure names the node, its inputs and the user line.
-    """
-    known: dict[tuple[int, int], Aval] = {}
-    solved: dict[str, tuple[int, ...]] = {}  # variables sized backwards (through a Reshape)
-    for node in symbol.to_graph().nodes:
-        if node.kind == "call":
-            _fill_parameters(node, known, solved)
-            inputs = [known.get((id(v.node), v.index)) for v in node.inputs]
-            outputs = _infer_call(node, inputs)
-        elif node.kind == "const":
-            outputs = list(node.aval or ())
-        else:
-            outputs = [_var_aval(node, shapes.get(node.name), dtypes.get(node.name))]
-        known.update(((id(node), i), a) for i, a in enumerate(outputs) if a is not None)
-    # MXNet infers shapes both ways: a variable sized from a later node is fed in again
-    solved = {k: v for k, v in solved.items() if tuple(shapes.get(k) or ()) != v}
-    return _infer_avals(symbol, {**shapes, **solved}, dtypes) if solved else known
-
-
-def _fill_parameters(node: Node, known: dict, solved: dict) -> None:
-    """Parameter shapes from the data shape (``fc1_weight`` from ``data``), as MXNet did.
-
-    For operators whose OpDef has the rule ``infer_params(data_aval, **attrs) ->
-    {input name: shape}``, and for elementwise ones (``elemwise_add``: every input has the
-    output's one shape, so a known input sizes the others); it fills variables whose
-    shape is still unknown.
-    """
-    opdef = node.opdef
-    avals = [known.get((id(v.node), v.index)) for v in node.inputs]
-    if opdef.kind == registry.Kind.ELEMENTWISE:
-        shaped = [a for a in avals if a is not None and a.shape is not None]
-        data = next((a for a in shaped if 0 not in a.shape), shaped[0] if shaped else None)
-        shapes = {} if data is None else dict.fromkeys(opdef.input_names(node.attr_dict),
-                                                       data.shape)
-    else:
-        data = avals[0] if avals else None
-        if opdef.infer_params is None or data is None or data.shape is None:
-            return
-        shapes = opdef.infer_params(data, **node.attr_dict)
-    if data is None:
-        return
-    for value, input_name in zip(node.inputs, node.opdef.input_names(node.attr_dict)):
-        key = (id(value.node), value.index)
-        unknown = key not in known or known[key].shape is None or 0 in known[key].shape
-        if input_name not in shapes or not unknown:
-            continue
-        source = value  # a parameter reached through Casts (MXNet infers through them too)
-        while source.node.kind == "call" and source.node.op in ("Cast", "_cast_like"):
-            source = source.node.inputs[0]
-        if source.node.kind == "call" and source.node.op == "Reshape":
-            _reshape_back(source.node, tuple(shapes[input_name]), known, solved)
-        if source.node.kind != "var":
-            continue
-        for step in {key, (id(source.node), source.index)}:
-            dtype = known[step].dtype if step in known else data.dtype
-            known[step] = Aval(tuple(shapes[input_name]), dtype)
-
-
-def _reshape_back(node: Node, shape: tuple[int, ...], known: dict, solved: dict) -> None:
-    """A Reshape's output has ``shape``: its input variable with one unknown (0) size has
-    as many elements, so that size is the quotient (MXNet's backward inference)."""
-    value = node.inputs[0]
-    given = known.get((id(value.node), value.index))
-    if value.node.kind != "var" or given is None or given.shape is None or \
-            given.shape.count(0) != 1:
-        return
-    rest, total = int(np.prod([d for d in given.shape if d])), int(np.prod(shape))
-    if rest and total % rest == 0:
-        solved[value.node.name] = tuple(total // rest if d == 0 else d for d in given.shape)
-
-
-def _var_aval(node: Node, shape: Any, dtype: np.dtype | None) -> Aval:
-    declared = dict(node.attrs)
-    known = node.aval[0].shape if node.aval is not None else (
-        model_files.parse_shape(declared["__shape__"]) if "__shape__" in declared else None)
-    if shape is not None:
-        shape = _as_shape(shape, f"infer_shape({node.name}=...)")
-        if known is not None:
-            shape = _merge_declared(node.name, known, shape)
-    else:
-        shape = known
-    # a 0 is MXNet's "not known yet" (Gluon's deferred shapes): the shape is partial, and
-    # shape rules run on it as if 0 were a size, so (0, 20) sliced to 10 columns is (0, 10)
-    dtype = dtype or np.dtype(declared.get("__dtype__", "float32"))
-    return Aval(shape, dtype)
-
-
-def _merge_declared(name: str, declared: tuple[int, ...], given: tuple[int, ...]
-                    ) -> tuple[int, ...]:
-    """A shape given to ``infer_shape`` wins over the one the var was declared with (as in
-    MXNet); only its unknown (0) sizes are filled from the declaration."""
-    if len(declared) != len(given):
-        return given
-    return tuple(b or a for a, b in zip(declared, given))
-
-
-def _infer_call(node: Node, inputs: list[Aval | None]) -> list[Aval | None]:
-    count = model_files.output_count(node)
-    if any(a is None for a in inputs):
-        return [None] * count
-    # dtype only: promote the inputs' dtypes (an aval with shape None)
-    if any(a.shape is None for a in inputs):  # type: ignore[union-attr]
-        # an elementwise op's inputs and output have one shape: one known input is enough
-        # (MXNet's partial inference: relu(elemwise_add(known, unknown)) is known)
-        shape = next((a.shape for a in inputs if a.shape is not None), None)  # type: ignore[union-attr]
-        elementwise = node.opdef.kind == registry.Kind.ELEMENTWISE and count == 1
-        if elementwise:  # the dtype from the op's own rule (Cast's dtype=), run on stand-ins
-            stand_ins = [Aval(shape, a.dtype) for a in inputs]  # type: ignore[arg-type,union-attr]
-            with contextlib.suppress(ValueError, IndexError, TypeError, ArithmeticError):
-                return [Aval(shape, node.opdef.infer(*stand_ins, **node.attr_dict)[0].dtype)]  # type: ignore[arg-type]
-        return [Aval(shape if elementwise else None,  # type: ignore[arg-type]
-                     _infer.promote(*(a.dtype for a in inputs)))] * count  # type: ignore[arg-type,union-attr]
-    try:
-        return list(node.opdef.infer(*inputs, **node.attr_dict))
-    except (ValueError, IndexError, TypeError, ArithmeticError) as err:
-        if any(0 in a.shape for a in inputs):  # type: ignore[union-attr]
-            return [None] * count  # a partial shape this rule cannot take: not known yet
-        raise ir.infer_failure(node, inputs, err, prefix="infer_shape failed ") from None
-
-
 # ---------------------------------------------------------------------------------------
 # Building symbols: var, Group, and the one ``apply`` the registry calls
 # ---------------------------------------------------------------------------------------
@@ -711,7 +541,7 @@ Variable = var
 def _as_shape(shape: Any, where: str) -> tuple[int, ...]:
     """A shape given by a user: ints >= 0, where 0 means "not known yet" (MXNet's rule)."""
     try:
-        parsed = model_files.parse_shape(shape)
+        parsed = shapes.parse_shape(shape)
     except (TypeError, ValueError) as err:
         raise TypeError(f"{where}: shape must be a tuple of ints such as (2, 3), got "
                         f"{shape!r} ({err})") from None
@@ -825,232 +655,6 @@ def load_json(text: str, source: str = "<json>") -> Symbol:
     return Symbol(model_files.from_json(text, source))
 
 
-# ---------------------------------------------------------------------------------------
-# Running: a small Executor (compiled through CachedOp when the compiler has one)
-# ---------------------------------------------------------------------------------------
-
-class Executor:
-    """A bound symbol: its arrays, and ``forward`` / ``backward`` over them (MXNet's API).
-
-    ``forward`` runs one compiled :class:`~hybridlab.graph.cached_op.CachedOp`; with
-    ``is_train=True`` it runs under ``autograd.record()``, so the CachedOp records one tape
-    node whose backward is the compiled backward graph, and ``backward`` is just
-    ``autograd.backward`` on the outputs. ``outputs`` holds one array per output from the
-    moment of ``bind`` (zeros until the first ``forward``), as MXNet's executor does.
-    ``grad_req`` is one string, a list in ``list_arguments`` order, or a dict by name;
-    with ``'add'`` the gradient accumulates onto what the ``args_grad`` arrays held.
-    """
-
-    def __init__(self, symbol: Symbol, args: Any, args_grad: Any, grad_req: Any,
-                 aux_states: Any, ctx: Any = None) -> None:
-        from hybridlab.graph.cached_op import CachedOp
-        model_files.check_unique_names(symbol._variables(), "bind")
-        self._cse = config.eliminate_common_expr()
-        disabled = () if self._cse else ("eliminate_common_subexpressions",)
-        self._symbol, self._ctx = symbol, ctx
-        self._program = CachedOp(symbol, disabled_passes=disabled)
-        names = symbol.list_arguments()
-        self.arg_dict = _array_dict(names, args, "args")
-        self.aux_dict = _array_dict(symbol.list_auxiliary_states(), aux_states, "aux_states")
-        self._grad_req = _grad_reqs(names, grad_req)
-        given = _array_dict(names, args_grad, "args_grad", partial=True) if args_grad else {}
-        for name in names:  # a caller's array accumulates itself (see backward)
-            if self._grad_req[name] != "null":
-                self.arg_dict[name].attach_grad("write" if name in given
-                                                else self._grad_req[name])
-        self.grad_dict = {n: given.get(n, self.arg_dict[n].grad) for n in names
-                          if self._grad_req[n] != "null"}
-        _refuse_missing_gradients(symbol, {**self.arg_dict, **self.aux_dict},
-                                  set(self.grad_dict))
-        self.outputs: list = self._blank_outputs()
-
-    def _blank_outputs(self) -> list:
-        from hybridlab import ndarray
-        feed = {**self.arg_dict, **self.aux_dict}
-        known = _infer_avals(self._symbol, {k: v.shape for k, v in feed.items()},
-                             {k: np.dtype(v.dtype) for k, v in feed.items()})  # (one pass:
-        avals = [known.get((id(v.node), v.index)) for v in self._symbol._outputs]  # dtypes
-        if any(a is None or a.shape is None or 0 in a.shape for a in avals):  # from shapes)
-            return [None] * len(avals)
-        return [ndarray.from_numpy(np.zeros(a.shape, a.dtype)) for a in avals]  # type: ignore[union-attr]
-
-    def debug_str(self) -> str:
-        """The bound program and its memory, in MXNet's form: the compiled graph (one
-        forward, and with gradients the backward joined to it), its memory plan, and
-        ``Total N MB allocated``: the plan's peak less the gradient arrays, which bind
-        made outside the program (MXNet's count leaves them out too)."""
-        from hybridlab.graph import autodiff
-        from hybridlab.graph.passes import PassContext, run_pipeline
-        feed = {**self.arg_dict, **self.aux_dict}
-        graph = ir.infer_shapes(self._symbol.to_graph(), {n: a._aval for n, a in feed.items()})
-        if self.grad_dict:
-            graph = autodiff.gradient_graph(graph)
-        compiled, _ = run_pipeline(graph, self._program.disabled,
-                                   context=PassContext(training=bool(self.grad_dict)))
-        plan = compiled.meta["memory"]
-        grads = builtins.sum(g.size * np.dtype(g.dtype).itemsize
-                             for g in self.grad_dict.values())
-        total = builtins.max(plan.planned - grads, 0)
-        return (f"{ir.format_graph(compiled)}\n{plan}\nof which {grads >> 20} MB are the bound "
-                f"gradient arrays\nTotal {total >> 20} MB allocated")
-
-    def get_optimized_symbol(self) -> Symbol:
-        """The bound graph after common-subexpression elimination (unless bound with
-        ``MXNET_ELIMINATE_COMMON_EXPR=0``), as a Symbol. An output that is the same value
-        as an earlier output gets a ``_copy`` of its own, as MXNet's executor keeps its
-        outputs apart."""
-        from hybridlab.graph.passes import eliminate_common_subexpressions
-        graph = self._symbol.to_graph()
-        if self._cse:
-            graph, _ = eliminate_common_subexpressions(graph)
-        outputs: list[Value] = []
-        for value in graph.outputs:
-            repeated = any(v.node is value.node and v.index == value.index for v in outputs)
-            outputs.append(ir.call("_copy", [value], name=f"{value.node.name}_copy").out()
-                           if repeated else value)
-        return Symbol(outputs)
-
-    @property
-    def arg_arrays(self) -> list:
-        return [self.arg_dict[n] for n in self._symbol.list_arguments()]
-
-    @property
-    def grad_arrays(self) -> list:
-        return [self.grad_dict.get(n) for n in self._symbol.list_arguments()]
-
-    @property
-    def aux_arrays(self) -> list:
-        return [self.aux_dict[n] for n in self._symbol.list_auxiliary_states()]
-
-    @property
-    def output_dict(self) -> dict:
-        return dict(zip(self._symbol.list_outputs(), self.outputs))
-
-    def copy_params_from(self, arg_params: dict, aux_params: dict | None = None,
-                         allow_extra_params: bool = False) -> None:
-        """Copy arrays by name into the bound arguments and auxiliary states."""
-        for given, bound in ((arg_params, self.arg_dict), (aux_params or {}, self.aux_dict)):
-            for name, value in given.items():
-                if name in bound:
-                    _to_ndarray(value).copyto(bound[name])
-                elif not allow_extra_params:
-                    raise ValueError(f"copy_params_from: {name!r} is not bound here; "
-                                     f"pass allow_extra_params=True to skip it")
-
-    def forward(self, is_train: bool = False, **kwargs: Any) -> list:
-        """Copy arguments given by name into the bound arrays, run once, return ``outputs``."""
-        from hybridlab import autograd
-        for key, value in kwargs.items():
-            if key not in self.arg_dict:
-                raise ValueError(f"forward: {key!r} is not an argument "
-                                 f"{self._symbol.list_arguments()}")
-            _to_ndarray(value).copyto(self.arg_dict[key])
-        feed = {**self.arg_dict, **self.aux_dict}
-        # recorded whenever there are gradients to give: MXNet's executor can run backward
-        # after forward(is_train=False) too (dropout off, the same gradient rules)
-        recorded = is_train or bool(self.grad_dict)
-        scope = autograd.record(train_mode=is_train) if recorded else autograd.predict_mode()
-        with scope:
-            results = self._program(*[feed[n] for n in self._symbol.list_inputs()])
-        self._results = list(results) if isinstance(results, (list, tuple)) else [results]
-        self._recorded = recorded
-        # as MXNet's executor: the arrays of ``outputs`` are written in place (code may hold
-        # them from before the forward); the fresh results stay the heads of backward
-        self.outputs = [result if held is None or held.shape != result.shape
-                        or held.dtype != result.dtype else result.copyto(held)
-                        for held, result in zip(self.outputs, self._results)]
-        monitor, monitor_all = getattr(self, "_monitor", (None, False))
-        if monitor is not None:
-            seen = [*feed.items()] if monitor_all else []
-            for name, array in seen + list(zip(self._symbol.list_outputs(), self.outputs)):
-                monitor(name, array)
-        return self.outputs
-
-    def set_monitor_callback(self, callback: Any, monitor_all: bool = False) -> None:
-        """Call ``callback(name, array)`` after each ``forward`` for every output (and, with
-        ``monitor_all``, every input first). The graph runs as one compiled program, so
-        its internal values are not kept to be shown (MXNet's monitor also saw those)."""
-        self._monitor = (callback, monitor_all)
-
-    def backward(self, out_grads: Any = None, is_train: bool = True) -> None:
-        """Gradients of the outputs (weighted by ``out_grads``, taken in each output's
-        dtype as MXNet does: a float gradient into an int32 output is truncated) into
-        ``grad_dict``."""
-        from hybridlab import autograd
-        if not getattr(self, "_recorded", False):
-            raise RuntimeError("backward() needs forward() first, bound with gradients "
-                               "(args_grad, or simple_bind with a grad_req other than 'null')")
-        if not self.grad_dict:  # every grad_req 'null': nothing to compute (as MXNet)
-            return
-        # an output of an operator with no gradient (argmax, topk's indices) passes none,
-        # whatever its head gradient says, so MXNet never reads it: neither is it checked
-        zero = [v.node.kind == "call" and v.node.opdef.grad is None
-                and not v.node.opdef.grad_missing for v in self._symbol._outputs]
-        heads = None if out_grads is None else [
-            None if dead else _to_ndarray(g).astype(out.dtype, copy=False) for g, out, dead in
-            zip(out_grads if isinstance(out_grads, (list, tuple)) else [out_grads],
-                self._results, zero)]
-        autograd.backward(self._results, heads)
-        for name, target in self.grad_dict.items():
-            fresh = self.arg_dict[name].grad
-            if target is fresh:
-                continue
-            if self._grad_req[name] == "add":  # onto what the array holds now (MXNet code
-                target += fresh  # writes grad_dict['x'][:] = ... between bind and backward)
-            else:
-                fresh.copyto(target)
-
-
-def _refuse_missing_gradients(symbol: Symbol, arrays: dict, wanted: set[str]) -> None:
-    """At bind, as MXNet: a gradient that would have to go through an operator with none
-    (``OpDef.grad_missing``) is refused now, not at the first backward. The gradient
-    graph is built once here for that (``BlockGrad`` cuts a path, as in MXNet)."""
-    from hybridlab.graph import autodiff
-    if not wanted:
-        return
-    graph = ir.infer_shapes(symbol.to_graph(), {n: a._aval for n, a in arrays.items()})
-    try:
-        autodiff.gradient_graph(graph)
-    except errors.GraphError as err:
-        raise errors.MissingGradientError(
-            f"bind: gradients of {sorted(wanted)} were asked for, but {err}. Bind those "
-            f"arguments with grad_req='null', or cut the path with BlockGrad") from None
-
-
-def _grad_reqs(names: list[str], grad_req: Any) -> dict[str, str]:
-    """One grad_req per argument from a string, a list (argument order) or a dict."""
-    if isinstance(grad_req, str):
-        reqs = dict.fromkeys(names, grad_req)
-    elif isinstance(grad_req, dict):
-        reqs = {n: grad_req.get(n, "null") for n in names}
-    else:
-        reqs = dict(zip(names, grad_req))
-    for name, req in reqs.items():
-        if req not in ("write", "add", "null", "inplace"):
-            raise ValueError(f"bind: grad_req for {name!r} is {req!r}; use 'write', 'add' "
-                             f"or 'null'")
-    return {n: "write" if r == "inplace" else r for n, r in reqs.items()}
-
-
-def _array_dict(names: list[str], given: Any, what: str, partial: bool = False) -> dict:
-    if given is None:
-        given = {}
-    if not isinstance(given, dict):
-        given = dict(zip(names, given))
-    given = {k: v for k, v in given.items() if v is not None}  # MXNet skips {'b': None}
-    unknown = sorted(set(given) - set(names))
-    missing = [n for n in names if n not in given]
-    if unknown or (missing and not partial):
-        raise ValueError(f"bind: {what} must give exactly {names}; missing {missing}, "
-                         f"unknown {unknown}")
-    return {n: _to_ndarray(given[n]) for n in names if n in given}
-
-
-def _to_ndarray(value: Any) -> Any:
-    from hybridlab import ndarray
-    return value if isinstance(value, ndarray.NDArray) else ndarray.array(value)
-
-
 # Generate the namespace (sym.relu, sym.FullyConnected, ...) and the dunders from the
 # registry, with the same loop as nd; then x.relu(), x.reshape(...) as methods.
 # NOTE: [Shadowed builtins] this puts sym.sum, sym.min, sym.max, sym.abs, sym.round and
@@ -1106,4 +710,4 @@ class _GraphSymbol(Symbol):
 registry.install_dunders(_GraphSymbol, _apply, _foreign_operand)
 # The compiler (graph.autodiff) writes gradient nodes with this module as F.
 frontend.install(sys.modules[__name__], lambda value: _GraphSymbol([value]),
-                 lambda symbol: symbol._outputs[0])
+                 lambda symbol: symbol._outputs[0], Symbol)

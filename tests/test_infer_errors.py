@@ -1,4 +1,4 @@
-"""A failed shape rule is worded once (graph.ir.infer_failure), for Symbol and graph IR."""
+"""A failed shape rule is worded once (graph.shapes.infer_failure), for Symbol and graph IR."""
 
 import pytest
 

@@ -59,7 +59,8 @@ PACKAGE = ROOT / "hybridlab"
 # timer, ~0.1k) and the fastest-of-three timing runs: 10.9k.
 # + 0.1k: instruments as documents (each display a moment, the snapshot notice, the
 # save hook) and controls redrawn by pasting a saved background (<= 300 ms a control)
-TOTAL_BUDGET = 16600  # + nd.CachedOp, get_optimized_symbol, debug_str, batch_take (issue 24: 0.1k)
+TOTAL_BUDGET = 16800  # + one shape inference run both ways (graph/shapes.py, backward rules: 0.2k)
+# + nd.CachedOp, get_optimized_symbol, debug_str, batch_take (issue 24: 0.1k)
 # + Deconvolution, UpSampling, softmax length, prelu, gemm (issue 24: 0.2k)
 # + NDArray indexing/fluent ops/DLPack, Updater (issue 24: 0.3k)
 # + nd.CachedOp, get_optimized_symbol, debug_str, batch_take, bind-time checks (issue 24: 0.1k)
@@ -110,8 +111,8 @@ BUDGETS: dict[str, int] = {
     # + softmax use_length (_length_mask), float16 widened
     "hybridlab/ops/reduce.py": 186,  # + SoftmaxActivation (a composite)
     # + reshape_like's lhs/rhs begin and end axes
-    "hybridlab/ops/shape.py": 170,  # + Reshape's deprecated target_shape/keep_highest
-    "hybridlab/ops/products.py": 171,  # + infer_params; kernel_out for dot/FC; dtypes; FC_2d, dot_c
+    "hybridlab/ops/shape.py": 178,  # + Reshape's backward shape rule;  # + Reshape's deprecated target_shape/keep_highest
+    "hybridlab/ops/products.py": 181,  # + FullyConnected's backward shape rule;  # + infer_params; kernel_out for dot/FC; dtypes; FC_2d, dot_c
     "hybridlab/ops/random.py": 40,
     "hybridlab/engine.py": 680,  # + MXNet's bulk (a no-op knob);
     # + a worker per device and a copy stream per device (ThreadedEnginePerDevice);
@@ -149,15 +150,10 @@ BUDGETS: dict[str, int] = {
     "hybridlab/context.py": 78,  # mx.cpu/gpu/Context: CPU devices, gpu() refused with the fix
     # (+28: distinct interned devices, as_context/as_context_list for ctx= arguments)
     "hybridlab/random.py": 27,  # ARCHITECTURE.md: mx.random.seed and the seed stream
-    "hybridlab/symbol.py": 730,  # + get_optimized_symbol, debug_str, Deconvolution (issue 24);
-    # + a Reshape's input sized backwards (MXNet infers both ways);
-    # compose, get_children, tape->Symbol; -1 in np_shape mode;
-    # (+37: Executor.get_optimized_symbol, MXNet's CSE switch; bound outputs' dtypes; a
-    # gradient through an operator without one refused at bind; debug_str's memory plan)
-    # (+ inplace= accepted by squeeze/expand_dims/flatten)
-    # Executor, teaching errors, elementwise completion (JSON moved
-    # to model_files.py)
-    # + simple_bind, Executor outputs at bind, grad_req per argument (issue 24)
+    "hybridlab/symbol.py": 450,  # the Symbol builder only: the Executor moved to executor.py
+    # and the shape inference to graph/shapes.py (it was 726 with both)
+    "hybridlab/executor.py": 175,  # MXNet's Executor on a Graph: bind, forward/backward,
+    # simple_bind's zeros, grad_req per argument, debug_str, get_optimized_symbol
     "hybridlab/name.py": 46,  # mx.name: NameManager, Prefix
     "hybridlab/autograd.py": 200,  # + autograd.Function, get_symbol, MXNet's names;
     # teaching errors: freed graph, bad VJP, 2nd order, head shape
@@ -166,7 +162,9 @@ BUDGETS: dict[str, int] = {
     "hybridlab/userline.py": 35,  # the one user-line finder (engine, IR, tracing): rules + format
     "hybridlab/graph/frontend.py": 25,  # the F slot symbol fills (graph never imports symbol)
     "hybridlab/graph/__init__.py": 6,  # re-exports only
-    "hybridlab/graph/ir.py": 275,  # + shape inference; verify: arity, output refs, names
+    "hybridlab/graph/ir.py": 245,  # verify: arity, output refs, names (inference: shapes.py)
+    "hybridlab/graph/shapes.py": 245,  # the one shape and type inference: complete shapes,
+    # and MXNet's partial shapes both ways (probes, elementwise unification, backward rules)
     "hybridlab/graph/passes/__init__.py": 103,  # + derived inputs: what a pass's new var is made of
     # (+ passes that take a context (takes_context))
     #  # + user passes (passes=[...]) and their checks
@@ -260,7 +258,7 @@ BUDGETS: dict[str, int] = {
     # (+ boxes as two collections: a real network's thousands in one redraw)
     # (+ past MANY_BOXES results the profile of bytes alive, not a speck per result; the
     # programs offered, modes=)
-    "hybridlab/model_files.py": 303,  # MXNet's symbol JSON both ways, bounded and validated;
+    "hybridlab/model_files.py": 322,  # + MXNet's names (arguments, auxiliary states, outputs);  # MXNet's symbol JSON both ways, bounded and validated;
     # (+8: a JSON file is priced before it is parsed, NOTE [Load memory])
     # the export pair (digest in the JSON) -- moved out of symbol.py and gluon
     "hybridlab/graph/passes/context.py": 15,  # PassContext: what a pass may need to know
@@ -285,7 +283,7 @@ BUDGETS: dict[str, int] = {
     "hybridlab/ops/broadcast.py": 90,  # + UpSampling (nearest) beside broadcast_like axes;
     # broadcast_to/axis/like and sum_like, their inverse
     # + kernels sized at compile time (infer once, not per call)
-    "hybridlab/ops/conv.py": 365,  # + 1-D data (lifted views), 3-D (per depth offset)
+    "hybridlab/ops/conv.py": 380,  # + the backward shape rule (batch; stride-1 spatial sizes);  # + 1-D data (lifted views), 3-D (per depth offset)
     "hybridlab/ops/tiling.py": 190,  # tile, repeat, pad, slice_like, split_v2 and their
     # gathering VJPs; shape_array/size_array, argmax_channel (MXNet's fluent methods)
     # (+18: broadcast_like's lhs_axes/rhs_axes)
@@ -302,7 +300,7 @@ BUDGETS: dict[str, int] = {
     "hybridlab/ops/special.py": 76,  # MXNet's rarer math (rint, hypot, gamma), contrib value tests
     "hybridlab/ops/indexing.py": 198,  # slice, pick, take (+ mode raise), one_hot + scatters, grads
     # (+38: _slice_assign and its scalar form, MXNet's _crop_assign; batch_take)
-    "hybridlab/ops/join.py": 78,  # concat, stack, split; _concat_part's own (2nd-order) gradient
+    "hybridlab/ops/join.py": 108,  # + Concat's and SliceChannel's backward shape rules;  # concat, stack, split; _concat_part's own (2nd-order) gradient
     # MXNet's linalg.gemm2 and potrf (+ its backward)
     "hybridlab/ops/linalg.py": 105,  # + gemm (a composite), the rows' axis of gemm/gemm2
     # + LeakyReLU selu/gelu (issue 24);

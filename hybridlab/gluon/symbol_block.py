@@ -138,7 +138,7 @@ class SymbolBlock(HybridBlock):
 
     def _trace_call(self, *args: Any) -> Any:
         """Symbol inputs: substitute them for the graph's input variables (composition)."""
-        from hybridlab.graph import ir
+        from hybridlab.graph import ir, shapes
         if all(arg._outputs[0].aval is not None for arg in args):  # traced: shapes known
             self._finish_deferred_init(*args)
         given = {name: arg._outputs[0] for name, arg in zip(self._input_names, args)}
@@ -151,7 +151,7 @@ class SymbolBlock(HybridBlock):
             fresh = ir.with_inputs(node, inputs)
             if fresh is not node and node.kind == "call" and all(
                     v.aval is not None for v in inputs):  # shapes for the layers after it
-                fresh = dataclasses.replace(fresh, aval=ir.infer_node(fresh))
+                fresh = dataclasses.replace(fresh, aval=shapes.infer_node(fresh))
             return fresh
 
         return symbol.Symbol(ir.rebuild(self._graph.to_graph(), visit).outputs)

@@ -45,7 +45,7 @@ def gradient_graph(graph: Graph) -> Graph:
 
     graph, _ = lower_operators(graph, PassContext(training=True))
 
-    sym, wrap, unwrap = frontend.current()  # F = sym, installed by symbol (above graph)
+    sym, wrap, unwrap, _ = frontend.current()  # F = sym, installed by symbol (above graph)
     cotangents = [ir.var(f"{v.node.name}_ograd{i}", v.aval) for i, v in enumerate(graph.outputs)]
 
     def vjp(node: Node, found: list[Value | None]) -> list[Value | None]:

@@ -31,7 +31,7 @@ import numpy as np
 
 from hybridlab import autograd, config, engine, ndarray, random
 from hybridlab.errors import MissingGradientError
-from hybridlab.graph import autodiff, ir
+from hybridlab.graph import autodiff, ir, shapes
 from hybridlab.graph.autotune import AS_STORED, PRETRANSPOSED, LayoutChoice, Tuner
 from hybridlab.graph.codegen import Program, compile_graph
 from hybridlab.graph.passes import PassContext, derived_input, lower_operators, run_pipeline
@@ -363,7 +363,7 @@ class CachedOp:
     def _compile(self, traced: Traced, avals: list[Aval], training: bool,
                  needs: tuple[bool, ...]) -> _Entry:
         """The entry keeps ``avals``, these very objects: NOTE [The last signature first]."""
-        graph = ir.infer_shapes(traced.graph, [Aval(tuple(a.shape), np.dtype(a.dtype))
+        graph = shapes.infer_graph(traced.graph, [Aval(tuple(a.shape), np.dtype(a.dtype))
                                                for a in avals])
         # lowered before the gradient: layer operators have no gradient rule of their own,
         # their lowerings' primitives do. Without a gradient the pipeline lowers, after

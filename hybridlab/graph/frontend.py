@@ -9,6 +9,8 @@ the operator methods (``a * b``, ``a.sum()``). ``sym`` is exactly that, but it s
 this package (it is MXNet's API over the IR). So the dependency is inverted: ``symbol``
 installs itself here when imported (:func:`install`), and the graph layer asks
 :func:`current`. ``import hybridlab`` imports ``symbol``, so the slot is always filled.
+The executor (below ``symbol`` too) hands its users Symbols the same way
+(``FrontEnd.symbol``: graph values -> a Symbol).
 """
 
 from __future__ import annotations
@@ -23,16 +25,17 @@ class FrontEnd(NamedTuple):
     namespace: ModuleType  # F: one function per operator, returning wrapped values
     wrap: Callable[[Any], Any]  # graph Value -> front-end value
     unwrap: Callable[[Any], Any]  # front-end value (one output) -> graph Value
+    symbol: Callable[[Any], Any]  # graph Values -> the user's Symbol of them (the executor's)
 
 
 _installed: FrontEnd | None = None
 
 
 def install(namespace: ModuleType, wrap: Callable[[Any], Any],
-            unwrap: Callable[[Any], Any]) -> None:
+            unwrap: Callable[[Any], Any], symbol: Callable[[Any], Any]) -> None:
     """Make ``namespace`` the graph-building front end (``symbol`` does, when imported)."""
     global _installed
-    _installed = FrontEnd(namespace, wrap, unwrap)
+    _installed = FrontEnd(namespace, wrap, unwrap, symbol)
 
 
 def current() -> FrontEnd:

@@ -62,6 +62,10 @@ import numpy as np
 
 from hybridlab import display
 from hybridlab.errors import GraphError, ShapeError
+
+# shapes runs the operators' shape rules on this module's nodes, and ir.call asks it for
+# a new node's avals: the two import each other, each using the other inside functions
+from hybridlab.graph import shapes
 from hybridlab.ops import registry
 from hybridlab.ops.registry import Aval, RunContext
 from hybridlab.userline import format_line, user_frame
@@ -154,26 +158,8 @@ def call(op: str, inputs: Sequence[Value], attrs: Mapping[str, Any] | None = Non
                 tuple(sorted((k, freeze(v)) for k, v in full.items())), name or opdef.name,
                 origin=origin)
     if all(v.aval is not None for v in node.inputs):
-        node = dataclasses.replace(node, aval=infer_node(node))
+        node = dataclasses.replace(node, aval=shapes.infer_node(node))
     return node
-
-
-def infer_node(node: Node) -> tuple[Aval, ...]:
-    """Run the op's ``infer`` rule; a ShapeError names the node and its user line."""
-    avals = [v.aval for v in node.inputs]
-    try:
-        return tuple(node.opdef.infer(*avals, **node.attr_dict))
-    except ShapeError as err:
-        raise infer_failure(node, avals, err) from None
-
-
-def infer_failure(node: Node, avals: Sequence[Any], err: Exception, prefix: str = ""
-                  ) -> ShapeError:
-    """The one wording of a failed shape rule (graph IR and Symbol.infer_shape): the
-    node, its op and input avals, the rule's message and the line that created the node."""
-    shapes = ", ".join(str(a) for a in avals)
-    where = f"\n  created at {node.origin}" if node.origin else ""
-    return ShapeError(f"{prefix}in node {node.name!r} ({node.op} of {shapes}): {err}{where}")
 
 
 # ---------------------------------------------------------------------------------------
@@ -306,6 +292,14 @@ def format_attr(value: Any) -> str:
     return repr(value)
 
 
+def attr_text(value: Any) -> str:
+    """An attribute in MXNet's JSON string form ("128", "(2, 3)", "True", "0.5")."""
+    if isinstance(value, Graph):
+        raise ValueError("a fused sub-graph attribute cannot be saved; save the symbol "
+                         "before running compiler passes on it")
+    return value if isinstance(value, str) else repr(value)
+
+
 def format_type(avals: tuple[Aval, ...] | None) -> str:
     if avals is None:
         return "?"
@@ -313,30 +307,8 @@ def format_type(avals: tuple[Aval, ...] | None) -> str:
 
 
 # ---------------------------------------------------------------------------------------
-# Shapes, checking, and the reference interpreter
+# Checking, and the reference interpreter
 # ---------------------------------------------------------------------------------------
-
-def infer_shapes(graph: Graph, input_avals: Sequence[Aval] | Mapping[str, Aval]) -> Graph:
-    """A copy of ``graph`` with every node's aval inferred from the inputs' avals."""
-    given: Sequence[Aval | None] = ([input_avals.get(n.name) for n in graph.inputs]
-                                    if isinstance(input_avals, Mapping) else input_avals)
-    if len(given) != len(graph.inputs) or None in given:
-        raise ShapeError(f"infer_shapes: the graph has {len(graph.inputs)} inputs "
-                         f"{[n.name for n in graph.inputs]}; give one Aval for each, got "
-                         f"{list(given)}")
-    by_id = {id(n): a for n, a in zip(graph.inputs, given)}
-
-    def visit(node: Node, inputs: tuple[Value, ...]) -> Node:
-        if node.kind == "var":
-            aval = by_id.get(id(node)) or (node.aval[0] if node.aval else None)
-            return dataclasses.replace(node, aval=None if aval is None else (aval,))
-        if node.kind == "const":
-            return node
-        fresh = dataclasses.replace(node, inputs=inputs)
-        return dataclasses.replace(fresh, aval=infer_node(fresh))
-
-    return rebuild(graph, visit)
-
 
 def verify(graph: Graph) -> Graph:
     """Check the invariants of the module docstring; on failure print the graph in the error."""
@@ -412,9 +384,9 @@ def _check_call(node: Node, i: int) -> list[str]:
         return []
     if node.aval is None:
         return [f"{_label(node, i)} has no type although its inputs' types are known "
-                f"(build it with ir.call or run ir.infer_shapes)"]
+                f"(build it with ir.call or run shapes.infer_graph)"]
     try:
-        expected = tuple(opdef.infer(*(v.aval for v in node.inputs), **node.attr_dict))
+        expected = tuple(shapes.check_node(node))
     except (ShapeError, TypeError) as err:
         return [f"{_label(node, i)}: {err}"]
     if expected != node.aval:

@@ -65,13 +65,13 @@ def cached_op_of(obj: Any) -> Any:
 def _typed(cached_op: Any) -> Graph:
     """The CachedOp's graph with types: a SymbolBlock's graph comes from its Symbol, untyped;
     the types are then inferred from the avals of the last call's inputs."""
-    from hybridlab.graph.ir import infer_shapes
+    from hybridlab.graph.shapes import infer_graph
 
     graph: Graph = cached_op.graph
     last = getattr(cached_op, "_last", None)
     if last is not None and len(last.in_avals) == len(graph.inputs) and any(
             node.aval is None for node in graph.nodes if node.kind == "call"):
-        return infer_shapes(graph, list(last.in_avals))
+        return infer_graph(graph, list(last.in_avals))
     return graph
 
 
@@ -93,7 +93,7 @@ def _with_shapes(symbol: Any, graph: Graph, shape: dict[str, Any], dtype: Any) -
     """``graph`` with every type inferred from the data shapes (parameters' shapes follow)."""
     import numpy as np
 
-    from hybridlab.graph.ir import infer_shapes
+    from hybridlab.graph.shapes import infer_graph
     from hybridlab.ops.registry import Aval
 
     arg_shapes, _, aux_shapes = symbol.infer_shape(**shape)
@@ -101,7 +101,7 @@ def _with_shapes(symbol: Any, graph: Graph, shape: dict[str, Any], dtype: Any) -
     known = dict(zip(names, (arg_shapes or []) + (aux_shapes or [])))
     if any(known.get(n.name) is None for n in graph.inputs):
         return graph  # not enough shapes given: draw without types rather than fail
-    return infer_shapes(graph, {n: Aval(tuple(s), np.dtype(dtype)) for n, s in known.items()})
+    return infer_graph(graph, {n: Aval(tuple(s), np.dtype(dtype)) for n, s in known.items()})
 
 
 def op_kind(name: str) -> str:

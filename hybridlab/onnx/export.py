@@ -28,7 +28,7 @@ import numpy as np
 
 from hybridlab import ndarray, symbol
 from hybridlab.errors import OnnxExportError
-from hybridlab.graph import ir
+from hybridlab.graph import ir, shapes
 from hybridlab.graph.passes.context import PassContext
 from hybridlab.graph.passes.lower_operators import lower_operators
 from hybridlab.ops.conv import spatial
@@ -297,18 +297,18 @@ def export_model(sym: Any, params: Any, in_shapes: Sequence[Sequence[int]] | Non
     values = {key.partition(":")[2] if key[:4] in ("arg:", "aux:") else key: v
               for key, v in params.items()}
     data = [n for n in graph_sym.list_inputs() if n not in values]
-    shapes = [tuple(s) for s in (in_shapes or ())]
+    data_shapes = [tuple(s) for s in (in_shapes or ())]
     types = list(in_types) if isinstance(in_types, (list, tuple)) else [in_types] * len(data)
-    if len(shapes) != len(data) or len(types) != len(data):
+    if len(data_shapes) != len(data) or len(types) != len(data):
         raise ValueError(f"export_model: the graph's data inputs are {data}; give one shape "
-                         f"and one type for each (in_shapes={list(shapes)}, "
+                         f"and one type for each (in_shapes={list(data_shapes)}, "
                          f"in_types={types})")
-    avals = {n: Aval(s, np.dtype(t)) for n, s, t in zip(data, shapes, types)}
+    avals = {n: Aval(s, np.dtype(t)) for n, s, t in zip(data, data_shapes, types)}
     avals.update({n: Aval(v.shape, v.dtype) for n, v in values.items()})
-    graph = ir.infer_shapes(graph_sym.to_graph(), avals)
+    graph = shapes.infer_graph(graph_sym.to_graph(), avals)
     # the layer operators ONNX has stay whole
     graph, _ = lower_operators(graph, PassContext(keep=frozenset(ONNX_OPS)))
-    free = list(dynamic_input_shapes) if dynamic and dynamic_input_shapes else shapes
+    free = list(dynamic_input_shapes) if dynamic and dynamic_input_shapes else data_shapes
     builder = _Builder(helper, numpy_helper)
     names: dict[tuple[int, int], str] = {}
     inputs = []
@@ -343,22 +343,22 @@ def _free_output_dims(graph_sym: symbol.Symbol, graph: ir.Graph, avals: dict, da
     """The outputs' shapes, None where they follow a free input dimension: found by
     inferring the shapes again with every free dimension one larger (a graph that fixes
     the batch somewhere, a Reshape to a literal size, fails here with a clear error)."""
-    shapes = [v.aval.shape for v in graph.outputs]  # type: ignore[union-attr]
+    found = [v.aval.shape for v in graph.outputs]  # type: ignore[union-attr]
     if all(d is not None for dims in free for d in dims):
-        return shapes
+        return found
     other = dict(avals)
     for name, dims in zip(data, free):
         given = avals[name].shape
         other[name] = Aval(tuple(g + 1 if d is None else g for g, d in zip(given, dims)),
                            avals[name].dtype)
     try:
-        again = ir.infer_shapes(graph_sym.to_graph(), other).outputs
+        again = shapes.infer_graph(graph_sym.to_graph(), other).outputs
     except ValueError as err:
         raise OnnxExportError(f"export_model: the graph does not accept other sizes of the "
                               f"dimensions marked None in dynamic_input_shapes={free} "
                               f"({err}). Fix: export with dynamic=False") from None
     return [[None if a != b else a for a, b in zip(s, v.aval.shape)]  # type: ignore[union-attr]
-            for s, v in zip(shapes, again)]
+            for s, v in zip(found, again)]
 
 
 def _translate(builder: _Builder, node: ir.Node, names: dict) -> None:

@@ -457,9 +457,29 @@ def _conv_grad(F: Any, inputs: list[Any], outputs: list[Any], out_grads: list[An
     return grads if attrs["no_bias"] else grads + [F.sum(g, axis=(0, *spatial_axes))]
 
 
+def _conv_back(inputs: list[Any], outputs: list[Any], *, kernel: tuple[int, ...],
+               stride: tuple[int, ...], dilate: tuple[int, ...], pad: tuple[int, ...],
+               **_: Any) -> list[Any]:
+    """The output's batch is the data's; with stride 1 each spatial size of the data
+    follows from the output's (``in = out - 2 pad + dilate (kernel - 1)``); a stride
+    above 1 leaves several input sizes possible, so those stay unknown."""
+    out, data = outputs[0], inputs[0]
+    if out is None or data is None or len(out) != len(data):
+        return inputs
+    spatial = []
+    for i, size in enumerate(out[2:]):
+        step = stride[i] if i < len(stride) else 1
+        gap = dilate[i] if i < len(dilate) else 1
+        margin = pad[i] if i < len(pad) else 0
+        found = size - 2 * margin + gap * (kernel[i] - 1)
+        spatial.append(found if size and step == 1 and found > 0 else 0)
+    return [(out[0], data[1], *spatial), *inputs[1:]]
+
+
 register(OpDef(
     name="Convolution", kernel=allocating(_forward, _conv_infer),
     kernel_out=_forward, infer=_conv_infer, grad=_conv_grad, workspace=_forward_workspace,
+    infer_back=_conv_back,
     infer_params=lambda x, *, kernel, num_filter, num_group, **_: {
         "weight": (num_filter, x.shape[1] // num_group, *kernel), "bias": (num_filter,)},
     kind=Kind.OPAQUE, attrs=_CONV_ATTRS,

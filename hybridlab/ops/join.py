@@ -64,9 +64,28 @@ def _concat_out(*xs: np.ndarray, out: np.ndarray, dim: int, num_args: int) -> np
     return np.concatenate(xs, axis=dim, out=out)
 
 
+def _concat_back(inputs: list[Any], outputs: list[Any], *, dim: int, num_args: int
+                 ) -> list[Any]:
+    """Each input has the output's sizes off the axis; along it, an input's size is what
+    the others leave of the output's (when theirs are known)."""
+    out = outputs[0]
+    if out is None or not -len(out) <= dim < len(out):
+        return inputs
+    axis = dim % len(out)
+    result = []
+    for i, shape in enumerate(inputs):
+        guess = list(out if shape is None or len(shape) == len(out) else shape)
+        others = [0 if s is None else s[axis] for j, s in enumerate(inputs) if j != i]
+        left = out[axis] - sum(others)
+        guess[axis] = left if out[axis] and all(others) and left > 0 else 0
+        result.append(tuple(guess))
+    return result
+
+
 register(OpDef(
     name="Concat", kernel=_concat, kernel_out=_concat_out,
     infer=_concat_infer, grad=_concat_grad, kind=Kind.OPAQUE, inputs=("*data",),
+    infer_back=_concat_back,
     attrs={"dim": Attr("int", 1), "num_args": Attr("int", 0)},
     aliases=("concat",), doc="Join the inputs along axis ``dim``."))
 
@@ -117,8 +136,26 @@ def split_grad(F: Any, inputs: list[Any], outputs: list[Any], out_grads: list[An
     return [F.concat(*grads, dim=axis)]
 
 
+def _split_back(inputs: list[Any], outputs: list[Any], *, num_outputs: int, axis: int,
+                squeeze_axis: bool) -> list[Any]:
+    """The parts have one shape; the whole is a part with ``num_outputs`` times its size
+    along the axis (given back its axis first if the split squeezed it)."""
+    known = [s for s in outputs if s is not None]
+    if not known or any(len(s) != len(known[0]) for s in known):
+        return inputs
+    part = [next((s[d] for s in known if s[d]), 0) for d in range(len(known[0]))]
+    rank = len(part) + squeeze_axis
+    if not -rank <= axis < rank:
+        return inputs
+    if squeeze_axis:
+        part.insert(axis % rank, 1)
+    part[axis % rank] *= num_outputs
+    return [tuple(part)]
+
+
 register(OpDef(
     name="SliceChannel", kernel=_split_kernel, infer=_split_infer, grad=split_grad,
+    infer_back=_split_back,
     kind=Kind.OPAQUE, num_outputs=lambda attrs: attrs["num_outputs"], aliases=("split",),
     attrs={"num_outputs": Attr("int", low=1), "axis": Attr("int", 1),
            "squeeze_axis": Attr("bool", False)},

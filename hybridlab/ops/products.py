@@ -251,8 +251,23 @@ def _fc_grad(F: Any, inputs: list[Any], outputs: list[Any], out_grads: list[Any]
     return grads if no_bias else grads + [F.sum(g_rows, axis=0)]
 
 
+def _fc_back(inputs: list[Any], outputs: list[Any], *, num_hidden: int, no_bias: bool,
+             flatten: bool) -> list[Any]:
+    """The output's leading sizes are the data's: its batch (``flatten``), or every axis
+    but the last."""
+    out, data = outputs[0], inputs[0]
+    if out is None or data is None or len(out) < 1:
+        return inputs
+    if flatten:
+        return [(out[0], *data[1:]), *inputs[1:]]
+    if len(data) != len(out):
+        return inputs
+    return [(*out[:-1], data[-1]), *inputs[1:]]
+
+
 register(OpDef(
     name="FullyConnected", kernel=_fc, kernel_out=_fc_out, infer=_fc_infer, grad=_fc_grad,
+    infer_back=_fc_back,
     kind=Kind.OPAQUE,
     infer_params=lambda x, *, num_hidden, flatten, **_: {
         "weight": (num_hidden, int(np.prod(x.shape[1:])) if flatten else x.shape[-1]),

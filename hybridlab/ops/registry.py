@@ -158,6 +158,10 @@ class OpDef:
     # layers with weights: parameter shapes from the data's Aval, {input name: shape}, so
     # sym.infer_shape(data=...) can fill `fc1_weight` as MXNet did
     infer_params: Callable[..., dict[str, tuple[int, ...]]] | None = None
+    # what the outputs' (partial) shapes tell of the inputs' (MXNet infers both ways):
+    # ``infer_back(input_shapes, output_shapes, **attrs) -> input_shapes``, each a tuple
+    # with 0 for a size not known yet, or None; only graph/shapes.py calls it
+    infer_back: Callable[..., Sequence[tuple[int, ...] | None]] | None = None
     lower: Callable[..., Any] | None = None  # a layer operator's definition (see above)
     # BatchNorm's side effect, as MXNet's operator has it: run imperatively while training
     # (use_global_stats off), inputs 3 and 4 (moving mean, variance) move in place towards

@@ -36,6 +36,18 @@ def _grad_like(F: Any, inputs: list[Any], outputs: list[Any], out_grads: list[An
     return [F.reshape_like(out_grads[0], inputs[0])]
 
 
+def reshape_back(inputs: list[Any], outputs: list[Any], **attrs: Any) -> list[Any]:
+    """A reshape keeps the number of elements: a fully known output sizes the one size
+    of its input not known yet (MXNet infers a Reshape backwards too)."""
+    x, out = inputs[0], outputs[0]
+    if x is None or out is None or 0 in out or x.count(0) != 1:
+        return inputs
+    rest, total = int(np.prod([d for d in x if d])), int(np.prod(out))
+    if not rest or total % rest:
+        return inputs
+    return [tuple(total // rest if d == 0 else d for d in x), *inputs[1:]]
+
+
 def _reshape_op(name: str, infer_shape: Any, doc: str, attrs: Any, aliases: Any = ()) -> OpDef:
     def infer(x: Aval, **kw: Any) -> list[Aval]:
         return [Aval(tuple(infer_shape(x.shape, **kw)), x.dtype)]
@@ -44,7 +56,8 @@ def _reshape_op(name: str, infer_shape: Any, doc: str, attrs: Any, aliases: Any 
     # know it (the input stays alive as long as the view, and is not pinned out of reuse)
     return register(OpDef(
         name=name, kernel=lambda x, **kw: x.reshape(infer(x, **kw)[0].shape), infer=infer,
-        grad=_grad_like, kind=Kind.OPAQUE, attrs=attrs, aliases=aliases, doc=doc, view=True))
+        grad=_grad_like, kind=Kind.OPAQUE, attrs=attrs, aliases=aliases, doc=doc, view=True,
+        infer_back=reshape_back))
 
 
 def reshape_codes(shape_in: tuple[int, ...], codes: tuple[int, ...], reverse: bool = False) -> Any:

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 import hybridlab as mx
 from hybridlab import autograd, nd, sym
 from hybridlab.gluon import nn
-from hybridlab.graph import ir
+from hybridlab.graph import ir, shapes
 from hybridlab.graph.evaluate import evaluate
 from hybridlab.graph.passes import PassContext, derived_values, fold_batchnorm, run_pipeline
 from hybridlab.graph.passes.fold_batchnorm import FOLDED_FROM
@@ -30,16 +30,16 @@ def conv_bn(batch=2, channels=4, size=6, filters=6, kernel=3, stride=1, pad=1, g
     out = sym.BatchNorm(conv, eps=eps, fix_gamma=fix_gamma, name="bn")
     if extra_reader:  # the convolution's output is also read by something else
         out = sym.Group([out, sym.relu(conv)])
-    shapes = {"data": (batch, channels, size, size),
+    sizes = {"data": (batch, channels, size, size),
               "conv_weight": (filters, channels // groups, kernel, kernel),
               "conv_bias": (filters,), **{f"bn_{n}": (filters,) for n in
                                            ("gamma", "beta", "moving_mean", "moving_var")}}
     graph = out.to_graph()
-    graph = ir.infer_shapes(graph, [ir.Aval(shapes[n.name], F32) for n in graph.inputs])
+    graph = shapes.infer_graph(graph, [ir.Aval(sizes[n.name], F32) for n in graph.inputs])
     rng = np.random.default_rng(batch * 1000 + channels * 100 + filters)
     values = {name: (rng.uniform(0.2, 2.0, shape) if name.endswith(("gamma", "var"))
                      else rng.normal(size=shape)).astype(np.float32)
-              for name, shape in shapes.items()}
+              for name, shape in sizes.items()}
     return graph, values
 
 

@@ -8,10 +8,12 @@ from hybridlab.graph import autodiff, frontend
 
 
 def test_symbol_installs_itself_as_the_graph_front_end():
-    namespace, wrap, unwrap = frontend.current()
+    namespace, wrap, unwrap, symbol = frontend.current()
     assert namespace is sym
     value = sym.var("x")._outputs[0]
     assert unwrap(wrap(value)) == value
+    grouped = symbol([value, value])  # what the executor hands its users: a user Symbol
+    assert type(grouped) is sym.Symbol and grouped._outputs == (value, value)
 
 
 def test_differentiating_without_a_front_end_says_what_to_import(monkeypatch):

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from hybridlab import sym
 from hybridlab.errors import ShapeError
-from hybridlab.graph import autodiff, ir
+from hybridlab.graph import autodiff, ir, shapes
 from hybridlab.graph.codegen import Namespace, compile_graph
 from hybridlab.graph.evaluate import evaluate
 from hybridlab.graph.passes import run_pipeline
@@ -313,26 +313,26 @@ def test_specialised_fully_connected_gives_the_bits_of_the_general_kernel(
     np.testing.assert_array_equal(special(*layer), fc(*layer, **attrs))
 
 
-@pytest.mark.parametrize("op, shapes, attrs", [
+@pytest.mark.parametrize("op, in_shapes, attrs", [
     ("Convolution", [(2, 4, 7, 7), (6, 2, 3, 3), (6,)],
      {"kernel": (3, 3), "num_filter": 6, "num_group": 2, "pad": (1, 1), "stride": (2, 2)}),
     ("Pooling", [(1, 3, 9, 8)], {"kernel": (3, 2), "stride": (2, 2), "pool_type": "max"}),
     ("Pooling", [(2, 3, 5, 5)], {"global_pool": True, "pool_type": "avg"}),
 ])
-def test_sized_kernels_give_the_bits_of_the_general_kernel(op, shapes, attrs):
+def test_sized_kernels_give_the_bits_of_the_general_kernel(op, in_shapes, attrs):
     """NOTE [Specialised kernels]: an allocating kernel sized at compile time
     (``Convolution_sized``) computes what the general one does, without its ``infer``."""
     opdef = registry.get(op)
     parsed = opdef.parse_attrs(attrs)
     arrays = [np.random.default_rng(i).normal(size=s).astype(np.float32)
-              for i, s in enumerate(shapes)]
+              for i, s in enumerate(in_shapes)]
     special = opdef.kernel.specialise([Aval(a.shape, a.dtype) for a in arrays], False, **parsed)
     np.testing.assert_array_equal(special(*arrays), opdef.kernel(*arrays, **parsed))
     assert opdef.kernel.specialise([Aval(a.shape, a.dtype) for a in arrays], True,
                                    **parsed) is None  # a planned buffer: kernel_out itself
-    graph = getattr(sym, op)(*[sym.var(f"x{i}") for i in range(len(shapes))],
+    graph = getattr(sym, op)(*[sym.var(f"x{i}") for i in range(len(in_shapes))],
                                      **attrs).to_graph()
-    graph = ir.infer_shapes(graph, [Aval(a.shape, a.dtype) for a in arrays])
+    graph = shapes.infer_graph(graph, [Aval(a.shape, a.dtype) for a in arrays])
     program = compile_graph(run_pipeline(graph)[0])
     assert f"{op}_sized(x0" in program.source
     np.testing.assert_array_equal(program(*arrays)[0], evaluate(graph, *arrays)[0])

@@ -10,7 +10,7 @@ import pytest
 from _helpers import aval, bias_relu_chain, check_golden, has_ops, seed_mlp
 
 from hybridlab.errors import GraphError, ShapeError
-from hybridlab.graph import ir
+from hybridlab.graph import ir, shapes
 from hybridlab.graph.evaluate import evaluate
 
 
@@ -59,7 +59,7 @@ def test_nodes_compare_by_identity_not_structure():
 
 
 def test_infer_shapes_fills_avals_from_new_input_shapes():
-    graph = ir.infer_shapes(bias_relu_chain(), {"x": aval(2, 8), "b": aval(8)})
+    graph = shapes.infer_graph(bias_relu_chain(), {"x": aval(2, 8), "b": aval(8)})
     assert [str(n.aval[0]) for n in graph.nodes][-1] == "float32[2,8]"
     ir.verify(graph)
 
@@ -70,7 +70,7 @@ def test_shape_error_names_node_shapes_and_user_line():
     graph = ir.Graph.from_outputs([node.out()])
     with pytest.raises(ShapeError, match=r"node 'add0' .*float32\[4,7\], float32\[8\].*"
                                          r"\n  created at .*test_graph_ir.py"):
-        ir.infer_shapes(graph, [aval(4, 7), aval(8)])
+        shapes.infer_graph(graph, [aval(4, 7), aval(8)])
 
 
 def test_user_origin_points_outside_the_package_by_file_name():

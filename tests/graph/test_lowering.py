@@ -11,7 +11,7 @@ import hybridlab as mx
 from hybridlab import autograd, gluon, nd, sym
 from hybridlab.errors import GraphError, ShapeError
 from hybridlab.gluon import nn
-from hybridlab.graph import ir
+from hybridlab.graph import ir, shapes
 from hybridlab.graph.cached_op import CachedOp
 from hybridlab.graph.evaluate import evaluate
 from hybridlab.graph.passes import (
@@ -65,7 +65,7 @@ def test_one_node_in_the_graph_the_same_numbers_compiled_and_imperative(name, tr
     graph = symbol.to_graph()
     assert [n.op for n in graph.nodes if n.kind == "call"] == [name]  # kept whole
     assert json.loads(symbol.tojson())["nodes"][-1]["op"] == name
-    lowered, changes = lower_operators(ir.infer_shapes(
+    lowered, changes = lower_operators(shapes.infer_graph(
         graph, [ir.Aval(a.shape, np.dtype(a.dtype)) for a in arrays]),
         PassContext(training=training))
     assert name not in {n.op for n in lowered.nodes} and changes[0].startswith(
@@ -182,7 +182,7 @@ def test_clear_errors():
 
 def test_the_pass_explorer_pipeline_shows_the_lowering_first():
     x = sym.var("x")
-    graph = ir.infer_shapes(sym.softmax(sym.Activation(x, act_type="tanh")).to_graph(),
+    graph = shapes.infer_graph(sym.softmax(sym.Activation(x, act_type="tanh")).to_graph(),
                             [ir.Aval((2, 3), np.dtype("float32"))])
     final, records = run_pipeline(graph)
     assert records[0].name == "fold_batchnorm" and records[0].after is graph  # no BatchNorm

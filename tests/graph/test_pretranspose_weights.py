@@ -8,7 +8,7 @@ import pytest
 import hybridlab as mx
 from hybridlab import autograd, gluon, nd, sym
 from hybridlab.gluon import nn
-from hybridlab.graph import ir
+from hybridlab.graph import ir, shapes
 from hybridlab.graph.cached_op import CachedOp
 from hybridlab.graph.evaluate import evaluate
 from hybridlab.graph.passes import run_pipeline
@@ -52,7 +52,7 @@ def test_the_pass_leaves_what_it_cannot_rewrite():
     data = sym.var("x", shape=(2, 3, 4))  # 3-D data: flatten would change the product
     out = sym.FullyConnected(data, sym.var("w", shape=(5, 12)), sym.var("b", shape=(5,)),
                              num_hidden=5)
-    graph = ir.infer_shapes(out.to_graph(), [ir.Aval((2, 3, 4), np.dtype("float32")),
+    graph = shapes.infer_graph(out.to_graph(), [ir.Aval((2, 3, 4), np.dtype("float32")),
                                              ir.Aval((5, 12), np.dtype("float32")),
                                              ir.Aval((5,), np.dtype("float32"))])
     assert pretranspose_weights(graph) == (graph, [])

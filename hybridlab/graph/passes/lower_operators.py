@@ -67,7 +67,7 @@ def _made(values: Sequence[Value], inputs: Sequence[Value]) -> list[Node]:
 
 
 def _lower(node: Node, training: bool) -> list[Value]:
-    sym, wrap, unwrap = frontend.current()  # F = sym, installed by symbol (above graph)
+    sym, wrap, unwrap, _ = frontend.current()  # F = sym, installed by symbol (above graph)
     with names.Prefix(f"{node.name}_"):
         result: Any = run_lowering(node.opdef, sym, [wrap(v) for v in node.inputs],
                                    node.attr_dict, training)
