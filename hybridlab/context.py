@@ -77,6 +77,16 @@ class Context:
         Context._default = Context._stack.pop()
 
 
+class _DefaultContext:
+    """``Context.default_ctx``: MXNet's class attribute for the current context."""
+
+    def __get__(self, obj: Any, owner: Any) -> Context:
+        return current_context()
+
+
+Context.default_ctx = _DefaultContext()  # type: ignore[attr-defined]
+
+
 def cpu(device_id: int = 0) -> Context:
     """CPU device ``device_id``: ``cpu(0)``, where arrays live unless told otherwise."""
     return Context("cpu", device_id)

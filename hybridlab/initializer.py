@@ -151,6 +151,22 @@ class One(Constant):
         super().__init__(1.0)
 
 
+class LSTMBias(Initializer):
+    """Zeros, except the forget gate's block of an LSTM's bias: ``forget_bias`` (MXNet's
+    gate order input, forget, candidate, output), so a new LSTM starts by remembering."""
+
+    def __init__(self, forget_bias: float = 1.0) -> None:
+        self.forget_bias = _number(forget_bias, "mx.init.LSTMBias(forget_bias)",
+                                   "mx.init.LSTMBias(1.0)")
+
+    def __call__(self, shape: tuple[int, ...], dtype: Any = "float32") -> Any:
+        from hybridlab import ndarray as nd
+        values = np.zeros(shape, dtype)
+        quarter = shape[0] // 4
+        values[quarter:2 * quarter] = self.forget_bias
+        return nd.array(values, dtype=dtype)
+
+
 _BY_NAME = {"zeros": Zero, "zero": Zero, "ones": One, "one": One, "uniform": Uniform,
             "normal": Normal, "xavier": Xavier}
 

@@ -192,9 +192,60 @@ def mxnet_reads() -> None:
     print("MXNet", mx.__version__, "read everything hybridlab wrote")
 
 
+# --- 4. real MXNet's fused RNN operator: outputs and gradients ---------------------------
+RNN_CASES = {  # name -> RNN attributes (data: T=4, N=3, C=5; state_size 6)
+    "lstm": {"mode": "lstm", "num_layers": 2, "bidirectional": True},
+    "gru": {"mode": "gru", "num_layers": 2, "bidirectional": True},
+    "rnn_tanh": {"mode": "rnn_tanh", "num_layers": 2, "bidirectional": False},
+    "rnn_relu": {"mode": "rnn_relu", "num_layers": 1, "bidirectional": True},
+    "lstmp": {"mode": "lstm", "num_layers": 2, "bidirectional": True, "projection_size": 4},
+}
+
+
+def mxnet_rnn() -> None:
+    """``mx.nd.RNN`` on random packed parameters: the outputs, the last states, and the
+    gradients of every input for random head gradients (``tests/ops/test_rnn_operator.py``)."""
+    import mxnet as mx
+    from mxnet import autograd, nd
+
+    for case, attrs in RNN_CASES.items():
+        rng = np.random.default_rng(len(case))
+        layers, dirs = attrs["num_layers"], 2 if attrs["bidirectional"] else 1
+        gates = {"lstm": 4, "gru": 3}.get(attrs["mode"], 1)
+        hidden, size = attrs.get("projection_size") or 6, 6
+        count = 0
+        for layer in range(layers):
+            width = 5 if layer == 0 else hidden * dirs
+            count += dirs * (gates * size * (width + hidden) + 2 * gates * size)
+            count += dirs * hidden * size if "projection_size" in attrs else 0
+        arrays = {"data": rng.standard_normal((4, 3, 5)),
+                  "parameters": rng.standard_normal(count) * 0.4,
+                  "state": rng.standard_normal((layers * dirs, 3, hidden)) * 0.5}
+        if attrs["mode"] == "lstm":
+            arrays["state_cell"] = rng.standard_normal((layers * dirs, 3, size)) * 0.5
+        inputs = {k: nd.array(v.astype(np.float32)) for k, v in arrays.items()}
+        for value in inputs.values():
+            value.attach_grad()
+        saved = {f"in_{k}": v.asnumpy() for k, v in inputs.items()}
+        if "projection_size" in attrs:  # "No training support for LSTM with projection on CPU"
+            outs = nd.RNN(**inputs, state_size=size, state_outputs=True, **attrs)
+            saved.update({f"out_{i}": o.asnumpy() for i, o in enumerate(outs)})
+            np.savez(_path("rnn", f"{case}.npz"), attrs=json.dumps(attrs), **saved)
+            continue
+        with autograd.record():
+            outs = nd.RNN(**inputs, state_size=size, state_outputs=True, **attrs)
+        heads = [rng.standard_normal(o.shape).astype(np.float32) for o in outs]
+        autograd.backward(outs, [nd.array(h) for h in heads])
+        saved.update({f"out_{i}": o.asnumpy() for i, o in enumerate(outs)})
+        saved.update({f"head_{i}": h for i, h in enumerate(heads)})
+        saved.update({f"grad_{k}": v.grad.asnumpy() for k, v in inputs.items()})
+        np.savez(_path("rnn", f"{case}.npz"), attrs=json.dumps(attrs), **saved)
+    print("MXNet", mx.__version__, "wrote", len(RNN_CASES), "RNN cases")
+
+
 if __name__ == "__main__":
     steps = {"mxnet-writes": mxnet_writes, "hybridlab-writes": hybridlab_writes,
-             "mxnet-reads": mxnet_reads}
+             "mxnet-reads": mxnet_reads, "mxnet-rnn": mxnet_rnn}
     if len(sys.argv) != 2 or sys.argv[1] not in steps:
         sys.exit(f"usage: python tools/mxnet_fixtures.py {{{'|'.join(steps)}}}")
     steps[sys.argv[1]]()

@@ -59,7 +59,8 @@ PACKAGE = ROOT / "hybridlab"
 # timer, ~0.1k) and the fastest-of-three timing runs: 10.9k.
 # + 0.1k: instruments as documents (each display a moment, the snapshot notice, the
 # save hook) and controls redrawn by pasting a saved background (<= 300 ms a control)
-TOTAL_BUDGET = 16800  # + one shape inference run both ways (graph/shapes.py, backward rules: 0.2k)
+TOTAL_BUDGET = 17950  # + one shape inference run both ways (graph/shapes.py, backward rules: 0.2k)
+# + gluon.rnn, the fused RNN and the sequence operators (issue 34: 1.15k)
 # + nd.CachedOp, get_optimized_symbol, debug_str, batch_take (issue 24: 0.1k)
 # + Deconvolution, UpSampling, softmax length, prelu, gemm (issue 24: 0.2k)
 # + NDArray indexing/fluent ops/DLPack, Updater (issue 24: 0.3k)
@@ -110,6 +111,8 @@ BUDGETS: dict[str, int] = {
     # + norm(ord, out_dtype), softmax(dtype=), softmin, nansum
     # + softmax use_length (_length_mask), float16 widened
     "hybridlab/ops/reduce.py": 186,  # + SoftmaxActivation (a composite)
+    "hybridlab/ops/rnn.py": 385,  # the fused RNN (packed layout, lowering), one layer's time
+    # loop and its backward through time, SequenceMask/Last/Reverse
     # + reshape_like's lhs/rhs begin and end axes
     "hybridlab/ops/shape.py": 178,  # + Reshape's backward shape rule;  # + Reshape's deprecated target_shape/keep_highest
     "hybridlab/ops/products.py": 181,  # + FullyConnected's backward shape rule;  # + infer_params; kernel_out for dot/FC; dtypes; FC_2d, dot_c
@@ -147,7 +150,8 @@ BUDGETS: dict[str, int] = {
     "hybridlab/onnx/export.py": 300,  # + prelu and selu rows (selu had been written as Elu)
     # for a matrix whatever flatten says
     #  # ONNX export: the graph walk and one table mapping ~35 operators
-    "hybridlab/context.py": 78,  # mx.cpu/gpu/Context: CPU devices, gpu() refused with the fix
+    "hybridlab/context.py": 80,  # mx.cpu/gpu/Context: CPU devices, gpu() refused with the fix
+    # (+2: Context.default_ctx)
     # (+28: distinct interned devices, as_context/as_context_list for ctx= arguments)
     "hybridlab/random.py": 27,  # ARCHITECTURE.md: mx.random.seed and the seed stream
     "hybridlab/symbol.py": 450,  # the Symbol builder only: the Executor moved to executor.py
@@ -179,7 +183,8 @@ BUDGETS: dict[str, int] = {
     "hybridlab/graph/codegen.py": 295,  # + fused bodies, arena, source check, 0-d, specialise;
     # + the linecache entry dropped with its program;
     # typed for mypy --strict; + Program.single: the plain call with an arena from the pool
-    "hybridlab/graph/cached_op.py": 335,  # + gradients on their inputs' devices;
+    "hybridlab/graph/cached_op.py": 355,  # + gradients on their inputs' devices;
+    # (+20: flatten/regroup, results nested as the block returned them)
     # + derived inputs made from several sources (folding); (+20: MXNet's nd.CachedOp)
     # + lowering before the gradient; a block's one
     # cache: graphs from its tracer (Traced: the fed parameters, the statistics written)
@@ -196,7 +201,8 @@ BUDGETS: dict[str, int] = {
     # (+ reset_ctx)
     # (+ list_data, get() merging unknown sizes: issue 24)
     # (+35: one copy per device: list_ctx/list_data/list_grad, data(ctx))
-    "hybridlab/gluon/block.py": 525,  # + input/flag/trace checks, Symbol calls; one CachedOp;
+    "hybridlab/gluon/block.py": 550,  # + input/flag/trace checks, Symbol calls; one CachedOp;
+    # (+25: nested inputs and results -- a recurrent cell's (x, [h, c]) -- fed flat)
     # (+ one device per compiled call)
     # (+ hooks, apply, cast, legacy save_params/load_params, deduplicated saves, None
     # inputs and the first call's input structure, inline_limit: issue 24)
@@ -229,6 +235,10 @@ BUDGETS: dict[str, int] = {
     # + one engine op per step for the whole parameter group
     # (+15: kvstore modes (update on the store or on each device); rules moved to optimizer.py)
     "hybridlab/gluon/data.py": 75,  # + batch_size check
+    "hybridlab/gluon/rnn/__init__.py": 16,  # re-exports only
+    "hybridlab/gluon/rnn/rnn_cell.py": 445,  # MXNet's cells (RNN/LSTM/GRU, sequential,
+    # bidirectional, residual, zoneout, dropout), unroll with layouts and valid_length
+    "hybridlab/gluon/rnn/rnn_layer.py": 210,  # RNN/LSTM/GRU over the fused operator, _unfuse
     "hybridlab/profiler.py": 51,
     # + each row named by its worker's stream (a worker per device)
     "hybridlab/viz/__init__.py": 8,  # re-exports only
@@ -334,7 +344,8 @@ BUDGETS: dict[str, int] = {
     # first values by the operator input fed (gamma, moving_var: ones); (+20: export-pair check)
     # (+ the BatchNorm deviation's run-time warning, README "Compatibility")
     "hybridlab/contrib.py": 77,  # + the imperative while_loop (a real loop), list data
-    "hybridlab/initializer.py": 110,  # mx.init: Uniform, Normal, Xavier, Zero, One, Constant, ==
+    "hybridlab/initializer.py": 120,  # mx.init: Uniform, Normal, Xavier, Zero, One, Constant, ==
+    # (+10: LSTMBias)
     # (+ initializers written MXNet's way (_init_weight), Constant of an array: issue 24)
     "hybridlab/exercises/__init__.py": 80,  # self-checks per lesson; + glue, claim, predict-measure
     "hybridlab/exercises/_common.py": 86,  # + compare_block, shared by lessons 02 and 04; + the

@@ -394,6 +394,15 @@ def _check_input_count(block: HybridBlock, count: int) -> None:
                           f"({', '.join(names) or 'none'}), got {count}")
 
 
+def _shown(nesting: Any) -> str:
+    """A nested input format as the user wrote it: ``(x, [h, c])``."""
+    if nesting == -1:
+        return "x"
+    kind, parts = nesting
+    inner = ", ".join(_shown(p) for p in parts)
+    return f"[{inner}]" if kind is list else f"({inner})"
+
+
 def _only_ndarrays(args: tuple) -> bool:
     """True when every input is an NDArray (and there is one): the hybridized call."""
     for arg in args:
@@ -457,6 +466,9 @@ class HybridBlock(Block):
         self._fast = False  # hybridized, no hooks and no None inputs: the hot path
         self._structure: tuple[bool, ...] | None = None  # which inputs were None, 1st call
         self._given = 0  # how many inputs the first call gave (trailing Nones included)
+        # the first compiled call's inputs when they nested lists (``layer(x, [h, c])``):
+        # the program takes them flat, the trace gets them back nested (cached_op.flatten)
+        self._nesting: Any = None
 
     def _hooks_changed(self) -> None:
         self._fast = self._active and not (self._forward_pre_hooks or self._forward_hooks
@@ -506,7 +518,7 @@ class HybridBlock(Block):
     def _reset_cache(self) -> None:
         """A new CachedOp (nothing compiled) whose graphs come from tracing this block."""
         from hybridlab.graph.cached_op import CachedOp
-        self._traces, self._structure, self._given = {}, None, 0
+        self._traces, self._structure, self._given, self._nesting = {}, None, 0, None
         self._hooks_changed()
         self._cached_op = CachedOp(trace=self._traced, **self._flags)
         self._op_ctx, self._device_ops = None, {}
@@ -563,7 +575,10 @@ class HybridBlock(Block):
 
     def _call_compiled(self, args: tuple) -> Any:
         """A hybridized call with None among the inputs (an optional input left out): the
-        program is compiled without it, and the block keeps the first call's structure."""
+        program is compiled without it, and the block keeps the first call's structure.
+        Lists among the inputs (a recurrent cell's states) are fed flat."""
+        if any(isinstance(arg, (list, tuple)) for arg in args):
+            args = self._flat_inputs(args)
         given = len(args)
         while args and args[-1] is None:
             args = args[:-1]
@@ -582,6 +597,18 @@ class HybridBlock(Block):
         op: Any = (self._device_op(_one_device(self, tuple(given_arrays))) if given_arrays
                    else self._cached_op)
         return op(*given_arrays)
+
+    def _flat_inputs(self, args: tuple) -> tuple:
+        from hybridlab.graph.cached_op import flatten
+        flat, nesting = flatten(args)
+        if self._nesting is None:
+            self._nesting = nesting
+        elif nesting != self._nesting:
+            raise BlockInputError(f"{type(self).__name__} {self.name!r} was compiled for "
+                                  f"inputs nested as {_shown(self._nesting)} and is now called "
+                                  f"with {_shown(nesting)}. Fix: call hybridize() again before "
+                                  f"changing them")
+        return tuple(flat)
 
     def _check_structure(self, structure: tuple[bool, ...]) -> None:
         if structure != self._structure:
@@ -638,17 +665,22 @@ class HybridBlock(Block):
 
     def _trace(self, args: Sequence[Any]) -> _Trace:
         """Trace ``hybrid_forward`` once with Symbol inputs (``args``: arrays or avals)."""
+        from hybridlab.graph.cached_op import flatten, regroup
         structure = self._structure or (False,) * len(args)
         structure += (True,) * (self._given - len(structure))  # trailing Nones, given
-        _check_input_count(self, len(structure))
+        _check_input_count(self, self._input_count(len(structure)))
         names = ["data"] if len(args) == 1 else [f"data{i}" for i in range(len(args))]
         inputs = [symbol.traced_input(n, a.shape, a.dtype) for n, a in zip(names, args)]
         given = iter(inputs)
         frame = _trace.TraceFrame(self, _report.HybridizationReport(self.name),
                                   static_shape=self._flags["static_shape"])
+        call_args = [None if none else next(given) for none in structure]
+        if self._nesting is not None:
+            call_args = regroup(call_args, self._nesting)
         with _trace.tracing(frame):
-            out = self._trace_call(*[None if none else next(given) for none in structure])
-        outputs = list(out) if isinstance(out, (list, tuple)) else [out]
+            out = self._trace_call(*call_args)
+        outputs, nesting = flatten(out)
+        nested = any(form != -1 for form in nesting[1]) if nesting != -1 else False
         for value in outputs:
             if not isinstance(value, symbol.Symbol):
                 raise TraceOutputError(
@@ -660,9 +692,15 @@ class HybridBlock(Block):
             warnings.warn(str(frame.report), stacklevel=6)
         self._report = frame.report
         data = [value._outputs[0].node for value in inputs]
-        return self._compile(outputs, data, frame.aux_updates, isinstance(out, (list, tuple)))
+        return self._compile(outputs, data, frame.aux_updates, isinstance(out, (list, tuple)),
+                             nesting if nested else None)
 
-    def _compile(self, outputs: list, data: list, aux_updates: list, as_tuple: bool) -> _Trace:
+    def _input_count(self, flat: int) -> int:
+        """How many inputs the user passed, for ``flat`` arrays fed to the program."""
+        return flat if self._nesting is None else len(self._nesting[1])
+
+    def _compile(self, outputs: list, data: list, aux_updates: list, as_tuple: bool,
+                 nesting: Any = None) -> _Trace:
         """The traced outputs (plus running-stat updates) as what the CachedOp compiles:
         the data inputs first, then every parameter the graph reads (the feed)."""
         from hybridlab.graph import ir
@@ -675,7 +713,7 @@ class HybridBlock(Block):
         feed = [params[node.name] for node in read]
         graph = ir.Graph(graph.nodes, tuple(data) + tuple(read), graph.outputs)
         writes = tuple(feed.index(param) for param, _ in aux_updates)
-        traced = Traced(graph, (), writes, as_tuple)
+        traced = Traced(graph, (), writes, as_tuple, nesting)
         return _Trace(outputs, traced, feed)
 
     def _traced(self, training: bool, avals: list[Any], ctx: Any = None) -> Any:
@@ -683,7 +721,8 @@ class HybridBlock(Block):
         call of each mode (and, under static_shape, of each input shape), fed with the
         parameters' copies on ``ctx`` (the block's first device when None)."""
         if not any(self._structure or ()) and self._given <= len(avals):
-            _check_input_count(self, len(avals))  # the count error first, in the block's terms
+            # the count error first, in the block's terms
+            _check_input_count(self, self._input_count(len(avals)))
         if self._structure is None:
             self._structure = (False,) * len(avals)
         self._check_structure(tuple(self._structure) if len(avals) == self._structure.count(

@@ -54,13 +54,47 @@ class Traced:
     ``writes``, for each output after the first ``len(graph.outputs) - len(writes)``, the
     index in ``feed`` of the array it replaces (running statistics: MXNet's operators
     mutate them, hybridlab's programs return them and the call stores them); ``as_tuple``:
-    results as a tuple even when there is one.
+    results as a tuple even when there is one; ``nesting``: the results as the block
+    returned them when it nested lists in its result (``(out, [h, c])``, a recurrent
+    layer's), the :func:`flatten` format that :func:`regroup` rebuilds.
     """
 
     graph: ir.Graph
     feed: tuple[Any, ...] = ()
     writes: tuple[int, ...] = ()
     as_tuple: bool = False
+    nesting: Any = None
+
+
+LEAF = -1  # the format of one array in a nested structure (flatten, regroup)
+
+
+def flatten(value: Any) -> tuple[list[Any], Any]:
+    """Lists and tuples nested in ``value`` as one flat list and its *format*: ``LEAF``
+    for anything else, ``(list or tuple, (formats of the items))`` for a list or tuple
+    (MXNet's ``_flatten``: a compiled program takes and returns flat arrays)."""
+    if not isinstance(value, (list, tuple)):
+        return [value], LEAF
+    flat: list[Any] = []
+    formats = []
+    for item in value:
+        items, form = flatten(item)
+        flat += items
+        formats.append(form)
+    return flat, (type(value), tuple(formats))
+
+
+def regroup(flat: Sequence[Any], form: Any) -> Any:
+    """The nested structure ``form`` (from :func:`flatten`) filled with ``flat``'s items."""
+    items = iter(flat)
+
+    def build(form: Any) -> Any:
+        if form == LEAF:
+            return next(items)
+        kind, parts = form
+        return kind(build(part) for part in parts)
+
+    return build(form)
 
 
 @dataclass
@@ -328,6 +362,8 @@ class CachedOp:
         if entry.backward is not None:
             saved = results[count + len(writes):] + [inputs[i] for i in entry.saved_inputs]
             autograd.record_op(_TapeOp(entry, saved), {}, list(inputs), outputs)
+        if entry.traced is not None and entry.traced.nesting is not None:
+            return regroup(outputs, entry.traced.nesting)
         if entry.traced is not None and entry.traced.as_tuple:
             return tuple(outputs)
         return outputs[0] if entry.num_outputs == 1 else outputs
@@ -386,7 +422,8 @@ class CachedOp:
                      for v in graph.outputs]  # (inferred above: every value has an aval)
         forward = self._program(graph, "forward", context)
         plain = (len(out_avals) == 1 and backward is None and not forward.num_random
-                 and not forward.scalar_outputs and not traced.as_tuple)
+                 and not forward.scalar_outputs and not traced.as_tuple
+                 and traced.nesting is None)
         entry = _Entry(forward, backward, out_avals, num_outputs, avals, training,
                        needs, saved, wanted, forward.single() if plain else None,
                        _Layouts.of(forward, graph.inputs), traced, traced.feed)

@@ -19,6 +19,7 @@ from hybridlab.ops import (
     products,
     random,
     reduce,
+    rnn,
     shape,
     sorting,
     special,
