@@ -103,7 +103,8 @@ def _draw_curve(axes: Any, model: BucketModel) -> None:
 
 
 class BucketExplorer(Instrument):
-    """The widget: the buckets slider, their spacing, the way, the batch size."""
+    """The widget: the buckets slider, their spacing, the way (the batch size is the
+    model's: the step costs were measured at it)."""
 
     def __init__(self, model: BucketModel) -> None:
         import ipywidgets as widgets
@@ -118,16 +119,13 @@ class BucketExplorer(Instrument):
                                              description="spacing", style=AUTO_BUTTONS)
         self.way = widgets.ToggleButtons(options=list(WAYS), value=model.way,
                                          description="way", style=AUTO_BUTTONS)
-        self.batch = widgets.IntSlider(value=model.batch_size, min=1, max=256,
-                                       description="batch", continuous_update=False)
         self.numbers = widgets.HTML()
         self.image = widgets.Image(format="png", layout=NATURAL_SIZE)
         self.figure = Figure(figsize=(9, 3.4))
         self._canvas: Any = FigureCanvasAgg(self.figure)
-        for control in (self.buckets, self.spacing, self.way, self.batch):
+        for control in (self.buckets, self.spacing, self.way):
             control.observe(self._changed, names="value")
-        self.widget = widgets.VBox([widgets.HBox([self.buckets, self.batch]),
-                                    widgets.HBox([self.spacing, self.way]),
+        self.widget = widgets.VBox([self.buckets, widgets.HBox([self.spacing, self.way]),
                                     self.numbers, self.image])
         self.widget.add_class("hybridlab-bucket-explorer")
         self.refresh()
@@ -136,7 +134,7 @@ class BucketExplorer(Instrument):
         m = self.model
         m.keys = None  # the controls choose the keys from now on
         m.buckets, m.spacing = self.buckets.value, self.spacing.value
-        m.way, m.batch_size = self.way.value, self.batch.value
+        m.way = self.way.value
         self.refresh()
 
     def refresh(self) -> None:

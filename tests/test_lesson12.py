@@ -1,0 +1,80 @@
+"""Lesson 12's helpers and exercise checks: the reference solutions pass, and plausible
+wrong answers fail with a reason."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_lessons import solution
+
+from hybridlab import random
+from hybridlab.exercises import lesson12
+
+
+@pytest.fixture(autouse=True)
+def _seeded():
+    random.seed(0)
+
+
+def test_text_lines_and_windows():
+    assert lesson12.text_lines("ab\n\nc\nde f") == ["ab", "de f"]
+    codes = np.arange(1, 21, dtype=np.int32)
+    x, y = lesson12.windows(codes, 3, 5, np.random.default_rng(0))
+    assert x.shape == (3, 5) and str(x.dtype) == "int32" and str(y.dtype) == "float32"
+    assert np.array_equal(x.asnumpy()[:, 1:], y.asnumpy()[:, :-1])  # y is x moved on by one
+    assert np.array_equal(y.asnumpy() - x.asnumpy(), np.ones((3, 5)))
+    with pytest.raises(ValueError, match="no window of 21"):
+        lesson12.windows(codes, 1, 20, np.random.default_rng(0))
+
+
+def test_generate_samples_from_the_models_scores():
+    """A 'model' that always scores one character far above the rest writes only it."""
+    from hybridlab import ndarray as nd
+    from hybridlab.gluon.contrib.data import CharVocab
+
+    vocab = CharVocab("abc")
+
+    def always_b(x):
+        scores = np.full((x.shape[0], x.shape[1], len(vocab)), -50.0, np.float32)
+        scores[..., vocab.char_to_idx["b"]] = 50.0
+        return nd.array(scores)
+
+    assert lesson12.generate(always_b, vocab, "ca", 5) == "bbbbb"
+
+
+def test_unrolled_nodes_grow_by_one_cell_per_step():
+    one, two, five = (lesson12.unrolled_nodes(n) for n in (1, 2, 5))
+    assert five - one == 4 * (two - one) > 0
+
+
+def test_lesson12_solutions():
+    sol = solution("12_sequences")
+    assert lesson12.check_unrolled_nodes(sol.UNROLLED_NODES_50, 50)
+    assert lesson12.check_padding_waste(sol.PADDING, [3, 5, 8, 9, 20, 31], [8, 16, 32])
+    assert lesson12.check_bptt_bytes(sol.BPTT_32, 32)
+
+
+def test_lesson12_wrong_node_counts_fail_and_say_why():
+    right = solution("12_sequences").UNROLLED_NODES_50
+    per_step = lesson12.unrolled_nodes(2) - lesson12.unrolled_nodes(1)
+    verdict = lesson12.check_unrolled_nodes(per_step * 50, 50)
+    assert not verdict and "you left those out" in verdict.message
+    assert not lesson12.check_unrolled_nodes(right + 1, 50)
+    assert "whole number" in lesson12.check_unrolled_nodes(702.5, 50).message
+
+
+def test_lesson12_wrong_padding_fails_and_says_why():
+    lengths, keys = [3, 5, 8, 9, 20, 31], [8, 16, 32]
+    everything_longest = 1 - sum(lengths) / (32 * len(lengths))
+    verdict = lesson12.check_padding_waste(everything_longest, lengths, keys)
+    assert not verdict and "longest key" in verdict.message
+    assert not lesson12.check_padding_waste(0.0, lengths, keys)
+    assert "fraction between 0 and 1" in lesson12.check_padding_waste(27, lengths, keys).message
+
+
+def test_lesson12_wrong_memory_fails_and_says_why():
+    at_16 = lesson12.bptt_bytes(16)
+    verdict = lesson12.check_bptt_bytes(at_16, 32)
+    assert not verdict and "grow with the steps" in verdict.message
+    assert not lesson12.check_bptt_bytes(4 * at_16, 32)
+    assert "number of bytes" in lesson12.check_bptt_bytes(-1, 32).message
