@@ -24,7 +24,6 @@ import numpy as np
 from hybridlab.gluon.contrib.data import SPACINGS
 from hybridlab.lab.buckets import MAX_BUCKETS, WAYS, BucketModel, Costs
 from hybridlab.viz.bundle import AUTO_BUTTONS, NATURAL_SIZE, Instrument, canvas_png
-from hybridlab.viz.gantt import two_axes
 from hybridlab.viz.palette import OKABE_ITO, lighten
 
 BUCKET_COLOURS = (lighten(OKABE_ITO["blue"], 0.35), lighten(OKABE_ITO["orange"], 0.3))
@@ -37,28 +36,43 @@ def draw(model: BucketModel, figure: Any = None) -> Any:
 
     if figure is None:
         figure = plt.figure(figsize=(9, 3.4))
-    hist_axes, curve_axes = two_axes(figure, [3, 2], left=0.07, right=0.92, bottom=0.16,
-                                     top=0.88, wspace=0.42)
+    hist_axes, curve_axes, time_axes = _axes(figure)
     _draw_histogram(hist_axes, model)
-    _draw_curve(curve_axes, model)
+    _draw_curve(curve_axes, time_axes, model)
     return figure
+
+
+def _axes(figure: Any) -> tuple[Any, Any, Any]:
+    """The histogram's axes, the curve's and its twin (time), made once per figure; a
+    redraw removes only what the last one drew (making axes is most of a redraw's cost)."""
+    made = getattr(figure, "_hybridlab_bucket_axes", None)
+    if made is None or tuple(figure.axes) != made:
+        figure.clear()
+        left, right = figure.subplots(1, 2, width_ratios=[3, 2], gridspec_kw=dict(
+            left=0.07, right=0.92, bottom=0.16, top=0.88, wspace=0.42))
+        made = figure._hybridlab_bucket_axes = (left, right, right.twinx())
+    for axes in made:
+        for artist in [*axes.collections, *axes.lines, *axes.texts, *axes.patches]:
+            artist.remove()
+    return made
 
 
 def _draw_histogram(axes: Any, model: BucketModel) -> None:
     lengths = np.asarray(model.lengths)
     counts = np.bincount(lengths, minlength=model.longest + 1)
     keys = model.bucket_keys()
-    bucket = np.searchsorted(np.asarray(keys), np.arange(len(counts)), side="left")
-    colours = [BUCKET_COLOURS[b % 2] for b in bucket]
     top = counts.max() * 1.18
     low, width_pt = 0, 430 / (model.longest + 1)  # the plot is about 430 points wide
-    for key, n, waste in zip(keys, model.counts(keys), _bucket_padding(model, keys)):
-        axes.axvline(key + 0.5, color="#555555", linestyle="--", linewidth=0.8)
+    paddings = _bucket_padding(model, keys)
+    for index, (key, n, waste) in enumerate(zip(keys, model.counts(keys), paddings)):
+        # one filled outline per bucket (a bar per length would be hundreds of patches)
+        axes.stairs(counts[low + 1:key + 1], np.arange(low, key + 1) + 0.5, fill=True,
+                    color=BUCKET_COLOURS[index % 2], linewidth=0)
         if n and (key - low) * width_pt >= 26:  # its padding, where the label fits
             axes.text((low + key + 1) / 2, top * 0.985, f"{waste:.0%}", ha="center",
                       va="top", fontsize=8, color="#555555")
         low = key
-    axes.bar(np.arange(len(counts)), counts, width=1.0, color=colours, linewidth=0)
+    axes.vlines(np.asarray(keys) + 0.5, 0, top, color="#555555", linestyle="--", linewidth=0.8)
     numbers = model.numbers()
     axes.set(xlim=(0, model.longest + 1), ylim=(0, top), xlabel="sequence length (tokens)",
              ylabel="sequences")
@@ -76,24 +90,19 @@ def _bucket_padding(model: BucketModel, keys: Sequence[int]) -> list[float]:
     return shares
 
 
-def _draw_curve(axes: Any, model: BucketModel) -> None:
+def _draw_curve(axes: Any, twin: Any, model: BucketModel) -> None:
     points = model.curve()
     ks = [k for k, _ in points]
     padding = [100 * n["padding"] for _, n in points]
     first = [n["first_epoch_s"] for _, n in points]
-    twin = getattr(axes, "_hybridlab_twin", None)
-    if twin is None:
-        twin = axes._hybridlab_twin = axes.twinx()
-    for artist in [*twin.lines, *twin.texts]:
-        artist.remove()
     axes.plot(ks, padding, "o-", markersize=2.5, color=CURVE_COLOURS["padding"])
     twin.plot(ks, first, "s-", markersize=2.5, color=CURVE_COLOURS["time"])
     now = model.numbers()
-    k = len(model.bucket_keys())
-    twin.plot([k], [now["first_epoch_s"]], "o", markersize=9, markerfacecolor="none",
-              color=CURVE_COLOURS["time"])
+    twin.plot([len(model.bucket_keys())], [now["first_epoch_s"]], "o", markersize=9,
+              markerfacecolor="none", color=CURVE_COLOURS["time"])
     best = model.best()
-    twin.axvline(best, color=CURVE_COLOURS["time"], linestyle=":", linewidth=1)
+    twin.vlines([best], 0, max(first) * 1.1, color=CURVE_COLOURS["time"], linestyle=":",
+                linewidth=1)
     axes.set(xlim=(0.5, MAX_BUCKETS + 0.5), ylim=(0, max(max(padding), 1) * 1.1),
              xlabel="buckets")
     axes.set_ylabel("padding (% of tokens)", color=CURVE_COLOURS["padding"])
