@@ -110,22 +110,22 @@ def _scope(recording: bool | None, training: bool | None) -> Iterator[None]:
         _MODE.recording, _MODE.training = saved
 
 
-def record(train_mode: bool = True) -> contextlib.AbstractContextManager:
+def record(train_mode: bool = True) -> contextlib.AbstractContextManager[None]:
     """Record operators for ``backward`` (in train mode unless ``train_mode=False``)."""
     return _scope(True, train_mode)
 
 
-def pause(train_mode: bool = False) -> contextlib.AbstractContextManager:
+def pause(train_mode: bool = False) -> contextlib.AbstractContextManager[None]:
     """Stop recording inside a ``record()`` block (e.g. to compute a metric)."""
     return _scope(False, train_mode)
 
 
-def train_mode() -> contextlib.AbstractContextManager:
+def train_mode() -> contextlib.AbstractContextManager[None]:
     """Train-mode behaviour (Dropout active) without changing recording."""
     return _scope(None, True)
 
 
-def predict_mode() -> contextlib.AbstractContextManager:
+def predict_mode() -> contextlib.AbstractContextManager[None]:
     """Inference behaviour (Dropout is the identity) without changing recording."""
     return _scope(None, False)
 
@@ -145,7 +145,8 @@ class Node:
 
     __slots__ = ("op", "attrs", "inputs", "outputs")
 
-    def __init__(self, op: Any, attrs: dict, inputs: tuple, outputs: tuple) -> None:
+    def __init__(self, op: Any, attrs: dict[str, Any], inputs: tuple[Any, ...],
+                 outputs: tuple[Any, ...]) -> None:
         self.op, self.attrs, self.inputs, self.outputs = op, attrs, inputs, outputs
 
 
@@ -159,7 +160,8 @@ def mark_variables(variables: Sequence[Any], gradients: Sequence[Any],
         var._ag = Leaf(grad_buffer, req)
 
 
-def record_op(op: Any, attrs: dict, inputs: Sequence[Any], outputs: Sequence[Any]) -> None:
+def record_op(op: Any, attrs: dict[str, Any], inputs: Sequence[Any], outputs: Sequence[Any]
+              ) -> None:
     """Called by ``ndarray`` while recording: put the call on the tape if it touches it.
 
     Ops without a gradient rule (samplers, Dropout's mask, ``argmax``, ``one_hot``) are
@@ -223,8 +225,8 @@ def _checked(array: Any, grad: Any, op_name: str) -> Any:
     return grad
 
 
-def _backpropagate(heads: list, head_grads: list, retain_graph: bool, create_graph: bool,
-                   train_mode: bool) -> dict:
+def _backpropagate(heads: list[Any], head_grads: list[Any], retain_graph: bool, create_graph: bool,
+                   train_mode: bool) -> dict[int, Any]:
     """Run every gradient rule from ``heads`` back; returns ``{id(array): (array, grad)}``."""
     from hybridlab import ndarray as nd  # lazy: ndarray imports this module
 
@@ -236,7 +238,7 @@ def _backpropagate(heads: list, head_grads: list, retain_graph: bool, create_gra
         arrays.update((id(x), x) for x in values)
         return [id(x) for x in values]
 
-    def vjp(node: Node, found: list) -> list:
+    def vjp(node: Node, found: list[Any]) -> list[Any]:
         """One node's gradient rule on arrays (zeros for outputs nothing reached)."""
         _check_rule(node.op)
         out_grads = [nd.from_numpy(np.zeros(out.shape, out.dtype)) if g is None else g
@@ -261,7 +263,7 @@ def _backpropagate(heads: list, head_grads: list, retain_graph: bool, create_gra
     return {key: (arrays[key], grad) for key, grad in grads.items()}
 
 
-def _as_list(value: Any) -> list:
+def _as_list(value: Any) -> list[Any]:
     return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
@@ -313,7 +315,7 @@ class Function:
     is your ``backward`` (which returns one gradient per input)."""
 
     def __init__(self) -> None:
-        self.saved_tensors: tuple = ()
+        self.saved_tensors: tuple[Any, ...] = ()
 
     def save_for_backward(self, *arrays: Any) -> None:
         self.saved_tensors = arrays
@@ -341,7 +343,8 @@ class _FunctionRule:
     def __init__(self, function: Function) -> None:
         self.function, self.name = function, type(function).__name__
 
-    def grad(self, F: Any, inputs: list, outputs: list, out_grads: list) -> list:
+    def grad(self, F: Any, inputs: list[Any], outputs: list[Any], out_grads: list[Any]
+             ) -> list[Any]:
         return _as_list(self.function.backward(*out_grads))
 
 

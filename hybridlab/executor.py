@@ -97,10 +97,10 @@ class Executor:
         ``MXNET_ELIMINATE_COMMON_EXPR=0``), as a Symbol. An output that is the same value
         as an earlier output gets a ``_copy`` of its own, as MXNet's executor keeps its
         outputs apart."""
-        from hybridlab.graph.passes import eliminate_common_subexpressions
+        from hybridlab.graph.passes import PREDICTION, eliminate_common_subexpressions
         graph = self._graph
         if self._cse:
-            graph, _ = eliminate_common_subexpressions(graph)
+            graph = eliminate_common_subexpressions(graph, PREDICTION).graph
         outputs: list[Value] = []
         for value in graph.outputs:
             repeated = any(v.node is value.node and v.index == value.index for v in outputs)

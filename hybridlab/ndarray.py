@@ -67,7 +67,9 @@ from hybridlab.ops.registry import Aval, OpDef, RunContext
 _CPU = cpu()
 _MODE = autograd._MODE  # the per-thread recording / training flags
 _SCALARS = (int, float, bool, np.number, np.bool_)
-_INFER_CACHE: dict = {}  # (op, input shapes and dtypes, attrs) -> output avals
+_INFER_CACHE: dict[Any, list[Aval]] = {}  # (op, input shapes and dtypes, attrs) -> output avals
+Shape = tuple[int, ...]
+Attrs = dict[str, Any]  # an operator's attributes, as given (raw) or parsed
 _object_new = object.__new__
 
 
@@ -208,21 +210,21 @@ class NDArray:
                 raise ValueError(f"copyto: shape {self.shape} into an array of shape {other.shape}")
             _check_inplace(other, [self])
             return _assign(other, self)
-        return _apply(registry.get("_copyto"), [self], {"ctx": as_context(other, "copyto")})
+        return _apply(registry.get("_copyto"), [self], {"ctx": as_context(other, "copyto")})  # type: ignore[no-any-return]  # (one output)
 
     def copy(self) -> NDArray:
-        return _apply(registry.get("_copy"), [self], {})
+        return _apply(registry.get("_copy"), [self], {})  # type: ignore[no-any-return]  # (one output)
 
-    def __deepcopy__(self, memo: dict) -> NDArray:  # a new buffer on the engine, not its Var
+    def __deepcopy__(self, memo: dict[int, Any]) -> NDArray:  # a new buffer, not its Var
         return self.copy()
 
-    def __getstate__(self) -> dict:  # pickle: MXNet's one-array bytes, as MXNet pickles
+    def __getstate__(self) -> dict[str, Any]:  # pickle: MXNet's one-array bytes, as MXNet pickles
         return {"handle": bytearray(ndarray_io.array_to_bytes(self.asnumpy()))}
 
-    def __reduce__(self) -> tuple:  # a view pickles as a plain array of its values
+    def __reduce__(self) -> tuple[Any, ...]:  # a view pickles as a plain array of its values
         return (_from_state, (self.__getstate__(),))
 
-    def __setstate__(self, state: dict) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         values = ndarray_io.array_from_bytes(bytes(state["handle"]))
         if getattr(self, "_var", None) is not None:  # an existing array: the ops pending on
             engine.current().wait_all()  # it finish first (they would see the new shape)
@@ -241,7 +243,7 @@ class NDArray:
     def astype(self, dtype: Any, copy: bool = True) -> NDArray:
         if not copy and np.dtype(dtype) == self.dtype:
             return self
-        return _apply(registry.get("Cast"), [self], {"dtype": dtype})
+        return _apply(registry.get("Cast"), [self], {"dtype": dtype})  # type: ignore[no-any-return]  # (one output)
 
     # --- shape methods with MXNet's positional forms: x.reshape(2, 3), x.transpose(1, 0) --
     def reshape(self, *shape: Any, **kwargs: Any) -> NDArray:
@@ -250,7 +252,7 @@ class NDArray:
         shape = _one_tuple(shape)
         attrs = {"shape": shape, **kwargs} if shape else kwargs
         if _MODE.recording or self._ag is not None:
-            return _apply(registry.get("Reshape"), [self], attrs)
+            return _apply(registry.get("Reshape"), [self], attrs)  # type: ignore[no-any-return]  # (one output)
         op = registry.get("Reshape")
         (aval,) = op.infer(self._aval, **op.parse_attrs(attrs))
         return _View.of(self, 0, self.size, tuple(aval.shape))
@@ -270,7 +272,7 @@ class NDArray:
 
     def transpose(self, *axes: Any, **kwargs: Any) -> NDArray:
         axes = _one_tuple(axes)
-        return _apply(registry.get("transpose"), [self], {"axes": axes, **kwargs} if axes
+        return _apply(registry.get("transpose"), [self], {"axes": axes, **kwargs} if axes  # type: ignore[no-any-return]  # (one output)
                        else kwargs)
 
     # --- autograd -----------------------------------------------------------------------
@@ -292,7 +294,7 @@ class NDArray:
     def __getitem__(self, key: Any) -> NDArray:
         if isinstance(key, (NDArray, list, np.ndarray)):  # integer arrays index axis 0
             indices = key if isinstance(key, NDArray) else array(key, dtype=np.int64)
-            return _apply(registry.get("take"), [self, indices], {"axis": 0})
+            return _apply(registry.get("take"), [self, indices], {"axis": 0})  # type: ignore[no-any-return]  # (one output)
         parts = key if isinstance(key, tuple) else (key,)
         if any(isinstance(k, (NDArray, list, tuple, np.ndarray)) for k in parts):
             return _gather_positions(self, parts)
@@ -315,7 +317,7 @@ class NDArray:
         return result
 
     @staticmethod
-    def _basic_indexing_slice_is_contiguous(key: Any, shape: tuple) -> bool:
+    def _basic_indexing_slice_is_contiguous(key: Any, shape: tuple[int, ...]) -> bool:
         """Is ``x[key]`` (ints and slices) one contiguous block of ``x``'s buffer? (Then
         it is a view of ``x``: NOTE [Views].)"""
         return _contiguous_range(tuple(shape), *_normalize_key(tuple(shape), key)[:3]) is not None
@@ -350,10 +352,10 @@ class NDArray:
                               self._ctx, source._ctx is not self._ctx)
 
     def __neg__(self) -> NDArray:
-        return _apply(registry.get("negative"), [self], {})
+        return _apply(registry.get("negative"), [self], {})  # type: ignore[no-any-return]  # (one output)
 
     def __abs__(self) -> NDArray:
-        return _apply(registry.get("abs"), [self], {})
+        return _apply(registry.get("abs"), [self], {})  # type: ignore[no-any-return]  # (one output)
 
 
 # NOTE: [Views] ``x[1:3]``, ``x[i]`` and ``x.reshape(...)`` are views of ``x``, as in
@@ -372,7 +374,7 @@ class _View(NDArray):
     _rows: tuple[int, int]
 
     @staticmethod
-    def of(base: NDArray, start: int, stop: int, shape: tuple) -> NDArray:
+    def of(base: NDArray, start: int, stop: int, shape: tuple[int, ...]) -> NDArray:
         view = _object_new(_View)
         aval = Aval(tuple(int(n) for n in shape), base.dtype)
         view._aval, view.shape, view.dtype = aval, aval.shape, aval.dtype
@@ -380,7 +382,7 @@ class _View(NDArray):
         view._ctx = base._ctx  # (the base's device: a view shares its buffer)
         return view
 
-    @property  # type: ignore[override]
+    @property
     def _data(self) -> np.ndarray | None:
         whole = self._base._data
         if whole is None:
@@ -402,7 +404,7 @@ def _maybe_view(x: NDArray, result: NDArray, inplace: bool) -> NDArray:
     return x.reshape(result.shape) if inplace else result
 
 
-def _contiguous_range(shape: tuple, begin: tuple, end: tuple, step: tuple
+def _contiguous_range(shape: Shape, begin: Shape, end: Shape, step: Shape
                       ) -> tuple[int, int] | None:
     """``(start, stop)`` in the flattened buffer when the basic index selects one contiguous
     block (what MXNet returns as a view: numpy's C-contiguity test), else None."""
@@ -420,8 +422,8 @@ def _contiguous_range(shape: tuple, begin: tuple, end: tuple, step: tuple
     return offset, offset + expected
 
 
-def _indexed_shape(shape: tuple, key: tuple) -> tuple:
-    return np.broadcast_to(np.empty((), np.bool_), shape)[key].shape  # (no data: stride 0)
+def _indexed_shape(shape: tuple[int, ...], key: tuple[Any, ...]) -> tuple[Any, ...]:
+    return np.broadcast_to(np.empty((), np.bool_), shape)[key].shape  # type: ignore[no-any-return]  # (no data: stride 0)
 
 
 def _numpy_key(key: Any) -> Any:
@@ -432,7 +434,7 @@ def _numpy_key(key: Any) -> Any:
         isinstance(k, NDArray) for k in key) else key
 
 
-def _gather_positions(x: NDArray, key: tuple) -> NDArray:
+def _gather_positions(x: NDArray, key: tuple[Any, ...]) -> NDArray:
     """``x[key]`` with numpy's advanced indexing (lists or arrays of indices in a tuple,
     with ``None``): numpy finds the positions the key picks in ``x``'s flattened buffer,
     and ``take`` gathers them, so autograd scatters the gradient back through ``take``."""
@@ -441,7 +443,7 @@ def _gather_positions(x: NDArray, key: tuple) -> NDArray:
     except IndexError as err:
         raise IndexError(f"x[{key!r}] for an array of shape {x.shape}: {err}") from None
     flat = _apply(registry.get("Reshape"), [x], {"shape": (-1,)})
-    return _apply(registry.get("take"), [flat, from_numpy(positions.reshape(
+    return _apply(registry.get("take"), [flat, from_numpy(positions.reshape(  # type: ignore[no-any-return]  # (one output)
         positions.shape or (1,)))], {"axis": 0})
 
 
@@ -465,7 +467,7 @@ def _check_computed(x: NDArray) -> None:
         _raise_never_computed(x, failed)
 
 
-def _unfilled(arrays: Any) -> list | None:
+def _unfilled(arrays: Any) -> list[Any] | None:
     """NOTE: [Unfilled inputs] the inputs of an op being pushed that have no buffer yet,
     each with the op that was last pushed to write it. Whether that writer has run (or
     been skipped) by now is timing, so nothing is decided here -- except on a NaiveEngine,
@@ -480,13 +482,13 @@ def _unfilled(arrays: Any) -> list | None:
     return missing
 
 
-def _note_unfilled(x: NDArray, missing: list | None) -> list:
+def _note_unfilled(x: NDArray, missing: list[Any] | None) -> list[Any]:
     if isinstance(engine.current(), engine.NaiveEngine):
         _check_computed(x)
     return [*(missing or ()), (x, x._var._writer)]
 
 
-def _refuse_unfilled(missing: list) -> None:
+def _refuse_unfilled(missing: list[Any]) -> None:
     """In a running op: an input still without a buffer was never computed -- its writer
     failed, or was skipped, and that failure was reported before this op was pushed."""
     for x, writer in missing:
@@ -494,12 +496,13 @@ def _refuse_unfilled(missing: list) -> None:
             _raise_never_computed(x, writer.failure if writer is not None else None)
 
 
-def _one_tuple(args: tuple) -> tuple:
+def _one_tuple(args: tuple[Any, ...]) -> tuple[Any, ...]:
     """``f(2, 3)`` and ``f((2, 3))`` mean the same (MXNet's reshape and transpose)."""
     return tuple(args[0]) if len(args) == 1 and isinstance(args[0], (tuple, list)) else args
 
 
-def _normalize_key(shape: tuple, key: Any) -> tuple[tuple, tuple, tuple, tuple]:
+def _normalize_key(shape: Shape, key: Any
+                   ) -> tuple[tuple[Any, ...], tuple[Any, ...], tuple[Any, ...], tuple[Any, ...]]:
     """A basic index -> (begin, end, step) for ``slice`` and the shape after int indices.
 
     ``begin`` is empty when the key selects everything. A negative step's end of -1
@@ -579,7 +582,7 @@ def from_dlpack(dlpack: Any) -> NDArray:
     return from_numpy(values.copy())
 
 
-def _from_state(state: dict) -> NDArray:
+def _from_state(state: dict[str, Any]) -> NDArray:
     return from_numpy(ndarray_io.array_from_bytes(bytes(state["handle"])))
 
 
@@ -591,7 +594,7 @@ def empty_like_aval(aval: Aval, ctx: Context = _CPU) -> NDArray:
 
 
 # --- the one path every operator takes ----------------------------------------------------
-def _apply(op: OpDef, inputs: list, attrs: dict, name: str | None = None, hint: str = "",
+def _apply(op: OpDef, inputs: list[Any], attrs: Attrs, name: str | None = None, hint: str = "",
            out: NDArray | None = None) -> Any:
     """Run ``op`` on NDArrays: the ``apply`` hook of :func:`registry.populate` and the dunders.
 
@@ -613,7 +616,7 @@ def _apply(op: OpDef, inputs: list, attrs: dict, name: str | None = None, hint: 
         parts += (x.shape, x.dtype)
         reads.append(x._var)
     parts += attrs.items()
-    key: tuple | None = tuple(parts)
+    key: tuple[Any, ...] | None = tuple(parts)
     try:
         avals = _INFER_CACHE.get(key)
     except TypeError:  # an unhashable attribute value: infer without the cache
@@ -638,8 +641,8 @@ def _apply(op: OpDef, inputs: list, attrs: dict, name: str | None = None, hint: 
     return outputs[0] if len(outputs) == 1 else outputs
 
 
-def _runner(op: OpDef, inputs: list, outputs: list, attrs: dict,
-            missing: list | None = None) -> Callable[[], None]:
+def _runner(op: OpDef, inputs: list[Any], outputs: list[Any], attrs: Attrs,
+            missing: list[Any] | None = None) -> Callable[[], None]:
     """The function the engine runs: the kernel on the inputs' buffers, stored as outputs
     (``missing``: NOTE [Unfilled inputs])."""
     kernel = op.kernel
@@ -668,7 +671,7 @@ def _runner(op: OpDef, inputs: list, outputs: list, attrs: dict,
     return run_many
 
 
-def _split_out_and_ctx(op: OpDef, attrs: dict) -> tuple[dict, NDArray | None, Context | None]:
+def _split_out_and_ctx(op: OpDef, attrs: Attrs) -> tuple[Attrs, NDArray | None, Context | None]:
     """``out=`` and ``ctx=`` (the results' device: MXNet's creation functions took it)."""
     attrs = dict(attrs)
     out = attrs.pop("out", None)
@@ -676,7 +679,8 @@ def _split_out_and_ctx(op: OpDef, attrs: dict) -> tuple[dict, NDArray | None, Co
     return attrs, out, None if ctx is None else as_context(ctx, op.name)
 
 
-def _infer(op: OpDef, inputs: list, attrs: dict, key: tuple | None) -> list[Aval]:
+def _infer(op: OpDef, inputs: list[Any], attrs: Attrs, key: tuple[Any, ...] | None
+           ) -> list[Aval]:
     avals = [Aval(tuple(int(n) for n in a.shape), np.dtype(a.dtype))
              for a in op.infer(*[x._aval for x in inputs], **attrs)]
     if key is not None:
@@ -686,7 +690,7 @@ def _infer(op: OpDef, inputs: list, attrs: dict, key: tuple | None) -> list[Aval
     return avals
 
 
-def _explain_bad_input(op: OpDef, inputs: list, attrs: dict) -> None:
+def _explain_bad_input(op: OpDef, inputs: list[Any], attrs: Attrs) -> None:
     names = op.input_names(attrs)
     for index, x in enumerate(inputs):
         label = names[index] if index < len(names) and not names[0].startswith("*") else index
@@ -698,7 +702,7 @@ def _explain_bad_input(op: OpDef, inputs: list, attrs: dict) -> None:
                             f"{type(x).__name__}; wrap values with nd.array(...)")
 
 
-def _use_out(op: OpDef, avals: list[Aval], out: NDArray, inputs: list) -> list[NDArray]:
+def _use_out(op: OpDef, avals: list[Aval], out: NDArray, inputs: list[Any]) -> list[NDArray]:
     if len(avals) != 1 or not isinstance(out, NDArray) or avals[0].shape != out.shape:
         raise ValueError(f"{op.name}: the result has shape {[a.shape for a in avals]} but "
                          f"the array written in place (out= or x op= y) is "
@@ -709,16 +713,16 @@ def _use_out(op: OpDef, avals: list[Aval], out: NDArray, inputs: list) -> list[N
 
 def _conform(op: OpDef, array: NDArray, value: Any) -> np.ndarray:
     """Cast a kernel's result to the promised dtype; a wrong shape is a registry bug."""
-    value = np.asarray(value, dtype=array.dtype)  # no copy when it already fits
-    if value.shape != array.shape:
-        if value.size != array.size or value.ndim != 0:
-            raise RuntimeError(f"{op.name}: the kernel returned shape {value.shape} but the "
+    result = np.asarray(value, dtype=array.dtype)  # no copy when it already fits
+    if result.shape != array.shape:
+        if result.size != array.size or result.ndim != 0:
+            raise RuntimeError(f"{op.name}: the kernel returned shape {result.shape} but the "
                                f"shape rule promised {array.shape} (a registry bug)")
-        value = value.reshape(array.shape)
-    return value
+        result = result.reshape(array.shape)
+    return result
 
 
-def _check_inplace(target: NDArray, sources: list) -> None:
+def _check_inplace(target: NDArray, sources: list[Any]) -> None:
     if _MODE.recording and (target._ag is not None or any(s._ag is not None for s in sources)):
         raise InplaceGradError(  # MXNet's first sentence, word for word: code matches it
             f"Inplace operations (+=, -=, x[:]=, etc) are not supported when recording with "
@@ -759,7 +763,7 @@ def _assign_all(targets: list[NDArray], sources: list[NDArray]) -> None:
                           "_assign", targets[0]._ctx)
 
 
-def _expand(op: OpDef, inputs: list, attrs: dict, name: str | None = None,
+def _expand(op: OpDef, inputs: list[Any], attrs: Attrs, name: str | None = None,
             hint: str = "") -> Any:
     """A layer operator run imperatively (``nd.Activation``): its lowering, op by op, each
     pushed and recorded like any other, so the tape holds the primitives."""
@@ -782,7 +786,7 @@ def _expand(op: OpDef, inputs: list, attrs: dict, name: str | None = None,
     return result
 
 
-def _move_statistics(op: OpDef, inputs: list, parsed: dict) -> Any:
+def _move_statistics(op: OpDef, inputs: list[Any], parsed: Attrs) -> Any:
     """BatchNorm while training: the output, and the moving statistics (inputs 3, 4)
     moved in place towards the batch's, outside the tape (see ``OpDef.moves_statistics``)."""
     out, mean, invstd = registry.run_lowering(op, _this_module, inputs,
@@ -800,10 +804,10 @@ def _inplace_method(dunder: str) -> Any:
 
     def method(self: NDArray, other: Any) -> NDArray:
         if isinstance(other, NDArray):
-            return _apply(registry.get(tensor_name), [self, other], {}, out=self)
+            return _apply(registry.get(tensor_name), [self, other], {}, out=self)  # type: ignore[no-any-return]  # (one output)
         if isinstance(other, _SCALARS):
-            return _apply(registry.get(scalar_name), [self], {"scalar": float(other)}, out=self)
-        return NotImplemented
+            return _apply(registry.get(scalar_name), [self], {"scalar": float(other)}, out=self)  # type: ignore[no-any-return]  # (one output)
+        return NotImplemented  # type: ignore[no-any-return]  # (Python then tries x = x op y)
 
     method.__name__ = dunder.replace("__", "__i", 1)
     return method
@@ -876,7 +880,7 @@ def array(source_array: Any, ctx: Context | None = None, dtype: Any = None) -> N
 
 def empty(shape: Any, ctx: Context | None = None, dtype: Any = "float32") -> NDArray:
     """MXNet's uninitialised array; hybridlab fills it with zeros (numpy has no cost to save)."""
-    return zeros(shape, ctx=ctx, dtype=dtype)  # type: ignore[name-defined]  # noqa: F821 (populate)
+    return zeros(shape, ctx=ctx, dtype=dtype)  # type: ignore[name-defined,no-any-return]  # noqa: F821 (populate)
 
 
 # Names of nd that higher layers define (``nd.CachedOp`` is graph's), each imported at its
@@ -923,7 +927,7 @@ def _moved_axes(ndim: int, axes: Any, what: str) -> list[int]:
     return [a % ndim for a in listed]
 
 
-def concatenate(arrays: list, axis: int = 0, always_copy: bool = True) -> NDArray:
+def concatenate(arrays: list[Any], axis: int = 0, always_copy: bool = True) -> NDArray:
     """``concat(*arrays, dim=axis)`` (MXNet's older spelling, taking a list)."""
     return _this_module.concat(*arrays, dim=axis)  # type: ignore[no-any-return]
 
@@ -958,13 +962,15 @@ def reset_arrays(*arrays: NDArray, num_arrays: int | None = None) -> None:
         array[:] = 0
 
 
-def save(fname: str, data: NDArray | list | tuple | dict) -> None:
+Saveable = NDArray | list[Any] | tuple[Any, ...] | dict[str, Any]  # what nd.save takes
+
+
+def save(fname: str, data: Saveable) -> None:
     """Save a list or dict of NDArrays in MXNet's binary format (``ndarray_io``), atomically."""
     ndarray_io.write_arrays(fname, _numpy_arrays(data))
 
 
-def save_temporary(fname: str, data: NDArray | list | tuple | dict, caller: str = "nd.save"
-                   ) -> str:
+def save_temporary(fname: str, data: Saveable, caller: str = "nd.save") -> str:
     """``save``'s first half, for a save of several files (export): the whole file in a
     synced temporary beside ``fname``; ``ndarray_io.commit_temporary`` renames it. Errors
     start with ``caller``, what the user called."""
@@ -974,9 +980,11 @@ def save_temporary(fname: str, data: NDArray | list | tuple | dict, caller: str 
     return temporary
 
 
-def _numpy_arrays(data: NDArray | list | tuple | dict, caller: str = "nd.save") -> list | dict:
+def _numpy_arrays(data: Saveable, caller: str = "nd.save"
+                  ) -> list[np.ndarray] | dict[str, np.ndarray]:
     if isinstance(data, NDArray):
         data = [data]
+    items: list[tuple[Any, Any]]
     if isinstance(data, dict):
         items = list(data.items())
     elif isinstance(data, (list, tuple)):
@@ -1004,7 +1012,7 @@ def load_frombuffer(buf: bytes | bytearray | memoryview) -> list[NDArray] | dict
     return _wrap_loaded(ndarray_io.read_arrays_from_bytes(bytes(buf)))
 
 
-def _wrap_loaded(arrays: list | dict) -> list[NDArray] | dict[str, NDArray]:
+def _wrap_loaded(arrays: list[Any] | dict[str, Any]) -> list[NDArray] | dict[str, NDArray]:
     if isinstance(arrays, dict):
         return {key: from_numpy(values) for key, values in arrays.items()}
     return [from_numpy(values) for values in arrays]

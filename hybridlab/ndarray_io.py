@@ -64,7 +64,8 @@ def aligned_empty(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
         return np.empty(shape, dtype)
     raw = np.empty(nbytes + _ALIGN, np.uint8)
     start = -raw.ctypes.data % _ALIGN
-    return raw[start:start + nbytes].view(dtype).reshape(shape)
+    aligned_array: np.ndarray = raw[start:start + nbytes].view(dtype).reshape(shape)
+    return aligned_array
 
 
 def aligned(values: np.ndarray) -> np.ndarray:
@@ -94,7 +95,7 @@ class _Reader:
             raise self.fail(f"{what} needs {nbytes} bytes but the file has only {self.left} "
                             f"left (truncated or corrupted)")
 
-    def unpack(self, fmt: str, what: str) -> tuple:
+    def unpack(self, fmt: str, what: str) -> tuple[Any, ...]:
         size = struct.calcsize(fmt)
         self.need(size, what)
         self.left -= size
@@ -323,7 +324,7 @@ def write_temporary(fname: str, write: Callable[[BinaryIO], None] | bytes | str)
     -- are both made first, then both renamed)."""
     if not callable(write):
         content = write.encode("utf-8") if isinstance(write, str) else write
-        write = lambda file: file.write(content)  # type: ignore[assignment,misc]  # noqa: E731
+        write = lambda file: file.write(content)  # type: ignore[assignment]  # noqa: E731
     target = os.path.realpath(fname)  # through symlinks, as open(fname, "w") writes
     mode = _mode_for(fname, target)
     remove_stale_temporaries(target)

@@ -7,7 +7,7 @@ reads (learning rate, momentum, weight decay) and the state it keeps per weight 
 momentum, Adam two moments). Keeping it apart from the :class:`~hybridlab.gluon.Trainer`
 lets two places apply the same rule: the Trainer, on each device's weights, and a
 key-value store (``kv.set_optimizer``), once per key on the store's copy -- the
-parameter server's "update on the server" (hybridlab/kvstore.py). The rules work on
+parameter server's "update on the server" (hybridlab/kvstore/). The rules work on
 numpy arrays and run inside engine ops (or on a Dask worker), never on NDArrays.
 
 SGD:   ``state = momentum*state - lr*(g + wd*w);  w += state``   (plain: ``w -= lr*(g+wd*w)``)

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hybridlab import dask as hdask
+from hybridlab import kvstore
 from hybridlab.errors import MXNetError
 from hybridlab.exercises import lesson10
 
@@ -24,7 +24,7 @@ def test_dist_sync_on_two_workers_trains_the_weights_of_one_process(dask_client,
     """Each rank trains on its slice of every batch and steps with the global batch size;
     the store sums the ranks' gradients and applies SGD once: one process's update."""
     one = lesson10.train_mlp(hidden, seed, steps=3, batch=batch, devices=1)
-    ranks = hdask.run_workers(lesson10.train_mlp, hidden, seed, 3, batch, 5, devices,
+    ranks = kvstore.run_workers(lesson10.train_mlp, hidden, seed, 3, batch, 5, devices,
                               "dist_sync", client=dask_client)
     assert [r["rank"] for r in ranks] == [0, 1] and ranks[0]["num_workers"] == 2
     for result in ranks:
@@ -35,7 +35,7 @@ def test_dist_async_applies_every_push_and_keeps_the_ranks_close(dask_client):
     """dist_async applies each push once, as it arrives, and no rank waits for the other:
     with momentum, two half-gradients applied one after the other are not the synchronous
     step's one sum, so the weights differ from one process's (and depend on timing)."""
-    ranks = hdask.run_workers(lesson10.train_mlp, (4,), 0, 3, 8, 5, 1, "dist_async",
+    ranks = kvstore.run_workers(lesson10.train_mlp, (4,), 0, 3, 8, 5, 1, "dist_async",
                               client=dask_client)
     one = lesson10.train_mlp((4,), 0, steps=3, batch=8)
     assert [r["rank"] for r in ranks] == [0, 1]
@@ -59,14 +59,14 @@ def _pushes_then_fails(fail_rank):
 
 def test_a_lost_worker_is_an_error_on_every_rank_not_a_hang(dask_client):
     with pytest.raises(RuntimeError, match="this worker stops here"):
-        hdask.run_workers(_pushes_then_fails, 1, client=dask_client, timeout=30)
+        kvstore.run_workers(_pushes_then_fails, 1, client=dask_client, timeout=30)
 
 
 def test_the_store_waits_a_bounded_time(dask_client):
     """A rank that never pushes (alive, but stopped calling the store): the other raises
     after the store's timeout, naming what it waited for."""
     with pytest.raises(MXNetError, match="waited 2 s for the other workers' push of key 0"):
-        hdask.run_workers(_one_rank_skips_the_push, client=dask_client, timeout=2)
+        kvstore.run_workers(_one_rank_skips_the_push, client=dask_client, timeout=2)
 
 
 def _one_rank_skips_the_push():
@@ -101,7 +101,7 @@ def test_a_worker_process_that_dies_mid_step_is_an_error_not_a_hang(dask_client)
     timeout, and run_workers raises that, naming the wait (then gives up on rank 1)."""
     try:
         with pytest.raises(MXNetError, match="a worker was lost"):
-            hdask.run_workers(_one_rank_dies, client=dask_client, timeout=3)
+            kvstore.run_workers(_one_rank_dies, client=dask_client, timeout=3)
     finally:
         dask_client.wait_for_workers(2, timeout=60)  # the nanny's new worker, for the others
 
@@ -143,7 +143,7 @@ def test_set_learning_rate_and_a_new_batch_size_reach_the_dist_store(dask_client
     go on with the first ones while one process follows them."""
     rates = [0.1, 0.3, 0.0, 0.05]
     alone = _train_with_rates(rates, None)
-    ranks = hdask.run_workers(_train_with_rates, rates, "dist_sync", client=dask_client)
+    ranks = kvstore.run_workers(_train_with_rates, rates, "dist_sync", client=dask_client)
     for weights in ranks:
         for got, want in zip(weights, alone):
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
@@ -174,7 +174,7 @@ def test_2bit_compression_from_each_worker_to_the_store(dask_client):
     rng = np.random.default_rng(3)
     grads = [[rng.normal(scale=0.3, size=4).astype(np.float32) for _ in range(3)]
              for _ in range(2)]
-    pulled = hdask.run_workers(_compressed_pushes, grads, 0.25, client=dask_client)
+    pulled = kvstore.run_workers(_compressed_pushes, grads, 0.25, client=dask_client)
     residuals = [np.zeros(4, np.float32) for _ in range(2)]
     for step in range(3):
         expected = np.zeros(4, np.float32)
@@ -191,7 +191,7 @@ def test_2bit_compression_from_each_worker_to_the_store(dask_client):
 def test_an_lr_scheduler_reaches_the_dist_store(dask_client):
     """The scheduler's rate of each step is the store's optimizer's too."""
     alone = _train_with_rates([None] * 4, None, schedule=True)
-    ranks = hdask.run_workers(_train_with_rates, [None] * 4, "dist_sync", True,
+    ranks = kvstore.run_workers(_train_with_rates, [None] * 4, "dist_sync", True,
                               client=dask_client)
     for weights in ranks:
         for got, want in zip(weights, alone):

@@ -8,14 +8,14 @@ import pytest
 from hybridlab import nd, sym
 from hybridlab.graph.evaluate import evaluate
 from hybridlab.graph.ir import Graph, Node, Value, rebuild, with_inputs
-from hybridlab.graph.passes import run_pipeline
+from hybridlab.graph.passes import Note, PassContext, PassResult, run_pipeline
 from hybridlab.lab.graphs import as_graph
 from hybridlab.lab.passes import PassModel
 from hybridlab.viz.bundle import PNG, TEXT, WIDGET_VIEW
 from hybridlab.viz.pass_explorer import pass_explorer
 
 
-def drop_times_one(graph: Graph) -> tuple[Graph, list[str]]:
+def drop_times_one(graph: Graph, context: PassContext) -> tuple[Graph, list[str]]:
     """An algebraic simplification a student writes: ``x * 1 -> x``."""
     changes: list[str] = []
 
@@ -46,7 +46,7 @@ def test_the_stages_are_the_pipelines_intermediate_graphs():
         assert str(stage.graph) == str(record.after) and stage.changes == record.changes
     assert [s.name for s in model.stages[1:3]] == ["fold_batchnorm", "lower_operators"]
     assert model.stages[1].changes == model.stages[2].changes == []
-    assert model.fold_note(1) == ""  # nothing folded: no arithmetic to show
+    assert model.note(1) == ""  # nothing folded: no arithmetic to show
     cse = model.stages[model.stage_index("eliminate_common_subexpressions")]
     assert len(cse.changes) == 1 and len(cse.new) == 1  # relu twice: the add is rewritten
     assert [n.op for n in cse.graph.nodes if id(n) in cse.new] == ["elemwise_add"]
@@ -73,11 +73,38 @@ def test_bad_user_passes_are_named():
     with pytest.raises(TypeError, match="must be a named function"):
         PassModel(program(), passes=["not a pass"])
 
-    def broken(graph):
+    def broken(graph, context):
         return graph
 
     with pytest.raises(TypeError, match="pass broken must return \\(Graph, list of changes\\)"):
         PassModel(program(), passes=[broken])
+
+    def one_argument(graph):
+        return graph, []
+
+    with pytest.raises(TypeError, match="pass one_argument must take \\(graph, context\\)"):
+        PassModel(program(), passes=[one_argument])
+
+    def wrong_inside(graph, context):
+        return len(graph, context)  # a TypeError of the pass's own: not the calling convention
+
+    with pytest.raises(TypeError, match="len\\(\\) takes exactly one argument"):
+        PassModel(program(), passes=[wrong_inside])
+
+
+def test_a_passs_notes_reach_the_explorer_through_its_result():
+    """The explorer shows any pass's notes, with their numbers when values are given."""
+    def annotate(graph, context):
+        def numbers(values, channel):
+            return None if "x" not in values else f"x[{channel}] = {values['x'][channel]:g}"
+
+        return PassResult(graph, [], (Note("a note", numbers),))
+
+    model = PassModel(program(), passes=[annotate], shape={"x": (2, 3)}, channel=1,
+                      values={"x": np.float32([5, 7])})
+    assert model.note(model.stage_index("annotate")) == "a note\nx[1] = 7"
+    empty = PassModel(program(), passes=[annotate], shape={"x": (2, 3)}, values={})
+    assert "give the parameters' values" in empty.note(empty.stage_index("annotate"))
 
 
 @pytest.mark.viz
@@ -115,9 +142,9 @@ def test_the_folding_stage_shows_its_arithmetic_on_the_blocks_numbers():
     params[name].set_data(nd.array([1.0, 2.0, 4.0, 8.0]))
     model = PassModel(net, channel=2)
     index = model.stage_index("fold_batchnorm")
-    note = model.fold_note(index)
+    note = model.note(index)
     var = params[name.replace("gamma", "running_var")].data().asnumpy()
     s = scale(np.float32([1.0, 2.0, 4.0, 8.0]), var, 1e-5, False)
     assert "output channel 2" in note and f"= {s[2]:.6g}" in note and "sqrt(" in note
     assert note in model.summary(index)
-    assert "give the parameters' values" in PassModel(net, values={}).fold_note(index)
+    assert "give the parameters' values" in PassModel(net, values={}).note(index)

@@ -576,11 +576,11 @@ def test_vars_declared_learnable_are_drawn_as_parameters():
 
 def test_unused_nodes_are_dotted_and_disconnected_pieces_packed():
     from hybridlab import sym
-    from hybridlab.graph.passes import fold_constants
+    from hybridlab.graph.passes import PREDICTION, fold_constants
 
     program = sum((sym.full(shape=(1,), val=v) for v in (2.0, 3.0, 4.0)), sym.full(shape=(1,),
                                                                                      val=1.0))
-    folded, _ = fold_constants(program.to_graph())
+    folded, _, _ = fold_constants(program.to_graph(), PREDICTION)
     source = vg.to_dot(folded).source
     assert source.count("unused") == 6 and source.count("dotted") == 6
     assert "pack=true" in source and "packmode=array_3" in source

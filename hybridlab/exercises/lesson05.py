@@ -30,8 +30,8 @@ def check_cse_count(answer: int) -> Feedback:
                            "same inputs; each repeat is computed once")
 
 
-def check_times_one_pass(user_pass: Callable[[Any], Any]) -> Feedback:
-    """``user_pass(graph) -> (graph, changes)`` must remove every ``x * 1`` and keep the
+def check_times_one_pass(user_pass: Callable[[Any, Any], Any]) -> Feedback:
+    """``user_pass(graph, context) -> (graph, changes)`` must remove every ``x * 1`` and keep the
     program's results."""
     import numpy as np
 

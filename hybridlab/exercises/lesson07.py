@@ -155,6 +155,7 @@ def tape_bytes(depth: int, width: int, batch: int) -> int:
     """Bytes of the distinct arrays the tape keeps (weights left out) after recording
     ``depth`` layers ``h = tanh(h . W)`` of ``width`` units on a float32 ``batch``."""
     from hybridlab import autograd, nd
+    from hybridlab.walk import postorder
 
     weights = [nd.random.normal(scale=width ** -0.5, shape=(width, width)) for _ in range(depth)]
     for w in weights:
@@ -164,7 +165,7 @@ def tape_bytes(depth: int, width: int, batch: int) -> int:
     with autograd.record():
         for w in weights:
             h = nd.tanh(nd.dot(h, w))
-    calls = autograd.postorder([h._ag[0]], lambda call: [  # type: ignore[union-attr]
+    calls = postorder([h._ag[0]], lambda call: [  # type: ignore[union-attr]
         a._ag[0] for a in call.inputs if isinstance(a._ag, tuple)])
     parameters = {id(w) for w in weights}
     kept = {id(a): a for call in calls for a in (*call.inputs, *call.outputs)

@@ -35,7 +35,7 @@ def train_mlp(hidden: tuple[int, ...] = (64,), seed: int = 0, steps: int = 3, ba
     before ``trainer.step``; the rest of a step is summing the gradients and the update).
 
     With ``kvstore='dist_sync'``/``'dist_async'`` it must run on the workers of
-    ``hybridlab.dask.run_workers``: each rank takes its slice of every global batch and
+    ``hybridlab.kvstore.run_workers``: each rank takes its slice of every global batch and
     calls ``trainer.step`` with the *global* batch size (the store sums every rank's
     gradient). ``devices`` splits each rank's slice again over ``cpu(0..devices-1)``.
     """

@@ -13,7 +13,7 @@ stack and watches the user's own ``hybrid_forward``/``forward`` lines with
 also carries the running-statistics updates BatchNorm asks for (the compiled program
 returns them as extra outputs). Shapes need no help: the traced inputs are
 ``sym.var('data', shape=...)``, so every traced node knows its shape, and layers size
-their deferred parameters from it.
+their deferred parameters from it (:func:`shape_of`, the same for an NDArray).
 
 :func:`~hybridlab.userline.user_line` finds "where" for teaching errors: the innermost frame of
 user code (outside the package, or in exercises/), i.e. the line inside ``hybrid_forward``;
@@ -184,3 +184,16 @@ def where() -> str:
     frame = current()
     block = f"in block {frame.block.name!r} " if frame is not None else ""
     return f"{block}at {user_line()}"
+
+
+def shape_of(x: Any) -> tuple[int, ...]:
+    """The shape of an NDArray, or of a traced Symbol (known from the traced input shapes)."""
+    return tuple(x.shape) if not hasattr(x, "list_outputs") else tuple(x._static_shape())
+
+
+def known_shape_of(x: Any) -> tuple[int, ...] | None:
+    """The shape of an NDArray or a shaped Symbol; None for ``sym.var('data')``."""
+    if not hasattr(x, "list_outputs"):
+        return tuple(x.shape)
+    aval = x._outputs[0].aval
+    return None if aval is None else tuple(aval.shape)

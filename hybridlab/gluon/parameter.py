@@ -24,7 +24,7 @@ NOTE: [One copy per device] ``initialize(ctx=[mx.cpu(0), mx.cpu(1)])`` gives the
 Parameter one NDArray on each device (``list_data()``, ``list_ctx()``, ``data(ctx)``),
 filled with the same values: data parallelism runs the same network on each device's
 slice of the batch, and the Trainer keeps the copies equal (it sums the gradients across
-devices and applies one update; gluon/trainer.py, hybridlab/kvstore.py). ``data()``
+devices and applies one update; gluon/trainer.py, hybridlab/kvstore/). ``data()``
 without a device means the only copy, or the current context's (MXNet's rule); asking
 for a device it was not initialised on raises MXNet's "was not initialized on context".
 The first copy is the Parameter's NDArray of NOTE [One NDArray per Parameter].

@@ -20,7 +20,7 @@ The update rules themselves (SGD, Adam) live in hybridlab/optimizer.py.
 
 Several devices (NOTE [One copy per device] in parameter.py): each device's copy of a
 Parameter got the gradient of its own slice of the batch. ``step`` first makes them
-agree through a key-value store (hybridlab/kvstore.py), as MXNet's Trainer does:
+agree through a key-value store (hybridlab/kvstore/), as MXNet's Trainer does:
 
 * ``kvstore='device'`` (the default) or ``'local'``, with ``update_on_kvstore`` (the
   default for a store): push every device's gradient (summed in the store), the store

@@ -43,7 +43,7 @@ def gradient_graph(graph: Graph) -> Graph:
     from hybridlab.graph.passes.context import PassContext
     from hybridlab.graph.passes.lower_operators import lower_operators
 
-    graph, _ = lower_operators(graph, PassContext(training=True))
+    graph = lower_operators(graph, PassContext(training=True)).graph
 
     sym, wrap, unwrap, _ = frontend.current()  # F = sym, installed by symbol (above graph)
     cotangents = [ir.var(f"{v.node.name}_ograd{i}", v.aval) for i, v in enumerate(graph.outputs)]

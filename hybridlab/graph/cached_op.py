@@ -35,6 +35,7 @@ from hybridlab.graph import autodiff, ir, shapes
 from hybridlab.graph.autotune import AS_STORED, PRETRANSPOSED, LayoutChoice, Tuner
 from hybridlab.graph.codegen import Program, compile_graph
 from hybridlab.graph.passes import PassContext, derived_input, lower_operators, run_pipeline
+from hybridlab.graph.passes.context import PREDICTION
 from hybridlab.graph.passes.eliminate_dead_code import eliminate_dead_code
 from hybridlab.graph.passes.pretranspose_weights import pretranspose_weights
 from hybridlab.ndarray_io import aligned
@@ -407,7 +408,7 @@ class CachedOp:
         context = PassContext(training=training)
         wanted = tuple(i for i, need in enumerate(needs) if need)
         if wanted:
-            graph, _ = lower_operators(graph, context)
+            graph = lower_operators(graph, context).graph
         written = len(traced.writes)
         num_outputs = len(graph.outputs) - written
         saved: tuple[int, ...] = ()
@@ -493,7 +494,7 @@ def _keep_gradients(joint: ir.Graph, num_outputs: int, needs: tuple[bool, ...]) 
         return joint
     grads = joint.outputs[num_outputs:]
     kept = joint.outputs[:num_outputs] + tuple(g for g, need in zip(grads, needs) if need)
-    return eliminate_dead_code(ir.Graph(joint.nodes, joint.inputs, kept))[0]
+    return eliminate_dead_code(ir.Graph(joint.nodes, joint.inputs, kept), PREDICTION).graph
 
 
 def _computed(x: Any) -> Any:

@@ -23,7 +23,7 @@ def evaluate(graph: Graph, *arrays: np.ndarray, training: bool = False,
     if len(arrays) != len(graph.inputs):
         raise TypeError(f"the graph takes {len(graph.inputs)} inputs "
                         f"{[n.name for n in graph.inputs]}, got {len(arrays)}")
-    graph, _ = lower_operators(graph, PassContext(training=training))
+    graph = lower_operators(graph, PassContext(training=training)).graph
     context = RunContext(training, rng if rng is not None else np.random.default_rng(0))
     env: dict[int, tuple[np.ndarray, ...]] = {}
     for _ in interpret(graph, arrays, context, env):

@@ -338,7 +338,7 @@ class _Solver:
             if guess is not None and (held is None or held.shape is None or 0 in held.shape):
                 with contextlib.suppress(ShapeError):
                     self.learn_input(value, merge(None if held is None else held.shape, guess,
-                                                  lambda: name))
+                                                  lambda: "a parameter"))
 
     def backward(self, node: ir.Node) -> None:
         self.unify_elementwise(node)

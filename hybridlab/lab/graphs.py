@@ -26,7 +26,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from hybridlab.graph.ir import Graph
+from hybridlab.graph.ir import Graph, format_type
+from hybridlab.graph.passes import derived_input
 
 LEARNABLE_ATTRS = ("__init__", "__lr_mult__", "__wd_mult__")  # only trainable vars have them
 
@@ -143,7 +144,6 @@ CONCAT_OPS = frozenset({"Concat", "concat"})
 WEIGHT_SUFFIX = re.compile(  # "conv1_w_0" -> "conv1": whose weight, not which of its weights
     r"([_/.:-](w|b|s|weight|bias|gamma|beta|scale|mean|var|rm|riv|moving_mean|moving_var|"
     r"running_mean|running_var|\d+))+$")
-DERIVED_FROM = ("layout_of", "folded_from")  # attributes of a var a pass made from weights
 AUTO_NAME = re.compile(r"^[A-Za-z_]*\d+$")  # "relu0", "r38": a counter, not a scope
 
 
@@ -163,6 +163,32 @@ class Block:
         for node in self.nodes:
             counts[str(node.op)] = counts.get(str(node.op), 0) + 1
         return counts
+
+
+def block_lines(block: Block) -> list[str]:
+    """A closed block's label: its name, kind and size, its first operators, its type."""
+    counts = [f"{op} x{n}" if n > 1 else op for op, n in block.op_counts().items()]
+    kind = block.kind if block.count == 1 else f"{block.count} x {block.kind}"
+    lines = [block.name, f"{kind}: {len(block.nodes)} ops",
+             ", ".join(counts[:3]) + (", ..." if len(counts) > 3 else ""),
+             format_type(block.nodes[-1].aval) if block.nodes[-1].aval else ""]
+    return [line for line in lines if line]
+
+
+def block_edges(graph: Graph, found: Sequence[Block], drawn: dict[int, str]
+                ) -> list[tuple[str, str]]:
+    """The edges of a block drawing, once each: ``drawn`` maps ``id(node)`` to what draws
+    it (its block's box, or the node itself); an edge joins two of them, and the last
+    drawn of each output to ``out<i>``."""
+    edges: dict[tuple[str, str], None] = {}
+    for node in (node for block in found for node in block.nodes):
+        for tail in (drawn.get(id(value.node)) for value in node.inputs):
+            if tail is not None and tail != drawn[id(node)]:
+                edges[(tail, drawn[id(node)])] = None
+    for index, value in enumerate(graph.outputs):
+        if id(value.node) in drawn:
+            edges[(drawn[id(value.node)], f"out{index}")] = None
+    return list(edges)
 
 
 def cut_points(graph: Graph) -> list[int]:
@@ -275,12 +301,9 @@ def _kind(run: Sequence[Any]) -> str:
 
 def source_names(var: Any) -> list[str]:
     """The names a var stands for: the inputs a pass derived it from (a transposed or a
-    BatchNorm-folded weight names them in an attribute, :data:`DERIVED_FROM`), else its own."""
-    for key, value in var.attrs:
-        if key in DERIVED_FROM:
-            return [n for n in (value if isinstance(value, tuple) else (value,))
-                    if isinstance(n, str) and n]
-    return [var.name]
+    BatchNorm-folded weight: ``graph.passes.derived_input``), else its own."""
+    derived = derived_input(var)
+    return [var.name] if derived is None else [name for name in derived.sources if name]
 
 
 def parameter_names_of(nodes: Sequence[Any]) -> list[str]:

@@ -22,11 +22,8 @@ import difflib
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-import numpy as np
-
 from hybridlab.graph.autotune import PRETRANSPOSED, LayoutChoice
-from hybridlab.graph.passes.fold_batchnorm import FOLDED_FROM, FORMULA, folded_value, scale
-from hybridlab.graph.passes.pretranspose_weights import pretranspose_weights
+from hybridlab.graph.passes import Note, pretranspose_weights
 from hybridlab.lab.graphs import as_graph, cached_op_of
 
 
@@ -39,6 +36,7 @@ class Stage:
     changes: list[str]
     new: set[int]  # ids of the nodes this pass created or rewrote
     removed: int  # how many computations of the stage before are gone
+    notes: tuple[Note, ...] = ()  # what the pass explains beyond its changes
 
 
 def signatures(graph: Any) -> dict[int, Any]:
@@ -57,8 +55,8 @@ def signatures(graph: Any) -> dict[int, Any]:
 
 class PassModel:
     """The pipeline's stages for a Symbol, a graph IR or a hybridized block. ``values``
-    (name -> array; a block's own parameters by default) lets the BatchNorm-folding stage
-    show its arithmetic on real numbers for output ``channel`` (:meth:`fold_note`)."""
+    (name -> array; a block's own parameters by default) lets a pass's notes show their
+    arithmetic on real numbers, for output ``channel`` (:meth:`note`: BatchNorm folding's)."""
 
     def __init__(self, obj: Any, passes: Sequence[Any] = (), shape: dict[str, Any] | None = None,
                  values: dict[str, Any] | None = None, channel: int = 0) -> None:
@@ -84,7 +82,8 @@ class PassModel:
             old = set(before.values())
             new = {i for i, key in after.items() if key not in old}
             removed = len(old - set(after.values()))  # keys are unique: names are
-            self.stages.append(Stage(record.name, record.after, record.changes, new, removed))
+            self.stages.append(Stage(record.name, record.after, record.changes, new, removed,
+                                     record.notes))
         self.source = compile_graph(final).source
         self._printed: dict[int, str] = {}
 
@@ -120,31 +119,17 @@ class PassModel:
             raise ValueError(f"no stage {name!r}: the stages are {names}")
         return names.index(name)
 
-    def fold_note(self, index: int) -> str:
-        """At the BatchNorm-folding stage: the formula, and the first fold's numbers for
-        output channel ``self.channel`` before and after (any other stage: "")."""
-        stage = self.stages[index]
-        folded = [dict(n.attrs) for n in stage.graph.inputs if FOLDED_FROM in dict(n.attrs)]
-        if stage.name != "fold_batchnorm" or not folded:
-            return ""
-        lines = [f"inference: BatchNorm's moving statistics are constants, so it folds into "
-                 f"the convolution ({len(folded) // 2} pair(s) here)", f"  {FORMULA}"]
-        first = folded[0]  # weight, bias ("": none), gamma, beta, mean, var
-        values: list[Any] = [np.asarray(self.values[n]) if n else None for n in first[FOLDED_FROM]
-                  if not n or n in self.values]
-        if len(values) < 6:
-            return "\n".join([*lines, "  (give the parameters' values to see the numbers: "
-                                     "a hybridized block that ran, or values={name: array})"])
-        w, b, gamma, beta, mean, var = values
-        eps, fix_gamma, c = first["eps"], first["fix_gamma"], self.channel % len(w)
-        s = scale(gamma, var, eps, fix_gamma)
-        new_w, new_b = (folded_value(part, eps, fix_gamma, *values) for part in ("weight", "bias"))
-        lines += [f"{first[FOLDED_FROM][0]} with its BatchNorm, output channel {c}:",
-                  f"  s = {'1 (fix_gamma)' if fix_gamma else f'{gamma[c]:.6g}'} / "
-                  f"sqrt({var[c]:.6g} + {eps:g}) = {s[c]:.6g}",
-                  f"  w'[{c}] = w[{c}] * s: {_first(w[c])} -> {_first(new_w[c])}",
-                  f"  b' = ({0.0 if b is None else b[c]:.6g} - {mean[c]:.6g}) * {s[c]:.6g} + "
-                  f"{beta[c]:.6g} = {new_b[c]:.6g}"]
+    def note(self, index: int) -> str:
+        """Stage ``index``'s notes (its pass's own), each with its numbers for output
+        channel ``self.channel`` when the values are at hand ("" for a stage without)."""
+        lines = []
+        for note in self.stages[index].notes:
+            numbers = None if note.on_values is None else note.on_values(self.values,
+                                                                          self.channel)
+            lines.append(note.text)
+            if note.on_values is not None:
+                lines.append(numbers or "  (give the parameters' values to see the numbers: "
+                                        "a hybridized block that ran, or values={name: array})")
         return "\n".join(lines)
 
     def summary(self, index: int) -> str:
@@ -152,16 +137,12 @@ class PassModel:
         lines = [self.headline(index), *(f"  {change}" for change in stage.changes[:6])]
         if len(stage.changes) > 6:
             lines.append(f"  ... and {len(stage.changes) - 6} more")
-        note = self.fold_note(index)
+        note = self.note(index)
         if note:
             lines.append(note)
         if self.layout is not None:
             lines.append(f"layout chosen on the first call: {self.layout}")
         return "\n".join(lines)
-
-
-def _first(weights: Any, count: int = 3) -> str:
-    return "[" + ", ".join(f"{v:.4g}" for v in np.ravel(weights)[:count]) + ", ...]"
 
 
 class BlockValues:

@@ -56,6 +56,21 @@ def simulate(names: Sequence[str], deps: Sequence[Sequence[int]],
     worker never idles while an op of its kind is ready. (Brent's bounds are for identical
     workers; a typed schedule still never runs two ops on one worker at once.)
     """
+    pools, kinds = _pools_and_kinds(names, deps, durations, workers, devices)
+    order, dependents = topological_order(names, deps)
+    bottom = [0.0] * len(names)  # the longest path from each op to the end, its own included
+    for i in reversed(order):
+        bottom[i] = durations[i] + max((bottom[j] for j in dependents[i]), default=0.0)
+    start, worker_of = _list_schedule(deps, durations, kinds, pools, dependents, bottom)
+    return [TaskRecord(names[i], worker_of[i], start[i], start[i] + durations[i], (), ())
+            for i in range(len(names))]
+
+
+def _pools_and_kinds(names: Sequence[str], deps: Sequence[Sequence[int]],
+                     durations: Sequence[float], workers: int | Mapping[str, int],
+                     devices: Sequence[str] | None) -> tuple[dict[str, int], list[str]]:
+    """The worker pools (kind -> count; one kind "" for identical workers) and the kind
+    each op needs, checked against each other and against the ops."""
     n = len(names)
     pools = dict(workers) if isinstance(workers, Mapping) else {"": workers}
     if isinstance(workers, Mapping) and devices is None:
@@ -72,21 +87,20 @@ def simulate(names: Sequence[str], deps: Sequence[Sequence[int]],
                          f"that have no workers (workers={workers})")
     if any(d < 0 for d in durations):
         raise ValueError("simulate: durations must be >= 0")
-    order, dependents = topological_order(names, deps)
-    bottom = [0.0] * n  # the longest path from each op to the end, its own duration included
-    for i in reversed(order):
-        bottom[i] = durations[i] + max((bottom[j] for j in dependents[i]), default=0.0)
+    return pools, kinds
+
+
+def _list_schedule(deps: Sequence[Sequence[int]], durations: Sequence[float],
+                   kinds: list[str], pools: dict[str, int], dependents: list[list[int]],
+                   bottom: list[float]) -> tuple[list[float], list[int]]:
+    """Each op's start and worker: the event loop of :func:`simulate`."""
+    n = len(kinds)
     waiting = [len(set(d)) for d in deps]
     ready: dict[str, list[tuple[float, int]]] = {kind: [] for kind in pools}
-    idle: dict[str, list[int]] = {}  # per kind, a heap of free worker numbers
-    for kind, count in pools.items():
-        first = sum(len(free) for free in idle.values())
-        idle[kind] = list(range(first, first + count))
-    for i in range(n):
-        if waiting[i] == 0:
-            ready[kinds[i]].append((-bottom[i], i))
-    for heap in ready.values():
-        heapq.heapify(heap)
+    for i in (i for i in range(n) if waiting[i] == 0):
+        heapq.heappush(ready[kinds[i]], (-bottom[i], i))
+    numbers = iter(range(sum(pools.values())))  # per kind, a heap of free worker numbers
+    idle = {kind: [next(numbers) for _ in range(count)] for kind, count in pools.items()}
     running: list[tuple[float, int, int]] = []  # (end, op, worker)
     start, worker_of = [0.0] * n, [0] * n
     now = 0.0
@@ -105,8 +119,7 @@ def simulate(names: Sequence[str], deps: Sequence[Sequence[int]],
                 waiting[dependent] -= 1
                 if waiting[dependent] == 0:
                     heapq.heappush(ready[kinds[dependent]], (-bottom[dependent], dependent))
-    return [TaskRecord(names[i], worker_of[i], start[i], start[i] + durations[i], (), ())
-            for i in range(n)]
+    return start, worker_of
 
 
 def topological_order(names: Sequence[str], deps: Sequence[Sequence[int]]

@@ -29,8 +29,7 @@ import numpy as np
 from hybridlab import ndarray, symbol
 from hybridlab.errors import OnnxExportError
 from hybridlab.graph import ir, shapes
-from hybridlab.graph.passes.context import PassContext
-from hybridlab.graph.passes.lower_operators import lower_operators
+from hybridlab.graph.passes import PassContext, lower_operators
 from hybridlab.ops.conv import spatial
 from hybridlab.ops.nn import gamma_shape
 from hybridlab.ops.registry import Aval
@@ -307,7 +306,7 @@ def export_model(sym: Any, params: Any, in_shapes: Sequence[Sequence[int]] | Non
     avals.update({n: Aval(v.shape, v.dtype) for n, v in values.items()})
     graph = shapes.infer_graph(graph_sym.to_graph(), avals)
     # the layer operators ONNX has stay whole
-    graph, _ = lower_operators(graph, PassContext(keep=frozenset(ONNX_OPS)))
+    graph = lower_operators(graph, PassContext(keep=frozenset(ONNX_OPS))).graph
     free = list(dynamic_input_shapes) if dynamic and dynamic_input_shapes else data_shapes
     builder = _Builder(helper, numpy_helper)
     names: dict[tuple[int, int], str] = {}

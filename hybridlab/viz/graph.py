@@ -34,11 +34,11 @@ from typing import Any, Sequence
 from hybridlab import display
 from hybridlab.errors import GraphvizNotFoundError
 from hybridlab.graph.passes import derived_input
-from hybridlab.graph.passes.fold_batchnorm import FOLDED_FROM
-from hybridlab.graph.passes.pretranspose_weights import LAYOUT_OF
 from hybridlab.lab.graphs import (
     Block,
     as_graph,
+    block_edges,
+    block_lines,
     blocks,
     drawable,
     parameter_names,
@@ -180,25 +180,19 @@ def to_block_dot(graph: Any, found: Sequence[Block], title: str = "plot", params
     node of ``highlight`` is outlined in red. Weights and constants are left out: of the
     graph's inputs, only those the first operator reads are drawn (an imported BatchNorm's
     scale, read by a ``broadcast_mul``, cannot be told from data by its operator)."""
-    from hybridlab.graph.ir import format_type
-
     heading = {} if title == "plot" else {"label": title, "labelloc": "t", "fontsize": "12"}
     dot = graphviz_class()(name=title, graph_attr={
         "rankdir": "TB", "nodesep": "0.25", "ranksep": "0.22", "fontname": "Helvetica",
         "bgcolor": BACKGROUND, **heading},
         node_attr={"fontname": "Helvetica", "fontsize": "10", "height": "0.3"},
         edge_attr={"arrowsize": "0.6", "color": "#555555"})
-    opened = {b.name for b in found} if expand is True else set(expand or ())
-    unknown = opened - {b.name for b in found}
-    if unknown:
-        raise ValueError(f"expand={sorted(unknown)}: no such block; the blocks are "
-                         f"{[b.name for b in found][:8]}...")
+    opened = _opened(found, expand)
     marked = set(highlight or ())
     weights = set(params) | set(parameter_names(graph))  # a pass's new weights too
     roles = {id(n): "param" if n.name in weights else "input" for n in graph.inputs}
     canvas = _Canvas(roles, set(), unused_nodes(graph), {}, marked)
     position = {id(n): i for i, n in enumerate(graph.nodes)}
-    ids: dict[int, str] = {}
+    ids: dict[int, str] = {}  # id(node) -> the DOT node drawing it (its own, or its block's)
     entry = {id(v.node) for v in (found[0].nodes[0].inputs if found else ())}
     for node in graph.inputs:
         if roles[id(node)] == "input" and id(node) in entry:
@@ -215,30 +209,26 @@ def to_block_dot(graph: Any, found: Sequence[Block], title: str = "plot", params
                 for node in block.nodes:
                     ids[id(node)] = f"n{position[id(node)]}"
                     box.node(ids[id(node)], _label(node, canvas), **_style(node, canvas))
-            continue
-        counts = [f"{op} x{n}" if n > 1 else op for op, n in block.op_counts().items()]
-        kind = block.kind if block.count == 1 else f"{block.count} x {block.kind}"
-        lines = [block.name, f"{kind}: {len(block.nodes)} ops",
-                 ", ".join(counts[:3]) + (", ..." if len(counts) > 3 else ""),
-                 format_type(block.nodes[-1].aval) if block.nodes[-1].aval else ""]
-        dot.node(f"b{index}", r"\n".join(dot_text(line) for line in lines if line),
-                 shape="box", style="rounded,filled", group="spine",
-                 fillcolor=BLOCK_COLOURS.get(block.kind, "#eeeeee"), **outline)
-        ids.update((id(node), f"b{index}") for node in block.nodes)
-    edges: dict[tuple[str, str], None] = {}
-    for block in found:
-        for node in block.nodes:
-            for value in node.inputs:
-                tail = ids.get(id(value.node))
-                if tail is not None and tail != ids[id(node)]:
-                    edges[(tail, ids[id(node)])] = None
-    for index, value in enumerate(graph.outputs):
+        else:
+            dot.node(f"b{index}", r"\n".join(dot_text(line) for line in block_lines(block)),
+                     shape="box", style="rounded,filled", group="spine",
+                     fillcolor=BLOCK_COLOURS.get(block.kind, "#eeeeee"), **outline)
+            ids.update((id(node), f"b{index}") for node in block.nodes)
+    for index in range(len(graph.outputs)):
         dot.node(f"out{index}", f"output {index}", **LEAF_STYLES["output"])
-        if id(value.node) in ids:
-            edges[(ids[id(value.node)], f"out{index}")] = None
-    for tail, head in edges:
+    for tail, head in block_edges(graph, found, ids):
         dot.edge(tail, head)
     return dot
+
+
+def _opened(found: Sequence[Block], expand: Any) -> set[str]:
+    """The names of the blocks ``expand`` opens (``True``: all), each checked."""
+    opened = {b.name for b in found} if expand is True else set(expand or ())
+    unknown = opened - {b.name for b in found}
+    if unknown:
+        raise ValueError(f"expand={sorted(unknown)}: no such block; the blocks are "
+                         f"{[b.name for b in found][:8]}...")
+    return opened
 
 
 def draw_blocks(obj: Any, title: str = "plot", expand: Any = (), shape: dict | None = None
@@ -310,10 +300,9 @@ def _subgraph(node: Any) -> Any:
 def _label(node: Any, canvas: _Canvas) -> str:
     from hybridlab.graph.ir import format_type
 
-    if node.kind == "var":  # a layout pass's copy says whose: "= fc_weight transposed"
-        source, folded = dict(node.attrs).get(LAYOUT_OF), dict(node.attrs).get(FOLDED_FROM)
-        lines = [node.name] + ([f"= {source} transposed"] if source else []) + (
-            [f"= {folded[0]} with {folded[2].removesuffix('_gamma')} folded"] if folded else [])
+    if node.kind == "var":  # a pass's derived input says whose: "= fc_weight transposed"
+        derived = derived_input(node)
+        lines = [node.name] + ([f"= {derived.text}"] if derived is not None else [])
     elif node.kind == "const":
         lines = [f"const {node.value.item():g}" if node.value.size == 1 else "const"]
     else:

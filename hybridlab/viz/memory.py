@@ -63,8 +63,6 @@ def draw(figure: Any, boxes: list[Box], plan: Any, step: int | None = None,
     are animated too (``"step"``, ``"text"``). A canvas draw then leaves them out, so a
     step only pastes the saved background and draws what is alive (:class:`MemoryExplorer`).
     """
-    from matplotlib.patches import Patch
-
     figure.clear()
     axes = figure.add_subplot()
     total = sum(plan.buffer_bytes)
@@ -85,9 +83,28 @@ def draw(figure: Any, boxes: list[Box], plan: Any, step: int | None = None,
     # a real network has thousands of steps: a box is at least 2 points wide, and one
     # too small for an edge has none (else its edge would be all that shows of it)
     fit = (scale, 2 / pt_per_step, 4 / pt_per_step, 4 / pt_per_unit * scale)
-    for hatch in (False, True):  # one collection per hatch: thousands of boxes, two artists
-        chosen = [i for i in range(len(boxes)) if hatched[i] == hatch
-                  and len(boxes) <= MANY_BOXES]
+    if len(boxes) <= MANY_BOXES:
+        _draw_boxes(axes, boxes, live, hatched, fit, artists)
+        _draw_labels(axes, boxes, (pt_per_step, pt_per_unit, scale), artists)
+    first_backward = _draw_lines(axes, boxes, plan, step, scale, artists)
+    kinds = sorted({box.kind for box in boxes}) if len(boxes) <= MANY_BOXES else []
+    _legend(axes, kinds, first_backward is not None)
+    axes.set(xlabel="program step (node)",
+             ylabel=f"byte offset ({unit}):\narena, then own buffers" if kinds else
+             f"bytes alive ({unit})", ylim=(0, max(total if kinds else 0, plan.bound, 1)
+                                            / scale * 1.15))
+    axes.set_title(f"{len(boxes)} results placed; peak {plan.planned} bytes (scratch "
+                   f"{plan.workspace} included), {plan.unplanned} unplanned", fontsize=9,
+                   loc="left")  # a long title runs right, over the legend's margin
+    return figure
+
+
+def _draw_boxes(axes: Any, boxes: list[Box], live: list[bool], hatched: list[bool],
+                fit: Fit, artists: dict[str, Any] | None) -> None:
+    """One collection per hatch (thousands of boxes, two artists); with ``artists``, every
+    box faded under an animated full copy the explorer draws over the live ones."""
+    for hatch in (False, True):
+        chosen = [i for i in range(len(boxes)) if hatched[i] == hatch]
         if not chosen:
             continue
         faded = _collection(boxes, chosen, fit, [0.35 if artists is not None or not live[i]
@@ -101,7 +118,14 @@ def draw(figure: Any, boxes: list[Box], plan: Any, step: int | None = None,
                      list(top.get_linewidth()))  # per chosen box, picked per step
             artists.setdefault("live", []).append((top, chosen, _rectangles(boxes, fit),
                                                    looks))
-    for box in boxes if len(boxes) <= MANY_BOXES else ():  # a name only where it fits whole
+
+
+def _draw_labels(axes: Any, boxes: list[Box], sizes: tuple[float, float, float],
+                 artists: dict[str, Any] | None) -> None:
+    """A box's name only where it fits whole (``sizes``: points per step and per unit,
+    bytes per unit)."""
+    pt_per_step, pt_per_unit, scale = sizes
+    for box in boxes:
         left, width = _span(box)
         if fits(box.name, width * pt_per_step, (box.high - box.low) / scale * pt_per_unit):
             label = axes.text(left + width / 2, (box.low + box.high) / 2 / scale, box.name,
@@ -109,6 +133,12 @@ def draw(figure: Any, boxes: list[Box], plan: Any, step: int | None = None,
                               animated=artists is not None)
             if artists is not None:
                 artists.setdefault("labels", []).append((box, label))
+
+
+def _draw_lines(axes: Any, boxes: list[Box], plan: Any, step: int | None, scale: float,
+                artists: dict[str, Any] | None) -> int | None:
+    """The arena's end, the liveness bound, where the backward starts (returned: None
+    without one) and the chosen step with its text."""
     axes.axhline(plan.buffer_bytes[0] / scale, color=OKABE_ITO["blue"], linestyle="-",
                  linewidth=1, label=f"end of the shared arena: {plan.buffer_bytes[0]} bytes")
     axes.axhline(plan.bound / scale, color=OKABE_ITO["vermillion"], linestyle="--",
@@ -124,25 +154,22 @@ def draw(figure: Any, boxes: list[Box], plan: Any, step: int | None = None,
                          ha="right", va="top", fontsize=9, animated=artists is not None)
         if artists is not None:
             artists.update(step=line, text=text)
-    kinds = sorted({box.kind for box in boxes}) if len(boxes) <= MANY_BOXES else []
+    return first_backward
+
+
+def _legend(axes: Any, kinds: list[str], backward: bool) -> None:
+    from matplotlib.patches import Patch
+
     handles = [Patch(facecolor=KIND_COLOURS.get(k, OTHER_COLOUR), edgecolor="#555555",
                      label=k) for k in kinds]
     if kinds:
         handles.append(Patch(facecolor="white", edgecolor=OKABE_ITO["vermillion"],
                              label="in place over its input"))
-    if first_backward is not None and kinds:
+    if backward and kinds:
         handles.append(Patch(facecolor="white", edgecolor="#555555", hatch="///",
                              label="computed by the backward"))
     axes.legend(handles=[*axes.get_legend_handles_labels()[0], *handles], fontsize=9,
                 loc="upper left", bbox_to_anchor=(1.01, 1))
-    axes.set(xlabel="program step (node)",
-             ylabel=f"byte offset ({unit}):\narena, then own buffers" if kinds else
-             f"bytes alive ({unit})", ylim=(0, max(total if kinds else 0, plan.bound, 1)
-                                            / scale * 1.15))
-    axes.set_title(f"{len(boxes)} results placed; peak {plan.planned} bytes (scratch "
-                   f"{plan.workspace} included), {plan.unplanned} unplanned", fontsize=9,
-                   loc="left")  # a long title runs right, over the legend's margin
-    return figure
 
 
 def _span(box: Box) -> tuple[float, float]:

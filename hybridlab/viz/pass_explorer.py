@@ -102,7 +102,7 @@ class PassExplorer(Instrument):
         changes = "".join(f"<li>{html.escape(c)}</li>" for c in model.stages[index].changes[:20])
         more = len(model.stages[index].changes) - 20
         changes += f"<li>... and {more} more</li>" if more > 0 else ""
-        note = model.fold_note(index)  # the folding stage's arithmetic, on real numbers
+        note = model.note(index)  # the pass's notes (BatchNorm folding's arithmetic)
         note = f"<pre style='{CODE_STYLE}'>{html.escape(note)}</pre>" if note else ""
         self.text.value = (f"<div style='margin-left:1em;max-width:560px'><ul>{changes}</ul>"
                            f"{note}<pre style='{CODE_STYLE}'>{html.escape(text)}</pre></div>")

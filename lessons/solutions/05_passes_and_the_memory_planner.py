@@ -10,7 +10,7 @@ BIGGEST_STAGE = "fuse_elementwise"
 
 
 # Exercise 3: replace each x * 1 by x itself.
-def drop_times_one(graph):
+def drop_times_one(graph, context):
     changes = []
 
     def visit(node, inputs):

@@ -13,7 +13,14 @@ from hybridlab import autograd, nd, sym
 from hybridlab.gluon import nn
 from hybridlab.graph import ir, shapes
 from hybridlab.graph.evaluate import evaluate
-from hybridlab.graph.passes import PassContext, derived_values, fold_batchnorm, run_pipeline
+from hybridlab.graph.passes import (
+    PREDICTION,
+    PassContext,
+    PassResult,
+    derived_values,
+    fold_batchnorm,
+    run_pipeline,
+)
 from hybridlab.graph.passes.fold_batchnorm import FOLDED_FROM
 
 F32 = np.dtype("float32")
@@ -51,7 +58,7 @@ def test_folding_computes_what_convolution_then_batchnorm_computed(
     graph, values = conv_bn(batch, channels=4, filters=2 * groups, kernel=kernel,
                             stride=stride, pad=pad, groups=groups, eps=eps, no_bias=no_bias,
                             fix_gamma=fix_gamma)
-    folded, changes = fold_batchnorm(graph, PassContext(training=False))
+    folded, changes, _ = fold_batchnorm(graph, PassContext(training=False))
     ir.verify(folded)
     assert changes == ["folded bn (BatchNorm) into conv (Convolution): reads "
                        "conv_weight__folded and conv_bias__folded"]
@@ -63,7 +70,7 @@ def test_folding_computes_what_convolution_then_batchnorm_computed(
 
 def test_training_mode_folds_nothing():
     graph, _ = conv_bn()
-    assert fold_batchnorm(graph, PassContext(training=True)) == (graph, [])
+    assert fold_batchnorm(graph, PassContext(training=True)) == PassResult(graph, [])
     optimised, records = run_pipeline(graph, context=PassContext(training=True))
     assert records[0].name == "fold_batchnorm" and records[0].changes == []
     assert not any(FOLDED_FROM in dict(n.attrs) for n in optimised.inputs)
@@ -71,14 +78,14 @@ def test_training_mode_folds_nothing():
 
 def test_a_convolution_read_by_another_node_is_not_folded():
     graph, _ = conv_bn(extra_reader=True)
-    assert fold_batchnorm(graph) == (graph, [])
+    assert fold_batchnorm(graph, PREDICTION) == PassResult(graph, [])
 
 
 def test_a_returned_convolution_is_not_folded():
     graph, _ = conv_bn()
     returned = ir.Graph(graph.nodes, graph.inputs,
                         graph.outputs + (graph.outputs[0].node.inputs[0],))
-    assert fold_batchnorm(returned) == (returned, [])
+    assert fold_batchnorm(returned, PREDICTION) == PassResult(returned, [])
 
 
 def test_statistics_computed_in_the_graph_are_not_folded():
@@ -87,7 +94,7 @@ def test_statistics_computed_in_the_graph_are_not_folded():
     doubled = ir.call("_mul_scalar", [norm.inputs[3]], {"scalar": 2.0})  # mean * 2
     inputs = (*norm.inputs[:3], doubled.out(), norm.inputs[4])
     changed = ir.rebuild(graph, lambda n, i: ir.with_inputs(n, inputs if n is norm else i))
-    assert fold_batchnorm(changed) == (changed, [])
+    assert fold_batchnorm(changed, PREDICTION) == PassResult(changed, [])
 
 
 def small_net():

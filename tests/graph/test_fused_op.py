@@ -8,7 +8,7 @@ import numpy as np
 from _helpers import bias_relu_chain
 
 from hybridlab import nd, sym
-from hybridlab.graph.passes import fuse_elementwise
+from hybridlab.graph.passes import PREDICTION, fuse_elementwise
 from hybridlab.ops import fused, registry
 
 
@@ -27,7 +27,7 @@ def test_nd_and_sym_have_the_internal_fused_function():
 
 
 def test_nd_fused_runs_a_program_the_pass_built():
-    graph, _ = fuse_elementwise(bias_relu_chain())
+    graph, _, _ = fuse_elementwise(bias_relu_chain(), PREDICTION)
     (node,) = [n for n in graph.nodes if n.kind == "call"]
     program = node.attr_dict["program"]
     x = np.arange(32, dtype=np.float32).reshape(4, 8) - 16

@@ -19,6 +19,7 @@ from hybridlab.graph.codegen import compile_graph
 from hybridlab.graph.evaluate import evaluate
 from hybridlab.graph.passes import (
     PIPELINE,
+    PREDICTION,
     eliminate_common_subexpressions,
     eliminate_dead_code,
     fold_constants,
@@ -54,12 +55,12 @@ def test_fold_constants_computes_the_seed_sum():
               +
     """
     graph = ir.Graph.from_outputs([_add(_add(_c(1), _c(2)), _add(_c(3), _c(4)))])
-    folded, changes = fold_constants(graph)
+    folded, changes, _ = fold_constants(graph, PREDICTION)
     assert len(changes) == 3
     ir.verify(folded)
     result = folded.outputs[0].node
     assert result.kind == "const" and result.value == 10.0
-    cleaned, removed = eliminate_dead_code(folded)
+    cleaned, removed, _ = eliminate_dead_code(folded, PREDICTION)
     assert str(cleaned) == "%0 = const 10.0 : float32[]\nreturn %0" and len(removed) == 6
 
 
@@ -74,7 +75,7 @@ def test_fold_constants_leaves_nodes_with_a_var_input():
     """
     x = ir.var("x", aval(3))
     graph = ir.Graph.from_outputs([_add(x.out(), _mul(_c(2), _c(3)))])
-    folded, changes = fold_constants(graph)
+    folded, changes, _ = fold_constants(graph, PREDICTION)
     assert len(changes) == 1
     ir.verify(folded)
     np.testing.assert_array_equal(evaluate(folded, np.ones(3, np.float32))[0], [7, 7, 7])
@@ -90,7 +91,7 @@ def test_fold_constants_folds_ops_without_inputs():
     x = ir.var("x", aval(3))
     full = ir.call("_full", [], {"shape": (3,), "value": 2.0}, name="two").out()
     graph = ir.Graph.from_outputs([_mul(full, x.out())], [x])
-    folded, changes = fold_constants(graph)
+    folded, changes, _ = fold_constants(graph, PREDICTION)
     assert changes == ["folded two (_full) into a constant"]
     ir.verify(folded)
     assert [n.kind for n in folded.nodes].count("const") == 1
@@ -111,9 +112,9 @@ def test_cse_merges_equal_calls_and_cascades():
     x, y = ir.var("x", aval(4)), ir.var("y", aval(4))
     left, right = _relu(_add(x.out(), y.out())), _relu(_add(x.out(), y.out()))
     graph = ir.Graph.from_outputs([_mul(left, right)])
-    merged, changes = eliminate_common_subexpressions(graph)
+    merged, changes, _ = eliminate_common_subexpressions(graph, PREDICTION)
     assert len(changes) == 2
-    cleaned, _ = eliminate_dead_code(merged)
+    cleaned, _, _ = eliminate_dead_code(merged, PREDICTION)
     ir.verify(cleaned)
     assert [n.op for n in cleaned.nodes if n.kind == "call"] == [
         "broadcast_add", "relu", "broadcast_mul"]
@@ -123,7 +124,7 @@ def test_cse_keeps_calls_with_different_attrs():
     x = ir.var("x", aval(4))
     a = ir.call("_mul_scalar", [x.out()], {"scalar": 2}).out()
     b = ir.call("_mul_scalar", [x.out()], {"scalar": 3}).out()
-    _, changes = eliminate_common_subexpressions(ir.Graph.from_outputs([_add(a, b)]))
+    _, changes, _ = eliminate_common_subexpressions(ir.Graph.from_outputs([_add(a, b)]), PREDICTION)
     assert changes == []
 
 
@@ -138,7 +139,7 @@ def test_dce_removes_unused_nodes_but_keeps_inputs():
     dead = _relu(x.out(), "dead")
     live = ir.call("_mul_scalar", [x.out()], {"scalar": 2.0}).out()
     graph = ir.Graph((x, unused, dead.node, live.node), (x, unused), (live,))
-    cleaned, changes = eliminate_dead_code(graph)
+    cleaned, changes, _ = eliminate_dead_code(graph, PREDICTION)
     ir.verify(cleaned)
     assert changes == ["removed dead (relu)"]
     assert cleaned.inputs == (x, unused) and unused in cleaned.nodes
@@ -151,7 +152,7 @@ def test_fuse_bias_add_relu_scale_into_one_group():
          \\ /
           +  -> relu -> *2      ==>    _fused{broadcast_add; relu; _mul_scalar}(x, b)
     """
-    fused, changes = fuse_elementwise(bias_relu_chain())
+    fused, changes, _ = fuse_elementwise(bias_relu_chain(), PREDICTION)
     ir.verify(fused)
     calls = [n for n in fused.nodes if n.kind == "call"]
     assert len(calls) == 1 and len(changes) == 1
@@ -177,7 +178,7 @@ def test_fusion_stops_at_shared_values_and_shape_changes():
     product = _mul(_relu(a), a)
     reduced = ir.call("sum_like", [product, b.out()]).out()
     out = ir.call("_mul_scalar", [_relu(reduced)], {"scalar": 3.0}).out()
-    fused, changes = fuse_elementwise(ir.Graph.from_outputs([out]))
+    fused, changes, _ = fuse_elementwise(ir.Graph.from_outputs([out]), PREDICTION)
     ir.verify(fused)
     assert len(changes) == 2
     assert [n.op for n in fused.nodes if n.kind == "call"] == [
@@ -199,7 +200,7 @@ def test_plan_memory_runs_a_chain_in_place_in_one_buffer():
     value = ir.var("x", aval(16, 16)).out()
     for op in ["relu", "exp", "tanh", "abs", "sqrt"]:
         value = ir.call(op, [value]).out()
-    planned, _ = plan_memory(ir.Graph.from_outputs([value]))
+    planned, _, _ = plan_memory(ir.Graph.from_outputs([value]), PREDICTION)
     plan = planned.meta["memory"]
     assert plan.unplanned == 5 * 16 * 16 * 4
     assert plan.bound == 16 * 16 * 4  # the chain is one buffer
@@ -210,7 +211,7 @@ def test_plan_memory_runs_a_chain_in_place_in_one_buffer():
 def test_plan_memory_skips_graphs_without_shapes():
     x = ir.var("x")
     graph = ir.Graph.from_outputs([_relu(x.out())])
-    same, changes = plan_memory(graph)
+    same, changes, _ = plan_memory(graph, PREDICTION)
     assert same is graph and "skipped" in changes[0]
 
 
@@ -282,7 +283,7 @@ def test_verify_flag_from_config_checks_between_passes(monkeypatch):
     from hybridlab.errors import GraphError
     from hybridlab.graph import passes
 
-    def break_graph(graph):
+    def break_graph(graph, context):
         return ir.Graph(tuple(reversed(graph.nodes)), graph.inputs, graph.outputs), ["broke"]
 
     break_graph.__name__ = "fold_constants"
@@ -366,11 +367,12 @@ def test_bias_add_and_relu_after_a_matrix_product_fuse_into_one_group():
     product = ir.call("dot", [x.out(), w.out()], name="dot0")
     biased = ir.call("broadcast_add", [product.out(), b.out()], name="add0")
     graph = ir.Graph.from_outputs([_relu(biased.out(), "relu0")])
-    fused, changes = fuse_elementwise(graph)
+    fused, changes, _ = fuse_elementwise(graph, PREDICTION)
     ir.verify(fused)
     assert changes == ["fused ['add0', 'relu0'] into relu0_fused"]
     assert [n.op for n in fused.nodes if n.kind == "call"] == ["dot", "_fused"]
-    source = compile_graph(plan_memory(fused)[0]).source  # one buffer: the dead product's
+    # one buffer: the dead product's
+    source = compile_graph(plan_memory(fused, PREDICTION).graph).source
     assert "relu0_fused = broadcast_add_out(dot0, b, out=dot0)" in source
     assert "relu0_fused = relu_out(relu0_fused, out=relu0_fused); dot0 = None" in source
 
@@ -393,7 +395,8 @@ def test_plan_counts_a_kernels_workspace_at_its_step():
         x -> Convolution(w) -> relu        step 0: result + workspace;  step 1: in place
     """
     x, w = ir.var("x", aval(32, 1, 28, 28)), ir.var("w", aval(6, 1, 5, 5))
-    planned, _ = plan_memory(ir.Graph.from_outputs([_relu(_conv(x.out(), w, 6))], [x, w]))
+    graph = ir.Graph.from_outputs([_relu(_conv(x.out(), w, 6))], [x, w])
+    planned = plan_memory(graph, PREDICTION).graph
     plan, conv = planned.meta["memory"], planned.nodes[2]
     scratch = conv.opdef.workspace(*(v.aval for v in conv.inputs), **conv.attr_dict)
     result = 32 * 6 * 24 * 24 * 4

@@ -11,7 +11,7 @@ from hybridlab.gluon import nn
 from hybridlab.graph import ir, shapes
 from hybridlab.graph.cached_op import CachedOp
 from hybridlab.graph.evaluate import evaluate
-from hybridlab.graph.passes import run_pipeline
+from hybridlab.graph.passes import PREDICTION, PassResult, run_pipeline
 from hybridlab.graph.passes.pretranspose_weights import LAYOUT_OF, pretranspose_weights
 from hybridlab.lab.graphs import cached_op_of
 
@@ -29,7 +29,7 @@ def mlp(batch=4, features=6):
 def test_the_pass_reads_each_weight_transposed_from_a_new_marked_input():
     net, x = mlp()
     graph = net(sym.var("data", shape=x.shape)).graph
-    rewritten, changes = pretranspose_weights(graph)
+    rewritten, changes, _ = pretranspose_weights(graph, PREDICTION)
     first, second = net[0].weight.name, net[1].weight.name
     assert len(changes) == 2 and f"FullyConnected(x, {first}) -> dot(x, " in changes[0]
     assert [n.op for n in rewritten.nodes if n.kind == "call"].count("FullyConnected") == 0
@@ -45,7 +45,8 @@ def test_the_pass_reads_each_weight_transposed_from_a_new_marked_input():
     np.testing.assert_allclose(evaluate(rewritten, *arrays, *transposed)[0], expected,
                                rtol=1e-5, atol=1e-6)
     ir.verify(run_pipeline(rewritten)[0])  # the rest of the pipeline takes it
-    assert pretranspose_weights(rewritten) == (rewritten, [])  # nothing left to rewrite
+    # nothing left to rewrite
+    assert pretranspose_weights(rewritten, PREDICTION) == PassResult(rewritten, [])
 
 
 def test_the_pass_leaves_what_it_cannot_rewrite():
@@ -55,7 +56,7 @@ def test_the_pass_leaves_what_it_cannot_rewrite():
     graph = shapes.infer_graph(out.to_graph(), [ir.Aval((2, 3, 4), np.dtype("float32")),
                                              ir.Aval((5, 12), np.dtype("float32")),
                                              ir.Aval((5,), np.dtype("float32"))])
-    assert pretranspose_weights(graph) == (graph, [])
+    assert pretranspose_weights(graph, PREDICTION) == PassResult(graph, [])
 
 
 def test_cached_op_keeps_one_transposed_copy_per_weight_buffer():

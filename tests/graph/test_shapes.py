@@ -7,6 +7,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from _helpers import random_graphs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -14,8 +15,6 @@ import hybridlab as mx
 from hybridlab import sym
 from hybridlab.errors import ShapeError
 from hybridlab.graph import ir, shapes
-
-from _helpers import random_graphs
 
 PACKAGE = Path(mx.__file__).parent
 

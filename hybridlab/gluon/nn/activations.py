@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from hybridlab.gluon._trace import shape_of
 from hybridlab.gluon.block import HybridBlock
 
 
@@ -58,8 +59,7 @@ class PReLU(HybridBlock):
                                          init=alpha_initializer or initializer.Constant(0.25))
 
     def hybrid_forward(self, F: Any, x: Any, alpha: Any) -> Any:
-        from hybridlab.gluon.nn.basic_layers import _shape
-        ndim = len(_shape(x))
+        ndim = len(shape_of(x))
         slope = F.reshape(alpha, shape=(1, -1) + (1,) * (ndim - 2)) if ndim > 1 else alpha
         return F.relu(x) + F.broadcast_mul(slope, F.minimum(x, 0.0))
 

@@ -20,22 +20,11 @@ import numpy as np
 from hybridlab import autograd
 from hybridlab.errors import ShapeError
 from hybridlab.gluon import _trace
+from hybridlab.gluon._trace import known_shape_of as _known_shape
+from hybridlab.gluon._trace import shape_of as _shape
 from hybridlab.gluon.block import Block, HybridBlock
 from hybridlab.gluon.nn.activations import Activation
 from hybridlab.ops.nn import variance_from_invstd
-
-
-def _shape(x: Any) -> tuple[int, ...]:
-    """The shape of an NDArray, or of a traced Symbol (known from the traced input shapes)."""
-    return tuple(x.shape) if not hasattr(x, "list_outputs") else tuple(x._static_shape())
-
-
-def _known_shape(x: Any) -> tuple[int, ...] | None:
-    """The shape of an NDArray or a shaped Symbol; None for ``sym.var('data')``."""
-    if not hasattr(x, "list_outputs"):
-        return tuple(x.shape)
-    aval = x._outputs[0].aval
-    return None if aval is None else tuple(aval.shape)
 
 
 class Sequential(Block):

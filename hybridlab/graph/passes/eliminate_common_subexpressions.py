@@ -17,9 +17,10 @@ from __future__ import annotations
 from typing import Any
 
 from hybridlab.graph.ir import Graph, Node, Value, rebuild, with_inputs
+from hybridlab.graph.passes.context import PassContext, PassResult
 
 
-def eliminate_common_subexpressions(graph: Graph) -> tuple[Graph, list[str]]:
+def eliminate_common_subexpressions(graph: Graph, context: PassContext) -> PassResult:
     """Replace each repeated pure call by the first node computing it."""
     seen: dict[Any, Node] = {}
     changes: list[str] = []
@@ -35,4 +36,4 @@ def eliminate_common_subexpressions(graph: Graph) -> tuple[Graph, list[str]]:
         changes.append(f"{node.name} is the same as {first.name}")
         return [first.out(i) for i in range(node.num_outputs)]
 
-    return rebuild(graph, visit), changes
+    return PassResult(rebuild(graph, visit), changes)

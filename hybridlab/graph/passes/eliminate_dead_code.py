@@ -15,13 +15,14 @@ stay: they are the program's calling convention.
 from __future__ import annotations
 
 from hybridlab.graph.ir import Graph, toposort
+from hybridlab.graph.passes.context import PassContext, PassResult
 
 
-def eliminate_dead_code(graph: Graph) -> tuple[Graph, list[str]]:
+def eliminate_dead_code(graph: Graph, context: PassContext) -> PassResult:
     """Keep only the nodes the outputs, the inputs and impure calls depend on."""
     roots = [v.node for v in graph.outputs] + list(graph.inputs)
     roots += [n for n in graph.nodes if n.kind == "call" and not n.opdef.pure]
     live = {id(n) for n in toposort(roots)}
     kept = tuple(n for n in graph.nodes if id(n) in live)
     changes = [f"removed {n.name} ({n.op or n.kind})" for n in graph.nodes if id(n) not in live]
-    return Graph(kept, graph.inputs, graph.outputs), changes
+    return PassResult(Graph(kept, graph.inputs, graph.outputs), changes)

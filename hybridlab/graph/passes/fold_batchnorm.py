@@ -39,28 +39,30 @@ graph inputs (``var``) of one floating dtype with known avals. It runs before
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
 from hybridlab.graph.ir import Graph, Node, Value, call, rebuild, with_inputs
-from hybridlab.graph.passes.context import PREDICTION, PassContext
+from hybridlab.graph.passes.context import Note, PassContext, PassResult
+from hybridlab.graph.passes.derived import READERS, Derivation
 
 FOLDED_FROM = "folded_from"  # the attribute of a var computed from other inputs by folding
 FORMULA = ("w'[c] = w[c] * s[c],  b'[c] = (b[c] - mean[c]) * s[c] + beta[c],  "
            "s[c] = gamma[c] / sqrt(var[c] + eps)")
 
 
-def fold_batchnorm(graph: Graph, context: PassContext = PREDICTION) -> tuple[Graph, list[str]]:
+def fold_batchnorm(graph: Graph, context: PassContext) -> PassResult:
     """In inference, fold each ``Convolution -> BatchNorm`` pair into one Convolution reading
-    folded weight and bias inputs (see the module docstring); in training, change nothing."""
+    folded weight and bias inputs (see the module docstring); in training, change nothing.
+    Its note: the formula, and the first fold's arithmetic on real numbers."""
     if context.training:
-        return graph, []
+        return PassResult(graph, [])
     readers = Counter(id(v.node) for n in graph.nodes for v in n.inputs)
     readers.update(id(v.node) for v in graph.outputs)
     pairs = {id(n.inputs[0].node): n for n in graph.nodes if _applies(n, readers)}
     if not pairs:
-        return graph, []
+        return PassResult(graph, [])
     folded: dict[int, Node] = {}  # id(original BatchNorm) -> the convolution it became
     extra: list[Node] = []
     changes: list[str] = []
@@ -83,7 +85,8 @@ def fold_batchnorm(graph: Graph, context: PassContext = PREDICTION) -> tuple[Gra
         return conv
 
     rewritten = rebuild(graph, visit)
-    return Graph(rewritten.nodes, rewritten.inputs + tuple(extra), rewritten.outputs), changes
+    return PassResult(Graph(rewritten.nodes, rewritten.inputs + tuple(extra), rewritten.outputs),
+                      changes, (_note(extra[0], len(pairs)),))
 
 
 def _applies(node: Node, readers: Counter[int]) -> bool:
@@ -134,9 +137,48 @@ def folded_value(part: str, eps: float, fix_gamma: bool, weight: np.ndarray,
     return result
 
 
-def recipe(node: Node) -> tuple[tuple[str, ...], Any]:
-    """A folded input's sources and the function of their values that computes it."""
+def recipe(node: Node) -> Derivation:
+    """A folded input's sources, the function of their values that computes it, its label."""
     attrs: dict[str, Any] = dict(node.attrs)
-    part, eps, fix_gamma = attrs["part"], attrs["eps"], attrs["fix_gamma"]
-    return tuple(attrs[FOLDED_FROM]), lambda *values: folded_value(part, eps, fix_gamma,
-                                                                   *values)
+    sources = tuple(attrs[FOLDED_FROM])
+
+    def make(*values: Any) -> np.ndarray:
+        return folded_value(attrs["part"], attrs["eps"], attrs["fix_gamma"], *values)
+
+    return Derivation(sources, make, f"{sources[0]} with {sources[2].removesuffix('_gamma')} "
+                                     f"folded")
+
+
+READERS[FOLDED_FROM] = recipe  # NOTE [Derived inputs]
+
+
+def _note(weight: Node, pairs: int) -> Note:
+    """The pass explorer's note: the formula, and for one output channel of the first
+    fold (``weight``, its folded weight input) the numbers before and after."""
+    attrs: dict[str, Any] = dict(weight.attrs)
+    sources, eps, fix_gamma = attrs[FOLDED_FROM], attrs["eps"], attrs["fix_gamma"]
+
+    def on_values(values: Mapping[str, Any], channel: int) -> str | None:
+        if any(name and name not in values for name in sources):
+            return None
+        arrays = {name: np.asarray(values[name]) for name in sources if name}
+        w, gamma, beta, mean, var = (arrays[sources[i]] for i in (0, 2, 3, 4, 5))
+        b = arrays.get(sources[1])  # None: no bias
+        c, s = channel % len(w), scale(gamma, var, eps, fix_gamma)
+        new_w, new_b = (folded_value(part, eps, fix_gamma, w, b, gamma, beta, mean, var)
+                        for part in ("weight", "bias"))
+        shift = 0.0 if b is None else b[c]
+        return "\n".join([
+            f"{sources[0]} with its BatchNorm, output channel {c}:",
+            f"  s = {'1 (fix_gamma)' if fix_gamma else f'{gamma[c]:.6g}'} / "
+            f"sqrt({var[c]:.6g} + {eps:g}) = {s[c]:.6g}",
+            f"  w'[{c}] = w[{c}] * s: {_first(w[c])} -> {_first(new_w[c])}",
+            f"  b' = ({shift:.6g} - {mean[c]:.6g}) * {s[c]:.6g} + {beta[c]:.6g} = "
+            f"{new_b[c]:.6g}"])
+
+    return Note(f"inference: BatchNorm's moving statistics are constants, so it folds into "
+                f"the convolution ({pairs} pair(s) here)\n  {FORMULA}", on_values)
+
+
+def _first(weights: Any, count: int = 3) -> str:
+    return "[" + ", ".join(f"{v:.4g}" for v in np.ravel(weights)[:count]) + ", ...]"

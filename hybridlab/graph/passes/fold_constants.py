@@ -22,10 +22,11 @@ import numpy as np
 
 from hybridlab.errors import MXNetError
 from hybridlab.graph.ir import Graph, Node, Value, const, rebuild, run_kernel, with_inputs
+from hybridlab.graph.passes.context import PassContext, PassResult
 from hybridlab.ops.registry import RunContext
 
 
-def fold_constants(graph: Graph) -> tuple[Graph, list[str]]:
+def fold_constants(graph: Graph, context: PassContext) -> PassResult:
     """Replace each pure call with only constant inputs by its computed value."""
     changes: list[str] = []
 
@@ -45,7 +46,7 @@ def fold_constants(graph: Graph) -> tuple[Graph, list[str]]:
         return [const(r if a is None else r.astype(a.dtype, copy=False), name=node.name).out()
                 for r, a in zip(results, avals)]
 
-    return rebuild(graph, visit), changes
+    return PassResult(rebuild(graph, visit), changes)
 
 
 # A constant is stored in the program and lives as long as it: folding a node whose

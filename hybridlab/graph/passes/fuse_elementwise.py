@@ -35,11 +35,12 @@ import dataclasses
 from collections import Counter
 
 from hybridlab.graph.ir import Graph, Node, Value, call, var, with_inputs
+from hybridlab.graph.passes.context import PassContext, PassResult
 from hybridlab.ops.fused import FUSED
 from hybridlab.ops.registry import Kind
 
 
-def fuse_elementwise(graph: Graph) -> tuple[Graph, list[str]]:
+def fuse_elementwise(graph: Graph, context: PassContext) -> PassResult:
     """Merge single-consumer chains of elementwise/broadcast nodes into ``_fused`` nodes."""
     groups = _find_groups(graph)
     member_of = {id(m): root for root, members in groups.items() for m in members}
@@ -62,7 +63,7 @@ def fuse_elementwise(graph: Graph) -> tuple[Graph, list[str]]:
         mapping[id(node)] = tuple(new.out(i) for i in range(new.num_outputs))
     outputs = tuple(mapping[id(v.node)][v.index] for v in graph.outputs)
     inputs = tuple(mapping[id(n)][0].node for n in graph.inputs)
-    return Graph(tuple(nodes), inputs, outputs), changes
+    return PassResult(Graph(tuple(nodes), inputs, outputs), changes)
 
 
 def _fusable(node: Node) -> bool:

@@ -31,19 +31,18 @@ from typing import Any, Sequence
 from hybridlab import name as names
 from hybridlab.graph import frontend
 from hybridlab.graph.ir import Graph, Node, Value, rebuild
-from hybridlab.graph.passes.context import PREDICTION, PassContext
+from hybridlab.graph.passes.context import PassContext, PassResult
 from hybridlab.ops.registry import run_lowering
 from hybridlab.walk import postorder
 
 
-def lower_operators(graph: Graph, context: PassContext = PREDICTION
-                    ) -> tuple[Graph, list[str]]:
+def lower_operators(graph: Graph, context: PassContext) -> PassResult:
     """Replace every layer-operator node (not named in ``context.keep``) by its lowering
     for ``context.training``."""
     training, keep = context.training, context.keep
     if not any(n.kind == "call" and n.opdef.lower is not None and n.op not in keep
                for n in graph.nodes):
-        return graph, []
+        return PassResult(graph, [])
     changes: list[str] = []
 
     def visit(node: Node, inputs: tuple[Value, ...]) -> Node | list[Value]:
@@ -56,7 +55,7 @@ def lower_operators(graph: Graph, context: PassContext = PREDICTION
         changes.append(f"lowered {node.name} ({node.op}) to {', '.join(made) or 'its input'}")  # type: ignore[arg-type]
         return values
 
-    return rebuild(graph, visit), changes
+    return PassResult(rebuild(graph, visit), changes)
 
 
 def _made(values: Sequence[Value], inputs: Sequence[Value]) -> list[Node]:

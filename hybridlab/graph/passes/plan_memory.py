@@ -59,6 +59,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hybridlab.graph.ir import Graph, Node
+from hybridlab.graph.passes.context import PassContext, PassResult
 
 Key = tuple[int, int]  # (id(node), output index)
 Span = tuple[int, int, int]  # (first step, last step, bytes) of one buffer
@@ -93,10 +94,10 @@ class MemoryPlan:
                 f"{self.inplace} in place")
 
 
-def plan_memory(graph: Graph) -> tuple[Graph, list[str]]:
+def plan_memory(graph: Graph, context: PassContext) -> PassResult:
     """Annotate ``graph`` with a :class:`MemoryPlan` (needs inferred avals)."""
     if any(n.aval is None for n in graph.nodes if n.kind == "call"):
-        return graph, ["skipped: shapes unknown (run infer_shapes first)"]
+        return PassResult(graph, ["skipped: shapes unknown (run shapes.infer_graph first)"])
     values = _Values(graph)
     plan = MemoryPlan()
     chains = _inplace_chains(graph, values, plan)
@@ -120,7 +121,7 @@ def plan_memory(graph: Graph) -> tuple[Graph, list[str]]:
     plan.unplanned = sum(values.nbytes[k] for k in values.owning()) + sum(scratch)
     plan.workspace = max(scratch, default=0)
     annotated = Graph(graph.nodes, graph.inputs, graph.outputs, {**graph.meta, "memory": plan})
-    return annotated, [str(plan)]
+    return PassResult(annotated, [str(plan)])
 
 
 def _choose_arena(candidates: list[list[Key]], allocated: list[Span], values: _Values,

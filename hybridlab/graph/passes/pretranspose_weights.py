@@ -29,13 +29,17 @@ avals are known and of one dtype.
 
 from __future__ import annotations
 
+import numpy as np
+
 from hybridlab.graph.ir import Graph, Node, Value, call, rebuild, with_inputs
+from hybridlab.graph.passes.context import PassContext, PassResult
+from hybridlab.graph.passes.derived import READERS, Derivation
 from hybridlab.ops.registry import Aval
 
 LAYOUT_OF = "layout_of"  # the attribute of a var that holds another input's transpose
 
 
-def pretranspose_weights(graph: Graph) -> tuple[Graph, list[str]]:
+def pretranspose_weights(graph: Graph, context: PassContext) -> PassResult:
     """Rewrite ``FullyConnected(x, W, b)`` into ``dot(x, W__T) + b`` with ``W__T`` a new
     input marked ``layout_of=W`` (its value: ``W`` transposed, supplied by the caller)."""
     made: dict[int, Node] = {}  # id(weight var) -> its transposed var (a weight shared twice)
@@ -62,9 +66,9 @@ def pretranspose_weights(graph: Graph) -> tuple[Graph, list[str]]:
 
     rewritten = rebuild(graph, visit)
     if not made:
-        return graph, []
-    return Graph(rewritten.nodes, rewritten.inputs + tuple(made.values()),
-                 rewritten.outputs), changes
+        return PassResult(graph, [])
+    return PassResult(Graph(rewritten.nodes, rewritten.inputs + tuple(made.values()),
+                            rewritten.outputs), changes)
 
 
 def _applies(node: Node) -> bool:
@@ -75,3 +79,12 @@ def _applies(node: Node) -> bool:
         return False
     return (len(data.aval.shape) == 2 and len(weight.aval.shape) == 2
             and data.aval.dtype == weight.aval.dtype == node.aval[0].dtype)
+
+
+def transposed(node: Node) -> Derivation:
+    """A ``layout_of=W`` var: ``W`` transposed."""
+    source = str(dict(node.attrs)[LAYOUT_OF])
+    return Derivation((source,), np.transpose, f"{source} transposed")
+
+
+READERS[LAYOUT_OF] = transposed  # NOTE [Derived inputs]
