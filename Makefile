@@ -26,7 +26,8 @@ help:
 	@echo "                     by make venv: see the target)"
 	@echo "make test-oldest     make site and the fast tests under the oldest Python (3.11)"
 	@echo "make fuzz            the loaders fuzzed with 10 000 examples each (FUZZ_EXAMPLES=...)"
-	@echo "make notebooks       regenerate notebooks/ from lessons/ (tools/sync_notebooks.py)"
+	@echo "make notebooks       regenerate notebooks/ from lessons/ (tools/sync_notebooks.py) and"
+	@echo "                     the README's minutes (tools/pacing.py)"
 	@echo "make bench           run every benchmarks/*.py"
 	@echo "make clean           remove caches and build files; make distclean also removes .venv"
 
@@ -72,14 +73,18 @@ graphviz:
 chromium:
 	$(call apt_install,chromium,chromium,the browser of tests/browser; they skip without it,true)
 
+# Every step runs even when one before it failed (then `make test` fails at the end), and
+# the closing table gives each step's time (tools/steps.py; also in build/test-steps.txt).
+# pytest lists its slowest tests (--durations) so a test that grew slow is seen at once.
 test: venv graphviz chromium
-	$(PY) tools/sz.py
-	$(VENV)/bin/ruff check $(LINT_PATHS)
-	$(VENV)/bin/lint-imports
-	$(VENV)/bin/mypy
-	$(PY) -m pytest -q tests
-	@$(MAKE) --no-print-directory test-notebooks
-	@$(MAKE) --no-print-directory test-oldest
+	@$(PY) tools/steps.py --summary build/test-steps.txt \
+		"line budgets=$(PY) tools/sz.py" \
+		"ruff=$(VENV)/bin/ruff check $(LINT_PATHS)" \
+		"import layers=$(VENV)/bin/lint-imports" \
+		"mypy=$(VENV)/bin/mypy" \
+		"pytest=$(PY) -m pytest -q --durations=15 tests" \
+		"notebooks=make --no-print-directory test-notebooks" \
+		"oldest python=make --no-print-directory test-oldest"
 
 # The oldest Python pyproject.toml accepts, as a newcomer has it: Debian 12's own python3
 # (3.11.2). In a second virtualenv made from it (kept, like .venv, until pyproject.toml
@@ -117,7 +122,7 @@ else
 endif
 # ---- end of notebook tests ----
 
-# Lesson 11's PyTorch cells (tag `requires-torch`) and the torch half of its exercise tests.
+# Lesson 11's PyTorch cells (`%%requires torch`) and the torch half of its exercise tests.
 # `make test` skips them where torch is missing: torch from the package registry pulls
 # several GB of CUDA libraries, so it is never a dependency. A CPU-only build is enough:
 #     .venv/bin/pip install torch==2.13.0 onnxscript --index-url https://download.pytorch.org/whl/cpu
@@ -168,6 +173,7 @@ notebooks: venv
 	@test -f tools/sync_notebooks.py || \
 		{ echo "notebooks: tools/sync_notebooks.py does not exist yet (course engineer)"; exit 1; }
 	$(PY) tools/sync_notebooks.py
+	$(PY) tools/pacing.py --write
 
 # The loaders' fuzz tests with 10 000 examples each (make test runs 200): every mutated
 # or random file must give ModelFileError / ArrayFileError or load correctly.

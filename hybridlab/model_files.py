@@ -400,24 +400,30 @@ def _node_json(node: Node, index: dict[int, int]) -> dict[str, Any]:
     return entry
 
 
-PARAMS_DIGEST = "hybridlab_params_sha256"  # export's JSON attrs: sha256 of the .params file
+PARAMS_DIGEST = "hybridlab_params_sha256"  # export's JSON attrs: "<epoch>:<sha256> ..."
 
 
 def write_export_pair(symbol_file: str, graph: Graph, param_file: str,
-                      arrays: dict[str, Any]) -> None:
+                      arrays: dict[str, Any], epoch: int = 0) -> None:
     """NOTE [Export pair]: the two files of one export must never mix with another's. Both
-    are written whole to temporaries first (the JSON carries the sha256 of the .params
-    bytes in its top-level ``attrs``), then the params are renamed into place, then the
-    JSON. A kill between the two renames leaves new params beside old JSON, whose digest
-    no longer matches: ``SymbolBlock.imports`` then refuses the pair, naming both files,
-    instead of running old code on new weights."""
+    are written whole to temporaries first, then the params are renamed into place, then the
+    JSON. The JSON's top-level ``attrs`` record the sha256 of the .params bytes of every
+    epoch exported with this very graph (MXNet's habit: one ``-symbol.json``, one
+    ``-%04d.params`` per epoch): an export keeps the digests the JSON on disk holds when
+    that JSON is the same graph, replaces its own epoch's, and starts afresh for a new
+    graph. So ``SymbolBlock.imports`` loads any epoch of the graph, and refuses, naming
+    both files, a .params file the JSON does not record: another graph's, or new params
+    beside old JSON (a kill between the two renames), instead of running old code on new
+    weights."""
     for array in arrays.values():  # every value computed before either file is touched
         array.wait_to_read()
     params_tmp = ndarray.save_temporary(param_file, arrays, caller="export")
     try:
         with open(params_tmp, "rb") as file:
             digest = hashlib.file_digest(file, "sha256").hexdigest()
-        text = to_json(graph, file_attrs={PARAMS_DIGEST: digest})
+        digests = {**_same_graph_digests(symbol_file, graph), f"{epoch:04d}": digest}
+        recorded = " ".join(f"{label}:{value}" for label, value in sorted(digests.items()))
+        text = to_json(graph, file_attrs={PARAMS_DIGEST: recorded})
         symbol_tmp = ndarray_io.write_temporary(symbol_file, text)
     except BaseException:
         os.unlink(params_tmp)
@@ -437,23 +443,53 @@ def write_export_pair(symbol_file: str, graph: Graph, param_file: str,
 
 # The top-level attrs entry export writes (NOTE [Export pair]). Only that entry
 # can match: a node's attribute values are strings (load refuses a list there), and a JSON
-# string cannot hold an unescaped quote.
+# string cannot hold an unescaped quote. Before per-epoch digests it held one bare digest.
 _DIGEST_ENTRY = re.compile(rb'"' + PARAMS_DIGEST.encode()
-                           + rb'"\s*:\s*\[\s*"str"\s*,\s*"([0-9a-f]{64})"\s*\]')
+                           + rb'"\s*:\s*\[\s*"str"\s*,\s*"([0-9a-f: -]{64,})"\s*\]')
+
+
+def _recorded_digests(text: bytes) -> dict[str, str] | None:
+    """``{epoch label: sha256}`` from a symbol JSON's digest entry ("" labels an old file's
+    one digest); None when it has none (MXNet's file)."""
+    found = _DIGEST_ENTRY.search(text)
+    if found is None:
+        return None
+    entries = [entry.rpartition(":") for entry in found.group(1).decode().split()]
+    return {label: digest for label, _, digest in entries}
+
+
+def _same_graph_digests(symbol_file: str, graph: Graph) -> dict[str, str]:
+    """The digests recorded by the JSON already at ``symbol_file`` if it holds this graph
+    (as this version writes it), else none: a new graph does not vouch for old epochs."""
+    try:
+        if os.path.getsize(symbol_file) > MAX_JSON_BYTES:
+            return {}
+        with open(symbol_file, "rb") as file:
+            old = file.read()
+    except OSError:  # no file yet, or not a readable one: nothing to keep
+        return {}
+    found = _DIGEST_ENTRY.search(old)
+    if found is None:
+        return {}
+    same = to_json(graph, file_attrs={PARAMS_DIGEST: found.group(1).decode()}).encode()
+    return (_recorded_digests(old) or {}) if same == old else {}
 
 
 def check_export_pair(symbol_file: str, param_file: str) -> None:
-    """Refuse a .params file that is not the one written with this JSON by one export."""
+    """Refuse a .params file that is not one the JSON records (one per epoch exported
+    with this graph)."""
     with open(symbol_file, "rb") as file:  # (symbol.load has checked its size)
-        found = _DIGEST_ENTRY.search(file.read())
-    if found is None:
+        recorded = _recorded_digests(file.read())
+    if recorded is None:
         return  # written by MXNet, or by hybridlab before 0.2: nothing to compare
     with open(param_file, "rb") as file:
         digest = hashlib.file_digest(file, "sha256").hexdigest()
-    if digest != found.group(1).decode():
+    if digest not in recorded.values():
+        listed = ", ".join(f"{'epoch ' + label + ': ' if label else ''}{value[:12]}..."
+                           for label, value in recorded.items())
         raise errors.ModelFileError(
-            f"{symbol_file} and {param_file} are not one export: the JSON records a "
-            f"different .params file (sha256 {found.group(1).decode()[:12]}..., this one is "
-            f"{digest[:12]}...). An export was interrupted between the two files, or they "
-            f"come from different exports. Fix: export the model again, or pass the "
-            f".params file written with this JSON")
+            f"{symbol_file} and {param_file} are not one export: the JSON records the "
+            f".params files exported with its graph (sha256 {listed}), and this one is "
+            f"{digest[:12]}.... An export was interrupted between the two files, or they "
+            f"come from different exports (another graph). Fix: export the model again, or "
+            f"pass a .params file written with this JSON")

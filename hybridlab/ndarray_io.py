@@ -27,12 +27,16 @@ This module works on numpy arrays only; ``nd.save``/``nd.load`` wrap them as NDA
 
 from __future__ import annotations
 
+import errno
 import io
 import math
 import os
+import re
+import socket
 import stat
 import struct
 import tempfile
+import warnings
 from typing import Any, BinaryIO, Callable
 
 import numpy as np
@@ -303,12 +307,23 @@ def atomic_write(fname: str, write: Callable[[BinaryIO], None] | bytes | str) ->
     through here (parameters, symbols, exports, profiler traces).
 
     As ``open(fname, "w")`` would: a symlink is written through (its target is replaced,
-    the link stays), an existing file keeps its mode, and a read-only file (no write bit
-    for its owner, even for root) is refused with ``PermissionError``. The temporary is
-    named ``.tmp-<name>.<pid>-<random>``; a save removes the temporaries of the same file
-    that a killed process left (its pid no longer runs): see
-    :func:`remove_stale_temporaries`.
+    the link stays), an existing file keeps its mode, a read-only file (no write bit for
+    its owner, even for root) is refused with ``PermissionError``, a folder with
+    ``IsADirectoryError``, and a character device or a FIFO (``/dev/null``) is written
+    straight into -- it holds no contents to keep, and a rename would replace the device
+    itself. A block device or a socket is refused (``OSError``).
+
+    The price of atomic saves: the saved name is a *new* file, so another name of the old
+    one (a hard link) keeps the old contents; the save warns when the file had one.
+
+    The temporary is named ``.tmp-<name>.<pid>@<host>-<random>``; every save removes the
+    temporaries in its folder that a killed save on this machine left (their pid no longer
+    runs), whichever file they were for, and never another machine's (a shared folder):
+    see :func:`remove_stale_temporaries`.
     """
+    if _is_stream(fname):
+        _write_through(fname, write)
+        return
     temporary = write_temporary(fname, write)
     try:
         commit_temporary(temporary, fname)
@@ -327,10 +342,11 @@ def write_temporary(fname: str, write: Callable[[BinaryIO], None] | bytes | str)
         write = lambda file: file.write(content)  # type: ignore[assignment]  # noqa: E731
     target = os.path.realpath(fname)  # through symlinks, as open(fname, "w") writes
     mode = _mode_for(fname, target)
+    _warn_other_names(fname, target)
     remove_stale_temporaries(target)
     folder, base = os.path.split(target)
-    handle, temporary = tempfile.mkstemp(prefix=f"{_temporary_prefix(base)}{os.getpid()}-",
-                                         dir=folder)
+    handle, temporary = tempfile.mkstemp(
+        prefix=f"{_temporary_prefix(base)}{os.getpid()}@{_HOST}-", dir=folder)
     try:
         with os.fdopen(handle, "wb") as file:
             write(file)  # type: ignore[operator]  # (made callable above)
@@ -349,29 +365,38 @@ def commit_temporary(temporary: str, fname: str) -> None:
 
 
 def remove_stale_temporaries(fname: str) -> list[str]:
-    """Remove the temporaries of ``fname`` that a killed save left behind: those whose
-    writer (the pid in the name) no longer runs on this machine. Returns what it removed.
-    Saves call it; call it yourself to clean up without saving."""
-    folder, base = os.path.split(os.path.realpath(fname))
-    prefix = _temporary_prefix(base)
+    """Remove the temporaries in ``fname``'s folder that killed saves left behind: those
+    written on this machine (the host in the name) whose writer (the pid) no longer runs,
+    whatever file they were for. Another machine's temporary (a folder shared over the
+    network) is never touched: its pid means nothing here. Returns what it removed. Saves
+    call it; call it yourself to clean up without saving."""
+    folder = os.path.dirname(os.path.realpath(fname))
     removed: list[str] = []
     try:
         names = os.listdir(folder or ".")
     except OSError:
         return removed
     for name in names:
-        rest = name[len(prefix):] if name.startswith(prefix) else ""
-        pid = rest.partition("-")[0]
-        if pid.isdigit() and int(pid) != os.getpid() and not _running(int(pid)):
-            path = os.path.join(folder, name)
-            if not os.path.islink(path) and os.path.isfile(path):
-                _unlink_quietly(path)
-                removed.append(path)
+        found = _TEMPORARY.match(name)
+        if found is None or found["host"] != _HOST:
+            continue
+        pid = int(found["pid"])
+        path = os.path.join(folder, name)
+        if pid != os.getpid() and not _running(pid) and not os.path.islink(path) \
+                and os.path.isfile(path):
+            _unlink_quietly(path)
+            removed.append(path)
     return removed
 
 
 def _temporary_prefix(base: str) -> str:
     return f".tmp-{base[:160]}."  # (a long name is cut: the temporary must fit 255 bytes)
+
+
+# The machine's name as it goes into a temporary's name (letters, digits, '.', '-').
+_HOST = re.sub(r"[^A-Za-z0-9.-]", "", socket.gethostname())[:64] or "localhost"
+# .tmp-<name>.<pid>@<host>-<mkstemp's 8 random characters>
+_TEMPORARY = re.compile(r"\.tmp-.+\.(?P<pid>\d+)@(?P<host>[A-Za-z0-9.-]+)-[a-z0-9_]{8}\Z")
 
 
 def _running(pid: int) -> bool:
@@ -391,13 +416,44 @@ def _mode_for(fname: str, target: str) -> int:
         mode = os.stat(target).st_mode
     except FileNotFoundError:
         return 0o666 & ~_umask()
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(f"{fname}: is a folder; save to a file name instead")
     if not stat.S_ISREG(mode):
-        raise IsADirectoryError(f"{fname}: not a regular file (a folder or a device); "
-                                f"save to a file name instead")
+        raise OSError(errno.EINVAL, f"{fname}: is a device, a FIFO or a socket, not a "
+                                    f"regular file; save to a file name instead", fname)
     if not mode & stat.S_IWUSR:
         raise PermissionError(f"{fname} is read-only (mode {stat.S_IMODE(mode):04o}); make "
                               f"it writable (chmod u+w) to replace it, or save elsewhere")
     return stat.S_IMODE(mode)
+
+
+def _is_stream(fname: str) -> bool:
+    """A character device or a FIFO: written into, never replaced (``/dev/null``)."""
+    try:
+        mode = os.stat(fname).st_mode
+    except OSError:
+        return False
+    return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
+
+
+def _write_through(fname: str, write: Callable[[BinaryIO], None] | bytes | str) -> None:
+    with open(fname, "wb") as file:
+        if callable(write):
+            write(file)
+        else:
+            file.write(write.encode("utf-8") if isinstance(write, str) else write)
+
+
+def _warn_other_names(fname: str, target: str) -> None:
+    """A hard-linked file's other names keep the old contents after an atomic save."""
+    try:
+        links = os.stat(target).st_nlink
+    except OSError:
+        return
+    if links > 1:
+        warnings.warn(f"{fname} has {links - 1} other name(s) (hard links); they keep the "
+                      f"old contents, since a save replaces the file whole (atomically) "
+                      f"instead of writing into it", stacklevel=4)
 
 
 def _unlink_quietly(path: str) -> None:

@@ -6,11 +6,12 @@ carries a stable ``text/plain`` summary (``Graph(nodes=7, ops=[...])``), which *
 compared.
 
 A cell that needs a framework hybridlab does not install (lesson 11's PyTorch cells)
-carries the tag ``requires-<module>`` (``requires-torch``). Where that module cannot be
-imported, its items are skipped, saying why; ``make test-frameworks`` runs them.
+starts with ``%%requires <module>`` (``hybridlab.exercises.requires``). Where that module
+cannot be imported, its items are skipped, saying why (in a kernel, the cell skips itself
+and shows its saved outputs; compared here, that would not be the cell's own run);
+``make test-frameworks`` runs them.
 """
 
-import importlib.util
 import os
 from pathlib import Path
 
@@ -26,14 +27,14 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 os.environ["HYBRIDLAB_AUTOTUNE"] = "0"
 
 IMAGE_TYPES = ("image/svg+xml", "image/png", "text/html")
-REQUIRES = "requires-"  # the cell tag naming a module the cell needs
 
 
 def missing_modules(cell) -> list[str]:
-    """The modules a cell's ``requires-<module>`` tags name that cannot be imported here."""
-    tags = cell.get("metadata", {}).get("tags", []) if cell is not None else []
-    return [tag[len(REQUIRES):] for tag in tags if tag.startswith(REQUIRES)
-            and importlib.util.find_spec(tag[len(REQUIRES):]) is None]
+    """The modules a cell's first line ``%%requires <module> ...`` names that cannot be
+    imported here."""
+    from hybridlab.exercises.requires import missing_modules as missing
+
+    return missing(cell.get("source", "")) if cell is not None else []
 
 
 def pytest_collection_modifyitems(items):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 import subprocess
 import sys
 import textwrap
@@ -131,20 +132,75 @@ def test_saving_keeps_the_mode_refuses_read_only_and_writes_through_links(tmp_pa
     assert sorted(os.listdir(tmp_path / "real")) == ["new.params", "w.params"]
 
 
-def test_the_next_save_removes_temporaries_a_killed_save_left(tmp_path):
+def _dead_pid() -> int:
+    return int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                              capture_output=True, text=True).stdout)
+
+
+def test_the_next_save_removes_the_temporaries_killed_saves_left_in_its_folder(tmp_path):
+    from hybridlab.ndarray_io import _HOST
+
     path = tmp_path / "big.params"
     nd.save(str(path), {"w": nd.ones((4,))})
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True).stdout.strip()
-    stale = tmp_path / f".tmp-big.params.{dead}-abc123"
-    stale.write_bytes(b"x" * 1000)  # what a save killed before its rename leaves
-    other = tmp_path / f".tmp-other.params.{dead}-abc123"  # another file's: not ours
-    other.write_bytes(b"y")
-    live = tmp_path / f".tmp-big.params.{os.getppid()}-def456"  # a save still running
+    dead = _dead_pid()
+    stale = [tmp_path / f".tmp-net-{epoch:04d}.params.{dead}@{_HOST}-abc12345"
+             for epoch in (1, 2, 3)]  # three epoch saves killed before their renames
+    for file in stale:
+        file.write_bytes(b"x" * 1000)
+    live = tmp_path / f".tmp-big.params.{os.getppid()}@{_HOST}-def45678"  # still running
     live.write_bytes(b"z")
+    elsewhere = tmp_path / f".tmp-big.params.{dead}@another-host-abc12345"  # a shared folder
+    elsewhere.write_bytes(b"y")
     nd.save(str(path), {"w": nd.zeros((4,))})
-    assert not stale.exists() and other.exists() and live.exists()
-    assert remove_stale_temporaries(str(tmp_path / "other.params")) == [str(other)]
+    assert not any(file.exists() for file in stale)
+    assert live.exists() and elsewhere.exists()
+    assert remove_stale_temporaries(str(path)) == []
+
+
+def test_a_killed_save_leaves_a_temporary_the_next_save_of_another_file_removes(tmp_path):
+    script = textwrap.dedent(f"""
+        import os
+        import hybridlab.ndarray_io as io
+        from hybridlab import nd
+        real = io.commit_temporary
+        def commit(temporary, fname):
+            print(temporary, flush=True)
+            os.kill(os.getpid(), 9)  # killed between the write and the rename
+        io.commit_temporary = commit
+        nd.save({str(tmp_path / "net-0001.params")!r}, {{"w": nd.ones((1000,))}})
+    """)
+    child = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    left = child.stdout.strip()
+    assert left and os.path.exists(left)
+    nd.save(str(tmp_path / "net-0002.params"), {"w": nd.ones((2,))})
+    assert not os.path.exists(left)
+    assert sorted(os.listdir(tmp_path)) == ["net-0002.params"]
+
+
+def test_saving_to_a_device_writes_into_it_and_never_replaces_it(tmp_path):
+    before = os.stat("/dev/null")
+    nd.save("/dev/null", {"w": nd.ones((4,))})  # MXNet's habit: write and throw away
+    sym.var("a").save("/dev/null")
+    after = os.stat("/dev/null")
+    assert (after.st_ino, after.st_rdev) == (before.st_ino, before.st_rdev)
+    with pytest.raises(IsADirectoryError, match="is a folder"):
+        nd.save(str(tmp_path), [nd.ones((1,))])
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE)
+    nd.save(str(fifo), [nd.ones((2,))])
+    assert nd.load_frombuffer(reader.communicate(timeout=30)[0])[0].asnumpy().tolist() == [1, 1]
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+def test_a_hard_linked_file_keeps_its_old_contents_under_its_other_name(tmp_path):
+    path, other = tmp_path / "w.params", tmp_path / "also.params"
+    nd.save(str(path), [nd.ones((2,))])
+    os.link(path, other)
+    with pytest.warns(UserWarning, match="1 other name.*keep the old contents"):
+        nd.save(str(path), [nd.zeros((2,))])
+    assert nd.load(str(other))[0].asnumpy().tolist() == [1, 1]  # the documented price
+    assert nd.load(str(path))[0].asnumpy().tolist() == [0, 0]
 
 
 def _export_pair(tmp_path, value):
@@ -199,3 +255,44 @@ def test_an_export_killed_between_its_two_files_is_detected(tmp_path):
     child.wait(timeout=30)
     with pytest.raises(ModelFileError, match="not one export"):
         SymbolBlock.imports(prefix + "-symbol.json", "data", prefix + "-0000.params")
+
+
+def test_every_epoch_exported_with_one_graph_loads_with_the_shared_json(tmp_path):
+    net = nn.Dense(2, in_units=3)
+    net.initialize()
+    net.hybridize()
+    net(nd.ones((1, 3)))
+    prefix = str(tmp_path / "net")
+    for epoch in (1, 2, 3):  # MXNet's checkpoints: one -symbol.json, a .params per epoch
+        net.weight.set_data(nd.full((2, 3), float(epoch)))
+        net.export(prefix, epoch=epoch)
+    for epoch in (1, 2, 3):
+        loaded = SymbolBlock.imports(prefix + "-symbol.json", "data",
+                                     f"{prefix}-{epoch:04d}.params")
+        assert loaded(nd.ones((1, 3))).asnumpy().tolist() == [[3.0 * epoch] * 2]
+    net.weight.set_data(nd.full((2, 3), 7.0))
+    net.export(prefix, epoch=2)  # epoch 2 again: its old weights are no longer vouched for
+    again = SymbolBlock.imports(prefix + "-symbol.json", "data", prefix + "-0002.params")
+    assert again(nd.ones((1, 3))).asnumpy().tolist() == [[21.0, 21.0]]
+    wider = nn.Dense(4, in_units=3)  # another graph under the same prefix
+    wider.initialize()
+    wider.hybridize()
+    wider(nd.ones((1, 3)))
+    wider.export(prefix, epoch=4)
+    with pytest.raises(ModelFileError, match="not one export.*epoch 0004"):
+        SymbolBlock.imports(prefix + "-symbol.json", "data", prefix + "-0001.params")
+    SymbolBlock.imports(prefix + "-symbol.json", "data", prefix + "-0004.params")
+
+
+def test_a_json_with_one_bare_digest_still_checks_its_params(tmp_path):
+    import re
+
+    symbol_file, param_file = _export_pair(tmp_path, 1.0)
+    text = open(symbol_file).read()
+    old_style = re.sub(r'"0000:([0-9a-f]{64})"', r'"\1"', text)  # as hybridlab 0.2 wrote it
+    assert old_style != text
+    open(symbol_file, "w").write(old_style)
+    SymbolBlock.imports(symbol_file, "data", param_file)
+    nd.save(param_file, {"arg:dense0_weight": nd.zeros((2, 3)), "arg:dense0_bias": nd.zeros(2)})
+    with pytest.raises(ModelFileError, match="not one export"):
+        SymbolBlock.imports(symbol_file, "data", param_file)

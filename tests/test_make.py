@@ -8,6 +8,7 @@ no server is started.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -103,3 +104,35 @@ def test_make_lab_banner_without_root_or_dot_and_sigterm_stops_jupyterlab(tmp_pa
     with pytest.raises(ProcessLookupError):  # JupyterLab went with make
         os.kill(int(pid), 0)
     assert (work / "workspace").is_dir()
+
+
+def test_make_test_runs_every_step_then_fails_and_reports_each_steps_time(tmp_path):
+    """tools/steps.py, which `make test` runs: a failing step does not stop the next one."""
+    summary = tmp_path / "steps.txt"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "steps.py"), "--summary", str(summary),
+         "lint=exit 3", "tests=echo the tests ran", "notebooks=true"],
+        capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert "the tests ran" in done.stdout  # ran after the failure
+    table = done.stdout.split("== time per step\n")[1]
+    assert table.strip() == summary.read_text().strip()
+    rows = {line.split()[0]: line for line in table.splitlines()[1:4]}
+    assert "FAILED (3)" in rows["lint"] and "passed" in rows["tests"]
+    assert all(re.search(r"\d+m\d\d\.\ds$", row) for row in rows.values())
+    assert table.splitlines()[-1] == "failed: lint"
+
+
+def test_steps_refuses_an_argument_that_is_not_name_equals_command():
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "steps.py"), "ruff check"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "a step is NAME=COMMAND, got 'ruff check'" in done.stderr
+
+
+def test_make_test_runs_every_check_through_the_step_runner():
+    listing = subprocess.run([MAKE, "-n", "test"], cwd=ROOT, capture_output=True, text=True,
+                             timeout=60).stdout
+    runner = listing[listing.index("tools/steps.py"):]
+    for check in ("tools/sz.py", "ruff check", "lint-imports", "mypy", "-m pytest",
+                  "test-notebooks", "test-oldest"):
+        assert check in runner, check

@@ -167,3 +167,26 @@ def test_the_explorer_offers_only_the_programs_asked_for():
         memory_explorer(mlp(4), backward=True, modes=["forward"])
     with pytest.raises(ValueError, match="give some of"):
         memory_explorer(mlp(4), modes=["sideways"])
+
+
+def test_lifetimes_follow_each_local_array_until_the_interpreter_frees_it():
+    import numpy as np
+
+    from hybridlab.lab.memory import lifetimes
+
+    def chain(x):
+        h1 = np.tanh(x)
+        h2 = np.tanh(h1)
+        return np.tanh(h2)
+
+    def rebinding(x):
+        h = np.tanh(x)
+        h = None  # the array is freed here, not at the return
+        return h
+
+    steps, lives = lifetimes(chain, np.ones(8, np.float32))
+    assert steps == ["h1 = np.tanh(x)", "h2 = np.tanh(h1)", "return np.tanh(h2)", "(returned)"]
+    assert [(life.name, life.born, life.last_read, life.freed, life.nbytes) for life in lives] \
+        == [("h1", 0, 1, 3, 32), ("h2", 1, 2, 3, 32)]  # x is the caller's: not followed
+    _, (dropped,) = lifetimes(rebinding, np.ones(8, np.float32))
+    assert (dropped.born, dropped.freed) == (0, 1)

@@ -132,3 +132,68 @@ def test_lrn_goes_to_onnx_and_back(tmp_path):
     expected = run_onnxruntime(onnx.load(path), {"data": x})
     back = mx.contrib.onnx.import_to_gluon(path)
     np.testing.assert_allclose(back(nd.array(x)).asnumpy(), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_import_to_gluon_loads_the_parameters_on_the_devices_asked_for():
+    from onnx import TensorProto, helper, numpy_helper
+
+    weight = np.random.default_rng(3).normal(size=(4, 3)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+        [numpy_helper.from_array(weight, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    devices = [mx.cpu(0), mx.cpu(1)]
+    net = mx.contrib.onnx.import_to_gluon(model, ctx=devices)
+    assert net.params["w"].list_ctx() == devices
+    x = np.ones((2, 4), np.float32)
+    for device in devices:
+        np.testing.assert_allclose(net(nd.array(x, ctx=device)).asnumpy(), x @ weight,
+                                   rtol=1e-6)
+
+
+@pytest.mark.parametrize("rank", [1, 3])
+def test_one_and_three_dimensional_convolutions_import(rank):
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(rank)
+    shape, kernel = (1, 2) + (6,) * rank, (3,) * rank
+    weight = rng.normal(size=(4, 2) + kernel).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["c"], kernel_shape=list(kernel),
+                          pads=[1] * 2 * rank),
+         helper.make_node("Relu", ["c"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(weight, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    x = rng.normal(size=shape).astype(np.float32)
+    got = mx.contrib.onnx.import_to_gluon(model)(nd.array(x)).asnumpy()
+    np.testing.assert_allclose(got, run_onnxruntime(model, {"x": x}), rtol=1e-4, atol=1e-5)
+    pool = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2] * rank, name="p")
+    graph = helper.make_graph([pool], "g", graph.input, graph.output)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    if rank == 1:
+        got = mx.contrib.onnx.import_to_gluon(model)(nd.array(x)).asnumpy()
+        np.testing.assert_allclose(got, run_onnxruntime(model, {"x": x}))
+    else:
+        with pytest.raises(OnnxImportError, match=r"'p' \(MaxPool.*a 3-D window: "
+                                                  r"hybridlab's MaxPool has 1-D to 2-D"):
+            mx.contrib.onnx.import_model(model)
+
+
+def test_a_constant_that_cannot_be_folded_names_its_node():
+    from onnx import TensorProto, helper, numpy_helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["w", "bad_shape"], ["w2"], name="reshape_w"),
+         helper.make_node("Add", ["x", "w2"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+        [numpy_helper.from_array(np.ones((2, 3), np.float32), "w"),
+         numpy_helper.from_array(np.array([4, 4], np.int64), "bad_shape")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    with pytest.raises(OnnxImportError, match=r"'reshape_w' \(Reshape, opset 13\): "
+                                              r"ValueError: cannot reshape"):
+        mx.contrib.onnx.import_model(model)

@@ -757,15 +757,15 @@ def test_every_curve_is_timed_on_one_worker_with_one_blas_thread(monkeypatch):
     from hybridlab import engine, nd, random
 
     seen = []
-    real = timing.time_round
+    real = timing._round
 
-    def recording(fn, repeats):
+    def recording(way, *args):
         blas = {info["num_threads"] for info in threadpool_info()
                 if info["user_api"] == "blas"}
         seen.append((engine.current().__class__.__name__, blas))
-        return real(fn, repeats)
+        return real(way, *args)
 
-    monkeypatch.setattr(timing, "time_round", recording)
+    monkeypatch.setattr(timing, "_round", recording)
     before = engine.current()
     random.seed(0)
     net = timing.make_mlp(16, 2)

@@ -14,7 +14,16 @@ lesson's prose, in digits or in words; the cell that measured it prints it (``gl
   claim that only holds sometimes is not made);
 * **title** -- a lesson whose ``# NN · ...`` title has another number than its file;
 * **reference** -- a "(lesson NN)" whose clause names none of lesson NN's topics in
-  ``lessons/INDEX.md`` (or a lesson the index does not list).
+  ``lessons/INDEX.md`` (or a lesson the index does not list);
+* **direction** -- a sentence that compares or states a direction ("faster", "fewer",
+  "saves", "grows", "overlaps", ... :data:`DIRECTION`) that no ``claim(...)`` asserts.
+  A sentence is asserted when it contains the text of a claim of its lesson, or carries
+  ``<!-- claim: name -->`` (inside it or right after it) where a cell of the lesson calls
+  ``claim(ok, text, label="name")`` -- one claim per direction, not one per section. A
+  sentence that states a direction it does not measure says so: ``<!-- not measured -->``
+  (a definition, a design, an argument, a model's arithmetic) or ``<!-- seed -->`` (what a
+  source reports). Questions, headings, tables and the exercises' instructions are not
+  statements, so they are not read.
 
 Not figures, so never reported: code (fenced blocks, ``inline code``), math (``$...$``),
 ``{{name}}`` placeholders, numbers without a unit (the constants that define an experiment:
@@ -32,6 +41,7 @@ in its notebook, which fails the run when one stops being true.
 
 from __future__ import annotations
 
+import ast
 import re
 import sys
 from dataclasses import dataclass
@@ -89,6 +99,23 @@ FIGURE_RULES: list[tuple[str, re.Pattern[str], str]] = [
         rf"(?i)\b{HEDGES}\b(?:\s+\w+){{0,3}}?\s+{COMPARATIVE}\b"),
      "assert the comparison with claim(...) and state it plainly, or drop it"),
 ]
+
+# Words that compare or state a direction: a sentence holding one is a claim to assert.
+DIRECTION = re.compile(
+    r"(?i)\b(?:faster|slower|quicker|cheaper|costlier|dearer|fewer|larger|smaller|bigger|"
+    r"longer|shorter|higher|lower|better|worse|more\s+than|less\s+than|avoids|"
+    r"(?:saves|saved|saving|savings)(?!\s+(?:outputs?|state|as|files?|the\s+(?:model|scripted|"
+    r"graph)|for\s+the\s+backward))|grows?|grew|growing|shrinks?|shrank|shrinking|"
+    r"(?:drops?|dropped|falls?|fell|rises?|rose)\s+(?:to|from|by|below|above|as|with)|"
+    r"overlap(?:s|ped|ping)?|beats?|beaten|outperforms?|speeds?\s+up|slows|slowed|slowing|"
+    r"slow\s+down|halves|halved|"
+    r"doubles|doubled|reduces?|reduced|increases?|increased|decreases?|decreased|exceeds?|"
+    r"wins?|won|gains?|pays?\s+off|dominates?)\b")
+IDIOMS = re.compile(r"(?i)\b(?:no|any)\s+longer\b")  # "no longer" compares nothing
+MARKER = re.compile(r"<!--\s*(claim:\s*[\w,\s]+?|not measured|seed)\s*-->")
+NOT_STATEMENTS = re.compile(r"^[ \t]*(?:#|\|).*$", re.MULTILINE)  # headings, table rows
+EXERCISES = re.compile(r"^## Exercises\b.*?(?=^## |\Z)", re.MULTILINE | re.DOTALL)
+CLAIM_CALL = re.compile(r"\bclaim\(")
 
 # A figure quoted from one of these, in a sentence that says it reports it, is allowed.
 SOURCES = ("MXNet's Gluon book", "the Gluon book", "Dive into Deep Learning", "d2l",
@@ -238,16 +265,74 @@ def title_problems(name: str, markdown: str) -> list[Problem]:
     return []
 
 
+def lesson_claims(markdown: str) -> tuple[set[str], list[str]]:
+    """(labels, texts) of the ``claim(...)`` calls in a lesson's code cells: each label
+    given as ``label="..."``, and each claim's text when it is a plain string."""
+    labels, texts = set(), []
+    for cell in re.findall(r"```\{code-cell\}[^\n]*\n(.*?)```", markdown, re.DOTALL):
+        try:
+            tree = ast.parse(re.sub(r"^\s*[%!:].*$", "", cell, flags=re.MULTILINE))
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Call) and getattr(
+                    node.func, "id", getattr(node.func, "attr", None)) == "claim"):
+                continue
+            for keyword in node.keywords:
+                if keyword.arg == "label" and isinstance(keyword.value, ast.Constant):
+                    labels.add(str(keyword.value.value))
+            if len(node.args) > 1 and isinstance(node.args[1], ast.Constant):
+                texts.append(str(node.args[1].value))
+    return labels, texts
+
+
+def words(text: str) -> str:
+    return " ".join(re.sub(r"[^\w%]+", " ", text.lower()).split())
+
+
+def direction_problems(name: str, text: str, markdown: str) -> list[Problem]:
+    """Sentences stating a direction that no claim asserts and no marker excuses.
+    ``text`` is the prose with code, math and placeholders blanked and the comments kept."""
+    labels, texts = lesson_claims(markdown)
+    claimed = [words(t) for t in texts if len(words(t)) > 3]
+    markers = [(m.start(), m.end(), m.group(1)) for m in MARKER.finditer(text)]
+    problems = [Problem(name, line_of(text, start), "unknown claim label", label,
+                        f"no cell of this lesson calls claim(..., label={label!r})")
+                for start, _, found in markers if found.startswith("claim:")
+                for label in re.split(r"[,\s]+", found[6:].strip()) if label not in labels]
+    flat = blank(COMMENT, text)
+    flat = blank(NOT_STATEMENTS, blank(EXERCISES, blank(IDIOMS, flat)))
+    bounds = [0] + [m.end() for m in SENTENCE_END.finditer(flat)] + [len(flat)]
+    for start, end in zip(bounds, bounds[1:]):
+        sentence = flat[start:end]
+        found = [m.group(0) for m in DIRECTION.finditer(sentence)]
+        if not found or sentence.strip().endswith("?"):
+            continue
+        covered = [kind for first, _, kind in markers if start <= first < end]
+        if covered or any(c in words(sentence) for c in claimed):
+            continue
+        shown = " ".join(sentence.split())
+        problems.append(Problem(
+            name, line_of(flat, start + len(sentence) - len(sentence.lstrip())),
+            "an unasserted direction", f"{', '.join(found)}: {shown[:120]}",
+            "assert it -- claim(ok, text, label='name') in the cell that measured, and "
+            "<!-- claim: name --> after the sentence -- or say what it is: <!-- not measured "
+            "--> (a definition, design or argument) or <!-- seed --> (a source reports it)"))
+    return problems
+
+
 def check_text(name: str, markdown: str, index: dict[str, list[str]] | None = None
                ) -> list[Problem]:
     """Every problem in one lesson's markdown (``name`` is its file name)."""
     index = read_index() if index is None else index
     text = prose(markdown)
-    for pattern in (COMMENT, MATH, PLACEHOLDER, LINK_TARGET):
+    for pattern in (MATH, PLACEHOLDER, LINK_TARGET):
         text = blank(pattern, text)
+    directions = direction_problems(name, blank(INLINE_CODE, text), markdown)
+    text = blank(COMMENT, text)
     references = reference_problems(name, blank(INLINE_CODE, text, keep=True), index)
     figures = figure_problems(name, blank(INLINE_CODE, text))
-    problems = title_problems(name, markdown) + figures + references
+    problems = title_problems(name, markdown) + figures + references + directions
     return sorted(problems, key=lambda problem: problem.line)
 
 

@@ -8,7 +8,9 @@ the lesson, nbclient executes it in a fresh kernel running this very interpreter
 (working directory ``notebooks/``), and the outputs are stored. Timestamps are
 dropped, cell ids and widget model ids are numbered, prints to one stream are joined and
 bare object addresses dropped (``stable_outputs``), so a rebuild of an unchanged lesson
-changes only measured numbers and the file stays diff-able.
+changes only measured numbers and the file stays diff-able. What the timestamps measured
+is kept, once, as each code cell's run time (``metadata.hybridlab.cell_seconds``), which
+``tools/pacing.py`` adds to the reading time of the README's minutes.
 
 Widget state is *kept* (``metadata.widgets``): with it, a notebook opened without running
 it -- in a trusted JupyterLab, or on the course's static site -- draws every widget as it
@@ -64,28 +66,31 @@ class GlueError(ValueError):
 
 
 class MissingFrameworkError(RuntimeError):
-    """A lesson has cells tagged ``requires-<module>`` and that module is not installed."""
+    """A lesson has cells starting ``%%requires <module>`` and that module is not installed."""
 
 
-REQUIRES = "requires-"  # cell tag, as notebooks/conftest.py reads it
+REQUIRES = "%%requires"  # hybridlab.exercises.requires.MAGIC (a tool does not import hybridlab)
 
 
 def required_modules(notebook) -> list[str]:
-    """The modules named by the ``requires-<module>`` tags of a notebook's cells."""
-    found = {tag[len(REQUIRES):] for cell in notebook.cells
-             for tag in cell.get("metadata", {}).get("tags", []) if tag.startswith(REQUIRES)}
+    """The modules named by the ``%%requires <module> ...`` first lines of a notebook's
+    cells (as ``hybridlab.exercises.requires.required_modules`` reads them)."""
+    found = set()
+    for cell in notebook.cells:
+        words = cell.source.lstrip().split("\n", 1)[0].split() if cell.cell_type == "code" else []
+        found |= set(words[1:]) if words[:1] == [REQUIRES] else set()
     return sorted(found)
 
 
 def check_frameworks(notebook, lesson_name: str) -> None:
-    """Refuse to build a lesson whose tagged cells could not run here: executing it would
+    """Refuse to build a lesson whose ``%%requires`` cells could not run here: executing it would
     store errors (or no outputs) in place of the saved ones."""
     import importlib.util
 
     missing = [m for m in required_modules(notebook) if importlib.util.find_spec(m) is None]
     if missing:
         raise MissingFrameworkError(
-            f"{lesson_name}: cells tagged requires-{missing[0]} need {', '.join(missing)}, "
+            f"{lesson_name}: cells marked %%requires {missing[0]} need {', '.join(missing)}, "
             f"which is not installed; install it (the lesson's first cell gives the command "
             f"for a CPU-only build) and run again")
 
@@ -168,7 +173,8 @@ def build(lesson: Path, timeout: int = 120) -> float:
     client.execute()
     elapsed = time.perf_counter() - start
     widgets = notebook.metadata.get("widgets")
-    notebook.metadata = {"kernelspec": dict(KERNELSPEC), "language_info": dict(LANGUAGE_INFO)}
+    notebook.metadata = {"kernelspec": dict(KERNELSPEC), "language_info": dict(LANGUAGE_INFO),
+                         "hybridlab": {"cell_seconds": cell_seconds(notebook)}}
     if widgets:
         notebook.metadata["widgets"] = widgets
     for cell in notebook.cells:
@@ -179,6 +185,25 @@ def build(lesson: Path, timeout: int = 120) -> float:
     text = stable_widget_ids(nbformat.writes(notebook))
     notebook_path(lesson).write_text(text + "\n", encoding="utf-8")
     return elapsed
+
+
+def cell_seconds(notebook) -> list[float]:
+    """Each code cell's run time (nbclient's timestamps), to a tenth of a second: what
+    ``tools/pacing.py`` adds to a lesson's reading time."""
+    from datetime import datetime
+
+    seconds = []
+    for cell in notebook.cells:
+        if cell.cell_type != "code":
+            continue
+        stamps = cell.metadata.get("execution", {})
+        begin, end = stamps.get("iopub.execute_input"), stamps.get("shell.execute_reply")
+        took = 0.0
+        if begin and end:
+            took = (datetime.fromisoformat(end.replace("Z", "+00:00"))
+                    - datetime.fromisoformat(begin.replace("Z", "+00:00"))).total_seconds()
+        seconds.append(round(took, 1))
+    return seconds
 
 
 BARE_REPR = re.compile(r"<[\w.]+(?: object)? at 0x[0-9a-fA-F]+>")

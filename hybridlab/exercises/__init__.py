@@ -14,6 +14,8 @@ Invariants
   check stays right when the engine changes.
 * A check never raises on a wrong answer; it explains it (exceptions from the student's
   code are reported in the message).
+* Imported in IPython (every lesson's first cell does), it registers the ``%%requires``
+  cell magic (:mod:`hybridlab.exercises.requires`).
 """
 
 from typing import Any
@@ -24,7 +26,7 @@ from hybridlab.exercises.lesson00 import check_fc_count, check_speedup_guess, ch
 from hybridlab.exercises.lesson01 import (
     check_dense_from_primitives,
     check_fancy_func_nodes,
-    check_operator_cost,
+    check_held_bytes,
     check_symbol_program,
     fancy_func,
 )
@@ -76,6 +78,9 @@ from hybridlab.exercises.lesson10 import (
     check_fastest_way,
     check_two_device_step,
 )
+from hybridlab.exercises.requires import register as _register_requires
+
+_register_requires()  # the %%requires cell magic, for cells that need an optional framework
 
 __all__ = [
     "BARRIER_CHOICES", "BrokenBlock", "ClaimError", "Feedback", "FlattenBlock",
@@ -85,7 +90,7 @@ __all__ = [
     "check_dense_from_primitives", "check_enough_workers", "check_export_roundtrip",
     "check_fancy_func_nodes", "check_fc_count", "check_flatten", "check_gradients",
     "check_hybridizable", "check_last_column", "check_liveness_bound", "check_makespan",
-    "check_numeric_gradient", "check_operator_cost", "check_print_count",
+    "check_held_bytes", "check_numeric_gradient", "check_print_count",
     "check_ready_after_two_steps", "check_retrace_cost",
     "check_sign_gate", "check_span", "check_speedup", "check_speedup_guess",
     "check_symbol_program", "check_sync_points", "check_times_one_pass", "check_tour_mlp",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import statistics
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -81,42 +80,107 @@ def compare_block(block_class: type, reference: Callable[[np.ndarray], np.ndarra
 def interleaved_medians(runs: dict[str, Callable[[], Any]], calls: int, rounds: int,
                         timer: Callable[[], float],
                         switches: dict[str, Callable[[], Any]] | None = None,
-                        engine_factory: Callable[[], Any] | None = None
-                        ) -> dict[str, float]:
-    """Seconds per call of each run, by the course's protocol (lesson 00, "How the course
-    measures"): the naive engine, one BLAS thread, rounds of ``calls`` calls of every run
-    in rotating order, the median round. ``timer`` is injectable, so a test can pass a
-    deterministic clock (a timed check then gives the same verdict on every machine).
-    ``switches[name]()``, if given, runs (untimed, with one untimed call) before each round
-    of ``name``: ``net.hybridize(...)`` forgets the compiled program, so it cannot sit in
-    the timed loop. ``engine_factory`` makes another engine than the naive one."""
-    from threadpoolctl import threadpool_limits
+                        engine: Any = "NaiveEngine") -> dict[str, float]:
+    """Seconds per call of each run, by the course's one protocol
+    (:func:`hybridlab.lab.timing.measure`; ``calls`` calls a round, in three runs).
+    ``timer`` is injectable, so a test can pass a deterministic clock (a timed check then
+    gives the same verdict on every machine)."""
+    from hybridlab.lab.timing import RUNS, measure
 
-    from hybridlab import engine
-    from hybridlab import ndarray as nd
-
-    names = list(runs)
-    samples: dict[str, list[float]] = {name: [] for name in names}
-    chosen = engine.NaiveEngine() if engine_factory is None else engine_factory()
-    with engine.engine_scope(chosen), threadpool_limits(1, user_api="blas"):
-        for round_index in range(rounds):
-            for offset in range(len(names)):
-                name = names[(round_index + offset) % len(names)]
-                (switches or {}).get(name, lambda: None)()
-                runs[name]()  # warm up: a first hybridized call traces and compiles
-                nd.waitall()
-                start = timer()
-                for _ in range(calls):
-                    runs[name]()
-                nd.waitall()
-                samples[name].append((timer() - start) / calls)
-    return {name: statistics.median(values) for name, values in samples.items()}
+    return measure(runs, engine=engine, rounds=rounds, calls=max(1, calls // RUNS),
+                   switches=switches, timer=timer).seconds
 
 
-def how_far_off(guess: float, measured: float) -> tuple[bool, str]:
-    """(within a factor of two?, a sentence saying by how much the guess was off)."""
-    factor = max(guess / measured, measured / guess)
-    side = "high" if guess > measured else "low"
+NO_EFFECT = 1.0  # the ratio that says "it makes no difference"
+
+
+def effect(ratio: float) -> float:
+    """What a ratio changes: ``ratio - 1`` above 1 and ``1 - 1 / ratio`` below, so that
+    twice as long (2.0) and half as long (0.5) are effects of the same size, +1 and -1."""
+    return ratio - 1 if ratio >= 1 else 1 - 1 / ratio
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """A prediction against a measurement: ``correct`` and how far off it was, in words."""
+
+    correct: bool
+    off: str
+
+
+def _within(factor: float, within: float) -> bool:
+    """Less than ``within`` off; exactly ``within`` (up to rounding: 0.2 / 0.1 is not 2.0
+    in floating point) is not."""
+    return factor < within * (1 - 1e-9)
+
+
+def _factor_words(factor: float, side: str) -> str:
     if factor < 1.05:
-        return True, "spot on"
-    return factor <= 2.0, f"{factor:.1f} times too {side}"
+        return "spot on"
+    if factor < 1.5:
+        return f"{factor - 1:.0%} too {side}"
+    return f"{factor:.1f} times too {side}"
+
+
+def judge_ratio(guess: float, measured: float, within: float = 2.0) -> Judgement:
+    """Judge a predicted ratio (``a / b``) against the measured one.
+
+    A guess of 1 ("no effect") is never right, since every ratio the course asks for
+    measures an effect. A ratio of 2 or more is judged on itself: right when less than a
+    factor ``within`` off. A smaller effect is judged on the effect itself
+    (:func:`effect`, ``ratio - 1``): 1.1 against a measured 1.89 predicts an eighth of
+    the effect, although the two ratios are only 1.7 apart. An effect in the other
+    direction (faster where it is slower) is wrong whatever its size."""
+    guessed, real = effect(guess), effect(measured)
+    if abs(guessed) < 1e-9:
+        return Judgement(False, f"no difference at all (a ratio of 1), but this run "
+                                f"measured {_ratio_words(measured)}")
+    if abs(real) < 1e-9:
+        return Judgement(False, "this run measured no difference at all, so it cannot "
+                                "judge a prediction: the machine is too noisy now; run "
+                                "the check again")
+    if guessed * real < 0:
+        return Judgement(False, f"in the wrong direction: you predicted "
+                                f"{_ratio_words(guess)}, this run measured "
+                                f"{_ratio_words(measured)}")
+    if abs(real) >= 1:  # a factor of 2 or more: judged on the ratio itself
+        factor = max(guess / measured, measured / guess)
+        return Judgement(_within(factor, within), _factor_words(
+            factor, "high" if abs(guessed) > abs(real) else "low"))
+    factor = max(guessed / real, real / guessed)
+    words = _factor_words(factor, "large" if abs(guessed) > abs(real) else "small")
+    if words != "spot on":
+        words = (f"off in its effect (the ratio minus 1), {words}: you predicted "
+                 f"{_ratio_words(guess)}, this run measured {_ratio_words(measured)}")
+    return Judgement(_within(factor, within), words)
+
+
+def _ratio_words(ratio: float) -> str:
+    """A ratio with its change in percent: 1.89 is "1.89 (+89%)", 0.8 is "0.80 (-20%)"."""
+    return f"{ratio:.2f} ({ratio - 1:+.0%})"
+
+
+def judge_amount(guess: float, measured: float, within: float = 2.0) -> Judgement:
+    """Judge a predicted amount (a time, a saving, a byte count) against the measured one:
+    right when less than a factor ``within`` off. A guess of 0 says "nothing" and is
+    never right; a measurement of 0 or less cannot judge anything."""
+    if not guess > 0:
+        return Judgement(False, f"nothing at all ({guess:g}), but this run measured "
+                                f"{measured:.3g}")
+    if not measured > 0:
+        return Judgement(False, "this run measured nothing at all, so it cannot judge a "
+                                "prediction: the machine is too noisy now; run the check "
+                                "again")
+    factor = max(guess / measured, measured / guess)
+    return Judgement(_within(factor, within),
+                     _factor_words(factor, "high" if guess > measured else "low"))
+
+
+RULE = ("a prediction counts when it is less than a factor of two off -- for a ratio under 2, "
+        "a factor of two off in its effect, the ratio minus 1")
+
+
+def verdict(judgement: Judgement, report: str) -> Feedback:
+    """The feedback of a predict-then-measure check: ``report`` (the measurement, how far
+    off, and why), and the rule a wrong answer broke."""
+    return Feedback(judgement.correct, report if judgement.correct else f"{report} -- {RULE}")

@@ -8,8 +8,8 @@ cell's output, and ``tools/sync_notebooks.py`` writes the same text into the not
 markdown wherever the lesson source says ``{{name}}``. The lesson source keeps the
 placeholder, so ``sync_notebooks --check`` still compares sources.
 
-``claim(ok, text)`` is how a lesson asserts what its prose says ("the compiled call is
-faster"): it prints the claim when it holds and raises :class:`ClaimError` when it does
+``claim(ok, text, label)`` is how a lesson asserts what its prose says ("the compiled call
+is faster"): it prints the claim when it holds and raises :class:`ClaimError` when it does
 not, so nbval and ``make notebooks`` fail instead of a sentence quietly becoming false.
 """
 
@@ -38,9 +38,11 @@ def glue(name: str, value: Any, fmt: str = "{}") -> str:
     return text
 
 
-def claim(ok: Any, text: str) -> None:
+def claim(ok: Any, text: str, label: str | None = None) -> None:
     """Assert that the lesson's sentence ``text`` holds on this run: print it if so,
-    raise :class:`ClaimError` naming it if not."""
+    raise :class:`ClaimError` naming it if not. ``label`` ties the claim to the prose
+    sentences that state it (``<!-- claim: label -->`` after each; tools/check_lessons.py
+    fails on a sentence stating a direction that no claim asserts)."""
     if not ok:
         raise ClaimError(f"the lesson says: {text!r}, but this run shows otherwise")
     print(f"checked: {text}")

@@ -9,11 +9,12 @@ import numpy as np
 
 from hybridlab.exercises._common import (
     Feedback,
-    how_far_off,
     inputs,
     interleaved_medians,
+    judge_ratio,
     ops_in,
     run,
+    verdict,
 )
 
 
@@ -72,7 +73,7 @@ def check_speedup_guess(net: Any, guess: float, batch: int = 1, calls: int = 100
                         rounds: int = 5, timer: Callable[[], float] = time.perf_counter
                         ) -> Feedback:
     """Predict imperative time / hybridized time of ``net`` on a batch of ``batch``, then
-    measure it (the course's protocol, lesson 00): right within a factor of two."""
+    measure it (the course's protocol, lesson 00); judged by :func:`judge_ratio`."""
     from hybridlab import nd
 
     if not isinstance(guess, (int, float)) or not guess > 0:
@@ -90,7 +91,7 @@ def check_speedup_guess(net: Any, guess: float, batch: int = 1, calls: int = 100
                   "hybridized": lambda: net.hybridize()})
     net.hybridize()
     measured = times["imperative"] / times["hybridized"]
-    close, off = how_far_off(float(guess), measured)
+    judgement = judge_ratio(float(guess), measured)
     why = (f"the imperative call runs {operators} engine operations, each paying the "
            "framework's Python (the layer's call, its parameters, the dispatch, the push); the "
            "hybridized call runs one, a generated function calling the same kernels")
@@ -101,8 +102,8 @@ def check_speedup_guess(net: Any, guess: float, batch: int = 1, calls: int = 100
         why += " -- but here the arithmetic dominates, and it is the same in both"
     report = (f"measured {measured:.1f} (imperative {times['imperative'] * 1e6:.1f} µs, "
               f"hybridized {times['hybridized'] * 1e6:.1f} µs per call on a batch of {batch}, "
-              f"naive engine); your guess {guess} is {off}. Why: {why}")
-    return Feedback(close, report if close else report + " -- within a factor of two counts")
+              f"naive engine); your guess {guess} is {judgement.off}. Why: {why}")
+    return verdict(judgement, report)
 
 
 def ops_in_call(net: Any, x: Any) -> list[str]:

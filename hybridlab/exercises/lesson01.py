@@ -2,19 +2,11 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any, Callable
 
 import numpy as np
 
-from hybridlab.exercises._common import (
-    Feedback,
-    how_far_off,
-    inputs,
-    interleaved_medians,
-    ops_in,
-    run,
-)
+from hybridlab.exercises._common import Feedback, inputs, judge_amount, ops_in, run
 
 
 def check_symbol_program(fn: Callable[..., Any]) -> Feedback:
@@ -94,40 +86,37 @@ def three_layers(F: Any, x: Any, params: dict[str, Any], fine: bool) -> Any:
     return x
 
 
-def check_operator_cost(guess_us: float, calls: int = 100, rounds: int = 5,
-                        timer: Callable[[], float] = time.perf_counter) -> Feedback:
-    """Predict, in microseconds, what one extra operator adds to an imperative call of
-    lesson 01's three layers (fine minus coarse, per extra operator, on the one-worker
-    threaded engine, as section 5 times them); then measure it."""
-    from hybridlab import engine, nd
+def chain(x: Any) -> Any:
+    """Section 1's chain: four statements, each reading only the array the one before made."""
+    h1 = np.tanh(x)
+    h2 = np.tanh(h1)
+    h3 = np.tanh(h2)
+    return np.tanh(h3)
 
-    if not isinstance(guess_us, (int, float)) or not guess_us > 0:
-        return Feedback(False, f"guess a positive number of microseconds, not {guess_us!r}")
-    x, *arrays = inputs((32, 64), *[(64, 64), (64,)] * 3)
-    params = {f"{kind}{i}": arrays[2 * i + (kind == "b")] for i in range(3) for kind in "wb"}
-    with engine.engine_scope(engine.NaiveEngine()) as naive:
-        naive.set_tracing(True)
-        counts = {}
-        for form, fine in (("coarse", False), ("fine", True)):
-            naive.clear_trace()
-            three_layers(nd, x, params, fine).wait_to_read()
-            counts[form] = len(naive.trace)
-    extra = counts["fine"] - counts["coarse"]
-    times = interleaved_medians({"coarse": lambda: three_layers(nd, x, params, False),
-                                 "fine": lambda: three_layers(nd, x, params, True)},
-                                calls, rounds, timer,
-                                engine_factory=lambda: engine.ThreadedEngine(workers=1))
-    measured = (times["fine"] - times["coarse"]) / extra * 1e6
-    if measured <= 0:
-        return Feedback(False, f"this run measured no cost for the {extra} extra operators "
-                               f"(coarse {times['coarse'] * 1e6:.1f} µs, fine "
-                               f"{times['fine'] * 1e6:.1f} µs): the machine is too noisy "
-                               "now; run the check again")
-    close, off = how_far_off(float(guess_us), measured)
-    report = (f"measured {measured:.1f} µs per extra operator (coarse "
-              f"{times['coarse'] * 1e6:.1f} µs, fine {times['fine'] * 1e6:.1f} µs per call, "
-              f"{extra} extra engine tasks, one-worker threaded engine); your guess is {off}. "
-              "Why: an extra operator is an extra engine task, and imperatively each task "
-              "pays the framework's Python (dispatch, shape rule, push) and its hand-over to "
-              "the worker thread, besides its small kernel")
-    return Feedback(close, report if close else report + " -- within a factor of two counts")
+
+def check_held_bytes(guess: int, n: int = 250_000) -> Feedback:
+    """Predict how many bytes of arrays ``chain``'s local names hold while its last
+    statement runs, on a float32 array of ``n`` numbers; then measure it: section 1's
+    ``lifetimes`` runs the function and follows each array until it is freed."""
+    from hybridlab.lab.memory import lifetimes
+
+    if not isinstance(guess, (int, np.integer)) or isinstance(guess, bool):
+        return Feedback(False, f"give a whole number of bytes, not {guess!r}")
+    steps, lives = lifetimes(chain, np.ones(n, dtype=np.float32))
+    last = len(steps) - 2  # the return statement; the step after it is "(returned)"
+    held = [life for life in lives if life.born < last < life.freed or life.born == last]
+    measured = sum(life.nbytes for life in held)
+    judgement = judge_amount(guess, measured, within=1.05)
+    array = 4 * n
+    why = (f"each array is {n:,} float32 numbers, {array:,} bytes; while the last statement "
+           f"runs, {', '.join(life.name for life in held)} are all still held -- a local "
+           "lives until the function returns, not until its last use, because the "
+           "interpreter runs one statement at a time and cannot know a name will not be read "
+           "again (only h3 is still to be read)")
+    if judgement.correct:
+        return Feedback(True, f"{measured:,} bytes: {why}")
+    hint = {array: " -- you counted only the array the last statement reads",
+            4 * array: " -- the input x is the caller's, and the result is not a local yet",
+            measured // 4: " -- a float32 takes 4 bytes"}.get(guess, "")
+    return Feedback(False, f"measured {measured:,} bytes; your guess {guess:,} is "
+                           f"{judgement.off}{hint}. Why: {why}")

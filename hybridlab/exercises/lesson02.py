@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from hybridlab.exercises._common import Feedback, compare_block, inputs, run
+from hybridlab.exercises._common import Feedback, compare_block, inputs, judge_amount, run
 
 
 @functools.cache  # one class object per session, so isinstance checks behave
@@ -113,6 +113,7 @@ def check_arena_bytes(guess: int, batch: int = 16) -> Feedback:
            "output, and the last layer's result is handed to you, not kept in the arena")
     if guess == measured:
         return Feedback(True, f"{measured} bytes: {why}")
-    off = (f"{guess / measured:.2f} times the real size" if measured else "not zero")
-    return Feedback(abs(guess - measured) <= 0.05 * measured,
-                    f"the arena is {measured} bytes, your guess {guess} is {off}. Why: {why}")
+    judgement = judge_amount(guess, measured, within=1.05)
+    off = (f"{guess / measured:.2f} times the real size" if guess > 0 else judgement.off)
+    return Feedback(judgement.correct, f"the arena is {measured} bytes, your guess {guess} is "
+                                       f"{off}. Why: {why}")

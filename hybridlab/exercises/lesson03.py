@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-from hybridlab.exercises._common import Feedback, how_far_off, interleaved_medians
+from hybridlab.exercises._common import Feedback, interleaved_medians, judge_ratio, verdict
 
 SYNC_CANDIDATES: dict[str, Callable[[Any], Any]] = {  # what a student may call on x
     "print": str, "asnumpy": lambda x: x.asnumpy(), "asscalar": lambda x: x.asscalar(),
@@ -150,13 +150,15 @@ def check_barrier_ratio(guess: float, steps: int = 50, rounds: int = 5,
 
     times = interleaved_medians({"sync": lambda: loop(True), "once": lambda: loop(False)},
                                 1, rounds, timer,
-                                engine_factory=lambda: engine.ThreadedEngine(workers=1))
+                                engine=engine.ThreadedEngine(workers=1))
     measured = times["sync"] / times["once"]
-    close, off = how_far_off(float(guess), measured)
+    judgement = judge_ratio(float(guess), measured)
     per = {name: t / steps * 1e6 for name, t in times.items()}
     report = (f"measured {measured:.2f} (sync every iteration {per['sync']:.1f} µs, once "
               f"{per['once']:.1f} µs per iteration, one-worker threaded engine); your guess "
-              f"is {off}. Why: with a barrier each iteration costs t1 + t2 + t3 (push, "
-              "compute, hand-over); without, pushing overlaps computing and the hand-over "
-              "is paid once, so an iteration costs about the larger of t1 and t2")
-    return Feedback(close, report if close else report + " -- within a factor of two counts")
+              f"is {judgement.off}. Why: with a barrier each iteration costs t1 + t2 + t3 "
+              "(push, compute, hand-over); without, pushing overlaps computing and the "
+              "hand-over is paid once, so an iteration costs about the larger of t1 and t2 "
+              "-- a barrier in every iteration always costs something, so the ratio is "
+              "above 1, by about (min(t1, t2) + t3) / max(t1, t2)")
+    return verdict(judgement, report)

@@ -8,11 +8,10 @@ end). The checks keep the two apart.
 from __future__ import annotations
 
 import math
-import statistics
 import time
 from typing import Any, Callable
 
-from hybridlab.exercises._common import Feedback
+from hybridlab.exercises._common import Feedback, Judgement, judge_ratio, verdict
 
 
 def _diamond_tasks() -> list[Any]:
@@ -62,59 +61,65 @@ def check_makespan(workers: int, answer: float) -> Feedback:
                            f"before its inputs are done, and at most {workers} run at once")
 
 
-def _two_chains_seconds(workers: int, clock: Callable[[], float], length: int = 8) -> float:
-    """Seconds for two independent chains of ``length`` 300x300 products on a
-    ``workers``-worker ThreadedEngine, one BLAS thread per product."""
+def two_chains(length: int = 8, size: int = 300) -> Callable[[], Any]:
+    """A call that pushes two independent chains of ``length`` products of ``size`` x
+    ``size`` matrices on the current engine and returns the last product of each."""
     import numpy as np
-    from threadpoolctl import threadpool_limits
 
-    from hybridlab import engine, nd
+    from hybridlab import ndarray as nd
 
-    matrix = (np.random.default_rng(0).normal(size=(300, 300)) / 300).astype(np.float32)
-    with threadpool_limits(1), engine.engine_scope(engine.ThreadedEngine(workers=workers)):
-        a = nd.array(matrix)
-        nd.waitall()
-        start = clock()
+    matrix = (np.random.default_rng(0).normal(size=(size, size)) / size).astype(np.float32)
+    a = nd.array(matrix)
+
+    def call() -> Any:
         left = right = a
         for _ in range(length):
             left, right = nd.dot(left, a), nd.dot(right, a)
-        nd.waitall()
-        return clock() - start
+        return left, right
+
+    return call
 
 
-def check_speedup(prediction: float, clock: Callable[[], float] = time.perf_counter,
+def check_speedup(prediction: float, timer: Callable[[], float] = time.perf_counter,
                   rounds: int = 5) -> Feedback:
     """Predict-then-measure: the time of two independent chains of products on one
-    worker divided by their time on two workers (one BLAS thread each). Measured in
-    ``rounds`` interleaved rounds (one worker, then two), medians compared; ``clock``
-    is the timer (injectable, so a test can fix the durations). Within 20% counts."""
+    worker divided by their time on two workers (one BLAS thread each), measured by the
+    course's protocol (:func:`hybridlab.lab.timing.measure`: interleaved rounds, medians;
+    ``timer`` injectable, so a test can fix the durations). Judged by
+    :func:`~hybridlab.exercises._common.judge_ratio`: on the effect, the ratio minus 1."""
     import os
+
+    from hybridlab import engine
+    from hybridlab.lab.timing import measure
 
     if not isinstance(prediction, (int, float)) or not prediction > 0:
         return Feedback(False, f"predict a positive ratio (one worker's time / two workers' "
                                f"time), not {prediction!r}")
-    times: dict[int, list[float]] = {1: [], 2: []}
-    for _ in range(rounds):
-        for workers in (1, 2):
-            times[workers].append(_two_chains_seconds(workers, clock))
-    one, two = statistics.median(times[1]), statistics.median(times[2])
+    chains = two_chains()
+    m = measure({"1 worker": chains, "2 workers": chains}, rounds=rounds, calls=1,
+                engine={"1 worker": engine.ThreadedEngine(workers=1),
+                        "2 workers": engine.ThreadedEngine(workers=2)}, timer=timer)
+    one, two = m["1 worker"], m["2 workers"]
     measured = one / two
-    off = prediction / measured - 1
+    judgement = judge_ratio(prediction, measured)
+    if prediction > 2:  # impossible, however close to this run's measurement
+        judgement = Judgement(False, judgement.off)
     line = (f"you predicted {prediction:.2f}x; measured {measured:.2f}x (1 worker "
-            f"{one * 1e3:.1f} ms, 2 workers {two * 1e3:.1f} ms, medians of {rounds}), "
-            f"{abs(off):.0%} {'above' if off > 0 else 'below'}")
-    if abs(off) <= 0.2:
+            f"{one * 1e3:.1f} ms, 2 workers {two * 1e3:.1f} ms, medians of {rounds}): "
+            f"{judgement.off}")
+    if judgement.correct:
         return Feedback(True, line)
     if prediction > 2:
         why = ("two workers can at most halve the time: each chain is a sequence, so the "
                "best is one chain per worker")
-    elif off > 0:
+    elif prediction > measured:
         why = (f"the cores ({os.cpu_count()} here) also run Python, the engine's bookkeeping "
                "and other programs; whatever they take, the two workers do not get")
     else:
-        why = ("the chains never meet, so two workers run them side by side: with two free "
+        why = ("the chains never meet, and a product releases Python's interpreter lock "
+               "while BLAS computes, so two workers run them side by side: with two free "
                "cores the time comes close to half")
-    return Feedback(False, f"{line}: {why}")
+    return verdict(judgement, f"{line}: {why}")
 
 
 def chain_sum_graph(n: int = 8) -> Any:

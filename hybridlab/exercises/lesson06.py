@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import functools
-import statistics
 import time
 from typing import Callable
 
 import numpy as np
 
-from hybridlab.exercises._common import Feedback, compare_block, inputs
+from hybridlab.exercises._common import Feedback, compare_block, inputs, judge_ratio, verdict
 
 
 @functools.cache  # one class object per session, so isinstance checks behave
@@ -82,15 +81,18 @@ def check_last_column(block_class: type) -> Feedback:
                          success="F.slice_axis picks the last column at any width")
 
 
-def check_retrace_cost(prediction: float, clock: Callable[[], float] = time.perf_counter,
+def check_retrace_cost(prediction: float, timer: Callable[[], float] = time.perf_counter,
                        rounds: int = 5) -> Feedback:
     """Predict-then-measure: under ``hybridize(static_shape=True)``, how many times longer
-    does a call with a new input shape take than a second call with the same shape? Each
-    round calls a fresh shape, then repeats it; the medians are compared (``clock`` is
-    the timer, injectable for tests). Within a factor of 3 counts: it is the order of
-    magnitude that decides whether a varying shape is affordable."""
+    does a call with a new input shape take than a call with a shape seen before? Timed
+    by the course's protocol (:func:`hybridlab.lab.timing.measure`, the naive engine):
+    the first way calls a fresh width every time, the second one width again (``timer``
+    injectable for tests). Judged by :func:`~hybridlab.exercises._common.judge_ratio`."""
+    import itertools
+
     from hybridlab import nd
     from hybridlab.gluon import nn
+    from hybridlab.lab.timing import measure
 
     if not isinstance(prediction, (int, float)) or not prediction > 0:
         return Feedback(False, f"predict a positive ratio (new shape / same shape), not "
@@ -103,20 +105,15 @@ def check_retrace_cost(prediction: float, clock: Callable[[], float] = time.perf
     block = PositiveFraction()
     block.initialize()
     block.hybridize(static_shape=True)
-    block(nd.ones((4, 2))).wait_to_read()  # warm up: the first compile of the session
-    new: list[float] = []
-    same: list[float] = []
-    for width in range(3, 3 + rounds):
-        x = nd.ones((4, width))
-        for times in (new, same):
-            start = clock()
-            block(x).wait_to_read()
-            times.append(clock() - start)
-    measured = statistics.median(new) / statistics.median(same)
+    widths, same = itertools.count(3), nd.ones((4, 2))
+    m = measure({"new shape": lambda: block(nd.ones((4, next(widths)))),
+                 "same shape": lambda: block(same)}, rounds=rounds, calls=1, timer=timer)
+    measured = m.ratio("new shape", "same shape")
+    judgement = judge_ratio(float(prediction), measured)
     line = (f"you predicted {prediction:g}x; measured {measured:.0f}x (new shape "
-            f"{statistics.median(new) * 1e6:.0f} µs, same shape "
-            f"{statistics.median(same) * 1e6:.0f} µs, medians of {rounds})")
-    if measured / 3 <= prediction <= measured * 3:
+            f"{m['new shape'] * 1e6:.0f} µs, same shape {m['same shape'] * 1e6:.0f} µs, "
+            f"medians of {rounds} rounds): {judgement.off}")
+    if judgement.correct:
         return Feedback(True, f"{line}: a new shape pays for a whole trace and compile")
     if prediction < measured:
         why = ("a new shape traces hybrid_forward again, runs every pass and generates and "
@@ -124,4 +121,4 @@ def check_retrace_cost(prediction: float, clock: Callable[[], float] = time.perf
     else:
         why = ("a repeated shape finds its program in the cache and only runs it; the trace "
                "and compile, though slow, are a one-off per shape")
-    return Feedback(False, f"{line}, off by more than a factor of 3: {why}")
+    return verdict(judgement, f"{line}: {why}")

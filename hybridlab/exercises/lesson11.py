@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from hybridlab.exercises._common import Feedback, how_far_off
+from hybridlab.exercises._common import Feedback, judge_ratio, verdict
 
 TORCH_HINT = ("this exercise needs PyTorch, which the course does not install; a CPU-only "
               "build: .venv/bin/pip install torch==2.13.0 --index-url "
@@ -147,29 +147,30 @@ def check_graph_count(guess: int) -> Feedback:
 def check_dispatch_ratio(guess: float, size: int = 512, runs: int = 5,
                          timer: Callable[[], float] = time.perf_counter) -> Feedback:
     """Predict (time until the value is ready) / (time until the call returned) for a
-    jitted product of two ``size`` x ``size`` float32 matrices; the fastest of ``runs``
-    runs of each half counts."""
+    jitted product of two ``size`` x ``size`` float32 matrices; timed by the course's
+    protocol (:func:`hybridlab.lab.timing.measure`, one thread), the call as a lap."""
     import jax
+
+    from hybridlab.lab.timing import measure
 
     if not isinstance(guess, (int, float)) or not guess > 0:
         return Feedback(False, f"guess a positive ratio, not {guess!r}")
     a = jax.device_put(np.random.default_rng(0).normal(size=(size, size)).astype(np.float32))
     product = jax.jit(lambda m: m @ m)
-    product(a).block_until_ready()  # compile first: compiling is not dispatching
-    pushed, waited = [], []
-    for _ in range(runs):
-        start = timer()
-        result = product(a)
-        pushed.append(timer() - start)
-        start = timer()
-        result.block_until_ready()
-        waited.append(timer() - start)
-    push, done = min(pushed), min(pushed) + min(waited)
+
+    def call_then_wait(laps: Any) -> Any:
+        with laps("call"):
+            result = product(a)
+        return result.block_until_ready()
+
+    m = measure({"call and wait": call_then_wait}, rounds=runs, calls=1, timer=timer)
+    push, done = m.lap("call and wait", "call"), m["call and wait"]
     measured = done / push
-    close, off = how_far_off(float(guess), measured)
+    judgement = judge_ratio(float(guess), measured)
     report = (f"measured {measured:.0f} (the call returned after {push * 1e6:.0f} µs, the "
-              f"value was ready after {done * 1e6:.0f} µs); your guess is {off}. Why: the "
+              f"value was ready after {done * 1e6:.0f} µs); your guess is {judgement.off}. "
+              "Why: the "
               f"call only hands the compiled program and its input to the runtime, a cost "
               f"that does not depend on the size; the product's {2 * size ** 3:,} "
               "floating-point operations run after it returned")
-    return Feedback(close, report if close else report + " -- within a factor of two counts")
+    return verdict(judgement, report)

@@ -741,7 +741,9 @@ class HybridBlock(Block):
         return trace.fed(self._op_ctx if ctx is None else ctx)
 
     def export(self, path: str, epoch: int = 0) -> None:
-        """Write ``path-symbol.json`` and ``path-%04d.params`` (``arg:``/``aux:`` keys)."""
+        """Write ``path-symbol.json`` and ``path-%04d.params`` (``arg:``/``aux:`` keys).
+        Epochs share the JSON, as in MXNet: each epoch's .params loads with it as long as
+        the graph is the same (NOTE [Export pair] in model_files.py)."""
         if not self._traces:
             raise RuntimeError(f"{self.name!r}: call hybridize() and run the block once "
                                f"(net(x)) before export(), so there is a graph to save")
@@ -760,7 +762,7 @@ class HybridBlock(Block):
         for name in graph.list_auxiliary_states():
             arrays[f"aux:{name}"] = params[name]._reduce()
         model_files.write_export_pair(f"{path}-symbol.json", graph.to_graph(),
-                                      f"{path}-{epoch:04d}.params", arrays)
+                                      f"{path}-{epoch:04d}.params", arrays, epoch)
 
 
 class _Trace:

@@ -154,3 +154,70 @@ def memory_notes(graph: Any) -> dict[int, str]:
         else:  # pinned, or left out of the arena (_choose_arena)
             notes[id(node)] = f"own buffer {buffer} (allocated on each call)"
     return notes
+
+
+
+@dataclass(frozen=True)
+class Lifetime:
+    """An array a function's local name held while the function ran imperatively: made by
+    statement ``born``, last read by statement ``last_read``, let go at step ``freed``
+    (indices into the steps :func:`lifetimes` returns)."""
+
+    name: str
+    nbytes: int
+    born: int
+    last_read: int
+    freed: int
+
+
+def lifetimes(fn: Any, *args: Any) -> tuple[list[str], list[Lifetime]]:
+    """Run ``fn(*args)`` as Python runs it, statement by statement, and watch the arrays
+    its local names hold: ``(steps, lifetimes)``, the statements in the order they ran and
+    a last step, ``"(returned)"``.
+
+    Each array a statement binds to a local name is followed with :func:`weakref.finalize`,
+    so ``freed`` is when the interpreter really let it go: for a local, when the function
+    returned, however early its last use -- the interpreter runs one statement at a time
+    and cannot know that a name will not be read again. (Arguments are not followed: the
+    caller holds them; a name bound twice is followed with its first array.)"""
+    import inspect
+    import re
+    import sys
+    import weakref
+
+    code = fn.__code__
+    source = dict(enumerate(inspect.getsource(fn).splitlines(), code.co_firstlineno))
+    arguments = set(code.co_varnames[:code.co_argcount])
+    steps: list[str] = []
+    born: dict[str, int] = {}
+    nbytes: dict[str, int] = {}
+    read: dict[str, int] = {}
+    freed: dict[str, int] = {}
+    returned = [False]
+
+    def let_go(name: str) -> None:  # the step running when the array was freed
+        freed[name] = len(steps) if returned[0] else len(steps) - 1
+
+    def watch(frame: Any, event: str, _: Any) -> Any:
+        for name, value in frame.f_locals.items():
+            if name not in born and name not in arguments and hasattr(value, "nbytes"):
+                born[name], nbytes[name] = max(len(steps) - 1, 0), int(value.nbytes)
+                weakref.finalize(value, let_go, name)
+        returned[0] = event == "return"
+        if event == "line":
+            statement = source.get(frame.f_lineno, "").strip()
+            steps.append(statement)
+            right = re.sub(r"^\w+\s*=(?!=)", "", statement)  # what the statement reads
+            for name in set(re.findall(r"[A-Za-z_]\w*", right)) & set(born):
+                read[name] = len(steps) - 1
+        return watch
+
+    previous = sys.gettrace()
+    sys.settrace(lambda frame, event, arg: watch if frame.f_code is code else None)
+    try:
+        fn(*args)
+    finally:
+        sys.settrace(previous)
+    steps.append("(returned)")
+    return steps, [Lifetime(name, nbytes[name], born[name], read.get(name, born[name]),
+                            freed.get(name, len(steps) - 1)) for name in born]

@@ -1,7 +1,13 @@
-"""Measured time: what hybridize saves, and where one forward call's time goes.
+"""Measured time: the course's one protocol, what hybridize saves, and where a call's time goes.
 
 What this module teaches
 ------------------------
+Every timing of the course goes through :func:`measure`, the protocol of lesson 00's "How
+the course measures" written once: one engine, named in the result; BLAS (and PyTorch,
+when loaded) on a fixed number of threads; the ways being compared in interleaved rounds;
+in each round the fastest of three runs, and the median of the rounds.
+``tests/test_timing_protocol.py`` fails on a lesson that times anything another way.
+
 Hybridizing removes per-layer Python work; it cannot make numpy's matrix products
 faster. So the gain is large when the network is deep and the batch small (overhead
 dominates) and shrinks as arithmetic grows. :func:`measure_speedup` times three things
@@ -20,7 +26,7 @@ worker computes the last one (lesson 03's front end and back end), and could bea
 loop on one thread, which says nothing about overhead. Rounds of the variants are
 interleaved (in rotating order) and each result is the median round, so a burst of load
 on a shared machine hits all of them alike; within a round the fastest of three runs
-counts (:func:`time_round`), so a run interrupted by another program does not. When the
+counts (:func:`measure`), so a run interrupted by another program does not. When the
 kernels dominate, hybridized and floor run the same kernels, so their ratio is 1 within
 the noise of the machine. The floor keeps the framework's weight
 layout, ``(out, in)`` read transposed; a compiled program may come in *below* it when
@@ -38,10 +44,13 @@ Invariants
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import statistics
+import sys
 import time
-from dataclasses import dataclass
-from typing import Any, Callable
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -52,9 +61,190 @@ CUSTOM = "depth x Dense(width)"
 WIDTH_RANGE = (16, 512)
 DEPTH_RANGE = (1, 8)
 OUTPUTS = 10  # units of the last Dense layer
-PROTOCOL = "all three on the naive engine and 1 BLAS thread; medians of interleaved rounds"
+PROTOCOL = "naive engine, 1 BLAS thread; interleaved rounds: fastest of 3 runs, median round"
 LAYERS = ("generated function", "CachedOp call + engine push", "block call",
           "framework per operator")  # a breakdown's overhead segments, outermost last
+
+
+RUNS = 3  # runs per way in a round; the fastest counts
+STATISTIC = f"in each round the fastest of {RUNS} runs, the median of the rounds"
+
+
+class Laps:
+    """A stopwatch for parts of one call: a way that takes an argument gets one, and
+    ``with laps("push"): ...`` adds that block's time to the lap ``push``."""
+
+    def __init__(self, timer: Callable[[], float]) -> None:
+        self.timer = timer
+        self.totals: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        start = self.timer()
+        try:
+            yield
+        finally:
+            self.totals[name] = self.totals.get(name, 0.0) + self.timer() - start
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """Seconds per call of each way, one sample per round (the fastest run of the round),
+    measured by :func:`measure`; ``m[way]`` is the median round."""
+
+    engine: str
+    threads: int | None
+    runs: int
+    samples: dict[str, list[float]]
+    laps: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+
+    def __getitem__(self, way: str) -> float:
+        return statistics.median(self.samples[way])
+
+    @property
+    def seconds(self) -> dict[str, float]:
+        return {way: self[way] for way in self.samples}
+
+    def ratio(self, way: str, other: str) -> float:
+        """``way``'s median over ``other``'s."""
+        return self[way] / self[other]
+
+    def difference(self, way: str, other: str) -> float:
+        """The median over rounds of ``way - other`` within each round: the two ran side by
+        side, so a slow round slows both and cancels out."""
+        return statistics.median(a - b for a, b in zip(self.samples[way], self.samples[other]))
+
+    def lap(self, way: str, name: str) -> float:
+        """A lap's seconds per call, the median over rounds (of each round's fastest run)."""
+        return statistics.median(self.laps[way][name])
+
+    @property
+    def protocol(self) -> str:
+        threads = "BLAS threads as found" if self.threads is None else (
+            f"{self.threads} BLAS thread{'s' if self.threads > 1 else ''}")
+        rounds = len(next(iter(self.samples.values()), []))
+        return (f"{self.engine}, {threads}, {rounds} interleaved rounds, in each round the "
+                f"fastest of {self.runs} runs, the median of the rounds")
+
+    def __str__(self) -> str:
+        width = max(map(len, self.samples))
+        lines = [f"{way:>{width}}: {self[way] * 1e6:9.1f} µs per call" for way in self.samples]
+        return "\n".join([*lines, f"({self.protocol})"])
+
+
+def describe(engine: Any) -> str:
+    """An engine named for a reader: "the naive engine", "a threaded engine, 2 workers"."""
+    workers = getattr(engine, "workers", None)
+    if type(engine).__name__ == "NaiveEngine":
+        return "the naive engine"
+    if workers is not None:
+        return f"a threaded engine, {workers} worker{'s' if workers > 1 else ''} per device"
+    return type(engine).__name__
+
+
+def measure(ways: dict[str, Callable[..., Any]], *, engine: Any = "NaiveEngine",
+            threads: int | None = 1, rounds: int = 5, calls: int = 100, runs: int = RUNS,
+            sync: bool = True, switches: dict[str, Callable[[], Any]] | None = None,
+            timer: Callable[[], float] = time.perf_counter) -> Measurement:
+    """Time every way by the course's one protocol (lesson 00, "How the course measures").
+
+    * ``engine``: the engine every way runs on (a name or an engine; named in the result),
+      or ``{way: engine}`` when the engines are what is compared (one worker or two);
+    * ``threads``: BLAS threads (threadpoolctl), and PyTorch's when it is loaded (None:
+      leave them as they are, for a measurement *of* threads);
+    * ``rounds`` interleaved rounds, the ways in rotating order, so a burst of load from
+      another program hits every way alike;
+    * in each round, ``runs`` runs of ``calls`` calls per way, each run synced once at its
+      end as a training loop would (``sync``: ``nd.waitall()``, and a JAX result's
+      ``block_until_ready()``); the fastest run counts, since a run the operating system
+      interrupted for another program measures that program;
+    * the median round is the result (:class:`Measurement`).
+
+    Before each round of a way, ``switches[way]()`` runs and one untimed call warms it up
+    (a first hybridized or jitted call compiles). A way taking one argument gets a
+    :class:`Laps`, to time its parts. ``timer`` is injectable, so tests can pass a clock
+    that gives the same verdict on every machine."""
+    from threadpoolctl import threadpool_limits
+
+    from hybridlab import engine as engines
+
+    names = list(ways)
+    chosen = {name: _engine_of(engine[name] if isinstance(engine, dict) else engine)
+              for name in names}
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    laps: dict[str, dict[str, list[float]]] = {name: {} for name in names}
+    with _limit_threads(threads, threadpool_limits):
+        for round_index in range(rounds):
+            for offset in range(len(names)):
+                name = names[(round_index + offset) % len(names)]
+                with engines.engine_scope(chosen[name]):
+                    (switches or {}).get(name, lambda: None)()
+                    best, best_laps = _round(ways[name], calls, runs, sync, timer)
+                samples[name].append(best)
+                for lap, seconds in best_laps.items():
+                    laps[name].setdefault(lap, []).append(seconds)
+    labels = {describe(one) for one in chosen.values()}
+    label = labels.pop() if len(labels) == 1 else "; ".join(
+        f"{name} on {describe(one)}" for name, one in chosen.items())
+    return Measurement(label, threads, runs, samples, laps)
+
+
+def _engine_of(name_or_engine: Any) -> Any:
+    """An engine to keep for the whole measurement (a name makes one, once)."""
+    from hybridlab import engine as engines
+
+    if isinstance(name_or_engine, str):
+        return getattr(engines, name_or_engine)()
+    return name_or_engine
+
+
+@contextlib.contextmanager
+def _limit_threads(threads: int | None, limits: Callable[..., Any]) -> Iterator[None]:
+    if threads is None:
+        yield
+        return
+    torch = sys.modules.get("torch")
+    before = torch.get_num_threads() if torch is not None else None
+    try:
+        if torch is not None:
+            torch.set_num_threads(threads)
+        with limits(threads, user_api="blas"):
+            yield
+    finally:
+        if torch is not None:
+            torch.set_num_threads(before)
+
+
+def _round(way: Callable[..., Any], calls: int, runs: int, sync: bool,
+           timer: Callable[[], float]) -> tuple[float, dict[str, float]]:
+    """(seconds per call, its laps per call) of the fastest of ``runs`` runs of one way."""
+    takes_laps = any(parameter.default is parameter.empty and parameter.kind in (
+        parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD)
+        for parameter in inspect.signature(way).parameters.values())
+    _sync(way(Laps(lambda: 0.0)) if takes_laps else way())  # warm up, untimed, unclocked
+    best, best_laps = float("inf"), {}
+    for _ in range(runs):
+        stopwatch = Laps(timer)
+        start = timer()
+        for _ in range(calls):
+            result = way(stopwatch) if takes_laps else way()
+        if sync:
+            _sync(result)
+        seconds = (timer() - start) / calls
+        if not sync:
+            _sync(result)  # untimed: the next run starts on an idle engine
+        if seconds < best:
+            best = seconds
+            best_laps = {lap: total / calls for lap, total in stopwatch.totals.items()}
+    return best, best_laps
+
+
+def _sync(result: Any) -> None:
+    from hybridlab import ndarray as nd
+
+    nd.waitall()
+    if hasattr(result, "block_until_ready"):
+        result.block_until_ready()
 
 
 @dataclass(frozen=True)
@@ -73,29 +263,6 @@ class Timing:
         return (f"imperative {self.imperative_us:8.1f} µs/call | hybridized "
                 f"{self.hybridized_us:8.1f} µs/call | numpy floor {self.numpy_us:8.1f} µs/call"
                 f" | speed-up x{self.speedup:.1f}")
-
-
-def time_round(fn: Callable[[], Any], repeats: int, chunks: int = 3) -> float:
-    """Seconds per call of ``repeats`` calls issued back to back: the fastest of ``chunks``
-    runs of ``repeats // chunks`` calls, each synced once at its end.
-
-    Like a training loop, the engine is synced once per run (``nd.waitall()``): waiting
-    after every call would time the hand-over between threads, not the work. The fastest
-    run counts, because a run during which the operating system gave the core to another
-    program (a shared machine) measures that program, not this one.
-    """
-    from hybridlab import ndarray as nd
-
-    fn()  # warm-up: after a switch to hybridized, the first call traces and compiles
-    nd.waitall()
-    calls, best = max(1, repeats // chunks), float("inf")
-    for _ in range(chunks):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        nd.waitall()
-        best = min(best, (time.perf_counter() - start) / calls)
-    return best
 
 
 def make_mlp(width: int, depth: int, outputs: int = OUTPUTS) -> Any:
@@ -155,29 +322,18 @@ def numpy_mlp(net: Any) -> Callable[[np.ndarray], np.ndarray]:
 
 def measure_speedup(net: Any, x: Any, repeats: int = 50, rounds: int = 5) -> Timing:
     """Time ``net(x)`` imperatively and hybridized, and the numpy floor (for an MLP of
-    Dense layers), under the protocol of NOTE [A fair floor]. Leaves ``net`` hybridized."""
-    from threadpoolctl import threadpool_limits
-
-    from hybridlab import engine
-
-    with engine.engine_scope(engine.NaiveEngine()), \
-            threadpool_limits(1, user_api="blas"):
-        net.hybridize(active=False)
-        net(x).wait_to_read()  # finishes deferred initialisation before numpy_mlp reads
-        forward, array = numpy_mlp(net), x.asnumpy()
-        variants: list[tuple[Callable[[], Any], Callable[[], Any]]] = [
-                    (lambda: net.hybridize(active=False), lambda: net(x)),
-                    (lambda: net.hybridize(), lambda: net(x)),
-                    (lambda: None, lambda: forward(array))]
-        samples: list[list[float]] = [[], [], []]
-        for round_index in range(rounds):
-            for offset in range(3):  # rotating order: no variant always goes first
-                which = (round_index + offset) % 3
-                switch, call = variants[which]
-                switch()
-                samples[which].append(time_round(call, repeats))
-        net.hybridize()
-    return Timing(*(statistics.median(s) * 1e6 for s in samples))
+    Dense layers), under the protocol of NOTE [A fair floor] (:func:`measure`, the naive
+    engine, ``repeats`` calls a round in three runs). Leaves ``net`` hybridized."""
+    net.hybridize(active=False)
+    net(x).wait_to_read()  # finishes deferred initialisation before numpy_mlp reads
+    forward, array = numpy_mlp(net), x.asnumpy()
+    measured = measure({"imperative": lambda: net(x), "hybridized": lambda: net(x),
+                        "floor": lambda: forward(array)},
+                       rounds=rounds, calls=max(1, repeats // RUNS),
+                       switches={"imperative": lambda: net.hybridize(active=False),
+                                 "hybridized": lambda: net.hybridize()})
+    net.hybridize()
+    return Timing(*(measured[way] * 1e6 for way in ("imperative", "hybridized", "floor")))
 
 
 def speedup_point(batch_size: int, width: int, depth: int, repeats: int = 30) -> Timing:
@@ -254,65 +410,39 @@ class Breakdown:
                 f"{kernels * 1e6:.1f} ({len(self.kernels)} calls), {parts}")
 
 
-def _per_call(run: Callable[[], Any], calls: int, chunks: int = 3) -> float:
-    """Seconds per call: the fastest of ``chunks`` runs of ``calls // chunks`` calls (a run
-    the operating system interrupted for another program does not count)."""
-    best, each = float("inf"), max(1, calls // chunks)
-    for _ in range(chunks):
-        start = time.perf_counter()
-        for _ in range(each):
-            run()
-        best = min(best, (time.perf_counter() - start) / each)
-    return best
-
-
 def where_time_goes(net: Any, x: Any, calls: int = 200, rounds: int = 5
                     ) -> tuple[Breakdown, Breakdown]:
-    """(hybridized, imperative) breakdowns of ``net(x)`` for a HybridBlock; leaves ``net``
-    hybridized."""
-    from threadpoolctl import threadpool_limits
-
-    from hybridlab import engine
-    from hybridlab import ndarray as nd
+    """(hybridized, imperative) breakdowns of ``net(x)`` for a HybridBlock, every layer
+    and kernel timed by :func:`measure` in the same rounds; leaves ``net`` hybridized."""
     from hybridlab.lab.graphs import cached_op_of
 
-    with engine.engine_scope(engine.NaiveEngine()), threadpool_limits(1, user_api="blas"):
-        net.hybridize()
-        net(x).wait_to_read()
-        op = cached_op_of(net)
-        program = op.last_program
-        arrays = op.arguments([x.asnumpy()])  # x, the parameters (and layout copies)
-        function = program.function
-        steps = _kernel_steps(program.graph, arrays)
-
-        runs: dict[str, Callable[[], Any]] = {
-            "function": lambda: function(*arrays),
-            "cached_op": lambda: op(x),
-        }
-        samples: dict[str, list[float]] = {name: [] for name in [*runs, "block", "imperative"]}
-        kernel_samples: list[list[float]] = [[] for _ in steps]
-        for _ in range(rounds):  # interleaved rounds: drift hits every layer alike
-            for k, (_, _, kernel) in enumerate(steps):
-                kernel_samples[k].append(_per_call(kernel, calls))
-            for name, run in runs.items():
-                samples[name].append(_per_call(run, calls))
-                nd.waitall()
-            for mode, name in ((True, "block"), (False, "imperative")):
-                net.hybridize(mode)  # (a switch forgets the program: one call, untimed)
-                net(x).wait_to_read()
-                samples[name].append(_per_call(lambda: net(x), calls))
-                nd.waitall()
-        net.hybridize()
-        net(x).wait_to_read()
-    kernels = [(node, op_name, statistics.median(values))
-               for (node, op_name, _), values in zip(steps, kernel_samples)]
-    sums = [sum(round_values) for round_values in zip(*kernel_samples)]
+    net.hybridize()
+    net(x).wait_to_read()
+    op = cached_op_of(net)
+    program = op.last_program
+    arrays = op.arguments([x.asnumpy()])  # x, the parameters (and layout copies)
+    function = program.function
+    steps = _kernel_steps(program.graph, arrays)
+    ways: dict[str, Callable[[], Any]] = {f"kernel {k}": kernel
+                                          for k, (_, _, kernel) in enumerate(steps)}
+    ways.update({"function": lambda: function(*arrays), "cached_op": lambda: op(x),
+                 "block": lambda: net(x), "imperative": lambda: net(x)})
+    # (a switch forgets the compiled program: measure's untimed first call compiles it)
+    m = measure(ways, rounds=rounds, calls=max(1, calls // RUNS),
+                switches={"block": lambda: net.hybridize(True),
+                          "imperative": lambda: net.hybridize(False)})
+    net.hybridize()
+    net(x).wait_to_read()
+    kernels = [(node, op_name, m[f"kernel {k}"]) for k, (node, op_name, _) in enumerate(steps)]
+    sums = [sum(values) for values in zip(*(m.samples[f"kernel {k}"]
+                                            for k in range(len(steps))))]
 
     def added(outer: str, inner: str | None) -> float:
         """The median over rounds of what ``outer`` adds to ``inner`` *in the same round*:
         paired differences, so a slow round cancels out."""
-        below = sums if inner is None else samples[inner]
-        return float(statistics.median(o - i for o, i in zip(samples[outer], below)))
+        if inner is not None:
+            return m.difference(outer, inner)
+        return float(statistics.median(o - i for o, i in zip(m.samples[outer], sums)))
 
     hybridized = Breakdown("hybridized", kernels, [
         ("generated function", added("function", None)),

@@ -3,29 +3,36 @@
 What this module teaches
 ------------------------
 An ONNX file is a graph of nodes in single-assignment form, weights as *initializers*,
-and the inputs a caller feeds. Reading it into hybridlab is the export walk backwards:
-every node becomes one or a few registry operators (one row of :data:`IMPORTERS` each),
-every weight a parameter, and ONNX's broadcasting arithmetic MXNet's ``broadcast_*``.
-Two things need care:
+and the inputs a caller feeds. Reading it into hybridlab is the export walk
+(``onnx/export.py``) backwards: every node becomes one or a few registry operators (one
+row of :data:`IMPORTERS` each), every weight a parameter, and ONNX's broadcasting
+arithmetic MXNet's ``broadcast_*``. Two things need care:
 
 * **Constant subgraphs.** Files often compute weights instead of storing them
   (``ConstantOfShape`` of a stored shape, ``Shape -> Gather -> Concat`` before a
   ``Reshape``). A node whose inputs are all known constants is evaluated at import with
-  numpy (:data:`CONSTANT_RULES`); its result is a constant like any initializer, and a
-  constant an operator reads becomes a parameter. So no constant arithmetic reaches the
-  graph, and a folded weight trains like a stored one.
+  numpy (one row of :data:`CONSTANT_RULES` each); its result is a constant like any
+  initializer, and a constant an operator reads becomes a parameter. So no constant
+  arithmetic reaches the graph, and a folded weight trains like a stored one.
 * **Opsets.** An operator's meaning can change between opsets (``Softmax`` flattens its
   input before opset 13; ``Unsqueeze`` and ``Clip`` take attributes before 13 and 11 and
-  inputs after). Each rule reads the model's opset.
+  inputs after). Each rule reads the model's opset (``reader.opset``).
 
-ONNX's shape inference (``onnx.shape_inference``) gives every value's shape, for the rules
-that need one (a negative axis, ``Flatten`` at an axis other than 1).
+Some rules need a value's shape (a negative axis, ``Flatten`` at an axis other than 1,
+``Softmax`` before opset 13, pooling pads larger at the end); ONNX's shape inference
+(``onnx.shape_inference``) gives them.
+
+The reader's state, in one place (:class:`_Reader`): ``constants`` (value name -> numpy
+array known at import), ``symbols`` (value name -> the Symbol computing it), ``params``
+(the constants an operator reads: the block's parameters) and ``aux`` (the ones that are
+BatchNorm's running statistics).
 
 Invariants
 ----------
 * Nothing in the file is executed: protobuf is parsed by ``onnx``, attributes are read as
-  data, and an operator without a rule is an :class:`~hybridlab.errors.OnnxImportError`
-  naming the node and the operator.
+  data, and an operator without a rule is an :class:`~hybridlab.errors.OnnxImportError`.
+* Every error raised while reading a node -- a rule's, a constant's, an operator's --
+  is an ``OnnxImportError`` naming the node, its operator and the opset.
 * Parameters keep their ONNX names; BatchNormalization's running statistics are auxiliary
   states (``aux_params``), as in MXNet.
 """
@@ -44,53 +51,54 @@ F: Any = symbol  # the operators, generated from the registry (MXNet's F in hybr
 
 
 class _Reader:
-    """One model being read: its constants, the Symbols made so far, the parameters."""
+    """One model being read: its opset, the values' shapes, the constants, the Symbols
+    made so far, the parameters, and the node being read (for error messages)."""
 
     def __init__(self, model: Any) -> None:
         import onnx
-        from onnx import numpy_helper
 
-        self.onnx, self.numpy_helper = onnx, numpy_helper
-        self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")),
-                          1)
-        try:
-            inferred = onnx.shape_inference.infer_shapes(model).graph
-        except Exception:
-            inferred = model.graph
-        self.shapes: dict[str, tuple[int, ...]] = {}
-        for info in [*inferred.value_info, *inferred.input, *inferred.output]:
-            dims = info.type.tensor_type.shape.dim
-            if info.type.tensor_type.HasField("shape") and all(d.HasField("dim_value")
-                                                                for d in dims):
-                self.shapes[info.name] = tuple(d.dim_value for d in dims)
-        self.constants = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
-        computed = {o for node in model.graph.node for o in node.output}
-        self.values: dict[str, Any] = {  # ONNX value name -> Symbol; first the data inputs
-            i.name: symbol.var(i.name) for i in model.graph.input
-            if i.name not in self.constants and i.name not in computed}
+        self.onnx = onnx
+        self.opset = next((entry.version for entry in model.opset_import
+                           if entry.domain in ("", "ai.onnx")), 1)
+        self.shapes = _inferred_shapes(model)
+        self.constants: dict[str, np.ndarray] = {
+            tensor.name: onnx.numpy_helper.to_array(tensor) for tensor in model.graph.initializer}
+        computed = {name for node in model.graph.node for name in node.output}
+        self.symbols: dict[str, Any] = {  # first the data inputs: neither stored nor computed
+            info.name: symbol.var(info.name) for info in model.graph.input
+            if info.name not in self.constants and info.name not in computed}
         self.params: dict[str, np.ndarray] = {}
         self.aux: set[str] = set()
         self.node: Any = None
 
-    def attrs(self, node: Any) -> dict[str, Any]:
+    def attributes(self, node: Any) -> dict[str, Any]:
         get = self.onnx.helper.get_attribute_value
-        return {a.name: _plain(get(a)) for a in node.attribute}
+        return {attribute.name: _plain(get(attribute)) for attribute in node.attribute}
 
-    def value(self, name: str) -> Any:
+    def symbol(self, name: str) -> Any:
         """The Symbol of an ONNX value; a constant becomes a parameter the first time."""
-        if name not in self.values:
+        if name not in self.symbols:
             if name not in self.constants:
                 raise self.error(f"input {name!r} is neither computed before this node, a "
                                  f"graph input, nor an initializer")
             self.params[name] = self.constants[name]
-            self.values[name] = symbol.var(name)
-        return self.values[name]
+            self.symbols[name] = symbol.var(name)
+        return self.symbols[name]
 
     def constant(self, name: str, what: str) -> np.ndarray:
+        """A value the rule needs at import (a shape, an axis list, Gemm's weight)."""
         if name not in self.constants:
             raise self.error(f"{what} ({name!r}) must be a constant of the file (an "
                              f"initializer, or computed from initializers) for hybridlab")
         return self.constants[name]
+
+    def shape(self, name: str, why: str) -> tuple[int, ...]:
+        """A value's shape, which the rule needs ``why``."""
+        if name in self.constants:
+            return tuple(self.constants[name].shape)
+        if name not in self.shapes:
+            raise self.error(f"{why} needs the shape of {name!r}, which is unknown at import")
+        return self.shapes[name]
 
     def error(self, message: str) -> OnnxImportError:
         node = self.node
@@ -98,12 +106,29 @@ class _Reader:
                                f"opset {self.opset}): {message}")
 
 
+def _inferred_shapes(model: Any) -> dict[str, tuple[int, ...]]:
+    """Every value's shape that ONNX's shape inference knows fully."""
+    import onnx
+
+    try:
+        graph = onnx.shape_inference.infer_shapes(model).graph
+    except Exception:  # a model ONNX cannot type: the rules that need a shape say so
+        graph = model.graph
+    shapes = {}
+    for info in [*graph.value_info, *graph.input, *graph.output]:
+        tensor_type = info.type.tensor_type
+        dims = tensor_type.shape.dim
+        if tensor_type.HasField("shape") and all(dim.HasField("dim_value") for dim in dims):
+            shapes[info.name] = tuple(dim.dim_value for dim in dims)
+    return shapes
+
+
 def _plain(value: Any) -> Any:
     """Attribute values as Python: bytes as str, lists as tuples, tensors as numpy."""
     if isinstance(value, bytes):
         return value.decode()
     if isinstance(value, list):
-        return tuple(v.decode() if isinstance(v, bytes) else v for v in value)
+        return tuple(item.decode() if isinstance(item, bytes) else item for item in value)
     if hasattr(value, "dims") and hasattr(value, "data_type"):
         from onnx import numpy_helper
 
@@ -112,279 +137,341 @@ def _plain(value: Any) -> Any:
 
 
 # --- constant folding at import: numpy rules for nodes whose inputs are all constants ---
-def _const_of_shape(r: _Reader, ins: list, a: dict) -> np.ndarray:
-    fill = a.get("value", np.zeros(1, np.float32))
-    return np.full(tuple(int(d) for d in ins[0]), fill.reshape(-1)[0], fill.dtype)
+# A rule is fold(reader, arrays, attributes) -> the value of the node's (first) output.
+Fold = Callable[[_Reader, list, dict], np.ndarray]
 
 
-def _unsqueeze_const(r: _Reader, ins: list, a: dict) -> np.ndarray:
-    axes = a.get("axes", tuple(ins[1]) if len(ins) > 1 else ())
-    out = ins[0]
+def _constant_of_shape(reader: _Reader, arrays: list, attrs: dict) -> np.ndarray:
+    fill = attrs.get("value", np.zeros(1, np.float32))
+    return np.full(tuple(int(size) for size in arrays[0]), fill.reshape(-1)[0], fill.dtype)
+
+
+def _unsqueeze_constant(reader: _Reader, arrays: list, attrs: dict) -> np.ndarray:
+    axes = attrs.get("axes", tuple(arrays[1]) if len(arrays) > 1 else ())
+    out = arrays[0]
     for axis in sorted(int(x) % (out.ndim + len(axes)) for x in axes):
         out = np.expand_dims(out, axis)
     return out
 
 
-CONSTANT_RULES: dict[str, Callable[[_Reader, list, dict], np.ndarray]] = {
-    "Constant": lambda r, ins, a: a["value"],
-    "ConstantOfShape": _const_of_shape,
-    "Identity": lambda r, ins, a: ins[0],
-    "Cast": lambda r, ins, a: ins[0].astype(r.onnx.helper.tensor_dtype_to_np_dtype(a["to"])),
-    "Unsqueeze": _unsqueeze_const,
-    "Squeeze": lambda r, ins, a: np.squeeze(ins[0], tuple(
-        a.get("axes", ins[1] if len(ins) > 1 else ())) or None),
-    "Reshape": lambda r, ins, a: ins[0].reshape([d or s for d, s in zip(ins[1], ins[0].shape)]
-                                                + list(ins[1][ins[0].ndim:])),
-    "Concat": lambda r, ins, a: np.concatenate(ins, axis=a["axis"]),
-    "Gather": lambda r, ins, a: np.take(ins[0], ins[1], axis=a.get("axis", 0)),
-    "Add": lambda r, ins, a: ins[0] + ins[1],
-    "Sub": lambda r, ins, a: ins[0] - ins[1],
-    "Mul": lambda r, ins, a: ins[0] * ins[1],
-    "Div": lambda r, ins, a: ins[0] / ins[1],
-    "Sqrt": lambda r, ins, a: np.sqrt(ins[0]),
-    "Transpose": lambda r, ins, a: np.transpose(ins[0], a.get("perm")),
+def _squeeze_constant(reader: _Reader, arrays: list, attrs: dict) -> np.ndarray:
+    axes = attrs.get("axes", tuple(arrays[1]) if len(arrays) > 1 else ())
+    return np.squeeze(arrays[0], tuple(int(axis) for axis in axes) or None)
+
+
+def _reshape_constant(reader: _Reader, arrays: list, attrs: dict) -> np.ndarray:
+    data, target = arrays
+    sizes = [int(size) or old for size, old in zip(target, data.shape)]  # 0: keep the size
+    return data.reshape(sizes + [int(size) for size in target[data.ndim:]])
+
+
+def _cast_constant(reader: _Reader, arrays: list, attrs: dict) -> np.ndarray:
+    return arrays[0].astype(reader.onnx.helper.tensor_dtype_to_np_dtype(attrs["to"]))
+
+
+CONSTANT_RULES: dict[str, Fold] = {
+    "Constant": lambda reader, arrays, attrs: attrs["value"],
+    "ConstantOfShape": _constant_of_shape,
+    "Identity": lambda reader, arrays, attrs: arrays[0],
+    "Cast": _cast_constant,
+    "Unsqueeze": _unsqueeze_constant,
+    "Squeeze": _squeeze_constant,
+    "Reshape": _reshape_constant,
+    "Concat": lambda reader, arrays, attrs: np.concatenate(arrays, axis=attrs["axis"]),
+    "Gather": lambda reader, arrays, attrs: np.take(arrays[0], arrays[1],
+                                                    axis=attrs.get("axis", 0)),
+    "Add": lambda reader, arrays, attrs: arrays[0] + arrays[1],
+    "Sub": lambda reader, arrays, attrs: arrays[0] - arrays[1],
+    "Mul": lambda reader, arrays, attrs: arrays[0] * arrays[1],
+    "Div": lambda reader, arrays, attrs: arrays[0] / arrays[1],
+    "Sqrt": lambda reader, arrays, attrs: np.sqrt(arrays[0]),
+    "Transpose": lambda reader, arrays, attrs: np.transpose(arrays[0], attrs.get("perm")),
 }
 
 
 # --- the mapping table: one rule per ONNX operator ---------------------------------------
-# A rule is fn(reader, node, attributes) -> the Symbols of the node's outputs.
+# A rule is rule(reader, node, attributes) -> the Symbols of the node's outputs, in order.
 Rule = Callable[[_Reader, Any, dict], list]
 
 
 def _unary(name: str) -> Rule:
-    return lambda r, node, a: [getattr(F, name)(r.value(node.input[0]))]
+    return lambda reader, node, attrs: [getattr(F, name)(reader.symbol(node.input[0]))]
 
 
 def _binary(name: str) -> Rule:
-    def rule(r: _Reader, node: Any, a: dict) -> list:
+    def rule(reader: _Reader, node: Any, attrs: dict) -> list:
         left, right = node.input[0], node.input[1]
-        if a.get("broadcast") and "axis" in a and right in r.constants:  # before opset 7
-            rank = len(r.shapes.get(left, ())) or r.constants[right].ndim + a["axis"]
-            tail = rank - a["axis"] - r.constants[right].ndim
-            r.constants[right] = r.constants[right].reshape(
-                r.constants[right].shape + (1,) * max(tail, 0))
-        return [getattr(F, name)(r.value(left), r.value(right))]
+        if attrs.get("broadcast") and "axis" in attrs and right in reader.constants:
+            _align_before_opset_7(reader, left, right, attrs["axis"])
+        return [getattr(F, name)(reader.symbol(left), reader.symbol(right))]
     return rule
 
 
-def _sum(r: _Reader, node: Any, a: dict) -> list:
-    total = r.value(node.input[0])
+def _align_before_opset_7(reader: _Reader, left: str, right: str, axis: int) -> None:
+    """Before opset 7, ``broadcast=1, axis=k`` lined the right operand up with the left's
+    axis ``k``; numpy's rule lines it up with the last axes, so trailing 1s are added."""
+    values = reader.constants[right]
+    rank = len(reader.shapes.get(left, ())) or values.ndim + axis
+    trailing = max(rank - axis - values.ndim, 0)
+    reader.constants[right] = values.reshape(values.shape + (1,) * trailing)
+
+
+def _sum(reader: _Reader, node: Any, attrs: dict) -> list:
+    total = reader.symbol(node.input[0])
     for name in node.input[1:]:
-        total = F.broadcast_add(total, r.value(name))
+        total = F.broadcast_add(total, reader.symbol(name))
     return [total]
 
 
-def _pads(r: _Reader, a: dict, rank: int) -> tuple[int, ...]:
-    pads = tuple(a.get("pads", (0,) * (2 * rank)))
-    if a.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
-        raise r.error(f"auto_pad={a['auto_pad']!r}: write the pads out (pads=...)")
+def _symmetric_pads(reader: _Reader, attrs: dict, rank: int) -> tuple[int, ...]:
+    """ONNX's ``pads`` (begins, then ends) as hybridlab's ``pad`` (one per axis)."""
+    pads = tuple(attrs.get("pads", (0,) * (2 * rank)))
+    if attrs.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
+        raise reader.error(f"auto_pad={attrs['auto_pad']!r}: write the pads out (pads=...)")
     if pads[:rank] != pads[rank:]:
-        raise r.error(f"asymmetric pads {list(pads)}: hybridlab's Convolution and Pooling pad "
-                      f"both sides alike")
+        raise reader.error(f"asymmetric pads {list(pads)}: hybridlab's Convolution and "
+                           f"Pooling pad both sides alike")
     return pads[:rank]
 
 
-def _conv(r: _Reader, node: Any, a: dict) -> list:
-    weight = r.constants.get(node.input[1])
-    shape = weight.shape if weight is not None else r.shapes.get(node.input[1])
-    if shape is None:
-        raise r.error("the weight's shape is unknown")
-    kernel = tuple(a.get("kernel_shape", shape[2:]))
-    _two_d(r, kernel)
-    inputs = [r.value(n) for n in node.input[:3]]
-    return [F.Convolution(*inputs, kernel=kernel, num_filter=shape[0],
-                               stride=tuple(a.get("strides", (1,) * len(kernel))),
-                               dilate=tuple(a.get("dilations", (1,) * len(kernel))),
-                               pad=_pads(r, a, len(kernel)), num_group=a.get("group", 1),
-                               no_bias=len(node.input) < 3 or not node.input[2],
-                               name=node.output[0])]
+def _conv(reader: _Reader, node: Any, attrs: dict) -> list:
+    weight_shape = reader.shape(node.input[1], "Conv's number of filters")
+    kernel = tuple(attrs.get("kernel_shape", weight_shape[2:]))
+    _check_window(reader, kernel, 3)
+    inputs = [reader.symbol(name) for name in node.input[:3]]
+    return [F.Convolution(*inputs, kernel=kernel, num_filter=weight_shape[0],
+                          stride=tuple(attrs.get("strides", (1,) * len(kernel))),
+                          dilate=tuple(attrs.get("dilations", (1,) * len(kernel))),
+                          pad=_symmetric_pads(reader, attrs, len(kernel)),
+                          num_group=attrs.get("group", 1),
+                          no_bias=len(node.input) < 3 or not node.input[2],
+                          name=node.output[0])]
 
 
-def _two_d(r: _Reader, kernel: tuple) -> None:
-    if len(kernel) != 2:
-        raise r.error(f"a {len(kernel)}-D window: hybridlab's Convolution and Pooling are 2-D "
-                      f"(NCHW)")
+def _check_window(reader: _Reader, kernel: tuple, largest: int) -> None:
+    """Convolution is 1-D to 3-D (NCW, NCHW, NCDHW) in hybridlab, Pooling 1-D or 2-D."""
+    if not 1 <= len(kernel) <= largest:
+        raise reader.error(f"a {len(kernel)}-D window: hybridlab's {reader.node.op_type} "
+                           f"has 1-D to {largest}-D windows")
 
 
 def _pool(kind: str) -> Rule:
-    def rule(r: _Reader, node: Any, a: dict) -> list:
-        kernel = tuple(a["kernel_shape"])
-        _two_d(r, kernel)
-        if any(d != 1 for d in a.get("dilations", ())):
-            raise r.error("dilated pooling has no hybridlab form")
-        stride = tuple(a.get("strides", (1,) * len(kernel)))
-        full, pads = bool(a.get("ceil_mode")), tuple(a.get("pads", (0,) * 2 * len(kernel)))
+    def rule(reader: _Reader, node: Any, attrs: dict) -> list:
+        kernel = tuple(attrs["kernel_shape"])
+        _check_window(reader, kernel, 2)
+        if any(d != 1 for d in attrs.get("dilations", ())):
+            raise reader.error("dilated pooling has no hybridlab form")
+        stride = tuple(attrs.get("strides", (1,) * len(kernel)))
+        full = bool(attrs.get("ceil_mode"))
+        pads = tuple(attrs.get("pads", (0,) * 2 * len(kernel)))
         if pads[:len(kernel)] != pads[len(kernel):] and not full:
-            if _uneven_pads(r, node, kernel, stride, pads, kind, a) == "global":
-                return _global_pool(kind)(r, node, a)
-            full, a = True, {**a, "pads": pads[:len(kernel)] * 2}
-        return [F.Pooling(r.value(node.input[0]), kernel=kernel, pool_type=kind,
-                               stride=stride, pad=_pads(r, a, len(kernel)),
-                               pooling_convention="full" if full else "valid",
-                               count_include_pad=bool(a.get("count_include_pad", 0)),
-                               name=node.output[0])]
+            if _uneven_pads(reader, node, kernel, stride, pads, kind, attrs) == "global":
+                return _global_pool(kind)(reader, node, attrs)
+            full, attrs = True, {**attrs, "pads": pads[:len(kernel)] * 2}
+        return [F.Pooling(reader.symbol(node.input[0]), kernel=kernel, pool_type=kind,
+                          stride=stride, pad=_symmetric_pads(reader, attrs, len(kernel)),
+                          pooling_convention="full" if full else "valid",
+                          count_include_pad=bool(attrs.get("count_include_pad", 0)),
+                          name=node.output[0])]
     return rule
 
 
-def _uneven_pads(r: _Reader, node: Any, kernel: tuple, stride: tuple, pads: tuple,
-                 kind: str, a: dict) -> str:
+def _uneven_pads(reader: _Reader, node: Any, kernel: tuple, stride: tuple, pads: tuple,
+                 kind: str, attrs: dict) -> str:
     """Pads larger at the end than at the start (Caffe's ceil mode, converted) when the
     padding is never counted (max pooling, or averages over real values only): one window
     over the whole input is a ``"global"`` pool; windows that MXNet's
     ``pooling_convention='full'`` makes alike (same starts, same count) are ``"full"``."""
-    shape, rank = r.shapes.get(node.input[0]), len(kernel)
-    if shape is None or (kind == "avg" and a.get("count_include_pad")):
-        raise r.error(f"asymmetric pads {list(pads)}: hybridlab's Pooling pads both sides "
-                      f"alike")
+    rank = len(kernel)
+    if kind == "avg" and attrs.get("count_include_pad"):
+        raise reader.error(f"asymmetric pads {list(pads)}: hybridlab's Pooling pads both "
+                           f"sides alike")
+    shape = reader.shape(node.input[0], f"asymmetric pads {list(pads)}")
     dims = list(zip(shape[2:], kernel, stride, pads[:rank], pads[rank:]))
     if all(begin == 0 and k >= size and (size + end - k) // s == 0
            for size, k, s, begin, end in dims):
         return "global"
     for size, k, s, begin, end in dims:
         if end < begin or (size + begin + end - k) // s != math.ceil((size + 2 * begin - k) / s):
-            raise r.error(f"asymmetric pads {list(pads)} on an input of {shape}: not the "
-                          f"windows of pooling_convention='full'")
+            raise reader.error(f"asymmetric pads {list(pads)} on an input of {shape}: not "
+                               f"the windows of pooling_convention='full'")
     return "full"
 
 
 def _global_pool(kind: str) -> Rule:
-    return lambda r, node, a: [F.Pooling(r.value(node.input[0]), kernel=(1, 1),
-                                              pool_type=kind, global_pool=True,
-                                              name=node.output[0])]
+    return lambda reader, node, attrs: [F.Pooling(
+        reader.symbol(node.input[0]), kernel=(1, 1), pool_type=kind, global_pool=True,
+        name=node.output[0])]
 
 
-def _batch_norm(r: _Reader, node: Any, a: dict) -> list:
-    data, gamma, beta, mean, var = (r.value(n) for n in node.input[:5])
-    r.aux.update(node.input[3:5])
-    return [F.BatchNorm(data, gamma, beta, mean, var, eps=a.get("epsilon", 1e-5),
-                             momentum=a.get("momentum", 0.9), fix_gamma=False,
-                             name=node.output[0])]
+def _batch_norm(reader: _Reader, node: Any, attrs: dict) -> list:
+    data, gamma, beta, mean, var = (reader.symbol(name) for name in node.input[:5])
+    reader.aux.update(node.input[3:5])
+    return [F.BatchNorm(data, gamma, beta, mean, var, eps=attrs.get("epsilon", 1e-5),
+                        momentum=attrs.get("momentum", 0.9), fix_gamma=False,
+                        name=node.output[0])]
 
 
-def _gemm(r: _Reader, node: Any, a: dict) -> list:
-    if a.get("transA"):
-        raise r.error("transA=1 is not supported; transpose the data before Gemm")
-    weight = r.constant(node.input[1], "Gemm's B")
-    alpha, beta = a.get("alpha", 1.0), a.get("beta", 1.0)
-    weight = weight if a.get("transB") else weight.T  # FullyConnected wants (out, in)
-    r.constants[node.input[1]] = np.ascontiguousarray(weight * alpha, weight.dtype)
+def _gemm(reader: _Reader, node: Any, attrs: dict) -> list:
+    """``alpha * A @ B + beta * C`` as FullyConnected: B stored as (out, in), scaled once."""
+    if attrs.get("transA"):
+        raise reader.error("transA=1 is not supported; transpose the data before Gemm")
+    weight = reader.constant(node.input[1], "Gemm's B")
+    alpha, beta = attrs.get("alpha", 1.0), attrs.get("beta", 1.0)
+    weight = weight if attrs.get("transB") else weight.T
+    reader.constants[node.input[1]] = np.ascontiguousarray(weight * alpha, weight.dtype)
     bias = []
     if len(node.input) > 2 and node.input[2]:
-        bias_values = r.constant(node.input[2], "Gemm's C")
-        r.constants[node.input[2]] = np.broadcast_to(
+        bias_values = reader.constant(node.input[2], "Gemm's C")
+        reader.constants[node.input[2]] = np.broadcast_to(
             bias_values * beta, (weight.shape[0],)).astype(bias_values.dtype)
-        bias = [r.value(node.input[2])]
-    return [F.FullyConnected(r.value(node.input[0]), r.value(node.input[1]), *bias,
-                                  num_hidden=weight.shape[0], no_bias=not bias, flatten=False,
-                                  name=node.output[0])]
+        bias = [reader.symbol(node.input[2])]
+    return [F.FullyConnected(reader.symbol(node.input[0]), reader.symbol(node.input[1]),
+                             *bias, num_hidden=weight.shape[0], no_bias=not bias,
+                             flatten=False, name=node.output[0])]
 
 
-def _matmul(r: _Reader, node: Any, a: dict) -> list:
-    left, right = (r.value(n) for n in node.input[:2])
-    ranks = [len(r.shapes.get(n, r.constants.get(n, np.zeros(())).shape)) for n in node.input]
+def _matmul(reader: _Reader, node: Any, attrs: dict) -> list:
+    """numpy's matmul: a batch of matrices times a batch (batch_dot), else ``dot``."""
+    left, right = (reader.symbol(name) for name in node.input[:2])
+    ranks = [len(reader.shapes.get(name, reader.constants.get(name, np.zeros(())).shape))
+             for name in node.input[:2]]
     if ranks[0] >= 3 and ranks[0] == ranks[1]:
         return [F.batch_dot(left, right)]
     return [F.dot(left, right)]
 
 
-def _reshape(r: _Reader, node: Any, a: dict) -> list:
-    shape = a["shape"] if r.opset < 5 else r.constant(node.input[1], "the target shape")
-    if a.get("allowzero"):
-        raise r.error("allowzero=1 (a 0 meaning an empty axis) is not supported")
-    return [F.Reshape(r.value(node.input[0]), shape=tuple(int(d) for d in shape))]
+def _reshape(reader: _Reader, node: Any, attrs: dict) -> list:
+    if reader.opset < 5:
+        target = attrs["shape"]
+    else:
+        target = reader.constant(node.input[1], "the target shape")
+    if attrs.get("allowzero"):
+        raise reader.error("allowzero=1 (a 0 meaning an empty axis) is not supported")
+    return [F.Reshape(reader.symbol(node.input[0]), shape=tuple(int(d) for d in target))]
 
 
-def _flatten(r: _Reader, node: Any, a: dict) -> list:
-    axis, data = a.get("axis", 1), r.value(node.input[0])
+def _flatten(reader: _Reader, node: Any, attrs: dict) -> list:
+    axis, data = attrs.get("axis", 1), reader.symbol(node.input[0])
     if axis == 1:
         return [F.Flatten(data)]
-    shape = r.shapes.get(node.input[0])
-    if shape is None:
-        raise r.error(f"Flatten at axis {axis} needs the input's shape")
+    shape = reader.shape(node.input[0], f"Flatten at axis {axis}")
     axis %= len(shape) or 1
     return [F.Reshape(data, shape=(math.prod(shape[:axis]), -1))]
 
 
-def _softmax(r: _Reader, node: Any, a: dict, name: str = "softmax") -> list:
-    data = r.value(node.input[0])
-    rank = len(r.shapes.get(node.input[0], ()))
-    axis = a.get("axis", -1 if r.opset >= 13 else 1)
-    if r.opset >= 13 or (rank and axis % rank == rank - 1):
-        return [getattr(F, name)(data, axis=axis)]
-    shape = r.shapes.get(node.input[0])  # before opset 13: softmax of the input flattened
-    if shape is None:                    # to 2-D at ``axis``
-        raise r.error("Softmax before opset 13 needs the input's shape")
-    flat = F.Reshape(data, shape=(math.prod(shape[:axis % rank]), -1))
-    return [F.reshape_like(getattr(F, name)(flat, axis=1), data)]
+def _softmax(name: str) -> Rule:
+    """Softmax and LogSoftmax: over one axis from opset 13, over the input flattened to
+    2-D at ``axis`` before it (the same unless ``axis`` is the last)."""
+    def rule(reader: _Reader, node: Any, attrs: dict) -> list:
+        data = reader.symbol(node.input[0])
+        rank = len(reader.shapes.get(node.input[0], ()))
+        axis = attrs.get("axis", -1 if reader.opset >= 13 else 1)
+        if reader.opset >= 13 or (rank and axis % rank == rank - 1):
+            return [getattr(F, name)(data, axis=axis)]
+        shape = reader.shape(node.input[0], f"{node.op_type} before opset 13")
+        flat = F.Reshape(data, shape=(math.prod(shape[:axis % len(shape)]), -1))
+        return [F.reshape_like(getattr(F, name)(flat, axis=1), data)]
+    return rule
 
 
-def _axes(r: _Reader, node: Any, a: dict) -> tuple[int, ...]:
-    if "axes" in a:
-        return tuple(a["axes"])
-    return tuple(int(x) for x in r.constant(node.input[1], "axes")) if len(node.input) > 1 \
-        else ()
+def _axes(reader: _Reader, node: Any, attrs: dict) -> tuple[int, ...]:
+    """The ``axes`` of Squeeze/Unsqueeze: an attribute, or from opset 13 an input."""
+    if "axes" in attrs:
+        return tuple(attrs["axes"])
+    if len(node.input) > 1:
+        return tuple(int(axis) for axis in reader.constant(node.input[1], "axes"))
+    return ()
 
 
-def _unsqueeze(r: _Reader, node: Any, a: dict) -> list:
-    out = r.value(node.input[0])
-    axes = _axes(r, node, a)
-    rank = len(r.shapes.get(node.input[0], ())) + len(axes)
-    for axis in sorted(x % rank if rank else x for x in axes):
+def _unsqueeze(reader: _Reader, node: Any, attrs: dict) -> list:
+    out = reader.symbol(node.input[0])
+    axes = _axes(reader, node, attrs)
+    rank = len(reader.shapes.get(node.input[0], ())) + len(axes)
+    for axis in sorted(axis % rank if rank else axis for axis in axes):
         out = F.expand_dims(out, axis=axis)
     return [out]
 
 
-def _clip(r: _Reader, node: Any, a: dict) -> list:
-    low, high = a.get("min", -np.inf), a.get("max", np.inf)
-    if r.opset >= 11:
+def _squeeze(reader: _Reader, node: Any, attrs: dict) -> list:
+    return [F.squeeze(reader.symbol(node.input[0]), axis=_axes(reader, node, attrs) or None)]
+
+
+def _clip(reader: _Reader, node: Any, attrs: dict) -> list:
+    """Bounds are attributes before opset 11 and optional constant inputs from it."""
+    low, high = attrs.get("min", -np.inf), attrs.get("max", np.inf)
+    if reader.opset >= 11:
         names = list(node.input[1:3]) + ["", ""]
-        low = float(r.constant(names[0], "min")) if names[0] else -np.inf
-        high = float(r.constant(names[1], "max")) if names[1] else np.inf
+        low = float(reader.constant(names[0], "min")) if names[0] else -np.inf
+        high = float(reader.constant(names[1], "max")) if names[1] else np.inf
     limit = float(np.finfo(np.float32).max)
-    return [F.clip(r.value(node.input[0]), a_min=max(low, -limit), a_max=min(high, limit))]
+    return [F.clip(reader.symbol(node.input[0]), a_min=max(low, -limit),
+                   a_max=min(high, limit))]
 
 
-def _dropout(r: _Reader, node: Any, a: dict) -> list:
-    ratio = a.get("ratio", 0.5)
-    if r.opset >= 12 and len(node.input) > 1 and node.input[1]:
-        ratio = float(r.constant(node.input[1], "ratio"))
-    return [F.Dropout(r.value(node.input[0]), p=ratio)]
+def _dropout(reader: _Reader, node: Any, attrs: dict) -> list:
+    ratio = attrs.get("ratio", 0.5)
+    if reader.opset >= 12 and len(node.input) > 1 and node.input[1]:
+        ratio = float(reader.constant(node.input[1], "ratio"))
+    return [F.Dropout(reader.symbol(node.input[0]), p=ratio)]
 
 
-def _concat(r: _Reader, node: Any, a: dict) -> list:
-    axis = a.get("axis", 1)
-    if axis < 0:
-        axis += len(r.shapes.get(node.input[0], ())) or 0
-    inputs = [r.value(n) for n in node.input]
-    return [F.Concat(*inputs, dim=axis, num_args=len(inputs))]
+def _concat(reader: _Reader, node: Any, attrs: dict) -> list:
+    inputs = [reader.symbol(name) for name in node.input]  # (a negative axis counts back)
+    return [F.Concat(*inputs, dim=attrs.get("axis", 1), num_args=len(inputs))]
+
+
+def _transpose(reader: _Reader, node: Any, attrs: dict) -> list:
+    return [F.transpose(reader.symbol(node.input[0]), axes=tuple(attrs.get("perm", ())))]
+
+
+def _gather(reader: _Reader, node: Any, attrs: dict) -> list:
+    return [F.take(reader.symbol(node.input[0]), reader.symbol(node.input[1]),
+                   axis=attrs.get("axis", 0))]
+
+
+def _leaky(act_type: str, default_slope: float) -> Rule:
+    """LeakyRelu and Elu: MXNet's LeakyReLU with ``act_type`` and ONNX's ``alpha``."""
+    return lambda reader, node, attrs: [F.LeakyReLU(
+        reader.symbol(node.input[0]), act_type=act_type,
+        slope=attrs.get("alpha", default_slope))]
+
+
+def _softplus(reader: _Reader, node: Any, attrs: dict) -> list:
+    return [F.Activation(reader.symbol(node.input[0]), act_type="softrelu")]
+
+
+def _lrn(reader: _Reader, node: Any, attrs: dict) -> list:
+    return [F.LRN(reader.symbol(node.input[0]), nsize=attrs["size"],
+                  alpha=attrs.get("alpha", 1e-4), beta=attrs.get("beta", 0.75),
+                  knorm=attrs.get("bias", 1.0))]
+
+
+def _identity(reader: _Reader, node: Any, attrs: dict) -> list:
+    return [reader.symbol(node.input[0])]
+
+
+def _shape(reader: _Reader, node: Any, attrs: dict) -> list:
+    """A value's shape is known at import, so ``Shape`` is a constant (no Symbol)."""
+    reader.constants[node.output[0]] = np.array(
+        reader.shape(node.input[0], "Shape of a value computed by the graph"), np.int64)
+    return []
 
 
 IMPORTERS: dict[str, Rule] = {
     "Conv": _conv, "BatchNormalization": _batch_norm, "Gemm": _gemm, "MatMul": _matmul,
     "Relu": _unary("relu"), "Sigmoid": _unary("sigmoid"), "Tanh": _unary("tanh"),
     "Exp": _unary("exp"), "Log": _unary("log"), "Sqrt": _unary("sqrt"), "Abs": _unary("abs"),
-    "Neg": _unary("negative"), "Identity": lambda r, node, a: [r.value(node.input[0])],
+    "Neg": _unary("negative"), "Identity": _identity, "Shape": _shape,
     "Add": _binary("broadcast_add"), "Sub": _binary("broadcast_sub"),
     "Mul": _binary("broadcast_mul"), "Div": _binary("broadcast_div"), "Sum": _sum,
     "MaxPool": _pool("max"), "AveragePool": _pool("avg"),
     "GlobalAveragePool": _global_pool("avg"), "GlobalMaxPool": _global_pool("max"),
-    "Concat": _concat, "Flatten": _flatten, "Reshape": _reshape, "Softmax": _softmax,
-    "Transpose": lambda r, node, a: [F.transpose(r.value(node.input[0]),
-                                                      axes=tuple(a.get("perm", ())))],
-    "Unsqueeze": _unsqueeze, "Clip": _clip, "Dropout": _dropout,
-    "Squeeze": lambda r, node, a: [F.squeeze(r.value(node.input[0]),
-                                                  axis=_axes(r, node, a) or None)],
-    "LogSoftmax": lambda r, node, a: _softmax(r, node, a, "log_softmax"),
-    "LeakyRelu": lambda r, node, a: [F.LeakyReLU(r.value(node.input[0]), act_type="leaky",
-                                                 slope=a.get("alpha", 0.01))],
-    "Elu": lambda r, node, a: [F.LeakyReLU(r.value(node.input[0]), act_type="elu",
-                                           slope=a.get("alpha", 1.0))],
-    "Softplus": lambda r, node, a: [F.Activation(r.value(node.input[0]), act_type="softrelu")],
-    "Gather": lambda r, node, a: [F.take(r.value(node.input[0]), r.value(node.input[1]),
-                                         axis=a.get("axis", 0))],
-    "LRN": lambda r, node, a: [F.LRN(r.value(node.input[0]), nsize=a["size"],
-                                          alpha=a.get("alpha", 1e-4), beta=a.get("beta", 0.75),
-                                          knorm=a.get("bias", 1.0))],
+    "Concat": _concat, "Flatten": _flatten, "Reshape": _reshape,
+    "Softmax": _softmax("softmax"), "LogSoftmax": _softmax("log_softmax"),
+    "Transpose": _transpose, "Unsqueeze": _unsqueeze, "Squeeze": _squeeze, "Clip": _clip,
+    "Dropout": _dropout, "LeakyRelu": _leaky("leaky", 0.01), "Elu": _leaky("elu", 1.0),
+    "Softplus": _softplus, "Gather": _gather, "LRN": _lrn,
 }
 
 
@@ -401,54 +488,55 @@ def _load(model_file: Any) -> Any:
                               f"{err})") from None
 
 
-def _read(model_file: Any) -> tuple[Any, _Reader]:
-    model = _load(model_file)
+def _read(model: Any) -> _Reader:
+    """Read every node of the model, in order (ONNX stores them sorted)."""
     reader = _Reader(model)
     for node in model.graph.node:
         reader.node = node
-        _read_node(reader, node)
-    return model, reader
+        try:
+            _read_node(reader, node)
+        except OnnxImportError:
+            raise
+        except Exception as err:  # numpy or an operator refused the values or attributes
+            raise reader.error(f"{type(err).__name__}: {err}") from err
+    return reader
 
 
 def _read_node(reader: _Reader, node: Any) -> None:
-    attrs = reader.attrs(node)
+    """Fold the node if its inputs are constants and a numpy rule exists, else build it."""
     if node.domain not in ("", "ai.onnx"):
         raise reader.error(f"operators of domain {node.domain!r} are not supported")
-    if all(n in reader.constants for n in node.input if n) and node.op_type in CONSTANT_RULES:
-        inputs = [reader.constants[n] for n in node.input if n]
-        reader.constants[node.output[0]] = np.asarray(
-            CONSTANT_RULES[node.op_type](reader, inputs, attrs))
-        return
-    if node.op_type == "Shape" and node.input[0] in reader.shapes:  # known statically
-        reader.constants[node.output[0]] = np.array(reader.shapes[node.input[0]], np.int64)
+    attrs = reader.attributes(node)
+    inputs = [name for name in node.input if name]
+    if node.op_type in CONSTANT_RULES and all(name in reader.constants for name in inputs):
+        arrays = [reader.constants[name] for name in inputs]
+        folded = CONSTANT_RULES[node.op_type](reader, arrays, attrs)
+        reader.constants[node.output[0]] = np.asarray(folded)
         return
     rule = IMPORTERS.get(node.op_type)
     if rule is None:
         raise reader.error(f"operator {node.op_type!r} has no import rule; supported: "
                            f"{sorted(IMPORTERS)}")
-    try:
-        outputs = rule(reader, node, attrs)
-    except OnnxImportError:
-        raise
-    except Exception as err:  # a rule's operator refused the attributes or shapes
-        raise reader.error(f"{type(err).__name__}: {err}") from err
-    for name, value in zip([o for o in node.output if o], outputs):
-        reader.values[name] = value
+    for name, result in zip([name for name in node.output if name], rule(reader, node, attrs)):
+        reader.symbols[name] = result
 
 
 def import_model(model_file: Any) -> tuple[Any, dict, dict]:
     """``(sym, arg_params, aux_params)`` of an ONNX file (or a loaded ``ModelProto``), as
     MXNet 1.9's ``mx.contrib.onnx.import_model``: the graph's outputs as one Symbol (a
     Group when several), its parameters and auxiliary states as NDArrays by name."""
-    model, reader = _read(model_file)
-    missing = [o.name for o in model.graph.output if o.name not in reader.values]
+    model = _load(model_file)
+    reader = _read(model)
+    missing = [output.name for output in model.graph.output if output.name not in reader.symbols]
     if missing:
         raise OnnxImportError(f"ONNX outputs {missing} are constants of the file: a "
                               f"hybridlab graph computes each output from its inputs")
-    outputs = [reader.values[o.name] for o in model.graph.output]
+    outputs = [reader.symbols[output.name] for output in model.graph.output]
     sym = outputs[0] if len(outputs) == 1 else symbol.Group(outputs)
-    args = {k: ndarray.array(v) for k, v in reader.params.items() if k not in reader.aux}
-    aux = {k: ndarray.array(v) for k, v in reader.params.items() if k in reader.aux}
+    args = {name: ndarray.array(values) for name, values in reader.params.items()
+            if name not in reader.aux}
+    aux = {name: ndarray.array(values) for name, values in reader.params.items()
+           if name in reader.aux}
     return sym, args, aux
 
 
@@ -456,27 +544,30 @@ def get_model_metadata(model_file: Any) -> dict[str, list]:
     """The data inputs and the outputs of an ONNX file with their shapes (a free dimension
     is 0): ``{'input_tensor_data': [(name, shape)], 'output_tensor_data': [...]}``."""
     model = _load(model_file)
-    computed = {o for node in model.graph.node for o in node.output}
-    stored = {t.name for t in model.graph.initializer} | computed
+    computed = {name for node in model.graph.node for name in node.output}
+    stored = {tensor.name for tensor in model.graph.initializer} | computed
 
     def described(infos: Any, keep: Callable[[str], bool]) -> list:
-        return [(i.name, tuple(d.dim_value for d in i.type.tensor_type.shape.dim))
-                for i in infos if keep(i.name)]
+        return [(info.name, tuple(dim.dim_value for dim in info.type.tensor_type.shape.dim))
+                for info in infos if keep(info.name)]
 
-    return {"input_tensor_data": described(model.graph.input, lambda n: n not in stored),
-            "output_tensor_data": described(model.graph.output, lambda n: True)}
+    return {"input_tensor_data": described(model.graph.input, lambda name: name not in stored),
+            "output_tensor_data": described(model.graph.output, lambda name: True)}
 
 
 def import_to_gluon(model_file: Any, ctx: Any = None) -> Any:
-    """A ``gluon.SymbolBlock`` computing the ONNX model, its parameters loaded (MXNet 1.9's
-    ``mx.contrib.onnx.import_to_gluon``); call it with the data inputs in the file's order
-    (``get_model_metadata``). ``ctx`` is accepted for MXNet's signature (one CPU here)."""
+    """A ``gluon.SymbolBlock`` computing the ONNX model, its parameters loaded on ``ctx``
+    (a Context or a list of them, one copy each; default the current context), as MXNet
+    1.9's ``mx.contrib.onnx.import_to_gluon``. Call it with the data inputs in the file's
+    order (``get_model_metadata``)."""
     from hybridlab.gluon import SymbolBlock
 
     model = _load(model_file)
     sym, args, aux = import_model(model)
     names = [name for name, _ in get_model_metadata(model)["input_tensor_data"]]
-    block = SymbolBlock(sym, [symbol.var(n) for n in names])
-    for name, value in {**args, **aux}.items():
-        block.params[name].set_data(value)
+    block = SymbolBlock(sym, [symbol.var(name) for name in names])
+    for name, values in {**args, **aux}.items():
+        block.params[name].set_data(values)
+        if ctx is not None:
+            block.params[name].reset_ctx(ctx)
     return block

@@ -19,8 +19,9 @@ def break_even(c, comm):
 
 BREAK_EVEN_BATCH = break_even(40e-6, 8e-3)
 
-# Exercise 4: the two devices share the same cores, so the halves of the batch run one
-# after the other: the same compute as one device, plus the copies (the second slice and
-# its labels, every gradient to the store, the weights back), the sum and per-device
-# bookkeeping (two forward calls, two backward passes). About twice the time.
+# Exercise 4: each device has a worker thread, but on layers this small a step is mostly
+# Python, which runs one thread at a time, so the halves of the batch mostly take turns:
+# the same compute as one device, plus the copies (the second slice and its labels, every
+# gradient to the store, the weights back), the sum and per-device bookkeeping (two forward
+# calls, two backward passes). About twice the time.
 TWO_DEVICE_RATIO = 2.0

@@ -77,31 +77,36 @@ def test_every_lesson_is_reachable_offline_with_its_pictures_and_widgets(site, o
     expect(links).to_have_count(len(NOTEBOOKS))
     for index, notebook in enumerate(NOTEBOOKS):
         page.goto((site / "index.html").as_uri())
-        page.locator(".hl-page li > a:first-child").nth(index).click()
-        expect(page).to_have_url((site / f"{notebook.stem}.html").as_uri())
+        # Wait for conditions, not for Playwright's default 5 s: a big lesson page (05's)
+        # takes longer than that to load on a busy machine. The load event comes once the
+        # page and its pictures are in; the widgets are drawn by scripts after it.
+        with page.expect_navigation(url=(site / f"{notebook.stem}.html").as_uri(),
+                                    wait_until="load"):
+            page.locator(".hl-page li > a:first-child").nth(index).click()
         expect(page.locator(".hl-nav .hl-here")).to_be_visible()
         expect(page.locator(f".hl-nav a[download='{notebook.name}']")).to_have_count(1)
         if has_pictures(notebook):
             first_picture = page.locator(".jp-OutputArea-output img").first
             expect(first_picture).to_be_visible()
-            assert first_picture.evaluate("img => img.naturalWidth") > 0, notebook.name
+            assert first_picture.evaluate("img => img.complete && img.naturalWidth") > 0, \
+                notebook.name
         if has_widgets(notebook):  # drawn from saved state by the vendored widget manager
-            expect(page.locator(".jp-OutputArea-output .widget-box").first).to_be_visible()
+            page.wait_for_selector(".jp-OutputArea-output .widget-box", state="visible")
         # no control that cannot compute: an instrument's buttons, menus, sliders are gone
         controls = page.locator(".hybridlab-moment :is(.widget-button, .widget-dropdown, "
                                 ".widget-slider, .widget-toggle-buttons, .widget-checkbox)")
         assert not any(c.is_visible() for c in controls.all()), notebook.name
     page.goto((site / "03-lazy-evaluation.html").as_uri())
     stepper = page.locator(".hybridlab-queue-stepper").first
-    expect(stepper).to_be_visible()
-    expect(stepper.locator("svg").first).to_be_visible()
+    stepper.locator("svg").first.wait_for(state="visible")  # drawn after the page loaded
     # saved, not live: each moment says so, and the controls that cannot compute are gone
     moments = page.locator(".hybridlab-moment")
     expect(moments.first).to_be_visible()
     for index in range(moments.count()):
         expect(moments.nth(index).get_by_text(SNAPSHOT_NOTICE)).to_be_visible()
     expect(stepper.get_by_role("button", name="Step")).to_be_hidden()
-    page.locator(".hl-nav a", has_text="next:").click()  # previous/next links work
+    with page.expect_navigation(wait_until="load"):  # previous/next links work
+        page.locator(".hl-nav a", has_text="next:").click()
     expect(page).not_to_have_url((site / "03-lazy-evaluation.html").as_uri())
 
 
@@ -170,11 +175,10 @@ def test_every_link_of_every_page_resolves(site) -> None:
 
 
 def test_widget_text_uses_one_font_family(site, offline_page) -> None:
-    from playwright.sync_api import expect
 
     page = offline_page
     page.goto((site / "03-lazy-evaluation.html").as_uri())
-    expect(page.locator(".hybridlab-queue-stepper").first).to_be_visible()
+    page.locator(".hybridlab-queue-stepper").first.wait_for(state="visible")
     families = page.evaluate("""() => {
         const found = new Set();
         for (const el of document.querySelectorAll('.jupyter-widgets *:not(script):not(style)')) {
