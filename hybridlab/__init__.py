@@ -7,6 +7,7 @@ collects public names; every module it imports is light (numpy only).
 # Every module below is light (numpy only); viz loads its drawing libraries on first use.
 # __init__ files re-export names, so ruff's F401 is off for them (pyproject.toml).
 from hybridlab import (
+    attribute,
     autograd,
     base,
     config,
@@ -34,8 +35,10 @@ from hybridlab import initializer as init  # mx.init.Xavier()
 from hybridlab import kvstore as kv  # mx.kv.create('device')
 from hybridlab import ndarray as nd  # mx.nd, `from hybridlab import nd`
 from hybridlab import symbol as sym  # mx.sym, `from hybridlab import sym`
+from hybridlab.attribute import AttrScope  # mx.AttrScope
 from hybridlab.base import __version__  # tests/test_setup.py checks it against pyproject
 from hybridlab.context import Context, cpu, current_context, gpu
+from hybridlab.errors import MXNetError  # mx.MXNetError, as MXNet's top level
 from hybridlab.util import np_shape
 
 # MXNet 1.9 read ONNX through ``mx.contrib.onnx``; hybridlab's importer lives beside the

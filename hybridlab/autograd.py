@@ -289,12 +289,15 @@ def grad(heads: Any, variables: Any, head_grads: Any = None, retain_graph: bool 
          create_graph: bool = False, train_mode: bool = True) -> Any:
     """Return the gradients of ``heads`` with respect to ``variables`` (no ``.grad`` written).
 
+    The result is always a list, one gradient per variable, even for one NDArray: MXNet
+    1.9.1 wraps a single variable in a list before it computes (whatever its docstring
+    says), so ``autograd.grad(y, x)[0]`` is the gradient, not its first row.
     With ``create_graph=True`` the results are recorded too, so they can be differentiated
     again; the graph is then kept unless ``retain_graph=False``.
     """
     from hybridlab import ndarray as nd  # lazy: ndarray imports this module
 
-    heads, single = _as_list(heads), not isinstance(variables, (list, tuple))
+    heads = _as_list(heads)
     variables = _as_list(variables)
     for var in variables:
         if var._ag is None:
@@ -305,7 +308,26 @@ def grad(heads: Any, variables: Any, head_grads: Any = None, retain_graph: bool 
     grads = _backpropagate(heads, head_grads, retain, create_graph, train_mode)
     result = [grads[id(v)][1] if id(v) in grads else nd.from_numpy(np.zeros(v.shape, v.dtype))
               for v in variables]
-    return result[0] if single else result
+    if create_graph:
+        for variable, gradient in zip(variables, result):
+            if gradient._ag is None:  # constant in the variables: record that (derivative 0)
+                record_op(_CONSTANT, {}, [variable], [gradient])
+    return result
+
+
+class _ConstantRule:
+    """A gradient that does not depend on its variable (``radians``' is ``g * pi / 180``),
+    as the tape sees it under ``create_graph=True``: differentiated again, it gives zeros,
+    as MXNet's, instead of "not recorded"."""
+
+    name, grad_missing = "_constant_in_variable", ""
+
+    def grad(self, F: Any, inputs: list[Any], outputs: list[Any], out_grads: list[Any]
+             ) -> list[Any]:
+        return [F.zeros_like(x) for x in inputs]
+
+
+_CONSTANT = _ConstantRule()
 
 
 class Function:

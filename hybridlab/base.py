@@ -1,8 +1,28 @@
-"""MXNet's ``mx.base``: the error the engine raises at sync points."""
+"""MXNet's ``mx.base``: the error the engine raises at sync points, and the few helpers
+MXNet's users import from it (``data_dir``, ``py_str``, ``_as_list``)."""
+
+import os
+from typing import Any
 
 from hybridlab.errors import MXNetError, NotImplementedForSymbol
 
-__all__ = ["MXNetError", "NotImplementedForSymbol", "__version__"]
+__all__ = ["MXNetError", "NotImplementedForSymbol", "__version__", "data_dir", "py_str"]
+
+
+def data_dir() -> str:
+    """Where downloaded files are kept: ``$MXNET_HOME``, else ``~/.mxnet`` (as MXNet, so
+    both read one cache)."""
+    return os.getenv("MXNET_HOME") or os.path.join(os.path.expanduser("~"), ".mxnet")
+
+
+def py_str(text: Any) -> str:
+    """A C string from MXNet's library as a Python ``str`` (bytes are decoded)."""
+    return text.decode("utf-8") if isinstance(text, bytes) else str(text)
+
+
+def _as_list(value: Any) -> list[Any]:
+    """``value`` if it is a list, else ``[value]`` (MXNet's helper; a tuple is one item)."""
+    return value if isinstance(value, list) else [value]
 
 # The package version (``mx.__version__``), here so that modules inside the package (the
 # JSON writer of symbol.py) can read it without importing the package root.

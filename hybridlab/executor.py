@@ -163,6 +163,30 @@ class Executor:
                 monitor(name, array)
         return self.outputs
 
+    def reshape(self, partial_shaping: bool = False, allow_up_sizing: bool = False,
+                **new_shapes: Any) -> Executor:
+        """The same graph bound to arguments of new shapes (MXNet's ``Executor.reshape``):
+        arrays whose shape is unchanged (the weights) are shared; a smaller array is the
+        first rows of the old one (a view: writes reach it), and so are the outputs; a
+        larger one is new, and only with ``allow_up_sizing=True``."""
+        feed = {**self.arg_dict, **self.aux_dict}
+        given = {k: tuple(v.shape) for k, v in feed.items() if k not in new_shapes}
+        given.update({k: tuple(v) for k, v in new_shapes.items()})
+        known = shapes.infer_partial(self._graph, given,
+                                     {k: np.dtype(v.dtype) for k, v in feed.items()})
+        sized = {v.node.name: known.aval(v).shape for v in  # type: ignore[union-attr]
+                 (n.out() for n in self._graph.inputs)}
+
+        def resized(name: str, array: Any) -> Any:
+            return _resized(array, sized[name], name, allow_up_sizing)
+        args = {n: resized(n, a) for n, a in self.arg_dict.items()}
+        grads = {n: resized(n, g) for n, g in self.grad_dict.items()
+                 if g is not self.arg_dict[n].grad}
+        aux = {n: resized(n, a) for n, a in self.aux_dict.items()}
+        new = Executor(self._graph, args, grads, self._grad_req, aux, self._ctx)
+        new.outputs = [_rows_of(old, fresh) for old, fresh in zip(self.outputs, new.outputs)]
+        return new
+
     def set_monitor_callback(self, callback: Any, monitor_all: bool = False) -> None:
         """Call ``callback(name, array)`` after each ``forward`` for every output (and, with
         ``monitor_all``, every input first). The graph runs as one compiled program, so
@@ -234,12 +258,32 @@ def _array_dict(names: list[str], given: Any, what: str, partial: bool = False) 
     if not isinstance(given, dict):
         given = dict(zip(names, given))
     given = {k: v for k, v in given.items() if v is not None}  # MXNet skips {'b': None}
-    unknown = sorted(set(given) - set(names))
-    missing = [n for n in names if n not in given]
-    if unknown or (missing and not partial):
-        raise ValueError(f"bind: {what} must give exactly {names}; missing {missing}, "
-                         f"unknown {unknown}")
+    missing = [n for n in names if n not in given]  # (and ignores names not in the graph)
+    if missing and not partial:
+        unknown = sorted(set(given) - set(names))
+        raise ValueError(f"bind: {what} must give every one of {names}; missing {missing}"
+                         + (f" (given but not in the graph: {unknown})" if unknown else ""))
     return {n: _to_ndarray(given[n]) for n in names if n in given}
+
+
+def _resized(array: Any, shape: tuple, name: str, allow_up_sizing: bool) -> Any:
+    """``array`` for ``shape``: itself, its first rows (a view), or a new array."""
+    if tuple(array.shape) == tuple(shape):
+        return array
+    if int(np.prod(shape)) > array.size and not allow_up_sizing:
+        raise ValueError(f"reshape: {name!r} grows from {array.shape} to {shape}; a larger "
+                         f"array cannot share the old one's memory. Fix: "
+                         f"reshape(allow_up_sizing=True, ...)")
+    return _rows_of(array, ndarray.zeros(shape, dtype=array.dtype))
+
+
+def _rows_of(old: Any, fresh: Any) -> Any:
+    """``old``'s first rows when ``fresh`` is that (MXNet shares the memory), else
+    ``fresh``."""
+    if old is None or fresh is None or tuple(fresh.shape[1:]) != tuple(old.shape[1:]) or \
+            fresh.shape[0] > old.shape[0]:
+        return fresh
+    return old[0:fresh.shape[0]]
 
 
 def _to_ndarray(value: Any) -> Any:

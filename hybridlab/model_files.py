@@ -58,20 +58,27 @@ def to_json(graph: Graph, file_attrs: dict[str, str] | None = None) -> str:
     top-level ``attrs`` (export's digest of its parameters; MXNet 1.9.1 ignores them)."""
     from hybridlab.base import __version__
 
-    check_unique_names(graph.nodes, "tojson")
-    index = {id(n): i for i, n in enumerate(graph.nodes)}
-    nodes = [_node_json(n, index) for n in graph.nodes]
-    document = {
-        "arg_nodes": [i for i, n in enumerate(graph.nodes) if n.kind == "var"],
-        "node_row_ptr": list(accumulate([0] + [n.num_outputs for n in graph.nodes])),
-        "heads": [[index[id(v.node)], v.index, 0] for v in graph.outputs],
-        "attrs": {"mxnet_version": ["int", MXNET_VERSION],
-                  "hybridlab_version": ["str", __version__],
-                  **{key: ["str", value] for key, value in (file_attrs or {}).items()}},
-    }
+    document = _document(graph, "tojson")
+    nodes = document.pop("nodes")
+    document["attrs"] = {"mxnet_version": ["int", MXNET_VERSION],
+                         "hybridlab_version": ["str", __version__],
+                         **{key: ["str", value] for key, value in (file_attrs or {}).items()}}
     body = ",\n".join(f'  "{k}": {json.dumps(v)}' for k, v in document.items())
     listed = ",\n    ".join(json.dumps(n) for n in nodes)
     return f'{{\n  "nodes": [\n    {listed}\n  ],\n{body}\n}}\n'
+
+
+def _document(graph: Graph, where: str) -> dict[str, Any]:
+    """The JSON object of a graph: its nodes, arg_nodes, node_row_ptr and heads (also a
+    loop's body, written in its node's ``subgraphs`` as MXNet does)."""
+    check_unique_names(graph.nodes, where)
+    index = {id(n): i for i, n in enumerate(graph.nodes)}
+    return {
+        "nodes": [_node_json(n, index) for n in graph.nodes],
+        "arg_nodes": [i for i, n in enumerate(graph.nodes) if n.kind == "var"],
+        "node_row_ptr": list(accumulate([0] + [n.num_outputs for n in graph.nodes])),
+        "heads": [[index[id(v.node)], v.index, 0] for v in graph.outputs],
+    }
 
 
 def check_unique_names(nodes: Sequence[Node], where: str) -> None:
@@ -203,17 +210,46 @@ def from_json(text: str, source: str = "<json>") -> list[Value]:
     _require(isinstance(document, dict), source, "the file must hold a JSON object")
     for key in ("nodes", "heads"):
         _require(isinstance(document.get(key), list), source, f"missing list {key!r}")
+    return _load_document(document, source, depth=0)[0]
+
+
+def _load_document(document: dict, source: str, depth: int) -> tuple[list[Value], list[Node]]:
+    """The heads of one graph object, and its nodes (a loop's body is one too)."""
+    for key in ("nodes", "heads"):
+        _require(isinstance(document.get(key), list), source, f"missing list {key!r}")
     entries = document["nodes"]
     _require(0 < len(entries) <= MAX_NODES, source, f"needs 1..{MAX_NODES} nodes")
     built: list[Node] = []
     seen: dict[str, int] = {}
     for index, entry in enumerate(entries):
-        built.append(_load_node(entry, index, built, seen, source))
+        built.append(_load_node(entry, index, built, seen, source, depth))
     heads = document["heads"]
     _require(0 < len(heads) <= MAX_NODES, source, "'heads' must list the outputs")
     outputs = [_load_ref(ref, built, len(built), f"{source}: heads") for ref in heads]
     _check_index_lists(document, built, source)
-    return outputs
+    return outputs, built
+
+
+# the operators whose attributes hold graphs, written in the node's ``subgraphs`` list
+SUBGRAPH_ATTRS = {"_foreach": ("body",), "_while_loop": ("cond", "func")}
+MAX_SUBGRAPH_DEPTH = 8  # loops nested in loops
+
+
+def _subgraph_attrs(entry: dict, op: str, where: str, depth: int) -> dict[str, Any]:
+    """A node's ``subgraphs``, each loaded as a Graph under its attribute's name."""
+    documents = entry.get("subgraphs", [])
+    names = SUBGRAPH_ATTRS.get(op, ())
+    _require(isinstance(documents, list) and len(documents) == len(names), where,
+             f"{op} needs {len(names)} subgraph(s) in 'subgraphs', got "
+             f"{len(documents) if isinstance(documents, list) else documents!r}")
+    _require(depth < MAX_SUBGRAPH_DEPTH, where, f"subgraphs nested deeper than "
+                                                f"{MAX_SUBGRAPH_DEPTH}")
+    graphs = {}
+    for name, document in zip(names, documents):
+        _require(isinstance(document, dict), where, "a subgraph must be a JSON object")
+        outputs, built = _load_document(document, f"{where}: subgraph {name!r}", depth + 1)
+        graphs[name] = Graph.from_outputs(outputs, [n for n in built if n.kind == "var"])
+    return graphs
 
 
 def _reject_constant(text: str) -> None:
@@ -226,7 +262,7 @@ def _require(condition: bool, where: str, message: str) -> None:
 
 
 def _load_node(entry: Any, index: int, built: list[Node], seen: dict[str, int],
-               source: str) -> Node:
+               source: str, depth: int = 0) -> Node:
     where = f"{source}: node {index}"
     _require(isinstance(entry, dict), where, "each node must be a JSON object")
     name, op = entry.get("name"), entry.get("op")
@@ -247,7 +283,8 @@ def _load_node(entry: Any, index: int, built: list[Node], seen: dict[str, int],
     if op == "null":
         _require(not inputs, where, "a variable ('null' op) has no inputs")
         return _load_var(name, attrs, where)
-    return _load_call(op, name, attrs, inputs, where)
+    return _load_call(op, name, {**attrs, **_subgraph_attrs(entry, op, where, depth)},
+                      inputs, where)
 
 
 def _load_ref(ref: Any, built: list[Node], limit: int, where: str) -> Value:
@@ -295,7 +332,8 @@ def _load_call(op: str, name: str, attrs: dict[str, str], inputs: list[Value],
     try:
         opdef = registry.get(op)
         given = {k: _untyped_literal(v) if k in opdef.attrs and opdef.attrs[k].type == "any"
-                 else v for k, v in attrs.items() if not k.startswith("__")}
+                 and not isinstance(v, Graph) else v
+                 for k, v in attrs.items() if not k.startswith("__")}
         parsed = opdef.parse_attrs(given)
     except (errors.UnknownOperatorError, errors.UnknownAttributeError,
             errors.AttributeValueError) as err:
@@ -391,9 +429,12 @@ def _node_json(node: Node, index: dict[int, int]) -> dict[str, Any]:
     else:
         defaults = node.opdef.attrs
         entry = {"op": node.op, "name": node.name}
-        attrs = {k: ir.attr_text(v) for k, v in node.attrs
-                 if k not in defaults or defaults[k].default is registry.REQUIRED
-                 or defaults[k].default != v}
+        graphs = SUBGRAPH_ATTRS.get(node.op or "", ())
+        attrs = {k: ir.attr_text(v) for k, v in node.attrs if k not in graphs and (
+                 k not in defaults or defaults[k].default is registry.REQUIRED
+                 or defaults[k].default != v)}
+        if graphs:
+            entry["subgraphs"] = [_document(node.attr_dict[k], "tojson") for k in graphs]
     if attrs:
         entry["attrs"] = attrs
     entry["inputs"] = [[index[id(v.node)], v.index, 0] for v in node.inputs]

@@ -40,6 +40,10 @@ class _CurrentManager(type):
             manager = _LOCAL.manager = NameManager()
         return manager
 
+    @current.setter
+    def current(cls, manager: NameManager) -> None:  # this thread's, as MXNet's
+        _LOCAL.manager = manager
+
 
 _LOCAL = threading.local()
 

@@ -16,11 +16,18 @@ copy``: NOTE [A worker per device] in engine.py). Open the file in https://ui.pe
     mx.nd.waitall()           # let pending ops finish, so they are recorded
     mx.profiler.set_state("stop")
     mx.profiler.dump()
+
+The program may mark its own spans and values beside the engine's: a :class:`Task`,
+:class:`Frame` or :class:`Event` is a span (``start()``/``stop()``) in a :class:`Domain`,
+a :class:`Counter` a value over time, a :class:`Marker` an instant. ``pause()`` and
+``resume()`` leave gaps; ``dumps(format='table'|'json')`` gives MXNet's aggregate
+statistics (count, total, min, max, average per name) instead of the trace.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from hybridlab import engine
@@ -29,6 +36,8 @@ _config: dict[str, Any] = {"filename": "profile.json"}
 _records: list[engine.TaskRecord] = []
 _active: list[engine.Callback] = []  # the recording callback, while the profiler runs
 _streams: dict[int, str] = {}  # worker -> the stream it worked for, when first recorded
+_marks: list[dict[str, Any]] = []  # the program's own spans, counters and instants
+_paused: list[bool] = []  # [True] between pause() and resume()
 
 
 def _keep(task: engine.Task) -> None:
@@ -58,13 +67,42 @@ def set_state(state: str = "stop") -> None:
         _active.append(engine.Callback(posttask=_keep))
         engine.follow(_active[0])
     elif state == "stop" and _active:
-        engine.unfollow(_active.pop())
+        if not _paused:
+            engine.unfollow(_active[0])
+        _active.pop()
+        _paused.clear()
 
 
-def dumps(reset: bool = False) -> str:
-    """The recorded ops as a Chrome Trace Event JSON string; ``reset`` forgets them."""
+def pause() -> None:
+    """Stop recording for a while (the state stays ``'run'``): :func:`resume` goes on."""
+    if _active and not _paused:
+        engine.unfollow(_active[0])
+        _paused.append(True)
+
+
+def resume() -> None:
+    """Record again after :func:`pause`."""
+    if _active and _paused:
+        engine.follow(_active[0])
+        _paused.clear()
+
+
+def _recording() -> bool:
+    return bool(_active) and not _paused
+
+
+def dumps(reset: bool = False, format: str = "", sort_by: str = "total",
+          ascending: bool = False) -> str:
+    """The recorded ops (and the program's marks) as a Chrome Trace Event JSON string;
+    with ``format='table'`` or ``'json'``, MXNet's aggregate statistics of them instead
+    (sorted by ``sort_by``: total, avg, min, max or count). ``reset`` forgets them."""
+    if format:
+        text = _aggregate(format, sort_by, ascending)
+        if reset:
+            _forget()
+        return text
     records = list(_records)
-    origin = min((r.start for r in records), default=0.0)
+    origin = min([r.start for r in records] + [m["ts"] for m in _marks], default=0.0)
     events: list[dict[str, Any]] = [
         {"name": "process_name", "ph": "M", "pid": 0, "args": {"name": "hybridlab engine"}}]
     for worker in sorted({r.worker for r in records}):
@@ -78,10 +116,136 @@ def dumps(reset: bool = False) -> str:
                        "tid": record.worker, "ts": (record.start - origin) * 1e6,
                        "dur": (record.end - record.start) * 1e6,
                        "args": {"reads": list(record.reads), "writes": list(record.writes)}})
+    events += [{**mark, "ts": (mark["ts"] - origin) * 1e6} for mark in _marks]
     if reset:
-        _records.clear()
-        _streams.clear()
+        _forget()
     return json.dumps({"traceEvents": events, "displayTimeUnit": "ms"})
+
+
+def _forget() -> None:
+    _records.clear()
+    _streams.clear()
+    _marks.clear()
+
+
+_SORT_KEYS = {"total": "Total", "avg": "Avg", "min": "Min", "max": "Max", "count": "Count"}
+
+
+def _aggregate(format: str, sort_by: str, ascending: bool) -> str:
+    """Count, total, min, max and average time (ms) per name, by domain: the engine's
+    operators under ``operator``, the program's spans under their domain's name."""
+    if format not in ("table", "json") or sort_by not in _SORT_KEYS:
+        raise ValueError(f"dumps: format must be 'table' or 'json' and sort_by one of "
+                         f"{list(_SORT_KEYS)}, got format={format!r}, sort_by={sort_by!r}")
+    spans: dict[str, dict[str, list[float]]] = {}
+    for record in _records:
+        spans.setdefault("operator", {}).setdefault(record.name, []).append(
+            (record.end - record.start) * 1e3)
+    for mark in _marks:
+        if mark["ph"] == "X":
+            spans.setdefault(mark["cat"], {}).setdefault(mark["name"], []).append(
+                mark["dur"] / 1e3)
+    key = _SORT_KEYS[sort_by]
+    table = {domain: dict(sorted(((name, _stats(times)) for name, times in found.items()),
+                                 key=lambda item: item[1][key], reverse=not ascending))
+             for domain, found in spans.items()}
+    if format == "json":
+        return json.dumps({"Time": table, "Memory": {}, "Unit": {"Time": "ms",
+                                                                  "Memory": "kB"}})
+    rows = [f"{'Name':<40}{'Count':>8}{'Total (ms)':>14}{'Min':>10}{'Max':>10}{'Avg':>10}"]
+    for domain, found in table.items():
+        rows.append(f"\n{domain}\n" + "=" * len(domain))
+        rows += [f"{name:<40}{st['Count']:>8}{st['Total']:>14.4f}{st['Min']:>10.4f}"
+                 f"{st['Max']:>10.4f}{st['Avg']:>10.4f}" for name, st in found.items()]
+    return "\n".join(rows)
+
+
+def _stats(times: list[float]) -> dict[str, float]:
+    return {"Count": len(times), "Total": sum(times), "Min": min(times), "Max": max(times),
+            "Avg": sum(times) / len(times)}
+
+
+class Domain:
+    """A name grouping the program's own spans, counters and markers."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Task:
+    """A span of the program's own work in ``domain``: ``start()`` ... ``stop()``."""
+
+    def __init__(self, domain: Domain, name: str) -> None:
+        self.domain, self.name, self._start = domain, name, None  # type: Domain, str, float | None
+
+    def start(self) -> None:
+        self._start = time.perf_counter()
+
+    def stop(self) -> None:
+        if self._start is not None and _recording():
+            end = time.perf_counter()
+            _marks.append({"name": self.name, "cat": str(self.domain), "ph": "X", "pid": 0,
+                           "tid": -2, "ts": self._start, "dur": (end - self._start) * 1e6})
+        self._start = None
+
+
+class Frame(Task):
+    """A span marking one frame (an iteration) of the program's work."""
+
+
+class Event(Task):
+    """A span of the program's work outside any domain."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(Domain("event"), name)
+
+
+class Counter:
+    """A value over time in ``domain``: ``set_value``, ``increment``, ``+=``, ``-=``."""
+
+    def __init__(self, domain: Domain, name: str, value: int | None = None) -> None:
+        self.domain, self.name, self.value = domain, name, 0
+        if value is not None:
+            self.set_value(value)
+
+    def set_value(self, value: int) -> None:
+        self.value = value
+        if _recording():
+            _marks.append({"name": self.name, "cat": str(self.domain), "ph": "C", "pid": 0,
+                           "ts": time.perf_counter(), "args": {self.name: value}})
+
+    def increment(self, delta: int = 1) -> None:
+        self.set_value(self.value + delta)
+
+    def decrement(self, delta: int = 1) -> None:
+        self.set_value(self.value - delta)
+
+    def __iadd__(self, delta: int) -> Counter:
+        self.increment(delta)
+        return self
+
+    def __isub__(self, delta: int) -> Counter:
+        self.decrement(delta)
+        return self
+
+
+class Marker:
+    """An instant in ``domain``: ``mark(scope)`` with scope ``'process'``, ``'thread'``,
+    ``'global'`` (Chrome's ``p``, ``t``, ``g``)."""
+
+    def __init__(self, domain: Domain, name: str) -> None:
+        self.domain, self.name = domain, name
+
+    def mark(self, scope: str = "process") -> None:
+        if scope not in ("process", "thread", "global"):
+            raise ValueError(f"Marker.mark: scope must be 'process', 'thread' or 'global', "
+                             f"got {scope!r}")
+        if _recording():
+            _marks.append({"name": self.name, "cat": str(self.domain), "ph": "i", "pid": 0,
+                           "tid": -2, "ts": time.perf_counter(), "s": scope[0]})
 
 
 def dump(finished: bool = True) -> None:
@@ -90,5 +254,4 @@ def dump(finished: bool = True) -> None:
 
     atomic_write(_config["filename"], dumps(reset=False))  # whole, or the old file
     if finished:  # forgotten only once they are safely written
-        _records.clear()
-        _streams.clear()
+        _forget()

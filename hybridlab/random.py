@@ -27,11 +27,11 @@ def seed(seed_state: int, ctx: Any = "all") -> None:
     """Restart the seed stream: the same seed gives the same numbers (``mx.random.seed``)."""
     if isinstance(seed_state, bool) or not isinstance(seed_state, (int, np.integer)):
         raise TypeError(f"mx.random.seed: seed_state must be an int, got {seed_state!r}")
-    if seed_state < 0:
-        raise ValueError(f"mx.random.seed: seed_state must be >= 0, got {seed_state}")
     # itertools.count's next() is atomic under the GIL, so threads pushing ops stay safe
     _stream["counter"] = itertools.count()
-    _stream["seed"] = int(seed_state)
+    # a negative seed is a seed too (MXNet passes it to C as an int): numpy's generators
+    # take unsigned entropy, so it is read modulo 2**64 (the non-negative seeds unchanged)
+    _stream["seed"] = int(seed_state) % 2**64
 
 
 def next_generator() -> np.random.Generator:

@@ -49,11 +49,12 @@ import dataclasses
 import itertools
 import sys
 import threading
+import warnings
 from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from hybridlab import autograd, display, errors, executor, model_files, util
+from hybridlab import attribute, autograd, display, errors, executor, model_files, util
 from hybridlab import name as _name
 from hybridlab.executor import Executor
 from hybridlab.graph import frontend, ir, shapes
@@ -169,10 +170,16 @@ class Symbol:
             if index not in names:
                 raise ValueError(f"{self!r} has no output {index!r}; outputs are {names}")
             return Symbol([self._outputs[names.index(index)]])
-        if not isinstance(index, (int, np.integer)) or (len(self._outputs) == 1
-                                                         and _tracing()):
-            raise errors.SymbolIndexError(_index_message(self, index))
         count = len(self._outputs)
+        if not isinstance(index, (int, np.integer)) or (count == 1 and _tracing()
+                                                         and index not in (0, -1)):
+            raise errors.SymbolIndexError(_index_message(self, index))
+        if count == 1 and _tracing():  # MXNet's output 0: the Symbol itself, not a row
+            warnings.warn(f"x[{index}] on {self!r}{_where(self)} is the Symbol itself (its "
+                          f"only output, as in MXNet), not its row {index} as on an NDArray: "
+                          f"hybridized, the block computes something else. For a row, write "
+                          f"F.slice_axis(x, axis=0, begin=0, end=1)", stacklevel=2)
+            return self
         if not -count <= index < count:
             raise IndexError(f"{self!r} has {count} outputs, so index {index} is out of "
                              f"range; pick 0..{count - 1} or an output name "
@@ -197,11 +204,13 @@ class Symbol:
         """This node's attributes as strings (``{'num_hidden': '10'}``, ``{'__shape__': ...}``)."""
         if self.name is None:
             return {}
-        return {key: ir.attr_text(value) for key, value in self._outputs[0].node.attrs}
+        return _with_hidden_keys({key: ir.attr_text(value)
+                                  for key, value in self._outputs[0].node.attrs})
 
     def attr_dict(self) -> dict[str, dict[str, str]]:
         """Every node's attributes by node name (nodes without attributes are left out)."""
-        return {node.name: {key: ir.attr_text(value) for key, value in node.attrs}
+        return {node.name: _with_hidden_keys({key: ir.attr_text(value)
+                                              for key, value in node.attrs})
                 for node in self.to_graph().nodes if node.attrs}
 
     def debug_str(self) -> str:
@@ -452,6 +461,12 @@ def _shape_message(symbol: Symbol, what: str) -> str:
     return errors.attribute_message(what, _described(symbol))
 
 
+def _with_hidden_keys(attrs: dict[str, str]) -> dict[str, str]:
+    """MXNet lists a hidden key both ways: ``__lr_mult__`` and ``lr_mult``."""
+    return {**attrs, **{key: attrs[f"__{key}__"] for key in attribute.HIDDEN_KEYS
+                        if f"__{key}__" in attrs}}
+
+
 def _index_message(symbol: Symbol, index: Any) -> str:
     if isinstance(index, str):  # "len": len(x) or iterating
         what, meaning, fix = "len(x)", "the number of outputs", _index_fix(0)
@@ -515,7 +530,8 @@ def var(name: str, shape: Any = None, dtype: Any = None, init: Any = None,
     """A named input of the graph (data or a parameter). Extra keywords: ``__name__=``."""
     if not isinstance(name, str) or not name:
         raise TypeError(f"sym.var needs a non-empty string name, got {name!r}")
-    attrs = {key: str(value) for key, value in (attr or {}).items()}
+    attrs = {attribute.stored_key(key): str(value)
+             for key, value in attribute.AttrScope.current.get(attr).items()}
     for key, value in kwargs.items():
         if not (key.startswith("__") and key.endswith("__")):
             raise ValueError(f"sym.var: attribute {key!r} is not supported; extra attributes "

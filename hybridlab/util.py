@@ -9,6 +9,7 @@ operators follow the switch; it is per thread, like MXNet's.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from typing import Iterator
 
@@ -40,3 +41,27 @@ def np_shape(active: bool = True) -> Iterator[None]:
 def is_np_array() -> bool:
     """False: hybridlab has no ``mx.np`` arrays (MXNet's switch for them)."""
     return False
+
+
+class _NumpyArrayScope:
+    """MXNet's scope of the ``mx.np`` switch, which hybridlab does not have: the class is
+    here for code that imports it; ``is_np_array()`` stays False."""
+
+    _current = None
+
+    def __init__(self, is_np_array: bool) -> None:
+        self._is_np_array = bool(is_np_array)
+
+
+def getenv(name: str) -> str | None:
+    """An environment variable as the library sees it (MXNet's C library has its own copy
+    of the environment; hybridlab's is Python's)."""
+    return os.environ.get(name)
+
+
+def setenv(name: str, value: str | None) -> None:
+    """Set an environment variable, or unset it with ``None`` (``mx.util.setenv``)."""
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value

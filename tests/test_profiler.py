@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from hybridlab import engine, profiler
+from hybridlab import engine, nd, profiler
 from hybridlab.engine import Var
 
 pytestmark = pytest.mark.timeout(60)  # pytest-timeout: a deadlocked wait fails fast
@@ -99,3 +99,37 @@ def test_each_row_is_named_by_the_stream_its_worker_works_for():
     assert ran["_ones"].endswith(": cpu(0)") and ran["_copyto"].endswith(": cpu(1) copy")
     # (the caller may run the op it waits for itself: NOTE [help while waiting])
     assert ran["_mul_scalar"] == "caller" or ran["_mul_scalar"].endswith(": cpu(1)")
+
+
+def test_the_programs_own_spans_counters_and_markers_and_pause(tmp_path):
+    from hybridlab import profiler
+
+    profiler.set_config(filename=str(tmp_path / "own.json"))
+    profiler.set_state("run")
+    try:
+        domain = profiler.Domain("lesson")
+        task = profiler.Task(domain, "load")
+        task.start()
+        nd.ones((4,)).asnumpy()
+        task.stop()
+        counter = profiler.Counter(domain, "items", 5)
+        counter += 2
+        profiler.Marker(domain, "epoch").mark("process")
+        profiler.pause()
+        hidden = profiler.Task(domain, "hidden")
+        hidden.start()
+        hidden.stop()
+        profiler.resume()
+        events = json.loads(profiler.dumps())["traceEvents"]
+        stats = json.loads(profiler.dumps(format="json", sort_by="count", ascending=True))
+    finally:
+        profiler.set_state("stop")
+        profiler.dumps(reset=True)
+    names = {(e["name"], e["ph"]) for e in events}
+    assert {("load", "X"), ("items", "C"), ("epoch", "i")} <= names
+    assert ("hidden", "X") not in names  # recorded nothing while paused
+    assert counter.value == 7
+    assert stats["Time"]["lesson"]["load"]["Count"] == 1 and "operator" in stats["Time"]
+    assert set(stats["Unit"]) == {"Time", "Memory"}
+    table = profiler.dumps(format="table")
+    assert table.startswith("Name")

@@ -51,5 +51,88 @@ def test_distribution_parameters_and_dtype():
 def test_seed_rejects_non_integers():
     with pytest.raises(TypeError, match="seed_state must be an int"):
         mx.random.seed(1.5)
-    with pytest.raises(ValueError, match=">= 0"):
-        mx.random.seed(-1)
+
+
+def test_a_negative_seed_is_a_seed_as_in_mxnet():
+    draws = []
+    for seed in (-1, -1, -2, 1):
+        mx.random.seed(seed)
+        draws.append(nd.random.uniform(shape=(4,)).asnumpy())
+    np.testing.assert_array_equal(draws[0], draws[1])
+    assert not np.array_equal(draws[0], draws[2]) and not np.array_equal(draws[0], draws[3])
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: nd.random.normal(0, -1, (2, 2)), r"scale=-1.0 is a standard deviation and must"),
+    (lambda: nd.random.normal(0, 0, (2, 2)), r"scale=0.0 is a standard deviation and must"),
+    (lambda: nd.random.uniform(2, 1, (2, 2)), r"low=2.0 must be less than or equal to high"),
+    (lambda: nd.random.randint(6, 5, (2, 2)), r"low=6 must be less than or equal to high=5"),
+])
+def test_a_sampler_checks_its_parameters_when_it_runs(call, message):
+    """As MXNet's kernels: the call returns, the failure is raised at the sync point (the
+    array's read, or waitall), naming the operator and the line that pushed it."""
+    with engine.engine_scope(engine.ThreadedEngine(1)):
+        drawn = call()  # no error here ...
+        product = nd.dot(drawn, drawn)  # ... nor here: it reads an array not yet computed
+        with pytest.raises(mx.MXNetError, match=message) as failure:
+            product.asnumpy()
+        assert "_random_" in str(failure.value) and "test_random.py" in str(failure.value)
+        healthy = nd.random.uniform(shape=(2,))
+        call()
+        with pytest.raises(mx.MXNetError, match=message):
+            nd.waitall()
+        assert healthy.asnumpy().shape == (2,)  # other arrays stay readable
+
+
+def test_an_empty_sampling_range_gives_its_one_value():
+    assert (nd.random.randint(5, 5, (3,)).asnumpy() == 5).all()
+    assert (nd.random.uniform(2, 2, (3,)).asnumpy() == 2).all()
+
+
+@pytest.mark.parametrize("draw, mean, std", [
+    (lambda: nd.random.gamma(alpha=9.0, beta=0.5, shape=(20000,)), 4.5, 1.5),
+    (lambda: nd.random.exponential(scale=0.25, shape=(20000,)), 0.25, 0.25),
+    (lambda: nd.random.poisson(lam=4.0, shape=(20000,)), 4.0, 2.0),
+    (lambda: nd.random.negative_binomial(k=3, p=0.4, shape=(20000,)), 4.5, 15 ** 0.5 / 1.2),
+    (lambda: nd.random.generalized_negative_binomial(mu=2.0, alpha=0.3, shape=(20000,)),
+     2.0, (2.0 + 0.3 * 4) ** 0.5),
+    (lambda: nd.random.randn(100, 200, loc=10.0, scale=0.5), 10.0, 0.5),
+])
+def test_more_samplers_have_mxnets_means_and_spreads(draw, mean, std):
+    mx.random.seed(3)
+    values = draw().asnumpy().astype(np.float64)
+    assert abs(values.mean() - mean) < 0.05 * max(std, 1) and abs(values.std() - std) < 0.05 * std
+
+
+def test_a_gamma_with_a_negative_shape_fails_at_the_sync_point():
+    with engine.engine_scope(engine.ThreadedEngine(1)):
+        drawn = nd.random.gamma(alpha=-1.0, shape=(2,))
+        with pytest.raises(mx.MXNetError, match="alpha=-1.0 is a shape and must be > 0"):
+            drawn.asnumpy()
+
+
+def test_multinomial_draws_categories_and_differentiates_their_log_probability():
+    mx.random.seed(5)
+    x = nd.array([[0.0, 0.1, 0.2, 0.3, 0.4], [0.4, 0.3, 0.2, 0.1, 0.0]])
+    x.attach_grad()
+    with mx.autograd.record():
+        drawn, log_p = nd.random.multinomial(x, shape=20000, get_prob=True)
+        (log_p * 5).backward()
+    samples, values = drawn.asnumpy(), x.asnumpy()
+    assert drawn.dtype == np.int32 and drawn.shape == (2, 20000)
+    for row in range(2):
+        frequency = np.bincount(samples[row], minlength=5) / 20000
+        np.testing.assert_allclose(frequency, values[row], atol=0.02)
+        np.testing.assert_allclose(log_p.asnumpy()[row], np.log(values[row][samples[row]]),
+                                   rtol=1e-5)
+        expected = np.bincount(samples[row], minlength=5) * 5.0 / np.maximum(values[row], 1e-9)
+        np.testing.assert_allclose(x.grad.asnumpy()[row], np.where(values[row], expected, 0),
+                                   rtol=1e-4)
+
+
+def test_shuffle_permutes_rows_and_keeps_each_row():
+    mx.random.seed(6)
+    data = nd.arange(12).reshape((4, 3))
+    shuffled = nd.random.shuffle(data).asnumpy()
+    assert sorted(shuffled[:, 0]) == [0, 3, 6, 9]
+    np.testing.assert_array_equal(shuffled - shuffled[:, :1], np.tile([0, 1, 2], (4, 1)))

@@ -92,7 +92,9 @@ def test_indexing_a_single_symbol_while_tracing_is_refused_with_a_fix():
     x = sym.var("data")
     with sym.traced():  # what gluon enters while it traces hybrid_forward
         with pytest.raises(errors.SymbolIndexError, match="slice_axis"):
-            x[0]
+            x[1]
+        with pytest.raises(errors.SymbolIndexError, match="slice_axis"):
+            x[0:1]
         with pytest.raises(errors.SymbolIndexError, match="len"):
             len(x)
         with pytest.raises(errors.SymbolIndexError, match="number of outputs"):
@@ -112,14 +114,33 @@ def test_a_traced_hybrid_forward_still_meets_the_teaching_error():
     from hybridlab import nd
     from hybridlab.gluon import nn
 
-    class FirstRow(nn.HybridBlock):
+    class SecondRow(nn.HybridBlock):
         def hybrid_forward(self, F, x):
-            return x[0]
+            return x[1]
 
-    block = FirstRow()
+    block = SecondRow()
     block.hybridize()
     with pytest.raises(errors.SymbolIndexError, match="in block"):
         block(nd.ones((2, 3)))
+
+
+def test_output_zero_of_a_traced_symbol_is_itself_as_in_mxnet_with_a_warning():
+    """MXNet reads ``x[0]`` on a Symbol as its output 0: the whole array. Code written for
+    MXNet relies on it (a loop's single final state), so it works -- and warns, because
+    imperatively the same line is row 0: the hybridized block computes something else."""
+    from hybridlab import nd
+    from hybridlab.gluon import nn
+
+    class FirstRow(nn.HybridBlock):
+        def hybrid_forward(self, F, x):
+            return x[0] * 1
+
+    block = FirstRow()
+    x = nd.array([[1.0, 2.0], [3.0, 4.0]])
+    np.testing.assert_array_equal(block(x).asnumpy(), [1.0, 2.0])  # imperative: row 0
+    block.hybridize()
+    with pytest.warns(UserWarning, match=r"x\[0\] on .* is the Symbol itself"):
+        np.testing.assert_array_equal(block(x).asnumpy(), x.asnumpy())  # MXNet: all of x
 
 
 @pytest.mark.parametrize("key, written, fix", [
@@ -212,8 +233,8 @@ def test_var_attributes_are_mxnet_strings():
     assert w.attr("__shape__") == "(3, 4)"
     assert w.attr("__dtype__") == "float16"
     assert w.attr("__missing__") is None
-    assert w.list_attr() == {"__shape__": "(3, 4)", "__dtype__": "float16",
-                             "__lr_mult__": "2", "__foo__": "bar"}
+    assert w.list_attr() == {"__shape__": "(3, 4)", "__dtype__": "float16",  # MXNet lists
+                             "__lr_mult__": "2", "lr_mult": "2", "__foo__": "bar"}  # both
     with pytest.raises(ValueError, match="double underscores"):
         sym.var("w", foo=1)
     assert sym.Variable is sym.var
@@ -837,3 +858,24 @@ def test_reshape_takes_mxnets_deprecated_target_shape():
     assert mx.sym.load_json(net.tojson()).infer_shape(data=(2, 3, 5, 5))[1] == [(2, 75)]
     kept = mx.nd.Reshape(mx.nd.ones((2, 3, 4)), target_shape=(7, 0), keep_highest=True)
     assert kept.shape == (2, 12)
+
+
+def test_executor_reshape_shares_weights_and_the_first_rows():
+    import hybridlab as mx
+    from hybridlab import nd
+
+    out = sym.FullyConnected(sym.var("x"), num_hidden=4, name="fc")
+    exe = out.simple_bind(mx.cpu(), x=(5, 4), grad_req="null")
+    exe.arg_dict["x"][:] = 1
+    exe.arg_dict["fc_weight"][:] = nd.ones((4, 4))
+    exe.arg_dict["fc_bias"][:] = 0
+    smaller = exe.reshape(x=(3, 4))
+    assert smaller.arg_dict["fc_weight"] is exe.arg_dict["fc_weight"]  # shared
+    smaller.forward()
+    np.testing.assert_array_equal(smaller.outputs[0].asnumpy(), np.full((3, 4), 4.0))
+    np.testing.assert_array_equal(exe.outputs[0].asnumpy()[:3], np.full((3, 4), 4.0))
+    with pytest.raises(ValueError, match="allow_up_sizing=True"):
+        exe.reshape(x=(6, 4))
+    larger = exe.reshape(allow_up_sizing=True, x=(6, 4))
+    larger.arg_dict["x"][:] = 0
+    np.testing.assert_array_equal(exe.arg_dict["x"].asnumpy(), np.ones((5, 4)))

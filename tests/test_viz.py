@@ -855,3 +855,25 @@ def test_the_gradient_drawing_keeps_a_lowered_forward_in_the_forward_box():
     backward = source.split("subgraph cluster_backward", 1)[1].split("}", 1)[0]
     assert forward.count("FullyConnected") == 2 and "relu" in forward
     assert "FullyConnected" not in backward and "_relu_grad" in backward  # relu's VJP
+
+
+def test_print_summary_counts_each_layers_parameters(capsys):
+    import hybridlab as mx
+
+    data = mx.sym.var("data")
+    hidden = mx.sym.FullyConnected(data, name="fc1", num_hidden=10)
+    out = mx.sym.FullyConnected(mx.sym.relu(hidden), name="fc2", num_hidden=4)
+    mx.viz.print_summary(out, {"data": (2, 8)}, line_length=80)
+    text = capsys.readouterr().out
+    assert "fc1(FullyConnected)" in text and "2x10" in text
+    assert "Total params: 134" in text  # 8*10 + 10, then 10*4 + 4
+    mx.viz.print_summary(out)  # without shapes: '?' and no count, but no error
+    assert "fc2(FullyConnected)" in capsys.readouterr().out
+
+
+def test_plot_network_takes_dtypes_by_name_as_mxnet():
+    import hybridlab as mx
+
+    out = mx.sym.FullyConnected(mx.sym.var("data"), name="fc", num_hidden=3)
+    dot = mx.viz.plot_network(out, shape={"data": (2, 4)}, dtype={"data": np.float64})
+    assert "float64[2,3]" in dot.source

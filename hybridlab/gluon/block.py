@@ -28,6 +28,7 @@ import dataclasses
 import difflib
 import functools
 import inspect
+import json
 import threading
 import warnings
 from collections import OrderedDict
@@ -50,6 +51,14 @@ from hybridlab.gluon.parameter import Parameter, ParameterDict
 if TYPE_CHECKING:
     from hybridlab.graph.cached_op import CachedOp
 
+
+MAX_STRUCTURE_BYTES = 1 << 20  # Block.load reads at most this much of a -model.json
+
+
+def _renamed(key: str, renames: dict[str, str]) -> str:
+    """A saved parameter path (``dense00.weight``) under the current blocks' keys."""
+    prefix = max((p for p in renames if key.startswith(p)), key=len, default="")
+    return renames.get(prefix, "") + key[len(prefix):]
 
 class _BlockScope:
     """The ``with block.name_scope():`` context: children get ``parent_prefix + hint<n>_``."""
@@ -254,7 +263,13 @@ class Block:
         would silently become inf, an int8 file silently floats. With ``cast_dtype``,
         ``dtype_source='current'`` casts to the parameter's dtype, ``'saved'`` keeps the
         file's."""
-        loaded, params = ndarray.load(filename), self._params_by_path()
+        self._load_arrays(ndarray.load(filename), filename, allow_missing, ignore_extra,
+                          cast_dtype, dtype_source)
+
+    def _load_arrays(self, loaded: Any, filename: str, allow_missing: bool = False,
+                     ignore_extra: bool = False, cast_dtype: bool = False,
+                     dtype_source: str = "current") -> None:
+        params = self._params_by_path()
         if not isinstance(loaded, dict):
             raise ArrayFileError(f"{filename}: holds a list of {len(loaded)} unnamed arrays "
                                  f"(nd.save of a list), not named parameters. Fix: load it "
@@ -285,6 +300,54 @@ class Block:
                 raise ValueError(f"{filename}: {key!r} has shape {value.shape} but the "
                                  f"parameter has {param.shape}: saved from another network?")
             param.set_data(value)
+
+    def save(self, prefix: str) -> None:
+        """MXNet's whole-model save: ``<prefix>-model.json``, the blocks' structure (each
+        block's class, its children by key, whether it was hybridized), and
+        ``<prefix>-model.params``, the values (:meth:`save_parameters`)."""
+        from hybridlab.ndarray_io import atomic_write
+
+        self.save_parameters(f"{prefix}-model.params")
+        atomic_write(f"{prefix}-model.json", json.dumps(self._structure_of(), indent=1))
+
+    def load(self, prefix: str) -> None:
+        """Load what :meth:`save` wrote into this block, built the same way: the same
+        classes, children in the same order (their keys may differ: MXNet renames the
+        blocks to the saved names); the parameters take the saved values and the blocks
+        that were hybridized are hybridized again."""
+        fname = f"{prefix}-model.json"
+        with open(fname, encoding="utf-8") as file:
+            saved = json.loads(file.read(MAX_STRUCTURE_BYTES))
+        renames: dict[str, str] = {}
+        if not self._matches(saved, "", "", renames):
+            raise ValueError(f"{fname}: describes another network than {type(self).__name__} "
+                             f"{self.name!r} (its blocks' classes differ); build the model "
+                             f"as it was built when saved")
+        loaded = ndarray.load(f"{prefix}-model.params")
+        if isinstance(loaded, dict):  # (_load_arrays refuses anything else, clearly)
+            loaded = {_renamed(key, renames): value for key, value in loaded.items()}
+        self._load_arrays(loaded, f"{prefix}-model.params")
+        self._rehybridize(saved)
+
+    def _structure_of(self) -> dict:
+        """This block and its children, in order, as the JSON :meth:`save` writes."""
+        return {"class": type(self).__name__, "hybridized": bool(getattr(self, "_active", False)),
+                "children": [[key, child._structure_of()] for key, child in self._children.items()]}
+
+    def _matches(self, saved: Any, path: str, saved_path: str, renames: dict) -> bool:
+        """Does ``saved`` describe this block? Collects each child's saved path prefix."""
+        if not isinstance(saved, dict) or saved.get("class") != type(self).__name__ or \
+                len(saved.get("children", ())) != len(self._children):
+            return False
+        renames[saved_path] = path
+        return all(child._matches(entry[1], f"{path}{key}.", f"{saved_path}{entry[0]}.", renames)
+                   for (key, child), entry in zip(self._children.items(), saved["children"]))
+
+    def _rehybridize(self, saved: dict) -> None:
+        if saved["hybridized"] and isinstance(self, HybridBlock):
+            self.hybridize()
+        for child, (_, entry) in zip(self._children.values(), saved["children"]):
+            child._rehybridize(entry)
 
     def initialize(self, init: Any = None, ctx: Any = None, verbose: bool = False,
                    force_reinit: bool = False) -> None:
@@ -394,13 +457,12 @@ def _check_input_count(block: HybridBlock, count: int) -> None:
                           f"({', '.join(names) or 'none'}), got {count}")
 
 
-def _shown(nesting: Any) -> str:
-    """A nested input format as the user wrote it: ``(x, [h, c])``."""
-    if nesting == -1:
+def _shown(nesting: Any, top: bool = True) -> str:
+    """A nesting of inputs (:func:`_flatten`'s format) as the user wrote it: ``(x, [x, x])``."""
+    if nesting is None:
         return "x"
-    kind, parts = nesting
-    inner = ", ".join(_shown(p) for p in parts)
-    return f"[{inner}]" if kind is list else f"({inner})"
+    inner = ", ".join(_shown(part, False) for part in nesting)
+    return f"({inner})" if top else f"[{inner}]"
 
 
 def _only_ndarrays(args: tuple) -> bool:
@@ -428,6 +490,35 @@ def _kinds(args: Any) -> set:
     if isinstance(args, (list, tuple)):
         return set().union(*map(_kinds, args)) if args else set()
     return {type_ for type_ in (ndarray.NDArray, symbol.Symbol) if isinstance(args, type_)}
+
+
+def _flatten(value: Any) -> tuple[list, Any]:
+    """MXNet's nested inputs and outputs taken apart: the leaves (arrays, Symbols, None)
+    in order, and the format that rebuilds them (None for a leaf, a list of formats for a
+    list or a tuple)."""
+    if not isinstance(value, (list, tuple)):
+        return [value], None
+    leaves: list = []
+    formats = []
+    for item in value:
+        items, item_format = _flatten(item)
+        leaves += items
+        formats.append(item_format)
+    return leaves, formats
+
+
+def _regroup(leaves: Sequence[Any], structure: Any) -> Any:
+    """The structure :func:`_flatten` took apart, rebuilt from ``leaves`` -- with lists,
+    as a hybridized MXNet block returns them (a tuple comes back as a list)."""
+    remaining = iter(leaves)
+
+    def build(part: Any) -> Any:
+        return next(remaining) if part is None else [build(item) for item in part]
+    return build(structure)
+
+
+def _is_flat(structure: Any) -> bool:
+    return all(item is None for item in structure)
 
 
 def _are_symbols(block: Block, args: tuple) -> bool:
@@ -466,13 +557,12 @@ class HybridBlock(Block):
         self._fast = False  # hybridized, no hooks and no None inputs: the hot path
         self._structure: tuple[bool, ...] | None = None  # which inputs were None, 1st call
         self._given = 0  # how many inputs the first call gave (trailing Nones included)
-        # the first compiled call's inputs when they nested lists (``layer(x, [h, c])``):
-        # the program takes them flat, the trace gets them back nested (cached_op.flatten)
-        self._nesting: Any = None
+        self._nesting: Any = None  # the first call's lists among the inputs (_flatten)
 
     def _hooks_changed(self) -> None:
         self._fast = self._active and not (self._forward_pre_hooks or self._forward_hooks
-                                           or any(self._structure or ()))
+                                           or any(self._structure or ())
+                                           or not _is_flat(self._nesting or ()))
 
     def cast(self, dtype: Any) -> None:
         super().cast(dtype)
@@ -575,10 +665,8 @@ class HybridBlock(Block):
 
     def _call_compiled(self, args: tuple) -> Any:
         """A hybridized call with None among the inputs (an optional input left out): the
-        program is compiled without it, and the block keeps the first call's structure.
-        Lists among the inputs (a recurrent cell's states) are fed flat."""
-        if any(isinstance(arg, (list, tuple)) for arg in args):
-            args = self._flat_inputs(args)
+        program is compiled without it, and the block keeps the first call's structure."""
+        args = self._flat_inputs(args)
         given = len(args)
         while args and args[-1] is None:
             args = args[:-1]
@@ -599,16 +687,18 @@ class HybridBlock(Block):
         return op(*given_arrays)
 
     def _flat_inputs(self, args: tuple) -> tuple:
-        from hybridlab.graph.cached_op import flatten
-        flat, nesting = flatten(args)
-        if self._nesting is None:
+        """Lists among the inputs (``net(x, [h, c])``) become separate program inputs; the
+        block keeps the first call's nesting and gives ``hybrid_forward`` the lists back."""
+        leaves, nesting = _flatten(args)
+        if self._nesting is None and self._structure is None:
             self._nesting = nesting
-        elif nesting != self._nesting:
-            raise BlockInputError(f"{type(self).__name__} {self.name!r} was compiled for "
-                                  f"inputs nested as {_shown(self._nesting)} and is now called "
-                                  f"with {_shown(nesting)}. Fix: call hybridize() again before "
-                                  f"changing them")
-        return tuple(flat)
+        if nesting != (self._nesting or nesting):
+            raise BlockInputError(
+                f"{type(self).__name__} {self.name!r} was compiled for inputs nested as "
+                f"{_shown(self._nesting)} and is now called with {_shown(nesting)} (x: one "
+                f"array, [...]: a list); a hybridized block keeps its first call's inputs (as "
+                f"MXNet). Fix: call hybridize() again before changing them")
+        return tuple(leaves)
 
     def _check_structure(self, structure: tuple[bool, ...]) -> None:
         if structure != self._structure:
@@ -665,22 +755,20 @@ class HybridBlock(Block):
 
     def _trace(self, args: Sequence[Any]) -> _Trace:
         """Trace ``hybrid_forward`` once with Symbol inputs (``args``: arrays or avals)."""
-        from hybridlab.graph.cached_op import flatten, regroup
         structure = self._structure or (False,) * len(args)
         structure += (True,) * (self._given - len(structure))  # trailing Nones, given
-        _check_input_count(self, self._input_count(len(structure)))
+        _check_input_count(self, len(structure) if self._nesting is None else len(self._nesting))
         names = ["data"] if len(args) == 1 else [f"data{i}" for i in range(len(args))]
         inputs = [symbol.traced_input(n, a.shape, a.dtype) for n, a in zip(names, args)]
         given = iter(inputs)
         frame = _trace.TraceFrame(self, _report.HybridizationReport(self.name),
                                   static_shape=self._flags["static_shape"])
-        call_args = [None if none else next(given) for none in structure]
-        if self._nesting is not None:
-            call_args = regroup(call_args, self._nesting)
+        leaves = [None if none else next(given) for none in structure]
+        if self._nesting is not None and not _is_flat(self._nesting):
+            leaves = _regroup(leaves, self._nesting)
         with _trace.tracing(frame):
-            out = self._trace_call(*call_args)
-        outputs, nesting = flatten(out)
-        nested = any(form != -1 for form in nesting[1]) if nesting != -1 else False
+            out = self._trace_call(*leaves)
+        outputs, out_format = _flatten(out)
         for value in outputs:
             if not isinstance(value, symbol.Symbol):
                 raise TraceOutputError(
@@ -692,15 +780,13 @@ class HybridBlock(Block):
             warnings.warn(str(frame.report), stacklevel=6)
         self._report = frame.report
         data = [value._outputs[0].node for value in inputs]
-        return self._compile(outputs, data, frame.aux_updates, isinstance(out, (list, tuple)),
-                             nesting if nested else None)
+        if not outputs:
+            raise TraceOutputError(
+                f"in block {self.name!r}: {type(self).__name__}.hybrid_forward returned no "
+                f"Symbol ({out!r}); a compiled program needs at least one output")
+        return self._compile(outputs, data, frame.aux_updates, out_format)
 
-    def _input_count(self, flat: int) -> int:
-        """How many inputs the user passed, for ``flat`` arrays fed to the program."""
-        return flat if self._nesting is None else len(self._nesting[1])
-
-    def _compile(self, outputs: list, data: list, aux_updates: list, as_tuple: bool,
-                 nesting: Any = None) -> _Trace:
+    def _compile(self, outputs: list, data: list, aux_updates: list, out_format: Any) -> _Trace:
         """The traced outputs (plus running-stat updates) as what the CachedOp compiles:
         the data inputs first, then every parameter the graph reads (the feed)."""
         from hybridlab.graph import ir
@@ -711,18 +797,22 @@ class HybridBlock(Block):
         params = self.collect_params()
         read = [node for node in graph.inputs if node.name not in names]
         feed = [params[node.name] for node in read]
-        graph = ir.Graph(graph.nodes, tuple(data) + tuple(read), graph.outputs)
+        present = {id(node) for node in graph.nodes}  # an input the outputs never read
+        unread = tuple(node for node in data if id(node) not in present)  # is still one
+        graph = ir.Graph(unread + graph.nodes, tuple(data) + tuple(read), graph.outputs)
         writes = tuple(feed.index(param) for param, _ in aux_updates)
-        traced = Traced(graph, (), writes, as_tuple, nesting)
+        regroup = None if out_format is None else functools.partial(_regroup,
+                                                                    structure=out_format)
+        traced = Traced(graph, (), writes, regroup)
         return _Trace(outputs, traced, feed)
 
     def _traced(self, training: bool, avals: list[Any], ctx: Any = None) -> Any:
         """What the CachedOp compiles for a call in this mode: a trace, made on the first
         call of each mode (and, under static_shape, of each input shape), fed with the
         parameters' copies on ``ctx`` (the block's first device when None)."""
-        if not any(self._structure or ()) and self._given <= len(avals):
-            # the count error first, in the block's terms
-            _check_input_count(self, self._input_count(len(avals)))
+        if not any(self._structure or ()) and self._given <= len(avals) and \
+                _is_flat(self._nesting or ()):
+            _check_input_count(self, len(avals))  # the count error first, in the block's terms
         if self._structure is None:
             self._structure = (False,) * len(avals)
         self._check_structure(tuple(self._structure) if len(avals) == self._structure.count(

@@ -117,7 +117,8 @@ class SymbolBlock(HybridBlock):
         self._finish_deferred_init(*args)
         inputs = {node.name: node for node in self._graph.to_graph().inputs}
         data = [inputs[name] for name in self._input_names]
-        return self._compile(self._outputs, data, [], len(self._outputs) > 1)
+        return self._compile(self._outputs, data, [],  # several outputs: a list, as MXNet
+                             [None] * len(self._outputs) if len(self._outputs) > 1 else None)
 
     def infer_shape(self, *args: Any) -> None:
         """Size deferred parameters (shared with a block not run yet) from the graph."""

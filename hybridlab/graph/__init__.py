@@ -2,7 +2,8 @@
 
 Data flows ``Symbol -> ir.Graph -> passes.run_pipeline -> codegen.compile_graph ->
 CachedOp``. Submodules are imported lazily by their users; importing this package
-imports only the IR.
+imports the IR, and ``loops``, which gives the loop operators (ops/control_flow.py) the
+graph layer's shape inference, compiler and gradient of their bodies.
 """
 
-from hybridlab.graph import ir
+from hybridlab.graph import ir, loops

@@ -31,7 +31,7 @@ import numpy as np
 
 from hybridlab import autograd, config, engine, ndarray, random
 from hybridlab.errors import MissingGradientError
-from hybridlab.graph import autodiff, ir, shapes
+from hybridlab.graph import autodiff, ir, loops, shapes
 from hybridlab.graph.autotune import AS_STORED, PRETRANSPOSED, LayoutChoice, Tuner
 from hybridlab.graph.codegen import Program, compile_graph
 from hybridlab.graph.passes import PassContext, derived_input, lower_operators, run_pipeline
@@ -40,6 +40,8 @@ from hybridlab.graph.passes.eliminate_dead_code import eliminate_dead_code
 from hybridlab.graph.passes.pretranspose_weights import pretranspose_weights
 from hybridlab.ndarray_io import aligned
 from hybridlab.ops.registry import Aval, RunContext
+
+loops.install()  # (at its import too) _foreach asks the graph layer to compile its body
 
 _VAR = operator.attrgetter("_var")  # an NDArray's engine Var
 
@@ -54,48 +56,15 @@ class Traced:
     call's inputs (its parameters; ``graph.inputs`` lists the call's arrays, then them);
     ``writes``, for each output after the first ``len(graph.outputs) - len(writes)``, the
     index in ``feed`` of the array it replaces (running statistics: MXNet's operators
-    mutate them, hybridlab's programs return them and the call stores them); ``as_tuple``:
-    results as a tuple even when there is one; ``nesting``: the results as the block
-    returned them when it nested lists in its result (``(out, [h, c])``, a recurrent
-    layer's), the :func:`flatten` format that :func:`regroup` rebuilds.
+    mutate them, hybridlab's programs return them and the call stores them); ``regroup``:
+    a function giving the results the structure the block returned (a list, nested lists)
+    from the flat list of them, or None for one result (or a plain list of several).
     """
 
     graph: ir.Graph
     feed: tuple[Any, ...] = ()
     writes: tuple[int, ...] = ()
-    as_tuple: bool = False
-    nesting: Any = None
-
-
-LEAF = -1  # the format of one array in a nested structure (flatten, regroup)
-
-
-def flatten(value: Any) -> tuple[list[Any], Any]:
-    """Lists and tuples nested in ``value`` as one flat list and its *format*: ``LEAF``
-    for anything else, ``(list or tuple, (formats of the items))`` for a list or tuple
-    (MXNet's ``_flatten``: a compiled program takes and returns flat arrays)."""
-    if not isinstance(value, (list, tuple)):
-        return [value], LEAF
-    flat: list[Any] = []
-    formats = []
-    for item in value:
-        items, form = flatten(item)
-        flat += items
-        formats.append(form)
-    return flat, (type(value), tuple(formats))
-
-
-def regroup(flat: Sequence[Any], form: Any) -> Any:
-    """The nested structure ``form`` (from :func:`flatten`) filled with ``flat``'s items."""
-    items = iter(flat)
-
-    def build(form: Any) -> Any:
-        if form == LEAF:
-            return next(items)
-        kind, parts = form
-        return kind(build(part) for part in parts)
-
-    return build(form)
+    regroup: Any = None
 
 
 @dataclass
@@ -363,10 +332,8 @@ class CachedOp:
         if entry.backward is not None:
             saved = results[count + len(writes):] + [inputs[i] for i in entry.saved_inputs]
             autograd.record_op(_TapeOp(entry, saved), {}, list(inputs), outputs)
-        if entry.traced is not None and entry.traced.nesting is not None:
-            return regroup(outputs, entry.traced.nesting)
-        if entry.traced is not None and entry.traced.as_tuple:
-            return tuple(outputs)
+        if entry.traced is not None and entry.traced.regroup is not None:
+            return entry.traced.regroup(outputs)
         return outputs[0] if entry.num_outputs == 1 else outputs
 
     def _lookup(self, args: tuple[Any, ...], training: bool, recording: bool) -> _Entry:
@@ -423,8 +390,7 @@ class CachedOp:
                      for v in graph.outputs]  # (inferred above: every value has an aval)
         forward = self._program(graph, "forward", context)
         plain = (len(out_avals) == 1 and backward is None and not forward.num_random
-                 and not forward.scalar_outputs and not traced.as_tuple
-                 and traced.nesting is None)
+                 and not forward.scalar_outputs and traced.regroup is None)
         entry = _Entry(forward, backward, out_avals, num_outputs, avals, training,
                        needs, saved, wanted, forward.single() if plain else None,
                        _Layouts.of(forward, graph.inputs), traced, traced.feed)
@@ -480,7 +446,9 @@ class _TapeOp:
                    entry.out_avals[entry.num_outputs:entry.num_outputs + len(entry.traced.writes)]
                    ] if entry.traced is not None and entry.traced.writes else []
         backward: Any = entry.backward  # (a recorded call's entry has one)
-        _push(backward, self.residuals + list(out_grads) + written, grads, (),
+        contexts = tuple(RunContext(True, random.next_generator())  # (a loop's body: its
+                         for _ in range(backward.num_random))  # kernel takes the mode)
+        _push(backward, self.residuals + list(out_grads) + written, grads, contexts,
               "CachedOp_backward")
         for index, grad in zip(entry.wanted, grads):
             result[index] = grad

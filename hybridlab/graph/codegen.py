@@ -58,6 +58,7 @@ from hybridlab import random
 from hybridlab.errors import GraphError, ShapeError
 from hybridlab.graph.ir import Graph, Node, Value
 from hybridlab.ndarray_io import aligned_empty
+from hybridlab.ops import control_flow
 from hybridlab.ops.fused import FUSED
 from hybridlab.ops.registry import RunContext
 
@@ -414,6 +415,8 @@ class _Writer:
         inputs = [self.var[(id(v.node), v.index)] for v in node.inputs]
         if node.op == FUSED:
             return self._fused_lines(node, inputs)
+        if node.op == control_flow.FOREACH:
+            return self._loop_lines(node, inputs)
         outs = [self._name_value(node.out(i), node.name) for i in range(node.num_outputs)]
         return [f"{', '.join(outs)} = {self._call(node, inputs, self._target(node))}"]
 
@@ -432,6 +435,36 @@ class _Writer:
         aval = node.aval[0]  # type: ignore[index]  # (the plan placed it: it has an aval)
         self.views[name] = (self.plan.offset_of[key], np.dtype(aval.dtype), aval.shape)
         return name
+
+    def _loop_lines(self, node: Node, inputs: list[str]) -> list[str]:
+        """A ``_foreach`` node as a Python loop calling its body's compiled function once
+        per row (ops/control_flow.py); the body is compiled once per row shape."""
+        attrs = node.attr_dict
+        data, states = attrs["num_data"], attrs["num_states"]
+        avals = tuple(v.aval for v in node.inputs)  # (codegen runs on an inferred graph)
+        rows = control_flow.step_avals(avals, data)  # type: ignore[arg-type]
+        outs = [self._name_value(node.out(i), node.name) for i in range(node.num_outputs)]
+        body, count = self._bind(attrs["body"], f"{node.name}_body"), attrs["num_out_data"]
+        step, carry, t, done = (self.names.create(f"{node.name}_{part}")
+                                for part in ("step", "carry", "t", "rows"))
+        context = f"rt[{self.num_random}]"
+        self.num_random += 1
+        lines = [f"# {node.name}: a loop over the rows of {inputs[0]}, its body compiled "
+                 f"once for rows {', '.join(str(a) for a in rows[:data])}",
+                 f"{step} = {self._bind(control_flow.step_function, 'body_function')}("
+                 f"{context}, {body}, {self._bind(rows, f'{node.name}_rows')})",
+                 f"{carry} = ({'None, ' * count}"  # (a step's results: outputs, states)
+                 f"{''.join(f'{name}, ' for name in inputs[data:data + states])})",
+                 f"{done} = [{'[], ' * count}]",
+                 f"for {t} in {self._bind(range, 'steps')}({self._bind(len, 'length')}"
+                 f"({inputs[0]})):",
+                 f"    {carry} = {step}({', '.join(f'{x}[{t}]' for x in inputs[:data])}, "
+                 f"*{carry}[{count}:], {', '.join(inputs[data + states:])})"]
+        lines += [f"    {done}[{i}] += [{carry}[{i}]]" for i in range(count)]
+        stack = self._bind(control_flow.stack_rows, "stack_rows")
+        lines += [f"{out} = {stack}({done}[{i}], {self._bind(node.aval[i], f'{out}_aval')})"  # type: ignore[index]
+                  for i, out in enumerate(outs[:count])]
+        return lines + [f"{out} = {carry}[{count + i}]" for i, out in enumerate(outs[count:])]
 
     def _fused_lines(self, node: Node, inputs: list[str]) -> list[str]:
         """A fused group step by step, every step writing into the group's one buffer."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from hybridlab.graph import loops
 from hybridlab.graph.ir import Graph, interpret
 from hybridlab.graph.passes.context import PassContext
 from hybridlab.graph.passes.lower_operators import lower_operators
@@ -23,6 +24,7 @@ def evaluate(graph: Graph, *arrays: np.ndarray, training: bool = False,
     if len(arrays) != len(graph.inputs):
         raise TypeError(f"the graph takes {len(graph.inputs)} inputs "
                         f"{[n.name for n in graph.inputs]}, got {len(arrays)}")
+    loops.install()  # (done at import; _foreach's kernel compiles its body through it)
     graph = lower_operators(graph, PassContext(training=training)).graph
     context = RunContext(training, rng if rng is not None else np.random.default_rng(0))
     env: dict[int, tuple[np.ndarray, ...]] = {}

@@ -101,6 +101,13 @@ def infer_graph(graph: ir.Graph, input_avals: Sequence[Aval] | Mapping[str, Aval
     return ir.rebuild(graph, visit)
 
 
+def infer_body(body: ir.Graph, avals: Sequence[Aval]) -> list[Aval]:
+    """The output avals of a loop's body (ops/control_flow.py) run on ``avals``: the
+    loop operator's shape rule, which asks here (ops sits below graph)."""
+    typed = infer_graph(body, avals)
+    return [v.aval for v in typed.outputs]  # type: ignore[misc]  # (inferred: all known)
+
+
 def check_node(node: ir.Node) -> Sequence[Aval]:
     """What the op's rule says a call node's avals should be (``ir.verify`` compares)."""
     return tuple(node.opdef.infer(*(v.aval for v in node.inputs), **node.attr_dict))

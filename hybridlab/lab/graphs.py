@@ -102,7 +102,9 @@ def _with_shapes(symbol: Any, graph: Graph, shape: dict[str, Any], dtype: Any) -
     known = dict(zip(names, (arg_shapes or []) + (aux_shapes or [])))
     if any(known.get(n.name) is None for n in graph.inputs):
         return graph  # not enough shapes given: draw without types rather than fail
-    return infer_graph(graph, {n: Aval(tuple(s), np.dtype(dtype)) for n, s in known.items()})
+    def dtype_of(name: str) -> Any:  # one dtype, or MXNet's {name: dtype} (float32 else)
+        return np.dtype(dtype.get(name, "float32") if isinstance(dtype, dict) else dtype)
+    return infer_graph(graph, {n: Aval(tuple(s), dtype_of(n)) for n, s in known.items()})
 
 
 def op_kind(name: str) -> str:

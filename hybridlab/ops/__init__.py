@@ -6,6 +6,7 @@ importing it after this package guarantees every operator is registered when it 
 
 from hybridlab.ops import (
     broadcast,
+    control_flow,
     conv,
     creation,
     elementwise,

@@ -436,8 +436,10 @@ def _relu_grad_out(g: np.ndarray, x: np.ndarray, out: np.ndarray) -> np.ndarray:
 
 register(OpDef(
     name="_relu_grad", kernel=_relu_grad, infer=lambda g, x: [g], kind=Kind.ELEMENTWISE,
-    inputs=("grad", "data"), grad=None, inplace_ok=True, kernel_out=_relu_grad_out,
-    grad_missing="relu's second derivative is zero almost everywhere and not written",
+    inputs=("grad", "data"), inplace_ok=True, kernel_out=_relu_grad_out,
+    # linear in ``grad``; in ``data`` its derivative is zero wherever it exists (MXNet's too)
+    grad=lambda F, inputs, outputs, out_grads: [F._relu_grad(out_grads[0], inputs[1]),
+                                                F.zeros_like(inputs[1])],
     doc="relu's VJP: ``grad`` where ``data > 0``, NaN where data is NaN, else 0."))
 
 

@@ -274,8 +274,9 @@ def _draw_nodes(target: Any, graph: Any, prefix: str, bound: dict, canvas: _Canv
 def _draw_cluster(target: Any, node: Any, body: Any, dot_id: str, names: dict,
                   canvas: _Canvas) -> str:
     """A fused node: its sub-program drawn inside a dashed box, wired to the outer graph."""
-    bound = {id(var): names[id(v.node)] for var, v in zip(body.inputs, node.inputs)}
-    lines = ["fused:", node.name] + ([canvas.notes[id(node)]] if id(node) in canvas.notes else [])
+    bound = {id(var): names[id(v.node)] for var, v in zip(body.inputs, _outer_inputs(node))}
+    title = _CLUSTER_TITLES.get(node.op, "fused:")
+    lines = [title, node.name] + ([canvas.notes[id(node)]] if id(node) in canvas.notes else [])
     label = "".join(dot_text(line) + r"\r" for line in lines)  # \r: DOT's right-justified line end
     with target.subgraph(name=f"cluster_{dot_id}") as cluster:
         # Label at the bottom right: edges enter at the top and leave at the middle.
@@ -290,11 +291,27 @@ def _draw_cluster(target: Any, node: Any, body: Any, dot_id: str, names: dict,
     return names_inside[id(body.outputs[0].node)]
 
 
+# a node holding a graph is drawn as a box around it: a fused group, or a loop's step
+_CLUSTER_TITLES = {"_foreach": "foreach, its body once:", "_while_loop": "while_loop step:"}
+
+
 def _subgraph(node: Any) -> Any:
-    """The sub-program a fused node carries as an attribute, or None."""
+    """The sub-program a node carries as an attribute (a fused group's program, a loop's
+    step: ``func`` for a while_loop, not its ``cond``), or None."""
     from hybridlab.graph.ir import Graph
 
-    return next((v for _, v in node.attrs if isinstance(v, Graph)), None)
+    graphs = {k: v for k, v in node.attrs if isinstance(v, Graph)}
+    return graphs.get("func", next(iter(graphs.values()), None))
+
+
+def _outer_inputs(node: Any) -> list:
+    """The node's inputs that feed its drawn sub-program, in the sub-program's order (a
+    while_loop's step reads the loop variables and its own free inputs, not cond's)."""
+    if node.op != "_while_loop":
+        return list(node.inputs)
+    attrs = node.attr_dict
+    count, skip = attrs["num_vars"], attrs["num_cond_free"]
+    return [*node.inputs[:count], *node.inputs[count + skip:]]
 
 
 def _label(node: Any, canvas: _Canvas) -> str:
@@ -456,3 +473,42 @@ def plot_network(symbol: Any, title: str = "plot", save_format: str = "pdf",
     dot = to_dot(graph, title, params, node_attrs, hide_weights, names=True)
     dot.format = save_format
     return dot
+
+
+def print_summary(symbol: Any, shape: dict | None = None, line_length: int = 120,
+                  positions: Sequence[float] = (.44, .64, .74, 1.)) -> None:
+    """MXNet's ``mx.viz.print_summary``: one row per operator -- its name and type, its
+    output shape (with ``shape={"data": ...}``), its parameters' count and the layers it
+    reads -- then the total number of parameters."""
+    graph, params = as_graph(symbol, shape)
+    ends = [int(line_length * p) for p in positions]
+
+    def row(fields: Sequence[Any]) -> None:
+        line = ""
+        for field_text, end in zip(fields, ends):
+            line = (line + str(field_text))[:end].ljust(end)
+        print(line.rstrip())
+
+    print("_" * line_length)
+    row(["Layer (type)", "Output Shape", "Param #", "Previous Layer"])
+    print("=" * line_length)
+    total = 0
+    for node in graph.nodes:
+        if node.kind != "call":
+            continue
+        weights = [v.node for v in node.inputs if v.node.name in params]
+        count = sum(_size(w.aval[0].shape) for w in weights if w.aval is not None)
+        total += count
+        previous = [v.node.name for v in node.inputs if v.node.name not in params]
+        out = "x".join(map(str, node.aval[0].shape)) if node.aval is not None else "?"
+        row([f"{node.name}({node.op})", out, count, ", ".join(previous)])
+        print("_" * line_length)
+    print(f"Total params: {total}")
+    print("_" * line_length)
+
+
+def _size(shape: Sequence[int]) -> int:
+    count = 1
+    for size in shape:
+        count *= size
+    return count

@@ -96,7 +96,7 @@ def assigns_items(F, x):
 
 
 def indexes(F, x):
-    return x[0]  # user line: getitem
+    return x[0:1]  # user line: getitem
 
 
 def takes_len(F, x):
@@ -130,7 +130,7 @@ CASES = [
     (adds_in_place, errors.SymbolInplaceError, TypeError, "x += 1", "x = x + y"),
     (assigns_items, errors.SymbolInplaceError, TypeError, "x[:] = 2", "F.where"),
     (assigns_one_item, errors.SymbolInplaceError, TypeError, "x[0] = 0", "x = x + y"),
-    (indexes, errors.SymbolIndexError, TypeError, "x[0]", "F.slice_axis"),
+    (indexes, errors.SymbolIndexError, TypeError, "x[0:1]", "F.slice_axis"),
     (takes_len, errors.SymbolIndexError, TypeError, "len(x)", "F.slice_axis"),
     (makes_array, errors.ArrayInTraceError, TypeError, "nd.array([1.0, 2.0, 3.0])", "F.ones"),
     pytest.param(adds_an_outside_ndarray, errors.ArrayInTraceError, TypeError, "x + OUTSIDE",

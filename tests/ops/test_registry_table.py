@@ -28,6 +28,39 @@ def _tanh_of_product() -> ir.Graph:
     return ir.Graph.from_outputs([ir.call("tanh", [product.out()]).out()], [a, b])
 
 
+def _scan_body() -> ir.Graph:
+    """A loop's step: ``new = tanh(row * state)``, the output and the next state."""
+    row, state = ir.var("row"), ir.var("state")
+    new = ir.call("tanh", [ir.call("broadcast_mul", [row.out(), state.out()]).out()]).out()
+    return ir.Graph.from_outputs([new, new], [row, state])
+
+
+def _scan_ref(data, state):
+    rows = []
+    for row in data:
+        state = np.tanh(row * state)
+        rows.append(state)
+    return np.stack(rows), state
+
+
+def _halving() -> tuple[ir.Graph, ir.Graph]:
+    """A while_loop's cond (``sum(v) > 1``) and func (``v / 2``, no per-step output)."""
+    v = ir.var("v")
+    total = ir.call("sum", [v.out()])
+    cond = ir.Graph.from_outputs([ir.call("_greater_scalar", [total.out()],
+                                          {"scalar": 1.0}).out()], [v])
+    return cond, ir.Graph.from_outputs([ir.call("_div_scalar", [v.out()],
+                                                {"scalar": 2.0}).out()], [v])
+
+
+def _halving_ref(v):
+    for _ in range(6):
+        if not v.sum() > 1:
+            break
+        v = v / 2
+    return v
+
+
 @dataclass
 class Row:
     """How to test one op: input shapes, attributes, a numpy reference, a gradient."""
@@ -199,7 +232,7 @@ ROWS: list[Row] = [
     Row("elemwise_mul", [(2, 3), (2, 3)], np.multiply),
     Row("elemwise_div", [(2, 3), (2, 3)], np.divide, low=0.5, high=2.0),
     Row("cast_storage", [(2, 3)], lambda x: x.copy(), {"stype": "default"}),
-    Row("_relu_grad", [(2, 3), (2, 3)], lambda g, x: np.where(x > 0, g, 0), grad=False),
+    Row("_relu_grad", [(2, 3), (2, 3)], lambda g, x: np.where(x > 0, g, 0)),
     Row("BlockGrad", [(2, 3)], lambda x: x.copy(), grad=False),
     Row("MakeLoss", [(2, 3)], lambda x: x.copy(), grad=False),  # test_make_loss_starts_...
     Row("sigmoid", [(2, 3)], _sigmoid),
@@ -341,6 +374,31 @@ ROWS: list[Row] = [
         {"low": -1, "high": 1, "shape": (2, 3)}, grad=False),
     Row("_random_randint", [], lambda: np.random.default_rng(0).integers(2, 9, (5,)),
         {"low": 2, "high": 9, "shape": (5,)}, grad=False),
+    Row("_random_gamma", [], lambda: np.random.default_rng(0).gamma(2, 0.5, (2, 3)),
+        {"alpha": 2, "beta": 0.5, "shape": (2, 3)}, grad=False),
+    Row("_random_exponential", [], lambda: np.random.default_rng(0).exponential(0.25, (2, 3)),
+        {"lam": 4, "shape": (2, 3)}, grad=False),
+    Row("_random_poisson", [], lambda: np.random.default_rng(0).poisson(3, (2, 3)),
+        {"lam": 3, "shape": (2, 3)}, grad=False),
+    Row("_random_negative_binomial", [],
+        lambda: np.random.default_rng(0).negative_binomial(3, 0.4, (2, 3)),
+        {"k": 3, "p": 0.4, "shape": (2, 3)}, grad=False),
+    Row("_random_generalized_negative_binomial", [],
+        lambda: (lambda r: r.poisson(r.gamma(1 / 0.5, 0.5 * 2, (2, 3))))(
+            np.random.default_rng(0)), {"mu": 2, "alpha": 0.5, "shape": (2, 3)}, grad=False),
+    Row("_shuffle", [(4, 3)], lambda x: np.random.default_rng(0).permutation(x, axis=0),
+        grad=False),
+    # all the mass on one category per row: every draw is that category
+    Row("_sample_multinomial", [(2, 5)], lambda p: np.repeat(p.argmax(1)[:, None], 3, 1),
+        {"shape": (3,)}, grad=False,
+        make=lambda arrays: [np.eye(5, dtype=arrays[0].dtype)[[3, 1]]]),
+    Row("_sample_multinomial_grad", [(2, 3), (2, 3), (2, 5)], None, grad=False,
+        checked_by="tests/test_random.py (multinomial's log-probability gradient)"),
+    Row("_foreach", [(4, 3), (3,)], _scan_ref,
+        {"body": _scan_body(), "num_data": 1, "num_states": 1, "num_out_data": 1}),
+    Row("_while_loop", [(3,)], _halving_ref, low=0.5, high=2.0, grad=False,
+        attrs={"cond": _halving()[0], "func": _halving()[1], "num_vars": 1,
+               "max_iterations": 6}),
     Row("_dropout_mask", [(2, 3)], np.ones_like, {"p": 0.5}, grad=False),
     Row("SoftmaxOutput", [(3, 4), (3,)], lambda x, label: _softmax(x), ints={1: 4},
         grad=False),  # its gradient is the cross-entropy's: test_softmax_output_gradient
@@ -736,6 +794,10 @@ _RNN_CASE = _mxnet_rnn_case()
 Y = np.random.default_rng(3).normal(size=(4,)).astype(np.float32)
 NANS = np.array([np.nan, np.inf, -np.inf, 1.0, -2.0], np.float32)
 COMPOSITE_ROWS: list[tuple[str, Callable[[], Any], Any]] = [
+    ("random.exponential", lambda: eager.random.exponential(scale=0.25, shape=(2, 3)),
+     np.random.default_rng(0).exponential(0.25, (2, 3))),
+    ("random.randn", lambda: eager.random.randn(2, 3, loc=1.0, scale=2.0),
+     np.random.default_rng(0).normal(1.0, 2.0, (2, 3))),
     ("_contrib_isnan", lambda: eager.contrib.isnan(NANS), np.isnan(NANS)),
     ("_contrib_isinf", lambda: eager.contrib.isinf(NANS), np.isinf(NANS)),
     ("_contrib_isfinite", lambda: eager.contrib.isfinite(NANS), np.isfinite(NANS)),

@@ -31,6 +31,7 @@ is imported (``import hybridlab`` does it).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import types
 from typing import Any, Callable
@@ -57,7 +58,8 @@ def _select(F: Any, mask: Any, new: Any, old: Any) -> Any:
     return F.where(F.broadcast_like(mask, new), new, old)
 
 
-def cond(F: Any, pred: Any, then_func: Callable, else_func: Callable) -> Any:
+def cond(F: Any, pred: Any, then_func: Callable, else_func: Callable, name: str = "cond"
+         ) -> Any:
     """``then_func()`` where ``pred`` is non-zero, else ``else_func()``: traced, both are
     computed; imperatively only the chosen one, when ``pred`` has one element."""
     if F is ndarray and getattr(pred, "size", 1) == 1:  # a value to read: a Python `if`
@@ -67,11 +69,16 @@ def cond(F: Any, pred: Any, then_func: Callable, else_func: Callable) -> Any:
     return chosen if isinstance(then_out, (list, tuple)) else chosen[0]
 
 
-def foreach(F: Any, body: Callable, data: Any, init_states: Any) -> tuple[Any, Any]:
+def foreach(F: Any, body: Callable, data: Any, init_states: Any,
+            name: str = "foreach") -> tuple[Any, Any]:
     """``outputs[i], states = body(data[i], states)`` for each i; outputs are stacked.
 
     ``data`` may be a list of arrays of equal length: ``body`` then gets a list of rows.
+    Imperatively (``nd``) this is a Python loop; traced (``sym``), one ``_foreach`` node
+    holding ``body`` as a graph (ops/control_flow.py), whatever the length.
     """
+    if F is symbol:
+        return _foreach_node(body, data, init_states, name)
     arrays = _as_list(data)
     first = arrays[0]
     length = first.shape[0] if F is ndarray else first._static_shape()[0]
@@ -84,12 +91,73 @@ def foreach(F: Any, body: Callable, data: Any, init_states: Any) -> tuple[Any, A
     return _shaped_like(out, stacked), states
 
 
+def _foreach_node(body: Callable, data: Any, init_states: Any, name: str) -> tuple[Any, Any]:
+    """Trace ``body`` once on row and state variables, cut what it reads from outside
+    into free inputs, and add one ``_foreach`` node (MXNet's ``_cut_subgraph``)."""
+    datas, states = _as_list(data), _as_list(init_states)
+    rows = [_step_var(f"{name}_data{i}", x, row=True) for i, x in enumerate(datas)]
+    carried = [_step_var(f"{name}_state{i}", x, row=False) for i, x in enumerate(states)]
+    outs, new_states = body(rows if isinstance(data, (list, tuple)) else rows[0],
+                            carried if isinstance(init_states, (list, tuple)) else carried[0])
+    out_list = _step_list(outs)
+    values = [v for s in [*out_list, *_as_list(new_states)] for v in s._outputs]
+    step_nodes = [v._outputs[0].node for v in [*rows, *carried]]
+    graph, free = _cut(values, step_nodes, name)
+    node = symbol._foreach(  # type: ignore[attr-defined]  # (populate)
+        *datas, *states, *[symbol.Symbol([v]) for v in free], body=graph,
+        num_data=len(datas), num_states=len(states), num_out_data=len(out_list), name=name)
+    results = [symbol.Symbol([v]) for v in node._outputs]
+    stacked, final = results[:len(out_list)], results[len(out_list):]
+    final_states = final if isinstance(init_states, (list, tuple)) else final[0]
+    return _shaped_like(outs, stacked), final_states
+
+
+def _step_var(name: str, outer: Any, row: bool) -> Any:
+    """A body input standing for one row of ``outer`` (or for a state), shaped when
+    ``outer``'s shape is known."""
+    aval = outer._outputs[0].aval
+    if aval is None or (row and not aval.shape):
+        return symbol.var(name)
+    return symbol.var(name, shape=aval.shape[1:] if row else aval.shape, dtype=aval.dtype)
+
+
+def _cut(values: list, step_nodes: list, name: str) -> tuple[Any, list]:
+    """The body graph computing ``values`` from the step variables; every value it reads
+    that does not depend on them (a parameter, an outer expression) becomes a free input,
+    listed in the order first read."""
+    from hybridlab.graph import ir
+
+    inner = {id(n) for n in step_nodes}
+    for node in ir.toposort(v.node for v in values):
+        if node.kind == "call" and any(id(v.node) in inner for v in node.inputs):
+            inner.add(id(node))
+    free: dict[tuple, Any] = {}
+    copies: dict[int, Any] = {id(n): n for n in step_nodes}
+
+    def mapped(value: Any) -> Any:
+        if id(value.node) in inner:
+            return copies[id(value.node)].out(value.index)
+        key = (id(value.node), value.index)
+        if key not in free:
+            free[key] = (value, ir.var(f"{name}_free{len(free)}", value.aval))
+        return free[key][1].out()
+
+    for node in ir.toposort(v.node for v in values):
+        if id(node) in inner and node.kind == "call":
+            copies[id(node)] = dataclasses.replace(
+                node, inputs=tuple(mapped(v) for v in node.inputs))
+    outputs = [mapped(v) for v in values]
+    inputs = [*step_nodes, *(var for _, var in free.values())]
+    return ir.Graph.from_outputs(outputs, inputs), [value for value, _ in free.values()]
+
+
 def while_loop(F: Any, cond: Callable, func: Callable, loop_vars: Any,
-               max_iterations: int | None = None) -> tuple[Any, Any]:
+               max_iterations: int | None = None, name: str = "while_loop") -> tuple[Any, Any]:
     """Run ``outputs, loop_vars = func(*loop_vars)`` while ``cond(*loop_vars)``.
 
-    Traced (``F = sym``), the loop is unrolled ``max_iterations`` times, which is then
-    required. Imperatively it is a Python loop, and ``max_iterations=None`` means "until
+    Traced (``F = sym``), one ``_while_loop`` node holding ``cond`` and ``func`` as graphs
+    (ops/control_flow.py); ``max_iterations`` is then required: it sizes the stacked
+    outputs. Imperatively it is a Python loop, and ``max_iterations=None`` means "until
     ``cond`` fails". With a bound, the stacked outputs have ``max_iterations`` rows in both
     forms: the rows after the loop stopped are zeros -- except when ``cond`` fails before
     the first step: imperatively ``func`` never ran, so the outputs' shapes are unknown
@@ -100,17 +168,26 @@ def while_loop(F: Any, cond: Callable, func: Callable, loop_vars: Any,
     if max_iterations is None:
         raise UnboundedLoopError(
             "F.contrib.while_loop needs max_iterations when hybridized: the compiled "
-            "program unrolls the loop, so its length must be known when it is traced. Fix: "
-            "max_iterations=<an upper bound on the number of steps>")
-    variables, outputs, active, out = _as_list(loop_vars), [], None, None
-    for _ in range(max_iterations):
-        test = cond(*variables)
-        active = test if active is None else active * test  # once off, stays off
-        out, new_vars = func(*variables)
-        outputs.append([_select(F, active, o, F.zeros_like(o)) for o in _step_list(out)])
-        variables = [_select(F, active, new, old)
-                     for new, old in zip(_as_list(new_vars), variables)]
-    return _finish_loop(F, out, outputs, variables, loop_vars)
+            "program's outputs hold one row per step, so their size must be known when it "
+            "is traced. Fix: max_iterations=<an upper bound on the number of steps>")
+    variables = _as_list(loop_vars)
+    steps = [_step_var(f"{name}_var{i}", v, row=False) for i, v in enumerate(variables)]
+    step_nodes = [v._outputs[0].node for v in steps]
+    test = cond(*steps)
+    outs, new_vars = func(*steps)
+    out_list = _step_list(outs)
+    cond_graph, cond_free = _cut(list(test._outputs[:1]), step_nodes, f"{name}_cond")
+    values = [v for s in [*out_list, *_as_list(new_vars)] for v in s._outputs]
+    func_graph, func_free = _cut(values, step_nodes, f"{name}_func")
+    node = symbol._while_loop(  # type: ignore[attr-defined]  # (populate)
+        *variables, *[symbol.Symbol([v]) for v in [*cond_free, *func_free]],
+        cond=cond_graph, func=func_graph, num_vars=len(variables),
+        num_cond_free=len(cond_free), num_out_data=len(out_list),
+        max_iterations=max_iterations, name=name)
+    results = [symbol.Symbol([v]) for v in node._outputs]
+    final = results[len(out_list):]
+    return (_shaped_like(outs, results[:len(out_list)]),
+            final if isinstance(loop_vars, (list, tuple)) else final[0])
 
 
 def _run_while(cond: Callable, func: Callable, loop_vars: Any,
