@@ -78,3 +78,33 @@ def test_lesson12_wrong_memory_fails_and_says_why():
     assert not verdict and "grow with the steps" in verdict.message
     assert not lesson12.check_bptt_bytes(4 * at_16, 32)
     assert "number of bytes" in lesson12.check_bptt_bytes(-1, 32).message
+
+
+def test_lesson12_gru_body_solution_passes():
+    assert lesson12.check_gru_body(solution("12_sequences").make_body)
+
+
+def test_lesson12_wrong_gru_bodies_fail_and_say_why():
+    def make_body(F, hidden, i2h_weight, h2h_weight, i2h_bias, h2h_bias, swap=False,
+                  stale=False):
+        def body(x, states):
+            h = states[0]
+            units = 3 * hidden
+            x_r, x_z, x_n = F.split(F.FullyConnected(x, i2h_weight, i2h_bias,
+                                                     num_hidden=units), num_outputs=3, axis=1)
+            h_r, h_z, h_n = F.split(F.FullyConnected(h, h2h_weight, h2h_bias,
+                                                     num_hidden=units), num_outputs=3, axis=1)
+            r, z = F.sigmoid(x_r + h_r), F.sigmoid(x_z + h_z)
+            if swap:  # the gates in the wrong order
+                r, z = z, r
+            new = F.tanh(x_n + r * h_n)
+            out = (1 - z) * new + z * h
+            return out, [h if stale else out]
+        return body
+
+    swapped = lesson12.check_gru_body(lambda *a: make_body(*a, swap=True))
+    assert not swapped and "first step is already wrong" in swapped.message
+    stale = lesson12.check_gru_body(lambda *a: make_body(*a, stale=True))
+    assert not stale and "read the state the previous one returned" in stale.message
+    broken = lesson12.check_gru_body(lambda *a: lambda x, states: (x.no_such_method(), states))
+    assert not broken and "raised" in broken.message
