@@ -2,7 +2,7 @@
 MXNet's users import from it (``data_dir``, ``py_str``, ``_as_list``)."""
 
 import os
-from typing import Any
+from typing import Any, Sequence
 
 from hybridlab.errors import MXNetError, NotImplementedForSymbol
 
@@ -27,3 +27,28 @@ def _as_list(value: Any) -> list[Any]:
 # The package version (``mx.__version__``), here so that modules inside the package (the
 # JSON writer of symbol.py) can read it without importing the package root.
 __version__ = "0.2.0"
+
+
+def _flatten(value: Any) -> tuple[list[Any], Any]:
+    """MXNet's nested inputs and outputs taken apart: the leaves (arrays, Symbols, None)
+    in order, and the format that rebuilds them (None for a leaf, a list of formats for a
+    list or a tuple)."""
+    if not isinstance(value, (list, tuple)):
+        return [value], None
+    leaves: list[Any] = []
+    formats = []
+    for item in value:
+        items, item_format = _flatten(item)
+        leaves += items
+        formats.append(item_format)
+    return leaves, formats
+
+
+def _regroup(leaves: Sequence[Any], structure: Any) -> Any:
+    """The structure :func:`_flatten` took apart, rebuilt from ``leaves`` -- with lists,
+    as a hybridized MXNet block returns them (a tuple comes back as a list)."""
+    remaining = iter(leaves)
+
+    def build(part: Any) -> Any:
+        return next(remaining) if part is None else [build(item) for item in part]
+    return build(structure)

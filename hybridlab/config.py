@@ -8,6 +8,9 @@
 | HYBRIDLAB_DEBUG         | 0 quiet, 1 print compiled programs            | 0                |
 | HYBRIDLAB_VERIFY        | 1: verify the graph after every compiler pass | 0                |
 | HYBRIDLAB_MAX_LOAD_BYTES| largest .params / nd.save file read (bytes)   | 0 (no limit)     |
+| HYBRIDLAB_ONNX_MAX_BYTES| most bytes an ONNX import may hold: its file,  | 2**30 (1 GiB)    |
+|                         | initializers and folded constants (declared   |                  |
+|                         | sizes, checked before anything is allocated)  |                  |
 | HYBRIDLAB_AUTOTUNE      | 1: time the weights' layouts on a signature's | 1                |
 |                         | first call and keep the faster; 0: as stored  |                  |
 | MXNET_ELIMINATE_COMMON_EXPR | 0: an Executor is compiled without common-| 1             |
@@ -68,6 +71,8 @@ FLAGS: dict[str, Any] = {
                               "1 chooses the weights' layout by timing; 0 keeps it as stored"),
     "MAX_LOAD_BYTES": _int_from_env("HYBRIDLAB_MAX_LOAD_BYTES", 0, 0, 2**62,
                                     "the largest array file to read; 0: no limit"),
+    "ONNX_MAX_BYTES": _int_from_env("HYBRIDLAB_ONNX_MAX_BYTES", 2**30, 0, 2**62,
+                                    "the most bytes an ONNX import may hold"),
 }
 
 

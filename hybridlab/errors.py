@@ -207,10 +207,19 @@ class ArrayInTraceError(HybridizeError, TypeError):
 class UnboundedLoopError(HybridizeError, ValueError):
     """``F.contrib.while_loop`` without ``max_iterations`` while hybridized.
 
-    A compiled program has a fixed list of operators, so a loop is unrolled when it is
-    traced and its length must be known then (imperatively, ``nd.contrib.while_loop`` can
-    run "until ``cond`` fails"). Fix: give ``max_iterations``, an upper bound on the number
-    of steps; the rows of the stacked outputs after the loop stopped are zeros.
+    A compiled program's values have fixed shapes, so the stacked outputs of a traced
+    loop need their number of rows when it is traced (imperatively, ``nd.contrib.while_loop``
+    can run "until ``cond`` fails"). Fix: give ``max_iterations``, an upper bound on the
+    number of steps; the rows of the stacked outputs after the loop stopped are zeros.
+    """
+
+
+class UnusedLoopInputError(HybridizeError, AssertionError):
+    """A traced ``foreach`` whose body never reads one of its data arrays or states.
+
+    MXNet's ``foreach`` refuses it (an ``AssertionError``): the loop operator feeds each
+    data row and state to the body, so one the body ignores has no place in it. Fix: use
+    it in the body, or leave it out of ``data``/``init_states``.
     """
 
 
@@ -369,9 +378,10 @@ class OnnxExportError(MXNetError, AttributeError):
 
 class OnnxImportError(MXNetError, ValueError):
     """An ONNX file hybridlab cannot read (``mx.contrib.onnx.import_model``): not a model,
-    an operator with no row in ``hybridlab.onnx.IMPORTERS``, or a form of one hybridlab's
-    operators cannot take (asymmetric pads). The message names the node, the operator and
-    the model's opset."""
+    an operator with no row in ``hybridlab.onnx.IMPORTERS``, a form of one hybridlab's
+    operators cannot take (asymmetric pads), a damaged tensor, external data from outside
+    the model's folder, or more memory than ``HYBRIDLAB_ONNX_MAX_BYTES`` allows. The
+    message names the node (its operator and the model's opset) or the tensor."""
 
 
 class DaskGraphError(MXNetError, ValueError):

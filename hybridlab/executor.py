@@ -61,9 +61,9 @@ class Executor:
                           if self._grad_req[n] != "null"}
         _refuse_missing_gradients(graph, {**self.arg_dict, **self.aux_dict},
                                   set(self.grad_dict))
-        self.outputs: list = self._blank_outputs()
+        self.outputs: list[Any] = self._blank_outputs()
 
-    def _blank_outputs(self) -> list:
+    def _blank_outputs(self) -> list[Any]:
         feed = {**self.arg_dict, **self.aux_dict}
         known = shapes.infer_partial(self._graph, {k: v.shape for k, v in feed.items()},
                                      {k: np.dtype(v.dtype) for k, v in feed.items()})
@@ -109,22 +109,22 @@ class Executor:
         return frontend.current().symbol(outputs)
 
     @property
-    def arg_arrays(self) -> list:
+    def arg_arrays(self) -> list[Any]:
         return [self.arg_dict[n] for n in self._names.arguments]
 
     @property
-    def grad_arrays(self) -> list:
+    def grad_arrays(self) -> list[Any]:
         return [self.grad_dict.get(n) for n in self._names.arguments]
 
     @property
-    def aux_arrays(self) -> list:
+    def aux_arrays(self) -> list[Any]:
         return [self.aux_dict[n] for n in self._names.auxiliary]
 
     @property
-    def output_dict(self) -> dict:
+    def output_dict(self) -> dict[str, Any]:
         return dict(zip(self._names.outputs, self.outputs))
 
-    def copy_params_from(self, arg_params: dict, aux_params: dict | None = None,
+    def copy_params_from(self, arg_params: dict[str, Any], aux_params: dict[str, Any] | None = None,
                          allow_extra_params: bool = False) -> None:
         """Copy arrays by name into the bound arguments and auxiliary states."""
         for given, bound in ((arg_params, self.arg_dict), (aux_params or {}, self.aux_dict)):
@@ -135,7 +135,7 @@ class Executor:
                     raise ValueError(f"copy_params_from: {name!r} is not bound here; "
                                      f"pass allow_extra_params=True to skip it")
 
-    def forward(self, is_train: bool = False, **kwargs: Any) -> list:
+    def forward(self, is_train: bool = False, **kwargs: Any) -> list[Any]:
         """Copy arguments given by name into the bound arrays, run once, return ``outputs``."""
         for key, value in kwargs.items():
             if key not in self.arg_dict:
@@ -221,7 +221,7 @@ class Executor:
                 fresh.copyto(target)
 
 
-def _refuse_missing_gradients(graph: Graph, arrays: dict, wanted: set[str]) -> None:
+def _refuse_missing_gradients(graph: Graph, arrays: dict[str, Any], wanted: set[str]) -> None:
     """At bind, as MXNet: a gradient that would have to go through an operator with none
     (``OpDef.grad_missing``) is refused now, not at the first backward. The gradient
     graph is built once here for that (``BlockGrad`` cuts a path, as in MXNet)."""
@@ -252,7 +252,8 @@ def grad_reqs(names: list[str], grad_req: Any) -> dict[str, str]:
     return {n: "write" if r == "inplace" else r for n, r in reqs.items()}
 
 
-def _array_dict(names: list[str], given: Any, what: str, partial: bool = False) -> dict:
+def _array_dict(names: list[str], given: Any, what: str, partial: bool = False
+                ) -> dict[str, Any]:
     if given is None:
         given = {}
     if not isinstance(given, dict):
@@ -266,7 +267,7 @@ def _array_dict(names: list[str], given: Any, what: str, partial: bool = False) 
     return {n: _to_ndarray(given[n]) for n in names if n in given}
 
 
-def _resized(array: Any, shape: tuple, name: str, allow_up_sizing: bool) -> Any:
+def _resized(array: Any, shape: tuple[int, ...], name: str, allow_up_sizing: bool) -> Any:
     """``array`` for ``shape``: itself, its first rows (a view), or a new array."""
     if tuple(array.shape) == tuple(shape):
         return array

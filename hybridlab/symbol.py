@@ -66,6 +66,8 @@ PARAMETER_INPUTS = model_files.PARAMETER_INPUTS  # NOTE [Parameter inputs] in mo
 AUXILIARY_INPUTS = model_files.AUXILIARY_INPUTS
 
 _STATE = threading.local()
+Report = tuple[list[Any], list[Any], list[Any]]  # infer_*_partial: arguments, outputs, aux
+Known = tuple[list[Any] | None, list[Any] | None, list[Any] | None]  # infer_*: None, unknown
 
 
 class Symbol:
@@ -220,7 +222,7 @@ class Symbol:
     # -- shapes and types -----------------------------------------------------------------
 
     def infer_shape(self, *args: Any, **kwargs: Any
-                    ) -> tuple[list | None, list | None, list | None]:
+                    ) -> Known:
         """``(arg_shapes, out_shapes, aux_shapes)`` from some input shapes, inferred both
         ways (``graph.shapes``); all three None while any is incomplete (MXNet's answer:
         ``infer_shape_partial`` says what is known)."""
@@ -230,7 +232,7 @@ class Symbol:
             return None, None, None
         return found
 
-    def infer_shape_partial(self, *args: Any, **kwargs: Any) -> tuple[list, list, list]:
+    def infer_shape_partial(self, *args: Any, **kwargs: Any) -> Report:
         """Like ``infer_shape``, but a size not known is 0 (-1 in numpy-shape mode) and a
         shape of unknown rank is ``()`` (None in numpy-shape mode), as MXNet answers."""
         found = self._report(self._inferred(self._given(args, kwargs), {}),
@@ -240,12 +242,12 @@ class Symbol:
                      for shapes in found)  # type: ignore[return-value]  # (a 3-tuple)
 
     def infer_type(self, *args: Any, **kwargs: Any
-                   ) -> tuple[list | None, list | None, list | None]:
+                   ) -> Known:
         """``(arg_types, out_types, aux_types)`` as numpy dtypes; unknown: None."""
         dtypes = {k: np.dtype(v) for k, v in self._given(args, kwargs).items()}
         return self._report(self._inferred({}, dtypes), lambda aval: np.dtype(aval.dtype).type)
 
-    def infer_type_partial(self, *args: Any, **kwargs: Any) -> tuple[list, list, list]:
+    def infer_type_partial(self, *args: Any, **kwargs: Any) -> Report:
         """Like ``infer_type``, but a type nothing decides is None (``graph.shapes``:
         types flow through an operator both ways, but not through a Cast)."""
         arg, out, aux = self.infer_type(*args, **kwargs)
@@ -260,7 +262,7 @@ class Symbol:
             given = {k: tuple(0 if d == -1 else d for d in v) for k, v in given.items()}
         return shapes.infer_partial(self.to_graph(), given, dtypes)
 
-    def _given(self, args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
+    def _given(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         names = self.list_arguments()
         if len(args) > len(names):
             raise TypeError(f"{self!r} has {len(names)} arguments {names}, got {len(args)}")
@@ -271,7 +273,7 @@ class Symbol:
                              f"{self.list_inputs()}")
         return {**given, **{k: v for k, v in kwargs.items() if v is not None}}
 
-    def _report(self, inferred: shapes.Inferred, field: Any) -> tuple[list, list, list]:
+    def _report(self, inferred: shapes.Inferred, field: Any) -> Report:
         variables = {node.name: node for node in self._variables()}
 
         def pick(value: Value) -> Any:
@@ -313,7 +315,7 @@ class Symbol:
 
     # -- running ------------------------------------------------------------------------
 
-    def eval(self, ctx: Any = None, **kwargs: Any) -> list:
+    def eval(self, ctx: Any = None, **kwargs: Any) -> list[Any]:
         """Run the graph once on NDArrays given by name; returns one NDArray per output."""
         aux = {k: v for k, v in kwargs.items() if k in self._listing()["auxiliary"]}
         args = {k: v for k, v in kwargs.items() if k not in aux}
@@ -386,11 +388,11 @@ class Symbol:
         return self * -1.0  # type: ignore[operator,return-value]  # (the dunders are installed by the registry)
 
     def __abs__(self) -> Symbol:
-        return globals()["abs"](self)  # the generated sym.abs (see NOTE: [Shadowed builtins])
+        return globals()["abs"](self)  # type: ignore[no-any-return]  # the generated sym.abs (see NOTE: [Shadowed builtins])
 
     def astype(self, dtype: Any) -> Symbol:
         """``Cast`` to ``dtype``, as ``NDArray.astype``."""
-        return globals()["Cast"](self, dtype=dtype)
+        return globals()["Cast"](self, dtype=dtype)  # type: ignore[no-any-return]  # (populate)
 
 
 def _inplace_method(spelling: str) -> Any:
@@ -573,9 +575,9 @@ def _var_attr_text(key: str, value: Any) -> str:
     if key == "__shape__":
         return str(value)
     if key == "__dtype__":
-        return np.dtype(value).name
+        return str(np.dtype(value).name)
     if key == "__init__" and hasattr(value, "dumps"):
-        return value.dumps()  # an Initializer describes itself as JSON, as in MXNet
+        return str(value.dumps())  # an Initializer describes itself as JSON, as in MXNet
     return str(value)
 
 
@@ -598,7 +600,7 @@ def _check_symbol(value: Any, where: str) -> Symbol:
     raise TypeError(f"{where}: expected a Symbol, got {type(value).__name__} {value!r}")
 
 
-def _apply(op: registry.OpDef, inputs: list, attrs: dict, name: str | None, hint: str
+def _apply(op: registry.OpDef, inputs: list[Any], attrs: dict[str, Any], name: str | None, hint: str
            ) -> Symbol:
     """The registry's hook for ``sym``: add one call node, return its outputs."""
     parsed = op.parse_attrs(attrs)
@@ -693,7 +695,7 @@ for _spelling in ("squeeze", "expand_dims", "flatten"):  # NDArray's inplace= fo
 registry.install_methods(Symbol, sys.modules[__name__])  # x.relu(): the rule NDArray uses
 
 
-def _symbol_from_tape(head: Any, nodes: list) -> Symbol:
+def _symbol_from_tape(head: Any, nodes: list[Any]) -> Symbol:
     """``autograd.get_symbol``: the tape's nodes (inputs first) as one graph."""
     values: dict[int, Value] = {}  # id(array) -> its value in the graph
     count = itertools.count()

@@ -14,7 +14,8 @@ import check_lessons  # noqa: E402 -- a tool script, not a package
 
 # Lessons still failing the guard, each to be emptied by the work that fixes its prose
 # (strict: a lesson that starts passing must leave this list).
-KNOWN_TO_FAIL = {f"{n:02d}" for n in range(12)} - {"00", "01", "02", "03", "06"}
+KNOWN_TO_FAIL = {f"{n:02d}" for n in range(12)} - {"00", "01", "02", "03", "04", "05", "06",
+                                                    "07", "08"}
 
 INDEX = check_lessons.read_index()
 

@@ -313,6 +313,7 @@ def test_lesson08_onnx_check_fails_on_a_fixed_batch_and_other_weights(tmp_path):
     assert not lesson08.check_onnx_batch(str(tmp_path / "missing.onnx"), net)
 
 
+@pytest.mark.slow
 def test_lesson09_checks_fail_on_wrong_predictions_and_wrong_counts():
     pytest.importorskip("onnx")
     from hybridlab.exercises import lesson09
@@ -433,3 +434,21 @@ def test_lesson11_graph_count_wrong_guess_or_no_torch():
         return
     verdict = lesson11.check_graph_count(4)  # two prints and an if: three graphs
     assert not verdict and "not 4" in verdict.message and "print" in verdict.message
+
+
+def test_lesson06_concept_checks_fail_the_blocks_as_given_and_plausible_mistakes():
+    verdict = exercises.check_centre(exercises.CentreInPlace)
+    assert not verdict and "not a buffer" in verdict.message
+
+    class Minus(nn.HybridBlock):  # no write into x, but - of two Symbols does not broadcast
+        def hybrid_forward(self, F, x):
+            return x - x.mean(axis=1, keepdims=True)
+
+    assert "broadcast" in exercises.check_centre(Minus).message
+    verdict = exercises.check_row_means(exercises.AddRowMeans)
+    assert not verdict and "F.broadcast_add" in verdict.message
+    for wrong, why in [((2, 2), "count the tasks"), ((6, 0), "count the compiled programs"),
+                       ((10, 0), "count the compiled programs")]:
+        verdict = exercises.check_mixed_tasks(wrong)
+        assert not verdict and why in verdict.message, (wrong, verdict.message)
+    assert "pair of whole numbers" in exercises.check_mixed_tasks(6).message

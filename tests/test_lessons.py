@@ -131,6 +131,9 @@ def test_lesson06_solutions(monkeypatch):
     assert exercises.check_sign_gate(sol.SignGate)
     assert exercises.check_flatten(sol.FlattenBlock)
     assert exercises.check_last_column(sol.LastColumn)
+    assert exercises.check_centre(sol.Centre)
+    assert exercises.check_mixed_tasks(sol.MIXED_TASKS)
+    assert exercises.check_row_means(sol.AddRowMeans)
     assert exercises.check_retrace_cost(sol.RETRACE_RATIO, timer=CompileClock(monkeypatch))
 
 

@@ -119,7 +119,7 @@ def test_make_test_runs_every_step_then_fails_and_reports_each_steps_time(tmp_pa
     assert table.strip() == summary.read_text().strip()
     rows = {line.split()[0]: line for line in table.splitlines()[1:4]}
     assert "FAILED (3)" in rows["lint"] and "passed" in rows["tests"]
-    assert all(re.search(r"\d+m\d\d\.\ds$", row) for row in rows.values())
+    assert all(re.search(r"\d+m\d\d\.\ds  +\d+m\d\d\.\ds$", row) for row in rows.values())
     assert table.splitlines()[-1] == "failed: lint"
 
 

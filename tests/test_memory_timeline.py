@@ -144,6 +144,7 @@ def test_a_result_written_in_place_counts_once_at_the_hand_over():
     assert live_profile(boxes) == [64, 96, 96, 96, 64]
 
 
+@pytest.mark.slow
 def test_a_real_network_is_drawn_as_its_profile_of_live_bytes():
     pytest.importorskip("onnx")
     from hybridlab.exercises import lesson09

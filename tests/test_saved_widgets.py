@@ -73,6 +73,7 @@ def counts_in(models: list[dict]) -> tuple[int, int]:
     raise AssertionError("no counter line in the saved moment")
 
 
+@pytest.mark.slow
 @pytest.mark.viz
 @settings(max_examples=25, deadline=None)
 @given(steps=STEPS)

@@ -26,6 +26,7 @@ def typed_graphs(draw):
     return deps, durations, devices, pools
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(typed_graphs())
 def test_typed_schedules_keep_their_own_invariants(case):

@@ -176,6 +176,7 @@ def _one_axis_keys(draw):
     return shape, (slice(None),) * axis + (part,)
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(_one_axis_keys())
 def test_the_suggested_slice_axis_selects_what_the_key_selects(case):
@@ -466,6 +467,7 @@ _SYM_UNARY = {"relu": sym.relu, "neg": lambda s: -s, "mul3": lambda s: s * 3,
 @settings(max_examples=25, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(sorted(_UNARY)), st.booleans()), min_size=1,
                 max_size=6))
+@pytest.mark.slow
 def test_random_programs_evaluate_like_numpy(steps):
     """Build the same expression with Symbols and numpy; eval must agree."""
     _needs_runtime()

@@ -299,6 +299,7 @@ def _paths(value, prefix=()):
         yield from _paths(child, prefix + (key,))
 
 
+@pytest.mark.slow
 @settings(max_examples=120, deadline=None)
 @given(st.data(), st.sampled_from([None, (2, 3)]))
 def test_any_mutation_either_loads_or_raises_model_file_error(data, shape):

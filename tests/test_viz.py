@@ -221,6 +221,7 @@ def test_unknown_objects_get_a_clear_type_error():
 # plots: the speed-up callback across the sliders' range
 # ---------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batch_size,width,depth", [
     (1, 16, 1), (1024, 16, 1), (1, 512, 8), (256, 512, 8), (16, 64, 4)])
 def test_the_speedup_model_measures_each_setting_once_across_the_slider_range(
@@ -676,6 +677,7 @@ IDENTIFIERS = st.from_regex(r"[a-z_][a-z0-9_]{0,14}", fullmatch=True).filter(
 @settings(max_examples=60, deadline=None)
 @given(st.lists(IDENTIFIERS, max_size=8), st.lists(IDENTIFIERS, max_size=6, unique=True),
        st.integers(20, 100))
+@pytest.mark.slow
 def test_wrapping_any_call_keeps_its_tokens_and_validity(positional, keywords, width):
     arguments = positional + [f"{name}=1" for name in keywords]
     line = f"    result_name = SomeOperator({', '.join(arguments)})"
@@ -797,6 +799,7 @@ DAGS = st.integers(1, 14).flatmap(lambda n: st.tuples(
     st.lists(st.lists(st.integers(0, 13), max_size=3), min_size=n, max_size=n)))
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(DAGS, st.integers(1, 5))
 def test_the_list_scheduler_is_work_conserving_and_within_brents_bounds(dag, workers):

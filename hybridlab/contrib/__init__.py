@@ -37,7 +37,8 @@ import types
 from typing import Any, Callable
 
 from hybridlab import ndarray, symbol
-from hybridlab.errors import UnboundedLoopError
+from hybridlab.base import _flatten, _regroup
+from hybridlab.errors import UnboundedLoopError, UnusedLoopInputError
 
 
 def _as_list(value: Any) -> list:
@@ -94,22 +95,37 @@ def foreach(F: Any, body: Callable, data: Any, init_states: Any,
 def _foreach_node(body: Callable, data: Any, init_states: Any, name: str) -> tuple[Any, Any]:
     """Trace ``body`` once on row and state variables, cut what it reads from outside
     into free inputs, and add one ``_foreach`` node (MXNet's ``_cut_subgraph``)."""
-    datas, states = _as_list(data), _as_list(init_states)
+    datas = _as_list(data)
+    states, nesting = _flatten(init_states)  # states may be nested lists, as in MXNet
     rows = [_step_var(f"{name}_data{i}", x, row=True) for i, x in enumerate(datas)]
     carried = [_step_var(f"{name}_state{i}", x, row=False) for i, x in enumerate(states)]
     outs, new_states = body(rows if isinstance(data, (list, tuple)) else rows[0],
-                            carried if isinstance(init_states, (list, tuple)) else carried[0])
+                            _regroup(carried, nesting))
     out_list = _step_list(outs)
-    values = [v for s in [*out_list, *_as_list(new_states)] for v in s._outputs]
+    values = [v for s in [*out_list, *_flatten(new_states)[0]] for v in s._outputs]
     step_nodes = [v._outputs[0].node for v in [*rows, *carried]]
+    _check_used(values, step_nodes, len(rows), name)
     graph, free = _cut(values, step_nodes, name)
     node = symbol._foreach(  # type: ignore[attr-defined]  # (populate)
         *datas, *states, *[symbol.Symbol([v]) for v in free], body=graph,
         num_data=len(datas), num_states=len(states), num_out_data=len(out_list), name=name)
     results = [symbol.Symbol([v]) for v in node._outputs]
     stacked, final = results[:len(out_list)], results[len(out_list):]
-    final_states = final if isinstance(init_states, (list, tuple)) else final[0]
-    return _shaped_like(outs, stacked), final_states
+    return _shaped_like(outs, stacked), _regroup(final, nesting)
+
+
+def _check_used(values: list, step_nodes: list, num_data: int, name: str) -> None:
+    """Every data array and state must reach the body's results (MXNet asserts it)."""
+    from hybridlab.graph import ir
+
+    reached = {id(node) for node in ir.toposort(v.node for v in values)}
+    for i, node in enumerate(step_nodes):
+        if id(node) not in reached:
+            what = f"data {i}" if i < num_data else f"state {i - num_data}"
+            raise UnusedLoopInputError(
+                f"{name}: the body never reads its {what}; the loop operator gives every "
+                f"data row and state to its body (MXNet refuses this too). Fix: use it in "
+                f"the body, or leave it out of data/init_states")
 
 
 def _step_var(name: str, outer: Any, row: bool) -> Any:

@@ -60,11 +60,16 @@ from hybridlab.exercises.lesson05 import (
     check_times_one_pass,
 )
 from hybridlab.exercises.lesson06 import (
+    BLOCKS,
     block_to_fix,
+    check_centre,
     check_flatten,
     check_last_column,
+    check_mixed_tasks,
     check_retrace_cost,
+    check_row_means,
     check_sign_gate,
+    mixed_stack,
 )
 from hybridlab.exercises.lesson07 import (
     check_gradients,
@@ -83,13 +88,15 @@ from hybridlab.exercises.requires import register as _register_requires
 _register_requires()  # the %%requires cell magic, for cells that need an optional framework
 
 __all__ = [
-    "BARRIER_CHOICES", "BrokenBlock", "ClaimError", "Feedback", "FlattenBlock",
+    "AddRowMeans", "BARRIER_CHOICES", "BrokenBlock", "CentreInPlace", "ClaimError",
+    "Feedback", "FlattenBlock",
     "LastColumn", "SYNC_CANDIDATES", "SignGate", "check_allreduce_time", "check_arena_bytes",
-    "check_barrier", "check_break_even_batch", "check_fastest_way",
+    "check_barrier", "check_break_even_batch", "check_centre", "check_fastest_way",
     "check_barrier_ratio", "check_biggest_stage", "check_bounded_loop", "check_cse_count",
     "check_dense_from_primitives", "check_enough_workers", "check_export_roundtrip",
     "check_fancy_func_nodes", "check_fc_count", "check_flatten", "check_gradients",
     "check_hybridizable", "check_last_column", "check_liveness_bound", "check_makespan",
+    "check_mixed_tasks", "check_row_means", "mixed_stack",
     "check_held_bytes", "check_numeric_gradient", "check_print_count",
     "check_ready_after_two_steps", "check_retrace_cost",
     "check_sign_gate", "check_span", "check_speedup", "check_speedup_guess",
@@ -103,6 +110,6 @@ def __getattr__(name: str) -> Any:
     """The blocks to repair are made on first access (they need hybridlab.gluon)."""
     if name == "BrokenBlock":
         return broken_block()
-    if name in ("SignGate", "FlattenBlock", "LastColumn"):
+    if name in BLOCKS:
         return block_to_fix(name)
     raise AttributeError(f"module 'hybridlab.exercises' has no attribute {name!r}")

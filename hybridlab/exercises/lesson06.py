@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import time
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -12,8 +12,8 @@ from hybridlab.exercises._common import Feedback, compare_block, inputs, judge_r
 
 
 @functools.cache  # one class object per session, so isinstance checks behave
-def _block_classes() -> tuple[type, type, type]:
-    """The three blocks to repair (each runs imperatively, none hybridizes)."""
+def _block_classes() -> tuple[type, ...]:
+    """The blocks to repair (each runs imperatively, none hybridizes as meant)."""
     from hybridlab.gluon import nn
 
     class SignGate(nn.HybridBlock):
@@ -36,12 +36,28 @@ def _block_classes() -> tuple[type, type, type]:
         def hybrid_forward(self, F, x):
             return x[:, -1:]
 
-    return SignGate, FlattenBlock, LastColumn
+    class CentreInPlace(nn.HybridBlock):
+        """Subtracts each row's mean, writing into its input."""
+
+        def hybrid_forward(self, F, x):
+            x -= x.mean(axis=1, keepdims=True)
+            return x
+
+    class AddRowMeans(nn.HybridBlock):
+        """Adds each row's mean to the row, with ``+`` between two Symbols."""
+
+        def hybrid_forward(self, F, x):
+            return x + x.mean(axis=1, keepdims=True)
+
+    return SignGate, FlattenBlock, LastColumn, CentreInPlace, AddRowMeans
+
+
+BLOCKS = ("SignGate", "FlattenBlock", "LastColumn", "CentreInPlace", "AddRowMeans")
 
 
 def block_to_fix(name: str) -> type:
     """``exercises.SignGate`` etc. (created on first use: importing gluon is not free)."""
-    return dict(zip(("SignGate", "FlattenBlock", "LastColumn"), _block_classes()))[name]
+    return dict(zip(BLOCKS, _block_classes()))[name]
 
 
 def _sign_gate(x: np.ndarray) -> np.ndarray:
@@ -79,6 +95,98 @@ def check_last_column(block_class: type) -> Feedback:
                          "slice with an operator: F.slice_axis counts from the end "
                          "when begin is negative",
                          success="F.slice_axis picks the last column at any width")
+
+
+def check_centre(block_class: type) -> Feedback:
+    """Exercise 5: CentreInPlace without writing into its input: the numbers, both ways,
+    and the caller's array left as it was."""
+    batches = inputs((2, 5), (3, 4), seed=4)
+    kept = [x.asnumpy().copy() for x in batches]
+    verdict = compare_block(block_class, lambda a: a - a.mean(axis=1, keepdims=True), batches,
+                            "each row minus its mean",
+                            "a Symbol is a node, not a buffer: write x = x - ..., a new "
+                            "value, instead of x -= ...",
+                            success="a new value in both modes, and the caller's batch "
+                                    "untouched")
+    if verdict and any(not np.array_equal(x.asnumpy(), k) for x, k in zip(batches, kept)):
+        return Feedback(False, "the numbers are right, but run imperatively the block wrote "
+                               "into the caller's array: a compiled program never can, so "
+                               "the two modes differ -- return a new array instead")
+    return verdict
+
+
+def check_row_means(block_class: type) -> Feedback:
+    """Exercise 7: AddRowMeans hybridized: ``+`` of two Symbols needs one shape."""
+    batches = inputs((2, 5), (3, 4), seed=5)
+    return compare_block(block_class, lambda a: a + a.mean(axis=1, keepdims=True), batches,
+                         "each row plus its mean",
+                         "a Symbol's + is the elementwise _Plus, for one shape, as in "
+                         "MXNet: F.broadcast_add broadcasts in both modes",
+                         success="F.broadcast_add broadcasts the (batch, 1) means in both "
+                                 "modes")
+
+
+def mixed_stack() -> Any:
+    """Exercise 6's network: a plain Block whose forward runs two hybrid children, each
+    followed by two operators of its own."""
+    from hybridlab import ndarray as nd
+    from hybridlab.gluon import nn
+
+    class MixedStack(nn.Block):
+        def __init__(self, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self.first, self.second = nn.HybridSequential(), nn.HybridSequential()
+            self.first.add(nn.Dense(8, activation="relu"), nn.Dense(8))
+            self.second.add(nn.Dense(8, activation="relu"), nn.Dense(8))
+
+        def forward(self, x: Any) -> Any:
+            for child in (self.first, self.second):
+                x = nd.relu(child(x)) * 0.5
+            return x
+
+    stack = MixedStack()
+    stack.initialize()
+    return stack
+
+
+def _tasks_of_one_call(block: Any, x: Any) -> list[str]:
+    from hybridlab import engine
+
+    block(x).wait_to_read()  # the first call after hybridize() compiles
+    with engine.engine_scope(engine.NaiveEngine()) as naive:
+        naive.set_tracing(True)
+        block(x).wait_to_read()
+        return [record.name for record in naive.trace]
+
+
+def check_mixed_tasks(answer: tuple[int, int]) -> Feedback:
+    """Exercise 6: after ``hybridize()``, how many engine tasks does one call of
+    :func:`mixed_stack` run, and how many of them are compiled programs? Answer
+    ``(tasks, compiled)``."""
+    if not (isinstance(answer, tuple) and len(answer) == 2
+            and all(isinstance(n, int) and not isinstance(n, bool) for n in answer)):
+        return Feedback(False, f"answer a pair of whole numbers (tasks, compiled programs), "
+                               f"not {answer!r}")
+    stack = mixed_stack()
+    (x,) = inputs((4, 6), seed=6)
+    before = _tasks_of_one_call(stack, x)
+    stack.hybridize()
+    names = _tasks_of_one_call(stack, x)
+    compiled = sum(name == "CachedOp" for name in names)
+    facts = (f"one call runs {names}: each hybrid child is one compiled program, and the "
+             f"plain Block's own operators (its relu and its * 0.5) run one by one, as its "
+             f"forward is never traced; before hybridize() the same call ran {len(before)} "
+             f"tasks")
+    if answer == (len(names), compiled):
+        return Feedback(True, facts)
+    if answer[1] != compiled:
+        why = ("count the compiled programs: hybridize() on a plain Block compiles each "
+               "hybrid child, one CachedOp task per child per call; the Block itself is not "
+               "compiled")
+    else:
+        why = ("count the tasks: the plain Block's own operators still run imperatively, "
+               "one task each, twice round its loop")
+    return Feedback(False, f"{answer} is not it: {why}")
 
 
 def check_retrace_cost(prediction: float, timer: Callable[[], float] = time.perf_counter,

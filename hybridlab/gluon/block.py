@@ -38,6 +38,7 @@ import numpy as np
 
 from hybridlab import autograd, display, model_files, ndarray, symbol
 from hybridlab import name as _name
+from hybridlab.base import _flatten, _regroup
 from hybridlab.errors import (
     ArrayFileError,
     BlockInputError,
@@ -490,31 +491,6 @@ def _kinds(args: Any) -> set:
     if isinstance(args, (list, tuple)):
         return set().union(*map(_kinds, args)) if args else set()
     return {type_ for type_ in (ndarray.NDArray, symbol.Symbol) if isinstance(args, type_)}
-
-
-def _flatten(value: Any) -> tuple[list, Any]:
-    """MXNet's nested inputs and outputs taken apart: the leaves (arrays, Symbols, None)
-    in order, and the format that rebuilds them (None for a leaf, a list of formats for a
-    list or a tuple)."""
-    if not isinstance(value, (list, tuple)):
-        return [value], None
-    leaves: list = []
-    formats = []
-    for item in value:
-        items, item_format = _flatten(item)
-        leaves += items
-        formats.append(item_format)
-    return leaves, formats
-
-
-def _regroup(leaves: Sequence[Any], structure: Any) -> Any:
-    """The structure :func:`_flatten` took apart, rebuilt from ``leaves`` -- with lists,
-    as a hybridized MXNet block returns them (a tuple comes back as a list)."""
-    remaining = iter(leaves)
-
-    def build(part: Any) -> Any:
-        return next(remaining) if part is None else [build(item) for item in part]
-    return build(structure)
 
 
 def _is_flat(structure: Any) -> bool:

@@ -62,16 +62,24 @@ import numpy as np
 
 from hybridlab import display
 from hybridlab.errors import GraphError, ShapeError
-
-# shapes runs the operators' shape rules on this module's nodes, and ir.call asks it for
-# a new node's avals: the two import each other, each using the other inside functions
-from hybridlab.graph import shapes
 from hybridlab.ops import registry
 from hybridlab.ops.registry import Aval, RunContext
 from hybridlab.userline import format_line, user_frame
 from hybridlab.walk import postorder  # the one graph walk, shared with autograd
 
 KINDS = ("var", "const", "call", "output")
+
+
+class Inference(NamedTuple):
+    """What the IR asks of the shape inference (``graph/shapes.py``, which imports this
+    module and installs itself here when imported; ``graph/__init__`` imports it): a new
+    call node's avals, and the avals a node's operator says it should have."""
+
+    infer_node: Callable[[Node], tuple[Aval, ...]]
+    check_node: Callable[[Node], Sequence[Aval]]
+
+
+_inference: list[Inference] = []  # filled by graph/shapes.py
 
 
 @dataclass(frozen=True, eq=False)
@@ -158,7 +166,7 @@ def call(op: str, inputs: Sequence[Value], attrs: Mapping[str, Any] | None = Non
                 tuple(sorted((k, freeze(v)) for k, v in full.items())), name or opdef.name,
                 origin=origin)
     if all(v.aval is not None for v in node.inputs):
-        node = dataclasses.replace(node, aval=shapes.infer_node(node))
+        node = dataclasses.replace(node, aval=_inference[0].infer_node(node))
     return node
 
 
@@ -386,7 +394,7 @@ def _check_call(node: Node, i: int) -> list[str]:
         return [f"{_label(node, i)} has no type although its inputs' types are known "
                 f"(build it with ir.call or run shapes.infer_graph)"]
     try:
-        expected = tuple(shapes.check_node(node))
+        expected = tuple(_inference[0].check_node(node))
     except (ShapeError, TypeError) as err:
         return [f"{_label(node, i)}: {err}"]
     if expected != node.aval:

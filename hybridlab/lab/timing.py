@@ -173,16 +173,17 @@ def measure(ways: dict[str, Callable[..., Any]], *, engine: Any = "NaiveEngine",
               for name in names}
     samples: dict[str, list[float]] = {name: [] for name in names}
     laps: dict[str, dict[str, list[float]]] = {name: {} for name in names}
-    with _limit_threads(threads, threadpool_limits):
-        for round_index in range(rounds):
-            for offset in range(len(names)):
-                name = names[(round_index + offset) % len(names)]
-                with engines.engine_scope(chosen[name]):
-                    (switches or {}).get(name, lambda: None)()
-                    best, best_laps = _round(ways[name], calls, runs, sync, timer)
-                samples[name].append(best)
-                for lap, seconds in best_laps.items():
-                    laps[name].setdefault(lap, []).append(seconds)
+    for round_index in range(rounds):
+        for offset in range(len(names)):
+            name = names[(round_index + offset) % len(names)]
+            # the threads are set anew for every round: an engine that changes BLAS's
+            # threads while its workers are busy must not carry that into another way
+            with engines.engine_scope(chosen[name]), _limit_threads(threads, threadpool_limits):
+                (switches or {}).get(name, lambda: None)()
+                best, best_laps = _round(ways[name], calls, runs, sync, timer)
+            samples[name].append(best)
+            for lap, seconds in best_laps.items():
+                laps[name].setdefault(lap, []).append(seconds)
     labels = {describe(one) for one in chosen.values()}
     label = labels.pop() if len(labels) == 1 else "; ".join(
         f"{name} on {describe(one)}" for name, one in chosen.items())

@@ -18,9 +18,12 @@ arithmetic MXNet's ``broadcast_*``. Two things need care:
   input before opset 13; ``Unsqueeze`` and ``Clip`` take attributes before 13 and 11 and
   inputs after). Each rule reads the model's opset (``reader.opset``).
 
-Some rules need a value's shape (a negative axis, ``Flatten`` at an axis other than 1,
-``Softmax`` before opset 13, pooling pads larger at the end); ONNX's shape inference
-(``onnx.shape_inference``) gives them.
+Some rules need a value's shape or rank (a negative axis, ``Flatten`` at an axis other
+than 1, ``Softmax`` before opset 13, pooling pads larger at the end, ``MatMul``'s batch
+form). hybridlab infers it itself, from the graph built so far and the shapes the model
+declares for its inputs (``graph/shapes.py``'s ``infer_partial``, MXNet's
+``infer_shape``: a free dimension stays unknown); when that is not enough, the rule
+says so, naming the node -- there is no second opinion to fall back on.
 
 The reader's state, in one place (:class:`_Reader`): ``constants`` (value name -> numpy
 array known at import), ``symbols`` (value name -> the Symbol computing it), ``params``
@@ -39,41 +42,54 @@ Invariants
 
 from __future__ import annotations
 
+import functools
 import math
-from typing import Any, Callable
+import warnings
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
 from hybridlab import ndarray, symbol
 from hybridlab.errors import OnnxImportError
+from hybridlab.graph.shapes import infer_partial
+from hybridlab.onnx.files import DTYPES, MAX_NDIM, Budget, check_graph, load_model, tensor_values
 
 F: Any = symbol  # the operators, generated from the registry (MXNet's F in hybrid_forward)
 
 
 class _Reader:
     """One model being read: its opset, the values' shapes, the constants, the Symbols
-    made so far, the parameters, and the node being read (for error messages)."""
+    made so far, the parameters, the node being read (for error messages), and the
+    memory budget (``onnx/files.py``) every tensor and folded constant is charged to."""
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, folder: str | None, budget: Budget) -> None:
         import onnx
 
-        self.onnx = onnx
-        self.opset = next((entry.version for entry in model.opset_import
-                           if entry.domain in ("", "ai.onnx")), 1)
-        self.shapes = _inferred_shapes(model)
+        self.onnx, self.folder, self.budget = onnx, folder, budget
+        self.node: Any = None
+        self.opset = check_graph(model)
         self.constants: dict[str, np.ndarray] = {
-            tensor.name: onnx.numpy_helper.to_array(tensor) for tensor in model.graph.initializer}
+            tensor.name: tensor_values(tensor, folder, budget, f"initializer {tensor.name!r}")
+            for tensor in model.graph.initializer}
+        _warn_undeclared_initializers(model)
         computed = {name for node in model.graph.node for name in node.output}
-        self.symbols: dict[str, Any] = {  # first the data inputs: neither stored nor computed
-            info.name: symbol.var(info.name) for info in model.graph.input
-            if info.name not in self.constants and info.name not in computed}
+        data = [info for info in model.graph.input
+                if info.name not in self.constants and info.name not in computed]
+        self.symbols: dict[str, Any] = {info.name: symbol.var(info.name) for info in data}
+        self.declared = {info.name: _declared(info) for info in data}  # (shape, dtype)
         self.params: dict[str, np.ndarray] = {}
         self.aux: set[str] = set()
-        self.node: Any = None
 
     def attributes(self, node: Any) -> dict[str, Any]:
-        get = self.onnx.helper.get_attribute_value
-        return {attribute.name: _plain(get(attribute)) for attribute in node.attribute}
+        """The node's attributes as Python values; a tensor is decoded (and charged)."""
+        values = {}
+        for attribute in node.attribute:
+            value = self.onnx.helper.get_attribute_value(attribute)
+            if attribute.type == self.onnx.AttributeProto.TENSOR:
+                value = tensor_values(value, self.folder, self.budget,
+                                      f"attribute {attribute.name!r}")
+            values[attribute.name] = _plain(value)
+        return values
 
     def symbol(self, name: str) -> Any:
         """The Symbol of an ONNX value; a constant becomes a parameter the first time."""
@@ -93,57 +109,130 @@ class _Reader:
         return self.constants[name]
 
     def shape(self, name: str, why: str) -> tuple[int, ...]:
-        """A value's shape, which the rule needs ``why``."""
+        """A value's whole shape, which the rule needs ``why``."""
+        shape = self.partial_shape(name)
+        if shape is None or 0 in shape:
+            inputs = {n: shape for n, (shape, _) in self.declared.items()}
+            raise self.error(f"{why} needs the shape of {name!r}, and hybridlab infers only "
+                             f"{shape} (0: a size not known; None: not even the rank) from "
+                             f"the shapes the model declares for its inputs {inputs}")
+        return shape
+
+    def rank(self, name: str) -> int | None:
+        """A value's number of dimensions, or None when hybridlab cannot infer it."""
+        shape = self.partial_shape(name)
+        return None if shape is None else len(shape)
+
+    def partial_shape(self, name: str) -> tuple[int, ...] | None:
+        """What ``graph/shapes.py`` infers of a value's shape (0: a size not known), from
+        the inputs' declared shapes and the parameters' own."""
         if name in self.constants:
             return tuple(self.constants[name].shape)
-        if name not in self.shapes:
-            raise self.error(f"{why} needs the shape of {name!r}, which is unknown at import")
-        return self.shapes[name]
+        graph = self.symbol(name).to_graph()
+        known = {**{n: values.shape for n, values in self.params.items()},
+                 **{n: shape for n, (shape, _) in self.declared.items()}}
+        types = {**{n: values.dtype for n, values in self.params.items()},
+                 **{n: dtype for n, (_, dtype) in self.declared.items() if dtype is not None}}
+        return infer_partial(graph, known, types).shape(graph.outputs[0])
 
     def error(self, message: str) -> OnnxImportError:
         node = self.node
-        return OnnxImportError(f"ONNX node {node.name or node.output[0]!r} ({node.op_type}, "
+        output = node.output[0] if node.output else "?"
+        return OnnxImportError(f"ONNX node {node.name or output!r} ({node.op_type}, "
                                f"opset {self.opset}): {message}")
 
 
-def _inferred_shapes(model: Any) -> dict[str, tuple[int, ...]]:
-    """Every value's shape that ONNX's shape inference knows fully."""
-    import onnx
+def _declared(info: Any) -> tuple[tuple[int, ...] | None, np.dtype | None]:
+    """A graph input's declared shape (0 for a free or named dimension; None when the
+    model declares no shape) and dtype (None when not one hybridlab holds)."""
+    tensor_type = info.type.tensor_type
+    dtype = DTYPES.get(tensor_type.elem_type)
+    if not tensor_type.HasField("shape"):
+        return None, None if dtype is None else np.dtype(dtype)
+    shape = tuple(max(dim.dim_value, 0) for dim in tensor_type.shape.dim)
+    return shape[:MAX_NDIM], None if dtype is None else np.dtype(dtype)
 
-    try:
-        graph = onnx.shape_inference.infer_shapes(model).graph
-    except Exception:  # a model ONNX cannot type: the rules that need a shape say so
-        graph = model.graph
-    shapes = {}
-    for info in [*graph.value_info, *graph.input, *graph.output]:
-        tensor_type = info.type.tensor_type
-        dims = tensor_type.shape.dim
-        if tensor_type.HasField("shape") and all(dim.HasField("dim_value") for dim in dims):
-            shapes[info.name] = tuple(dim.dim_value for dim in dims)
-    return shapes
+
+def _warn_undeclared_initializers(model: Any) -> None:
+    """IR versions before 4 list every initializer among the graph's inputs; a file that
+    does not is read all the same (its initializers are its weights), saying so."""
+    inputs = {info.name for info in model.graph.input}
+    missing = [t.name for t in model.graph.initializer if t.name not in inputs]
+    if model.ir_version < 4 and missing:
+        warnings.warn(f"this ONNX model has IR version {model.ir_version}, and its "
+                      f"initializers {missing[:5]}{' ...' if len(missing) > 5 else ''} are "
+                      f"not among the graph's inputs, which ONNX requires before IR version "
+                      f"4 (every initializer is also a graph input); hybridlab reads them as "
+                      f"the model's weights all the same", stacklevel=4)
 
 
 def _plain(value: Any) -> Any:
-    """Attribute values as Python: bytes as str, lists as tuples, tensors as numpy."""
+    """Attribute values as Python: bytes as str, lists as tuples."""
     if isinstance(value, bytes):
-        return value.decode()
+        return value.decode(errors="replace")
     if isinstance(value, list):
-        return tuple(item.decode() if isinstance(item, bytes) else item for item in value)
-    if hasattr(value, "dims") and hasattr(value, "data_type"):
-        from onnx import numpy_helper
-
-        return numpy_helper.to_array(value)
+        return tuple(item.decode(errors="replace") if isinstance(item, bytes) else item
+                     for item in value)
     return value
 
 
 # --- constant folding at import: numpy rules for nodes whose inputs are all constants ---
-# A rule is fold(reader, arrays, attributes) -> the value of the node's (first) output.
-Fold = Callable[[_Reader, list, dict], np.ndarray]
+# A row is Folding(size, fold): size(arrays, attributes) is the bytes the result will take,
+# computed from the inputs' shapes and charged to the budget *before* fold(reader, arrays,
+# attributes) computes the value of the node's (first) output.
+class Folding(NamedTuple):
+    size: Callable[[list, dict], int]
+    fold: Callable[[_Reader, list, dict], np.ndarray]
+
+
+def _same_size(arrays: list, attrs: dict) -> int:
+    return int(arrays[0].nbytes)
+
+
+def _broadcast_size(arrays: list, attrs: dict) -> int:
+    shape = np.broadcast_shapes(*(array.shape for array in arrays))
+    return math.prod(shape) * np.result_type(*arrays).itemsize
+
+
+def _concat_size(arrays: list, attrs: dict) -> int:
+    return sum(array.size for array in arrays) * np.result_type(*arrays).itemsize
+
+
+def _gather_size(arrays: list, attrs: dict) -> int:
+    data, indices = arrays
+    rows = data.shape[attrs.get("axis", 0)] if data.ndim else 1
+    return int(indices.size) * (int(data.nbytes) // max(rows, 1))
+
+
+def _target_shape(arrays: list, attrs: dict) -> tuple[int, ...]:
+    """ConstantOfShape's shape input, checked: at most MAX_NDIM sizes, none negative."""
+    sizes = arrays[0]
+    if sizes.ndim != 1 or sizes.size > MAX_NDIM or sizes.dtype.kind not in "iu" \
+            or (sizes < 0).any():
+        raise ValueError(f"the shape input must list at most {MAX_NDIM} sizes >= 0, got "
+                         f"{sizes.dtype}{list(sizes.shape)} {sizes.reshape(-1)[:8].tolist()}")
+    return tuple(int(size) for size in sizes)
+
+
+def _constant_of_shape_size(arrays: list, attrs: dict) -> int:
+    fill = attrs.get("value", np.zeros(1, np.float32))
+    return math.prod(_target_shape(arrays, attrs)) * fill.dtype.itemsize
 
 
 def _constant_of_shape(reader: _Reader, arrays: list, attrs: dict) -> np.ndarray:
     fill = attrs.get("value", np.zeros(1, np.float32))
-    return np.full(tuple(int(size) for size in arrays[0]), fill.reshape(-1)[0], fill.dtype)
+    return np.full(_target_shape(arrays, attrs), fill.reshape(-1)[0], fill.dtype)
+
+
+def _constant(reader: _Reader, arrays: list, attrs: dict) -> np.ndarray:
+    """``Constant``'s value: a tensor (already decoded and charged) or, from opset 12,
+    one of the number forms."""
+    forms = {"value": None, "value_float": np.float32, "value_floats": np.float32,
+             "value_int": np.int64, "value_ints": np.int64}
+    for name, dtype in forms.items():
+        if name in attrs:
+            return np.asarray(attrs[name], dtype)
+    raise reader.error(f"needs one of the attributes {sorted(forms)}, got {sorted(attrs)}")
 
 
 def _unsqueeze_constant(reader: _Reader, arrays: list, attrs: dict) -> np.ndarray:
@@ -165,27 +254,35 @@ def _reshape_constant(reader: _Reader, arrays: list, attrs: dict) -> np.ndarray:
     return data.reshape(sizes + [int(size) for size in target[data.ndim:]])
 
 
+def _cast_size(arrays: list, attrs: dict) -> int:
+    from onnx.helper import tensor_dtype_to_np_dtype
+
+    return int(arrays[0].size) * tensor_dtype_to_np_dtype(attrs["to"]).itemsize
+
+
 def _cast_constant(reader: _Reader, arrays: list, attrs: dict) -> np.ndarray:
     return arrays[0].astype(reader.onnx.helper.tensor_dtype_to_np_dtype(attrs["to"]))
 
 
-CONSTANT_RULES: dict[str, Fold] = {
-    "Constant": lambda reader, arrays, attrs: attrs["value"],
-    "ConstantOfShape": _constant_of_shape,
-    "Identity": lambda reader, arrays, attrs: arrays[0],
-    "Cast": _cast_constant,
-    "Unsqueeze": _unsqueeze_constant,
-    "Squeeze": _squeeze_constant,
-    "Reshape": _reshape_constant,
-    "Concat": lambda reader, arrays, attrs: np.concatenate(arrays, axis=attrs["axis"]),
-    "Gather": lambda reader, arrays, attrs: np.take(arrays[0], arrays[1],
-                                                    axis=attrs.get("axis", 0)),
-    "Add": lambda reader, arrays, attrs: arrays[0] + arrays[1],
-    "Sub": lambda reader, arrays, attrs: arrays[0] - arrays[1],
-    "Mul": lambda reader, arrays, attrs: arrays[0] * arrays[1],
-    "Div": lambda reader, arrays, attrs: arrays[0] / arrays[1],
-    "Sqrt": lambda reader, arrays, attrs: np.sqrt(arrays[0]),
-    "Transpose": lambda reader, arrays, attrs: np.transpose(arrays[0], attrs.get("perm")),
+CONSTANT_RULES: dict[str, Folding] = {
+    "Constant": Folding(lambda arrays, attrs: 0, _constant),  # (its tensor was charged)
+    "ConstantOfShape": Folding(_constant_of_shape_size, _constant_of_shape),
+    "Identity": Folding(_same_size, lambda reader, arrays, attrs: arrays[0]),
+    "Cast": Folding(_cast_size, _cast_constant),
+    "Unsqueeze": Folding(_same_size, _unsqueeze_constant),
+    "Squeeze": Folding(_same_size, _squeeze_constant),
+    "Reshape": Folding(_same_size, _reshape_constant),
+    "Concat": Folding(_concat_size, lambda reader, arrays, attrs: np.concatenate(
+        arrays, axis=attrs["axis"])),
+    "Gather": Folding(_gather_size, lambda reader, arrays, attrs: np.take(
+        arrays[0], arrays[1], axis=attrs.get("axis", 0))),
+    "Add": Folding(_broadcast_size, lambda reader, arrays, attrs: arrays[0] + arrays[1]),
+    "Sub": Folding(_broadcast_size, lambda reader, arrays, attrs: arrays[0] - arrays[1]),
+    "Mul": Folding(_broadcast_size, lambda reader, arrays, attrs: arrays[0] * arrays[1]),
+    "Div": Folding(_broadcast_size, lambda reader, arrays, attrs: arrays[0] / arrays[1]),
+    "Sqrt": Folding(_same_size, lambda reader, arrays, attrs: np.sqrt(arrays[0])),
+    "Transpose": Folding(_same_size, lambda reader, arrays, attrs: np.transpose(
+        arrays[0], attrs.get("perm"))),
 }
 
 
@@ -211,7 +308,7 @@ def _align_before_opset_7(reader: _Reader, left: str, right: str, axis: int) -> 
     """Before opset 7, ``broadcast=1, axis=k`` lined the right operand up with the left's
     axis ``k``; numpy's rule lines it up with the last axes, so trailing 1s are added."""
     values = reader.constants[right]
-    rank = len(reader.shapes.get(left, ())) or values.ndim + axis
+    rank = reader.rank(left) or values.ndim + axis
     trailing = max(rank - axis - values.ndim, 0)
     reader.constants[right] = values.reshape(values.shape + (1,) * trailing)
 
@@ -319,7 +416,9 @@ def _gemm(reader: _Reader, node: Any, attrs: dict) -> list:
     weight = reader.constant(node.input[1], "Gemm's B")
     alpha, beta = attrs.get("alpha", 1.0), attrs.get("beta", 1.0)
     weight = weight if attrs.get("transB") else weight.T
-    reader.constants[node.input[1]] = np.ascontiguousarray(weight * alpha, weight.dtype)
+    if alpha != 1 or not weight.flags.c_contiguous:  # a new array: charged
+        reader.budget.charge(weight.nbytes, "Gemm's B, transposed or scaled")
+        reader.constants[node.input[1]] = np.ascontiguousarray(weight * alpha, weight.dtype)
     bias = []
     if len(node.input) > 2 and node.input[2]:
         bias_values = reader.constant(node.input[2], "Gemm's C")
@@ -334,9 +433,11 @@ def _gemm(reader: _Reader, node: Any, attrs: dict) -> list:
 def _matmul(reader: _Reader, node: Any, attrs: dict) -> list:
     """numpy's matmul: a batch of matrices times a batch (batch_dot), else ``dot``."""
     left, right = (reader.symbol(name) for name in node.input[:2])
-    ranks = [len(reader.shapes.get(name, reader.constants.get(name, np.zeros(())).shape))
-             for name in node.input[:2]]
-    if ranks[0] >= 3 and ranks[0] == ranks[1]:
+    left_rank, right_rank = (reader.rank(name) for name in node.input[:2])
+    if left_rank is None or right_rank is None:
+        raise reader.error(f"MatMul is a batch product for 3-D inputs and more, and "
+                           f"hybridlab cannot infer the ranks of {list(node.input[:2])}")
+    if left_rank >= 3 and left_rank == right_rank:
         return [F.batch_dot(left, right)]
     return [F.dot(left, right)]
 
@@ -352,11 +453,18 @@ def _reshape(reader: _Reader, node: Any, attrs: dict) -> list:
 
 
 def _flatten(reader: _Reader, node: Any, attrs: dict) -> list:
+    """A matrix of the axes before ``axis`` by those after: either product is enough
+    (Reshape's -1 makes the other), so a free batch size is no obstacle."""
     axis, data = attrs.get("axis", 1), reader.symbol(node.input[0])
     if axis == 1:
         return [F.Flatten(data)]
-    shape = reader.shape(node.input[0], f"Flatten at axis {axis}")
+    why = f"Flatten at axis {axis}"
+    shape = reader.partial_shape(node.input[0]) or reader.shape(node.input[0], why)
     axis %= len(shape) or 1
+    if 0 in shape[axis:] and 0 in shape[:axis]:
+        reader.shape(node.input[0], why)  # refused, saying what is known
+    if 0 not in shape[axis:]:
+        return [F.Reshape(data, shape=(-1, math.prod(shape[axis:])))]
     return [F.Reshape(data, shape=(math.prod(shape[:axis]), -1))]
 
 
@@ -365,7 +473,7 @@ def _softmax(name: str) -> Rule:
     2-D at ``axis`` before it (the same unless ``axis`` is the last)."""
     def rule(reader: _Reader, node: Any, attrs: dict) -> list:
         data = reader.symbol(node.input[0])
-        rank = len(reader.shapes.get(node.input[0], ()))
+        rank = reader.rank(node.input[0]) or 0
         axis = attrs.get("axis", -1 if reader.opset >= 13 else 1)
         if reader.opset >= 13 or (rank and axis % rank == rank - 1):
             return [getattr(F, name)(data, axis=axis)]
@@ -387,8 +495,13 @@ def _axes(reader: _Reader, node: Any, attrs: dict) -> tuple[int, ...]:
 def _unsqueeze(reader: _Reader, node: Any, attrs: dict) -> list:
     out = reader.symbol(node.input[0])
     axes = _axes(reader, node, attrs)
-    rank = len(reader.shapes.get(node.input[0], ())) + len(axes)
-    for axis in sorted(axis % rank if rank else axis for axis in axes):
+    if any(axis < 0 for axis in axes):
+        rank = reader.rank(node.input[0])
+        if rank is None:
+            raise reader.error(f"Unsqueeze at the axes {list(axes)} needs the rank of "
+                               f"{node.input[0]!r}, which hybridlab cannot infer")
+        axes = tuple(axis % (rank + len(axes)) for axis in axes)
+    for axis in sorted(axes):
         out = F.expand_dims(out, axis=axis)
     return [out]
 
@@ -475,28 +588,34 @@ IMPORTERS: dict[str, Rule] = {
 }
 
 
-def _load(model_file: Any) -> Any:
-    """A ``ModelProto`` from a path (parsed by onnx: protobuf, nothing executed) or as given."""
-    import onnx
+def _documented(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Every failure of the decorated function is an ``OnnxImportError`` (a rule's and a
+    node's say which node already; the rest say the step: ``what``)."""
+    def decorate(function: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(function)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return function(*args, **kwargs)
+            except OnnxImportError:
+                raise
+            except Exception as err:  # numpy, onnx or an operator refused the model
+                raise OnnxImportError(f"ONNX import ({what}): {type(err).__name__}: "
+                                      f"{err}") from err
+        return wrapper
+    return decorate
 
-    if hasattr(model_file, "graph"):
-        return model_file
-    try:
-        return onnx.load(str(model_file))
-    except Exception as err:
-        raise OnnxImportError(f"{model_file}: not an ONNX model ({type(err).__name__}: "
-                              f"{err})") from None
 
-
-def _read(model: Any) -> _Reader:
+def _read(model: Any, folder: str | None, budget: Budget) -> _Reader:
     """Read every node of the model, in order (ONNX stores them sorted)."""
-    reader = _Reader(model)
+    reader = _Reader(model, folder, budget)
     for node in model.graph.node:
         reader.node = node
         try:
             _read_node(reader, node)
-        except OnnxImportError:
-            raise
+        except OnnxImportError as err:
+            if str(err).startswith("ONNX node"):
+                raise
+            raise reader.error(str(err)) from err
         except Exception as err:  # numpy or an operator refused the values or attributes
             raise reader.error(f"{type(err).__name__}: {err}") from err
     return reader
@@ -510,8 +629,9 @@ def _read_node(reader: _Reader, node: Any) -> None:
     inputs = [name for name in node.input if name]
     if node.op_type in CONSTANT_RULES and all(name in reader.constants for name in inputs):
         arrays = [reader.constants[name] for name in inputs]
-        folded = CONSTANT_RULES[node.op_type](reader, arrays, attrs)
-        reader.constants[node.output[0]] = np.asarray(folded)
+        folding = CONSTANT_RULES[node.op_type]
+        reader.budget.charge(folding.size(arrays, attrs), "its folded value")
+        reader.constants[node.output[0]] = np.asarray(folding.fold(reader, arrays, attrs))
         return
     rule = IMPORTERS.get(node.op_type)
     if rule is None:
@@ -521,40 +641,62 @@ def _read_node(reader: _Reader, node: Any) -> None:
         reader.symbols[name] = result
 
 
-def import_model(model_file: Any) -> tuple[Any, dict, dict]:
-    """``(sym, arg_params, aux_params)`` of an ONNX file (or a loaded ``ModelProto``), as
-    MXNet 1.9's ``mx.contrib.onnx.import_model``: the graph's outputs as one Symbol (a
-    Group when several), its parameters and auxiliary states as NDArrays by name."""
-    model = _load(model_file)
-    reader = _read(model)
+def _load(model_file: Any) -> tuple[Any, str | None, Budget]:
+    """The model, the folder its external data may come from, and the import's budget."""
+    budget = Budget()
+    model, folder = load_model(model_file, budget)
+    return model, folder, budget
+
+
+def _import(model: Any, folder: str | None, budget: Budget) -> tuple[Any, dict, dict]:
+    reader = _read(model, folder, budget)
+    reader.node = None
     missing = [output.name for output in model.graph.output if output.name not in reader.symbols]
-    if missing:
-        raise OnnxImportError(f"ONNX outputs {missing} are constants of the file: a "
-                              f"hybridlab graph computes each output from its inputs")
+    if missing or not model.graph.output:
+        raise OnnxImportError(f"ONNX outputs {missing} are constants of the file (or there "
+                              f"are none): a hybridlab graph computes each output from its "
+                              f"inputs")
     outputs = [reader.symbols[output.name] for output in model.graph.output]
     sym = outputs[0] if len(outputs) == 1 else symbol.Group(outputs)
+    used = set(sym.list_inputs())  # a weight only an unused node reads is left out
     args = {name: ndarray.array(values) for name, values in reader.params.items()
-            if name not in reader.aux}
+            if name in used and name not in reader.aux}
     aux = {name: ndarray.array(values) for name, values in reader.params.items()
-           if name in reader.aux}
+           if name in used and name in reader.aux}
     return sym, args, aux
 
 
+@_documented("reading the model")
+def import_model(model_file: Any) -> tuple[Any, dict, dict]:
+    """``(sym, arg_params, aux_params)`` of an ONNX file (or a loaded ``ModelProto``), as
+    MXNet 1.9's ``mx.contrib.onnx.import_model``: the graph's outputs as one Symbol (a
+    Group when several), its parameters and auxiliary states as NDArrays by name.
+    Raises :class:`~hybridlab.errors.OnnxImportError` for anything it cannot read, and
+    refuses a model that would hold more than ``HYBRIDLAB_ONNX_MAX_BYTES`` (``config.py``)
+    before allocating it."""
+    return _import(*_load(model_file))
+
+
+def _described(infos: Any, keep: Callable[[str], bool]) -> list:
+    return [(info.name, tuple(dim.dim_value for dim in info.type.tensor_type.shape.dim))
+            for info in infos if keep(info.name)]
+
+
+def _metadata(model: Any) -> dict[str, list]:
+    computed = {name for node in model.graph.node for name in node.output}
+    stored = {tensor.name for tensor in model.graph.initializer} | computed
+    return {"input_tensor_data": _described(model.graph.input, lambda name: name not in stored),
+            "output_tensor_data": _described(model.graph.output, lambda name: True)}
+
+
+@_documented("reading the model's inputs and outputs")
 def get_model_metadata(model_file: Any) -> dict[str, list]:
     """The data inputs and the outputs of an ONNX file with their shapes (a free dimension
     is 0): ``{'input_tensor_data': [(name, shape)], 'output_tensor_data': [...]}``."""
-    model = _load(model_file)
-    computed = {name for node in model.graph.node for name in node.output}
-    stored = {tensor.name for tensor in model.graph.initializer} | computed
-
-    def described(infos: Any, keep: Callable[[str], bool]) -> list:
-        return [(info.name, tuple(dim.dim_value for dim in info.type.tensor_type.shape.dim))
-                for info in infos if keep(info.name)]
-
-    return {"input_tensor_data": described(model.graph.input, lambda name: name not in stored),
-            "output_tensor_data": described(model.graph.output, lambda name: True)}
+    return _metadata(_load(model_file)[0])
 
 
+@_documented("building the SymbolBlock")
 def import_to_gluon(model_file: Any, ctx: Any = None) -> Any:
     """A ``gluon.SymbolBlock`` computing the ONNX model, its parameters loaded on ``ctx``
     (a Context or a list of them, one copy each; default the current context), as MXNet
@@ -562,9 +704,9 @@ def import_to_gluon(model_file: Any, ctx: Any = None) -> Any:
     order (``get_model_metadata``)."""
     from hybridlab.gluon import SymbolBlock
 
-    model = _load(model_file)
-    sym, args, aux = import_model(model)
-    names = [name for name, _ in get_model_metadata(model)["input_tensor_data"]]
+    model, folder, budget = _load(model_file)
+    sym, args, aux = _import(model, folder, budget)
+    names = [name for name, _ in _metadata(model)["input_tensor_data"]]
     block = SymbolBlock(sym, [symbol.var(name) for name in names])
     for name, values in {**args, **aux}.items():
         block.params[name].set_data(values)

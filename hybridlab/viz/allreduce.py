@@ -118,12 +118,6 @@ class AllReduceExplorer(Instrument):
         self.image.value = self.png
         self.numbers.value = f"<code>{self.model.summary()}</code>"
 
-    def summary(self) -> str:
-        return self.model.summary()
-
-    def snapshot_png(self) -> bytes | None:
-        return self.png
-
 
 def allreduce_explorer(kind: str = "ring", n: int = 4, size: float = 4e6,
                        alpha: float = 50e-6, beta: float = 1e-9) -> AllReduceExplorer:

@@ -211,8 +211,9 @@ class Instrument:
     """Base of every instrument's view (queue stepper, schedule explorer, pass explorer,
     speed-up plot ...).
 
-    A subclass sets ``self.widget`` (an ipywidgets widget, or None) and implements
-    :meth:`summary` and :meth:`snapshot_png`; displaying it then gives the three-form
+    A subclass sets ``self.widget`` (an ipywidgets widget, or None) and gives
+    :meth:`summary` and :meth:`snapshot_png` (by default the model's summary and the
+    drawing kept in ``self.png``); displaying it then gives the three-form
     bundle described in this module's docstring, and ``repr`` gives the summary.
 
     Each display is its own moment (ARCHITECTURE.md, "Instruments as documents"): the
@@ -223,15 +224,21 @@ class Instrument:
     """
 
     widget: Any = None
+    model: Any = None  # the instrument's model (lab/), when it has one
+    png: bytes | None = None  # the latest drawing, when the view keeps one
     _live_moment: Any = None  # (the box of the latest display, its frozen copy)
 
     def summary(self) -> str:
-        """A stable plain-text description of the current state (what nbval compares)."""
-        raise NotImplementedError(f"{type(self).__name__} must define summary()")
+        """A stable plain-text description of the current state (what nbval compares);
+        by default the model's ``summary()``."""
+        if self.model is None:
+            raise NotImplementedError(f"{type(self).__name__} must define summary()")
+        return str(self.model.summary())
 
     def snapshot_png(self) -> bytes | None:
-        """A PNG of the current state (None if it cannot be drawn here)."""
-        raise NotImplementedError(f"{type(self).__name__} must define snapshot_png()")
+        """A PNG of the current state (None if it cannot be drawn here); by default the
+        drawing the view keeps in ``self.png``."""
+        return self.png
 
     def before_display(self) -> None:
         """Bring the widget up to date before a display records it (default: nothing)."""

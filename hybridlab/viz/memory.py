@@ -307,9 +307,6 @@ class MemoryExplorer(Instrument):
     def summary(self) -> str:
         return self.describe()
 
-    def snapshot_png(self) -> bytes | None:
-        return self.png
-
 
 def memory_explorer(obj: Any, shape: dict | None = None, backward: bool = False,
                     modes: Sequence[str] = MODES) -> MemoryExplorer:

@@ -161,9 +161,6 @@ class _SpeedupView(Instrument):
     def summary(self) -> str:
         return self.text
 
-    def snapshot_png(self) -> bytes | None:
-        return self.png
-
 
 def nice_limits(values: list[float]) -> tuple[float, float]:
     """The 1-2-5 values just below and above the data, so both ends carry a tick label."""

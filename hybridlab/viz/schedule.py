@@ -173,12 +173,6 @@ class ScheduleExplorer(Instrument):
         self.image.value = self.png
         self.numbers.value = f"<code>{self.model.summary()}</code>"
 
-    def summary(self) -> str:
-        return self.model.summary()
-
-    def snapshot_png(self) -> bytes | None:
-        return self.png
-
 
 def real_vs_simulated(records: Sequence[TaskRecord]) -> tuple[str, Any]:
     """A traced run beside the list schedule of the same tasks with the measured

@@ -168,9 +168,6 @@ class QueueStepper(Instrument):
         said += [f"<i>{html.escape(self.hint)}</i>"] if self.hint else []
         self.message.value = "".join(said)
 
-    def summary(self) -> str:
-        return self.model.summary()
-
     def snapshot_png(self) -> bytes | None:
         try:
             return queue_dot(self.model).pipe(format="png")

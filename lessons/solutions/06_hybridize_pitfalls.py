@@ -29,3 +29,24 @@ class LastColumn(nn.HybridBlock):
 # (milliseconds); a repeated shape only runs the cached program (tens of microseconds):
 # a ratio of the order of fifty.
 RETRACE_RATIO = 50
+
+
+class Centre(nn.HybridBlock):
+    """Exercise 5: a new value instead of a write into the input; the (batch, 1) means
+    broadcast with an operator, since a Symbol's - does not broadcast."""
+
+    def hybrid_forward(self, F, x):
+        return F.broadcast_sub(x, x.mean(axis=1, keepdims=True))
+
+
+# Exercise 6: hybridize() on a plain Block compiles each hybrid child, one CachedOp task
+# per child per call; the Block's own forward is never traced, so its relu and its * 0.5
+# run one task each, twice: 2 compiled programs among 6 tasks.
+MIXED_TASKS = (6, 2)
+
+
+class AddRowMeans(nn.HybridBlock):
+    """Exercise 7: F.broadcast_add broadcasts the (batch, 1) means in both modes."""
+
+    def hybrid_forward(self, F, x):
+        return F.broadcast_add(x, x.mean(axis=1, keepdims=True))

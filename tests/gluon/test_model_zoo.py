@@ -13,6 +13,7 @@ FAMILIES = [("alexnet", 67), ("vgg11_bn", 32), ("resnet18_v1", 32), ("resnet50_v
             ("mobilenet0.25", 32), ("mobilenetv2_0.25", 32), ("inceptionv3", 299)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, size", FAMILIES)
 def test_a_zoo_network_hybridizes_exports_and_draws(name, size, tmp_path):
     mx.random.seed(0)

@@ -141,3 +141,20 @@ def test_while_loop_gradient_is_refused_with_the_fix_not_zeros():
                                       max_iterations=5)
     with pytest.raises(mx.errors.MissingGradientError, match="while_loop.s gradient is not"):
         final[0].bind(mx.cpu(), {"x": nd.ones((2,))}, args_grad={"x": nd.zeros((2,))})
+
+
+def test_a_body_that_ignores_a_state_is_refused_as_in_mxnet():
+    with pytest.raises(mx.errors.UnusedLoopInputError, match="never reads its state 1"):
+        sym.contrib.foreach(lambda row, s: (row, [s[0] + 1, s[0] + 2]), sym.var("x"),
+                            [sym.var("a"), sym.var("b")])
+    assert issubclass(mx.errors.UnusedLoopInputError, AssertionError)
+
+
+def test_nested_states_keep_their_structure():
+    outs, (first, [second]) = sym.contrib.foreach(
+        lambda row, s: (row + s[0], [s[0] * 2, [s[1][0] + row]]), sym.var("x"),
+        [sym.var("a"), [sym.var("b")]])
+    arrays = {"x": nd.ones((3, 2)), "a": nd.ones((2,)), "b": nd.zeros((2,))}
+    got = sym.Group([outs, first, second]).bind(mx.cpu(), arrays).forward()
+    np.testing.assert_allclose(got[1].asnumpy(), [8.0, 8.0])
+    np.testing.assert_allclose(got[2].asnumpy(), [3.0, 3.0])

@@ -239,6 +239,7 @@ def _close(have: np.ndarray, want: np.ndarray) -> None:
                                else 1e-6)
 
 
+@pytest.mark.slow
 @settings(max_examples=int(os.environ.get("HYBRIDLAB_EXAMPLES", "40")), deadline=None)
 @given(random_graphs(dtype="any", structural=True))
 def test_every_subset_of_passes_keeps_results(case):

@@ -263,17 +263,22 @@ def _normalise(F: Any, x: Any, axes: tuple[int, ...], eps: float) -> Any:
 
 
 class _Norm(HybridBlock):
-    """A normalisation with a learned ``gamma`` and ``beta`` per channel (or group)."""
+    """A normalisation with a learned ``gamma`` and ``beta`` per channel (or group): the
+    channels are along ``axis``, where a deferred size is read."""
 
     def __init__(self, size: int, epsilon: float, center: bool, scale: bool,
-                 beta_initializer: Any, gamma_initializer: Any, **kwargs: Any) -> None:
+                 beta_initializer: Any, gamma_initializer: Any, axis: int = 1,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._eps = epsilon
+        self._eps, self._axis = epsilon, axis
         with self.name_scope():
             self.gamma = self.params.get("gamma", shape=(size,), init=gamma_initializer,
                                          grad_req="write" if scale else "null")
             self.beta = self.params.get("beta", shape=(size,), init=beta_initializer,
                                         grad_req="write" if center else "null")
+
+    def infer_shape(self, x: Any, *args: Any) -> None:
+        self.gamma.shape = self.beta.shape = (_shape(x)[self._axis],)
 
     def _affine(self, F: Any, x: Any, gamma: Any, beta: Any, axis: int) -> Any:
         """``x * gamma + beta`` with both along ``axis`` of ``x``."""
@@ -290,11 +295,7 @@ class LayerNorm(_Norm):
                  scale: bool = True, beta_initializer: Any = "zeros",
                  gamma_initializer: Any = "ones", in_channels: int = 0, **kwargs: Any) -> None:
         super().__init__(in_channels, epsilon, center, scale, beta_initializer,
-                         gamma_initializer, **kwargs)
-        self._axis = axis
-
-    def infer_shape(self, x: Any, *args: Any) -> None:
-        self.gamma.shape = self.beta.shape = (_shape(x)[self._axis],)
+                         gamma_initializer, axis, **kwargs)
 
     def hybrid_forward(self, F: Any, x: Any, gamma: Any, beta: Any) -> Any:
         axis = self._axis % len(_shape(x))
@@ -308,11 +309,7 @@ class InstanceNorm(_Norm):
                  scale: bool = False, beta_initializer: Any = "zeros",
                  gamma_initializer: Any = "ones", in_channels: int = 0, **kwargs: Any) -> None:
         super().__init__(in_channels, epsilon, center, scale, beta_initializer,
-                         gamma_initializer, **kwargs)
-        self._axis = axis
-
-    def infer_shape(self, x: Any, *args: Any) -> None:
-        self.gamma.shape = self.beta.shape = (_shape(x)[self._axis],)
+                         gamma_initializer, axis, **kwargs)
 
     def hybrid_forward(self, F: Any, x: Any, gamma: Any, beta: Any) -> Any:
         ndim = len(_shape(x))
