@@ -77,7 +77,8 @@ def test_lesson12_wrong_memory_fails_and_says_why():
     verdict = lesson12.check_bptt_bytes(at_16, 32)
     assert not verdict and "grow with the steps" in verdict.message
     assert not lesson12.check_bptt_bytes(4 * at_16, 32)
-    assert "number of bytes" in lesson12.check_bptt_bytes(-1, 32).message
+    assert "nothing at all" in lesson12.check_bptt_bytes(0, 32).message
+    assert "number of bytes" in lesson12.check_bptt_bytes("many", 32).message
 
 
 def test_lesson12_gru_body_solution_passes():

@@ -146,9 +146,13 @@ def check_bptt_bytes(prediction: float, length: int = 32) -> Feedback:
     """Exercise 3: the liveness bound of the unrolled training program at ``length`` steps,
     predicted from the lesson's measurements at shorter lengths."""
     if isinstance(prediction, bool) or not isinstance(
-            prediction, (int, float, np.integer, np.floating)) or prediction <= 0:
+            prediction, (int, float, np.integer, np.floating)):
         return Feedback(False, f"give a number of bytes, got {prediction!r}")
     got, half = bptt_bytes(length), bptt_bytes(length // 2)
+    if prediction <= 0:
+        return Feedback(False, f"nothing at all ({prediction}), but {got} bytes must be alive at "
+                               f"the busiest step of {length} steps: the backward reads every "
+                               "step's activations, so the forward keeps them")
     error = abs(prediction - got) / got
     line = f"{got} bytes must be alive at the busiest step of {length} steps"
     if error <= 0.02:
