@@ -39,6 +39,8 @@ class Context:
     def __new__(cls, device_type: str | Context = "cpu", device_id: int = 0) -> Context:
         if isinstance(device_type, Context):
             return device_type
+        if device_type in ("cpu_pinned", "cpu_shared"):  # MXNet's CPU memories: one here
+            device_type = "cpu"
         if device_type != "cpu":
             raise NoGPUError(
                 f"hybridlab runs on the CPU only (numpy), so device {device_type!r} does not "

@@ -74,6 +74,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import itertools
+import os
 import sys
 import threading
 import traceback
@@ -1073,3 +1074,18 @@ def bulk(size: int) -> Iterator[None]:
         yield
     finally:
         set_bulk_size(previous)
+
+
+# NOTE [Forked children] A process made by fork() has only the thread that forked: the
+# parent's worker threads are gone, and its queues and locks are copies that nobody will run
+# or release. A child that used the parent's engine could wait forever for them. So after a
+# fork the child forgets the engine; its first op makes a fresh one of the configured kind
+# (gluon's DataLoader workers, or a user's own multiprocessing). Make the parent's arrays
+# ready before forking (nd.waitall()): an op pending at the fork never runs in the child.
+def _forget_after_fork() -> None:
+    global _current
+    _current = None
+
+
+if hasattr(os, "register_at_fork"):  # (POSIX)
+    os.register_at_fork(after_in_child=_forget_after_fork)

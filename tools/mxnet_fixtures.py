@@ -243,9 +243,48 @@ def mxnet_rnn() -> None:
     print("MXNet", mx.__version__, "wrote", len(RNN_CASES), "RNN cases")
 
 
+# --- 5. real MXNet's record files ---------------------------------------------------------
+def recordio_payloads() -> list[bytes]:
+    """The records both frameworks write: empty, short, every length mod 4, and records
+    holding the magic number at 4-byte boundaries (split into parts by the writer)."""
+    rng = np.random.default_rng(7)
+    magic = (0xCED7230A).to_bytes(4, "little")
+    payloads = [b"", b"a", b"ab", b"abc", b"abcd", magic, b"wxyz" + magic + b"12",
+                magic + b"mid" + b"\0" + magic + magic + b"end"]
+    payloads += [rng.integers(0, 256, n, dtype=np.uint8).tobytes() for n in (5, 64, 1001)]
+    return payloads
+
+
+def mxnet_recordio() -> None:
+    """``plain.rec``, ``indexed.rec``/``.idx`` (keys 10, 20, ...) and ``packed.rec`` (each
+    payload packed with an id and a label: a number, then arrays) written by MXNet 1.9.1,
+    and the payloads as hex (``payloads.json``) for ``tests/test_recordio.py``."""
+    import mxnet as mx
+
+    payloads = recordio_payloads()
+    writer = mx.recordio.MXRecordIO(_path("recordio", "plain.rec"), "w")
+    for data in payloads:
+        writer.write(data)
+    writer.close()
+    writer = mx.recordio.MXIndexedRecordIO(_path("recordio", "indexed.idx"),
+                                          _path("recordio", "indexed.rec"), "w")
+    for i, data in enumerate(payloads):
+        writer.write_idx(10 * (i + 1), data)
+    writer.close()
+    writer = mx.recordio.MXRecordIO(_path("recordio", "packed.rec"), "w")
+    for i, data in enumerate(payloads):
+        label = 1.5 * i if i % 2 else np.arange(i, dtype=np.float32)
+        writer.write(mx.recordio.pack((0, label, i, 2 * i), data))
+    writer.close()
+    with open(_path("recordio", "payloads.json"), "w") as file:
+        json.dump([p.hex() for p in payloads], file)
+    print("MXNet", mx.__version__, "wrote", len(payloads), "records per file")
+
+
 if __name__ == "__main__":
     steps = {"mxnet-writes": mxnet_writes, "hybridlab-writes": hybridlab_writes,
-             "mxnet-reads": mxnet_reads, "mxnet-rnn": mxnet_rnn}
+             "mxnet-reads": mxnet_reads, "mxnet-rnn": mxnet_rnn,
+             "mxnet-recordio": mxnet_recordio}
     if len(sys.argv) != 2 or sys.argv[1] not in steps:
         sys.exit(f"usage: python tools/mxnet_fixtures.py {{{'|'.join(steps)}}}")
     steps[sys.argv[1]]()

@@ -357,6 +357,7 @@ class Block:
 
     def hybridize(self, active: bool = True, **flags: Any) -> None:
         """A plain Block cannot be compiled; it hybridizes its hybridizable children."""
+        active, flags = _flags_in_active(active, flags)
         _check_flags(active, flags)
         for child in self._children.values():
             child.hybridize(active, **flags)
@@ -408,6 +409,15 @@ _FLAGS = ("static_alloc", "static_shape", "passes", "disabled_passes", "autotune
 _TRACE_LOCK = threading.RLock()
 
 
+def _flags_in_active(active: Any, flags: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """MXNet code sometimes gives the flags as a dict in the first argument,
+    ``hybridize({'static_alloc': True})``: MXNet took the dict as a true ``active`` and
+    dropped the flags; here they are applied, as their author meant."""
+    if isinstance(active, dict):
+        return True, {**active, **flags}
+    return active, flags
+
+
 def _check_flags(active: Any, flags: dict[str, Any]) -> None:
     for key in flags:
         if key not in _FLAGS:
@@ -456,14 +466,6 @@ def _check_input_count(block: HybridBlock, count: int) -> None:
         f"{required} or more" if more else f"{required} to {len(names)}")
     raise BlockInputError(f"{type(block).__name__} {block.name!r} takes {expected} input(s) "
                           f"({', '.join(names) or 'none'}), got {count}")
-
-
-def _shown(nesting: Any, top: bool = True) -> str:
-    """A nesting of inputs (:func:`_flatten`'s format) as the user wrote it: ``(x, [x, x])``."""
-    if nesting is None:
-        return "x"
-    inner = ", ".join(_shown(part, False) for part in nesting)
-    return f"({inner})" if top else f"[{inner}]"
 
 
 def _only_ndarrays(args: tuple) -> bool:
@@ -572,6 +574,7 @@ class HybridBlock(Block):
         child with more operators than that as a nested program; hybridlab always
         compiles a block and its children into one program (the same results).
         """
+        active, flags = _flags_in_active(active, flags)
         _check_flags(active, flags)
         self._active = bool(active)
         flags = {k: v for k, v in flags.items() if k != "inline_limit"}
@@ -671,9 +674,9 @@ class HybridBlock(Block):
         if nesting != (self._nesting or nesting):
             raise BlockInputError(
                 f"{type(self).__name__} {self.name!r} was compiled for inputs nested as "
-                f"{_shown(self._nesting)} and is now called with {_shown(nesting)} (x: one "
-                f"array, [...]: a list); a hybridized block keeps its first call's inputs (as "
-                f"MXNet). Fix: call hybridize() again before changing them")
+                f"{self._nesting} and is now called with {nesting} (None: one array, [...]: "
+                f"a list); a hybridized block keeps its first call's inputs (as MXNet). Fix: "
+                f"call hybridize() again before changing them")
         return tuple(leaves)
 
     def _check_structure(self, structure: tuple[bool, ...]) -> None:

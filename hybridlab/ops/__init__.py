@@ -9,6 +9,7 @@ from hybridlab.ops import (
     control_flow,
     conv,
     creation,
+    ctc,
     elementwise,
     fused,
     indexing,

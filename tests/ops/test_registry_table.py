@@ -181,6 +181,24 @@ def _rnn_ref(mode, x, wi, wh, bi, bh, *rest, reverse=False, project=False, lengt
     return (out, h) if c is None else (out, h, c)
 
 
+def _ctc_ref(data, label):
+    """-log p(label) per sample by brute force: every path of T symbols (blank 0) whose
+    repeats merged and blanks dropped read as the label (0 pads it)."""
+    import itertools
+    steps, batch, classes = data.shape
+    probs = np.exp(data) / np.exp(data).sum(axis=2, keepdims=True)
+    losses = []
+    for n in range(batch):
+        target = [int(v) for v in label[n] if v != 0]
+        total = 0.0
+        for path in itertools.product(range(classes), repeat=steps):
+            read = [s for i, s in enumerate(path) if s != 0 and (i == 0 or s != path[i - 1])]
+            if read == target:
+                total += np.prod([probs[t, n, s] for t, s in enumerate(path)])
+        losses.append(-np.log(total))
+    return np.array(losses)
+
+
 def _sequence_valid(x, lengths, axis=0):
     valid = np.arange(x.shape[axis])[:, None] < lengths[None, :]
     return valid if axis == 0 else valid.T
@@ -579,6 +597,11 @@ ROWS += [
         {"use_sequence_length": True}, make=lambda a: [a[0], np.array([1.0, 4.0, 3.0])],
         ints={1: 5}),
     Row("SequenceReverse", [(4, 3)], lambda x: x[::-1]),
+    Row("CTCLoss", [(4, 2, 3), (2, 2)], _ctc_ref, ints={1: 3},
+        make=lambda a: [a[0], np.array([[1.0, 2.0], [2.0, 0.0]], a[1].dtype)]),
+    Row("_ctc_loss_backward", [(4, 2, 3), (2, 2), (2,)], None, grad=False,
+        make=lambda a: [a[0], np.array([[1.0, 2.0], [2.0, 0.0]], a[1].dtype), a[2]],
+        checked_by="CTCLoss"),
 ]
 # the optimizer updates (MXNet's formulas, one step; the states given are any values)
 _LR = {"lr": 0.1, "wd": 0.01, "rescale_grad": 0.5}
@@ -592,9 +615,9 @@ ROWS += [
     Row("signum_update", [(3,)] * 3, lambda w, g, m: (
         w + 0.1 * np.sign(0.9 * m - 0.1 * (0.5 * g + 0.01 * w)),
         0.9 * m - 0.1 * (0.5 * g + 0.01 * w)), {**_LR, "momentum": 0.9}, grad=False),
-    Row("nag_mom_update", [(3,)] * 3, lambda w, g, m: (
-        w - 0.1 * (0.5 * g + 0.01 * w + 0.9 * (0.9 * m + 0.5 * g + 0.01 * w)),
-        0.9 * m + 0.5 * g + 0.01 * w), {**_LR, "momentum": 0.9}, grad=False),
+    Row("nag_mom_update", [(3,)] * 3, lambda w, g, m: (  # MXNet 1.9.1's NAGMomKernel
+        w - 0.9 * m + 1.9 * (0.9 * m - 0.1 * (0.5 * g + 0.01 * w)),
+        0.9 * m - 0.1 * (0.5 * g + 0.01 * w)), {**_LR, "momentum": 0.9}, grad=False),
     Row("adam_update", [(3,)] * 4, lambda w, g, m, v: (
         w - 0.1 * (0.9 * m + 0.1 * (0.5 * g + 0.01 * w))
         / (np.sqrt(0.999 * v + 0.001 * (0.5 * g + 0.01 * w) ** 2) + 1e-8),

@@ -1,4 +1,5 @@
-"""MXNet's ``gluon.contrib.data``: a text that ships with Python, and buckets of lengths.
+"""MXNet's ``gluon.contrib.data``: the interval sampler (it lives in ``gluon.data.sampler``),
+a text that ships with Python, and buckets of lengths.
 
 What this module teaches
 ------------------------
@@ -18,7 +19,8 @@ longest length, so a network sees one shape per bucket:
 * :func:`bucket_keys` chooses the keys -- ``"equal width"`` (keys evenly spaced up to the
   longest length) or ``"equal count"`` (about as many sequences in each bucket);
 * :class:`FixedBucketSampler` is a batch sampler (as ``gluon.data.BatchSampler``, it
-  yields lists of indices): every batch comes from one bucket;
+  yields lists of indices, so ``DataLoader(batch_sampler=...)`` takes it): every batch
+  comes from one bucket;
 * :func:`pad` pads a batch to its bucket's key and returns the valid lengths, which a
   mask reads so that padding adds nothing to the loss.
 
@@ -39,6 +41,11 @@ import math
 from typing import Any, Iterator, Sequence
 
 import numpy as np
+
+from hybridlab.gluon.data.sampler import IntervalSampler, Sampler
+
+__all__ = ["CharVocab", "FixedBucketSampler", "IntervalSampler", "SPACINGS", "bucket_keys",
+           "bucket_of", "pad", "python_docs"]
 
 SPACINGS = ("equal width", "equal count")
 PAD = "\x00"  # the character at index 0: padding, never in the text
@@ -120,7 +127,7 @@ def bucket_of(length: int, keys: Sequence[int]) -> int:
     return index
 
 
-class FixedBucketSampler:
+class FixedBucketSampler(Sampler):
     """Batches of indices, each drawn from one bucket of lengths (a batch sampler).
 
     ``lengths[i]`` is sample ``i``'s length. Keys are ``bucket_keys`` if given (increasing,

@@ -116,7 +116,10 @@ def _zeros_like_batch(first: Any) -> Callable[..., Any]:
         if batch:
             return _sym.zeros(shape=(batch, *shape[1:]), name=name)
         column = _sym.slice_axis(_sym.reshape(first, shape=(0, -1)), axis=1, begin=0, end=1)
-        return _sym.broadcast_axis(_sym.zeros_like(column), axis=1, size=shape[1], name=name)
+        rest = tuple(shape[1:])  # (N, 1) zeros, then (N, 1, ...) spread to (N, *rest)
+        zeros = _sym.reshape(_sym.zeros_like(column), shape=(0,) + (1,) * len(rest))
+        return _sym.broadcast_axis(zeros, axis=tuple(range(1, 1 + len(rest))), size=rest,
+                                   name=name)
 
     return make
 
@@ -235,13 +238,15 @@ class _GatedCell(HybridRecurrentCell):
     def __init__(self, hidden_size: int, i2h_weight_initializer: Any = None,
                  h2h_weight_initializer: Any = None, i2h_bias_initializer: Any = "zeros",
                  h2h_bias_initializer: Any = "zeros", input_size: int = 0,
-                 prefix: str | None = None, params: Any = None) -> None:
+                 prefix: str | None = None, params: Any = None, *,
+                 state_size: int | None = None) -> None:
         super().__init__(prefix=prefix, params=params)
         self._hidden_size, self._input_size = hidden_size, input_size
         rows = self.gates * hidden_size
         self.i2h_weight = self.params.get("i2h_weight", shape=(rows, input_size),
                                           init=i2h_weight_initializer, allow_deferred_init=True)
-        self.h2h_weight = self.params.get("h2h_weight", shape=(rows, hidden_size),
+        # the state h2h reads: hidden_size wide, or a projection's size (LSTMP)
+        self.h2h_weight = self.params.get("h2h_weight", shape=(rows, state_size or hidden_size),
                                           init=h2h_weight_initializer, allow_deferred_init=True)
         self.i2h_bias = self.params.get("i2h_bias", shape=(rows,), init=i2h_bias_initializer,
                                         allow_deferred_init=True)
