@@ -13,7 +13,7 @@ LINT_PATHS := $(wildcard hybridlab tests tools benchmarks)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: help venv graphviz lab-graphviz chromium test test-notebooks test-frameworks test-oldest fuzz lab workspace-refresh site notebooks \
-        bench clean distclean
+        assignments grade bench clean distclean
 
 help:
 	@echo "make lab             open the lessons in JupyterLab (your copy in workspace/;"
@@ -29,8 +29,11 @@ help:
 	@echo "                     (FUZZ_EXAMPLES=...)"
 	@echo "make notebooks       regenerate notebooks/ from lessons/ (tools/sync_notebooks.py) and"
 	@echo "                     the README's minutes (tools/pacing.py)"
+	@echo "make assignments     the nbgrader course in course/: one assignment per lesson"
+	@echo "make grade           autograde course/submitted/, each submission in a sandbox"
 	@echo "make bench           run every benchmarks/*.py"
-	@echo "make clean           remove caches and build files; make distclean also removes .venv"
+	@echo "make clean           remove caches and build files (keeping what needs the network:"
+	@echo "                     the virtualenvs, the site's scripts); make distclean removes all"
 
 # The virtual environment is rebuilt only when pyproject.toml is newer than the stamp, so
 # repeated `make test` runs skip pip entirely (fast, and offline).
@@ -38,8 +41,22 @@ venv: $(STAMP)
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet -e '.[notebooks,test]'
+	@echo "venv: installing hybridlab with its notebooks and test extras into $(VENV) (the"
+	@echo "venv: first time: ~1.4 GB to fetch and unpack, several minutes; pip says what it does)"
+	$(PY) -m pip install -e '.[notebooks,test]'
+	@$(NBGRADER_UI_OFF)
 	@touch $(STAMP)
+
+# nbgrader (the instructor extra, which `test` pulls in) switches its JupyterLab interface
+# on in this environment; the course grades from the command line (README, "Teaching with
+# hybridlab"), so a student's `make lab` stays as it was: the interface is switched off.
+NBGRADER_SERVER := $(addprefix nbgrader.server_extensions.,formgrader validate_assignment \
+                   assignment_list course_list)
+define NBGRADER_UI_OFF
+{ $(VENV)/bin/jupyter labextension disable --level=sys_prefix @jupyter/nbgrader && \
+  $(VENV)/bin/jupyter server extension disable --sys-prefix $(NBGRADER_SERVER); } \
+	>/dev/null 2>&1 || echo "venv: could not switch nbgrader's JupyterLab interface off"
+endef
 
 # apt_install(program, package, why, what happens without it): a system program pip cannot
 # install. Present: nothing to do. Root: apt-get installs it (waiting up to APT_LOCK_WAIT
@@ -101,11 +118,14 @@ test-oldest:
 	if ! [ -f $(OLDEST_VENV)/.stamp ] || [ pyproject.toml -nt $(OLDEST_VENV)/.stamp ]; then \
 		rm -rf $(OLDEST_VENV) && $(OLDEST_PYTHON) -m venv $(OLDEST_VENV) || { \
 			echo "test-oldest: could not make a venv (apt-get install python3-venv)"; exit 1; }; \
-		$(OLDEST_VENV)/bin/python -m pip install --quiet -e '.[notebooks,test]' && \
+		echo "test-oldest: installing the same packages into $(OLDEST_VENV) (first time: several minutes)"; \
+		$(OLDEST_VENV)/bin/python -m pip install -e '.[notebooks,test]' && \
 		touch $(OLDEST_VENV)/.stamp || exit 1; \
 	fi; \
+	vendor=; if ! command -v npm >/dev/null 2>&1 && ! [ -f build/site-vendor/require.js ]; then \
+		vendor=--no-vendor; echo "test-oldest: no npm, so the site is built without its scripts"; fi; \
 	echo "test-oldest: $$($(OLDEST_VENV)/bin/python --version), make site and the fast tests"; \
-	$(OLDEST_VENV)/bin/python tools/build_site.py --out build/site-oldest >/dev/null && \
+	$(OLDEST_VENV)/bin/python tools/build_site.py $$vendor --out build/site-oldest >/dev/null && \
 	$(OLDEST_VENV)/bin/python -m pytest -q -p no:cacheprovider -m "not slow and not browser and not fuzz" \
 		$(OLDEST_TESTS)
 
@@ -177,6 +197,17 @@ notebooks: venv
 	$(PY) tools/sync_notebooks.py
 	$(PY) tools/pacing.py --write
 
+# The course as nbgrader assignments (README, "Teaching with hybridlab"): course/source/
+# built from lessons/ and lessons/solutions/, course/release/ the student versions.
+# ASSIGNMENTS="03 05" builds only those lessons.
+assignments: venv
+	$(PY) tools/assignments.py $(ASSIGNMENTS)
+
+# Autograde what is in course/submitted/<student>/<assignment>/ (GRADE_ARGS: limits,
+# assignments; see `python3 tools/grade.py --help`): grades.csv and feedback/.
+grade: venv
+	$(PY) tools/grade.py $(GRADE_ARGS)
+
 # The loaders' fuzz tests with 10 000 examples each (make test runs 200): every mutated
 # or random file must give ModelFileError / ArrayFileError or load correctly.
 fuzz: venv
@@ -191,9 +222,13 @@ bench: venv
 	done; \
 	[ "$$found" = 1 ] || echo "bench: no benchmarks/*.py yet"
 
+# clean keeps what would need the network again: .venv, build/venv-oldest (pip) and
+# build/site-vendor (npm); distclean removes them too.
 clean:
-	rm -rf build dist site *.egg-info .pytest_cache .ruff_cache .hypothesis .mypy_cache
+	find build -mindepth 1 -maxdepth 1 ! -name venv-oldest ! -name site-vendor \
+		-exec rm -rf {} + 2>/dev/null || true
+	rm -rf dist site *.egg-info .pytest_cache .ruff_cache .hypothesis .mypy_cache
 	find . -path ./$(VENV) -prune -o -type d -name __pycache__ -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV)
+	rm -rf $(VENV) build

@@ -61,3 +61,10 @@ def _run_in(folder: Path):
         kwargs["cwd"] = folder
         return real(command, **kwargs)
     return run
+
+
+def test_the_teaching_page_is_the_readmes_section():
+    page = build_site.teaching()
+    assert page.startswith("<h1>Teaching with hybridlab</h1>")
+    assert "make assignments" in page and "tools/grade.py" in page
+    assert "<h2>" not in page  # it stops before the README's next section

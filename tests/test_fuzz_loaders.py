@@ -20,6 +20,7 @@ import contextlib
 import json
 import os
 import struct
+import threading
 import tracemalloc
 
 import numpy as np
@@ -208,13 +209,19 @@ ONNX_LIMIT = 16 * MIB
 FORBIDDEN_EVENTS = ("exec", "compile", "subprocess.Popen", "os.system", "os.exec",
                     "os.posix_spawn", "os.spawn", "os.fork", "ctypes.dlopen",
                     "pickle.find_class", "marshal.loads", "import")
-AUDIT = {"active": False, "folder": "", "seen": []}
+AUDIT = {"active": False, "folder": "", "seen": [], "thread": None}
+
+
+def _watched(thread: threading.Thread) -> bool:
+    return thread.ident == AUDIT["thread"] or thread.name.startswith("hybridlab-worker-")
 
 
 def _audit(event: str, args: tuple) -> None:
     """Record what an ONNX import must never do: run code, import a module, start a
-    process, or open a file outside the model's own folder."""
-    if not AUDIT["active"]:
+    process, or open a file outside the model's own folder. Only the importing thread and
+    hybridlab's engine workers are watched: the hook is process-wide, and other threads of
+    the test session (a Dask cluster's monitor reads /proc) are not the import's doing."""
+    if not AUDIT["active"] or not _watched(threading.current_thread()):
         return
     if event in FORBIDDEN_EVENTS:
         AUDIT["seen"].append((event, str(args)[:200]))
@@ -322,7 +329,7 @@ def _import_onnx(onnx, folder, content: bytes) -> None:
 
     path = folder / "fuzzed.onnx"
     path.write_bytes(content)
-    AUDIT.update(active=True, folder=str(folder), seen=[])
+    AUDIT.update(active=True, folder=str(folder), seen=[], thread=threading.get_ident())
     try:
         with Context(ONNX_MAX_BYTES=ONNX_LIMIT), _onnx_memory(len(content)):
             mx_onnx.import_to_gluon(str(path))
@@ -423,11 +430,15 @@ def test_the_onnx_audit_sees_code_run_and_files_opened_elsewhere(tmp_path):
     if _audit not in getattr(sys, "_hybridlab_audit_hooks", ()):
         sys.addaudithook(_audit)
         sys._hybridlab_audit_hooks = (_audit,)
-    AUDIT.update(active=True, folder=str(tmp_path), seen=[])
+    AUDIT.update(active=True, folder=str(tmp_path), seen=[], thread=threading.get_ident())
     try:
         exec("1 + 1")
         open(__file__, "rb").close()
         (tmp_path / "inside").write_bytes(b"")
+        elsewhere = threading.Thread(target=lambda: open(__file__, "rb").close(),
+                                     name="not-the-import")
+        elsewhere.start()
+        elsewhere.join()
     finally:
         AUDIT["active"] = False
     assert [event for event, _ in AUDIT["seen"]] == ["compile", "exec", "open"]

@@ -153,7 +153,7 @@ def test_lesson08_solutions(tmp_path):
     sol = solution("08_export_and_deployment")
     assert lesson08.check_params_size(sol.PARAMS_SIZE)
     assert lesson08.check_json_interpreter(sol.run_json)
-    net = lesson08_classifier()
+    net = sol.classifier()
     path = sol.export_any_batch(net, str(tmp_path / "any.onnx"))
     assert lesson08.check_onnx_batch(path, net)
 
@@ -183,18 +183,6 @@ def test_lesson09_solutions():
     assert lesson09.check_dense_concat_bytes(sol.DENSE_CONCAT_BYTES)
     assert lesson09.check_inception_speedup(sol.INCEPTION_SPEEDUP)
     assert lesson09.check_residual_sums(sol.count_sums)
-
-
-def lesson08_classifier():
-    from hybridlab import nd
-    from hybridlab.gluon import nn
-
-    net = nn.HybridSequential()
-    net.add(nn.Dense(8, activation="relu"), nn.Dense(3))
-    net.initialize()
-    net.hybridize()
-    net(nd.ones((2, 5)))
-    return net
 
 
 def test_rebuilt_notebooks_keep_no_addresses_split_prints_or_random_widget_ids():

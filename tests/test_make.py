@@ -106,6 +106,48 @@ def test_make_lab_banner_without_root_or_dot_and_sigterm_stops_jupyterlab(tmp_pa
     assert (work / "workspace").is_dir()
 
 
+def test_make_clean_keeps_what_would_need_the_network_again(tmp_path):
+    work, env = _checkout(tmp_path, uid=1000)
+    for tool in ("find", "rm"):
+        os.symlink(shutil.which(tool), Path(env["PATH"]) / tool)
+    for folder in ("build/venv-oldest/bin", "build/site-vendor", "build/site-oldest",
+                   ".pytest_cache", "site"):
+        (work / folder).mkdir(parents=True)
+        (work / folder / "file").write_text("x")
+    out, _ = _make(work, env, "clean").communicate(timeout=60)
+    assert sorted(p.name for p in (work / "build").iterdir()) == ["site-vendor",
+                                                                  "venv-oldest"], out
+    assert not (work / ".pytest_cache").exists() and not (work / "site").exists()
+    out, _ = _make(work, env, "distclean", "VENV=.venv").communicate(timeout=60)
+    assert not (work / "build").exists(), out
+
+
+def test_test_oldest_builds_the_site_without_npm_and_says_so(tmp_path):
+    work, env = _checkout(tmp_path, uid=1000)
+    oldest = work / "build" / "venv-oldest"
+    (oldest / "bin").mkdir(parents=True)
+    log = tmp_path / "oldest-args"
+    _script(oldest / "bin" / "python", f"#!/bin/sh\necho \"$@\" >> {log}\n")
+    (oldest / ".stamp").touch()
+    out, _ = _make(work, env, "test-oldest", f"OLDEST_PYTHON={sys.executable}"
+                   ).communicate(timeout=60)
+    calls = log.read_text().splitlines()
+    assert "no npm, so the site is built without its scripts" in out
+    assert any(call.startswith("tools/build_site.py --no-vendor") for call in calls), calls
+
+
+def test_make_venv_says_what_it_installs_before_pip_runs(tmp_path):
+    work, env = _checkout(tmp_path, uid=1000)
+    log = tmp_path / "pip-args"
+    fake = _script(tmp_path / "python", f"#!/bin/sh\necho \"$@\" >> {log}\n")
+    command = [MAKE, "--no-print-directory", "venv", f"PY={fake}",
+               f"STAMP={tmp_path / 'no-stamp-yet'}"]
+    out = subprocess.run(command, cwd=work, env={**env, "PATH": env["PATH"] + ":/usr/bin:/bin"},
+                         capture_output=True, text=True, timeout=60).stdout
+    assert out.index("venv: installing hybridlab") < out.index("pip install")
+    assert "--quiet" not in log.read_text()  # pip's own lines are the progress
+
+
 def test_make_test_runs_every_step_then_fails_and_reports_each_steps_time(tmp_path):
     """tools/steps.py, which `make test` runs: a failing step does not stop the next one."""
     summary = tmp_path / "steps.txt"

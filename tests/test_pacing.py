@@ -77,7 +77,6 @@ def test_a_core_path_over_the_limit_is_a_problem():
     assert any("more than 55" in p for p in pacing.problems([long], ""))
 
 
-@pytest.mark.xfail(strict=True, reason="notebooks rebuilt with their run times lesson by lesson")
 def test_the_readme_minutes_are_the_computed_ones_and_every_core_path_fits():
     paces = [pacing.pace(path) for path in pacing.lessons()]
     assert pacing.problems(paces, pacing.README.read_text(encoding="utf-8")) == []

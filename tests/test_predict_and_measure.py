@@ -239,7 +239,9 @@ def predict_exercises() -> list[tuple[str, str]]:
     for path in sorted((ROOT / "lessons").glob("[0-9][0-9]-*.md")):
         part = path.read_text(encoding="utf-8").split("## Exercises", 1)[-1]
         for item in re.split(r"\n(?=\d+\. )", part.split("\n```", 1)[0]):
-            if re.match(r"\d+\. \*Predict, then (?:measure|check)", item):
+            # (an item may start with its points, "**(2 points)**": they grade assignments)
+            if re.match(r"\d+\. (?:\*\*\(\d+ points?\)\*\* )?\*Predict, then (?:measure|check)",
+                        item):
                 found += [(path.name[:2], n) for n in re.findall(r"(check_\w+)\(", item)]
     return found
 

@@ -148,3 +148,16 @@ def test_chips_carry_ink_and_the_sync_menu_is_never_blank():
         assert view.choice.description == "array"
         view.close()
         eng.wait_all()
+
+
+def test_a_dropped_view_says_its_picture_is_a_snapshot_and_unshown_state_goes():
+    nb = notebook(["kept", "child", "stale"], [view("kept"), view("gone")])
+    state = nb["metadata"]["widgets"][WIDGET_STATE]["state"]
+    state["kept"]["state"] = {"children": ["IPY_MODEL_child"]}
+    state["stale"]["state"] = {"children": ["IPY_MODEL_kept"]}  # shown by no output
+    pre_save_hook({"type": "notebook", "content": nb})
+    kept, gone = (o["data"] for o in nb["cells"][0]["outputs"])
+    assert WIDGET_VIEW in kept and "text/html" not in kept
+    assert gone["text/html"].startswith(f'<p class="hybridlab-notice"><em>{SNAPSHOT_NOTICE}')
+    assert '<img src="data:image/png;base64,iVBOR..."/>' in gone["text/html"]
+    assert sorted(nb["metadata"]["widgets"][WIDGET_STATE]["state"]) == ["child", "kept"]

@@ -22,7 +22,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 # conda-forge names that differ from the PyPI name of the same package.
-CONDA_TO_PIP = {"python-graphviz": "graphviz"}
+CONDA_TO_PIP = {"python-graphviz": "graphviz", "playwright-python": "playwright"}
 # conda entries that are the toolchain, not a dependency pyproject.toml could list.
 CONDA_ONLY = {"python", "pip"}
 
@@ -250,19 +250,158 @@ def test_install_hints_name_the_checkout_not_an_unpublished_package() -> None:
     assert not found, f"say `pip install -e '.[extra]'` (in the checkout) instead: {found}"
 
 
+def extra_requirements(*extras: str) -> dict[str, str]:
+    """What ``pip install -e '.[extras]'`` asks for: the core and the extras, with the
+    extras they name (``hybridlab[dask]``) followed."""
+    project = _load_toml(ROOT / "pyproject.toml")["project"]
+    found, todo, seen = dict(_split_requirement(d) for d in project["dependencies"]), \
+        list(extras), set()
+    while todo:
+        extra = todo.pop()
+        seen.add(extra)
+        for entry in project["optional-dependencies"][extra]:
+            name, spec = _split_requirement(entry)
+            if name == project["name"]:
+                named = re.search(r"\[([^\]]*)\]", entry)
+                todo += [e.strip() for e in named.group(1).split(",") if e.strip() not in seen]
+            else:
+                found[name] = spec
+    return found
+
+
 def test_binder_environment_is_the_notebooks_set_without_a_pip_install_of_the_checkout():
     # repo2docker builds the conda environment before it copies the checkout in, so
     # `pip: [-e .]` there fails the build; .binder/postBuild installs hybridlab afterwards.
     binder = ROOT / ".binder"
-    project = _load_toml(ROOT / "pyproject.toml")["project"]
-    extras = project["optional-dependencies"]
-    wanted = dict(_split_requirement(d) for d in
-                  project["dependencies"] + extras["notebooks"] + extras["dask"]
-                  + extras["frameworks"])
-    wanted.pop(project["name"])
-    assert conda_requirements(binder / "environment.yml") == wanted
+    assert conda_requirements(binder / "environment.yml") == extra_requirements("notebooks")
     text = (binder / "environment.yml").read_text(encoding="utf-8")
     assert not re.search(r"^\s*-\s*(-e\s+)?\.\s*$", text, re.MULTILINE), "no `- -e .` entry"
     post = (binder / "postBuild").read_text(encoding="utf-8")
     assert "pip install --no-deps -e ." in post and "tools/workspace.py" in post
     assert (binder / "postBuild").stat().st_mode & 0o111, "postBuild must be executable"
+
+
+# --- every set-up path provides every import every lesson makes ------------------------
+SETUP_PATHS = {
+    "make (make venv: .[notebooks,test])": lambda: extra_requirements("notebooks", "test"),
+    "pip without make (pip install -e '.[notebooks]')": lambda: extra_requirements("notebooks"),
+    "conda (environment.yml)": lambda: conda_requirements(),
+    "Binder (.binder/environment.yml)": lambda: conda_requirements(
+        ROOT / ".binder" / "environment.yml"),
+}
+
+
+def _imports_of(source: str) -> set[str]:
+    import ast
+
+    names = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def lesson_imports() -> dict[str, set[str]]:
+    """Every module outside the standard library that the lessons import -- in their code
+    cells, in their solutions, and in hybridlab, which imports its drawing, ONNX and Dask
+    libraries on demand -- with where; less what a ``%%requires`` cell says is optional."""
+    found: dict[str, set[str]] = {}
+    optional: set[str] = set()
+    sources = [(path.name, cell) for path in sorted((ROOT / "lessons").glob("[0-9][0-9]-*.md"))
+               for cell in re.findall(r"```\{code-cell\}[^\n]*\n(.*?)```",
+                                      path.read_text(encoding="utf-8"), re.DOTALL)]
+    sources += [(str(path.relative_to(ROOT)), path.read_text(encoding="utf-8"))
+                for folder in ("hybridlab", "lessons/solutions")
+                for path in sorted((ROOT / folder).rglob("*.py"))]
+    for where, source in sources:
+        lines = [line for line in source.splitlines() if not line.startswith(":")]
+        if lines and lines[0].startswith("%%requires"):
+            optional |= set(lines[0].split()[1:])
+            continue
+        code = "\n".join(line for line in lines if not line.lstrip().startswith(("%", "!")))
+        for name in _imports_of(code):
+            found.setdefault(name, set()).add(where)
+    outside = set(sys.stdlib_module_names) | {"hybridlab", "__future__"} | optional
+    return {name: places for name, places in found.items() if name not in outside}
+
+
+def _installed_closure(names: set[str]) -> set[str]:
+    """``names`` and everything they require (their extras' requirements left out), as the
+    distributions installed here declare it: the same resolution for every path."""
+    import importlib.metadata as metadata
+
+    from packaging.requirements import Requirement
+
+    closure, todo = set(), list(names)
+    while todo:
+        name = todo.pop()
+        if name in closure:
+            continue
+        closure.add(name)
+        try:
+            requires = metadata.requires(name) or []
+        except metadata.PackageNotFoundError:
+            continue
+        for text in requires:
+            requirement = Requirement(text)
+            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+                todo.append(re.sub(r"[-_.]+", "-", requirement.name).lower())
+    return closure
+
+
+def test_every_set_up_path_provides_every_import_the_lessons_make() -> None:
+    import importlib.metadata as metadata
+
+    imports = lesson_imports()
+    assert {"numpy", "matplotlib", "onnxruntime", "jax", "distributed"} <= set(imports)
+    owners = metadata.packages_distributions()
+    unknown = sorted(set(imports) - set(owners))
+    assert not unknown, f"imported by the lessons but not installed here: {unknown}"
+    needed = {module: {re.sub(r"[-_.]+", "-", d).lower() for d in owners[module]}
+              for module in imports}
+    for path, requirements in SETUP_PATHS.items():
+        provided = _installed_closure(set(requirements()))
+        missing = {module: sorted(imports[module])[:3] for module, dists in needed.items()
+                   if not dists & provided}
+        assert not missing, (f"{path} does not install what these imports need (imported "
+                             f"by): {missing}; add it to pyproject.toml's notebooks extra and "
+                             f"the environment files")
+
+
+def test_the_environment_files_use_conda_forges_names() -> None:
+    # conda-forge has no package `playwright` (it is `playwright-python`), and `graphviz`
+    # there is only the C program: a PyPI name would fail or install the wrong thing.
+    for path in (ROOT / "environment.yml", ROOT / ".binder" / "environment.yml"):
+        listed = {line.split("#")[0].strip()[2:].split(">")[0].split("=")[0].strip()
+                  for line in path.read_text(encoding="utf-8").splitlines()
+                  if line.strip().startswith("- ")}
+        for pypi_name, conda_name in (("playwright", "playwright-python"),
+                                      ("graphviz", "python-graphviz")):
+            assert pypi_name not in listed, f"{path.name}: say {conda_name}, not {pypi_name}"
+
+
+def _installed_bytes(names: set[str]) -> int:
+    import importlib.metadata as metadata
+
+    total = 0
+    for name in _installed_closure(names):
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+        total += sum(dist.locate_file(f).stat().st_size for f in dist.files or []
+                     if dist.locate_file(f).is_file())
+    return total
+
+
+def test_the_readme_states_the_disk_the_course_environment_takes() -> None:
+    # What `make venv` installs (the notebooks and test extras and all they require), as
+    # installed here; the README's figure must be within 10% of it.
+    measured = _installed_bytes(set(extra_requirements("notebooks", "test"))) / 1e9
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    stated = re.search(r"\(([\d.]+) GB of\s+installed packages", readme)
+    assert stated, "the README's Quick start states the installed packages' size"
+    assert abs(float(stated[1]) - measured) <= 0.1 * measured, (
+        f"the README says {stated[1]} GB of installed packages; measured {measured:.2f} GB")

@@ -87,3 +87,26 @@ def test_filled_text_renders_as_the_figure_alone_on_the_site():
 
     html = markdown2html_mistune("took <!--glue:t-->3.1 ms<!--/glue--> per step")
     assert "took <!--glue:t-->3.1 ms<!--/glue--> per step" in html
+
+
+def test_a_prose_refresh_keeps_every_output_and_refuses_a_code_change(tmp_path, monkeypatch):
+    """``--prose``: a changed sentence reaches the notebook without running it (the glued
+    figure filled again); a changed code cell is refused."""
+    lesson = tmp_path / "03-x.md"
+    lesson.write_text("# 03 · x\n\nIt took {{loop_ms}}.\n\n```{code-cell} ipython3\n"
+                      "glue('loop_ms', ...)\n```\n")
+    monkeypatch.setattr(sync_notebooks, "NOTEBOOKS", tmp_path)
+    notebook = sync_notebooks.read_lesson(lesson)
+    notebook.cells[1].outputs = [glue_output("loop_ms", "3.1 ms")]
+    sync_notebooks.fill_glue(notebook, lesson.name)
+    nbformat.write(notebook, tmp_path / "03-x.ipynb")
+    lesson.write_text(lesson.read_text().replace("It took", "Each step took"))
+    sync_notebooks.refresh_prose(lesson)
+    refreshed = nbformat.read(tmp_path / "03-x.ipynb", as_version=4)
+    assert refreshed.cells[0].source.endswith(
+        "Each step took <!--glue:loop_ms-->3.1 ms<!--/glue-->.")
+    assert refreshed.cells[1].outputs == notebook.cells[1].outputs
+    assert sync_notebooks.check([lesson]) == []
+    lesson.write_text(lesson.read_text().replace("glue('loop_ms', ...)", "glue('loop_ms', 2)"))
+    with pytest.raises(ValueError, match="code cells changed"):
+        sync_notebooks.refresh_prose(lesson)

@@ -481,7 +481,7 @@ def test_every_node_and_every_input_edge_is_drawn_before_and_after_fusion(graph)
     fused, _ = run_pipeline(graph, disabled=["fold_constants"])
     inner = [m for n in fused.nodes for _, g in n.attrs if isinstance(g, ir.Graph)
              for m in g.nodes if m.kind == "call"]
-    outer = [n for n in fused.nodes if n.kind == "call" and vg._subgraph(n) is None]
+    outer = [n for n in fused.nodes if n.kind == "call" and lab_graphs.fused_body(n) is None]
     drawn = vg.to_dot(fused).source
     assert drawn.count("shape=box style=\"rounded") == len(inner) + len(outer)
 

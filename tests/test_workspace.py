@@ -139,7 +139,7 @@ def test_lab_settings_save_widget_state_and_install_the_save_hook(tmp_path):
     settings, config = workspace.install_lab_settings(tmp_path)
     assert settings == tmp_path / "share/jupyter/lab/settings/overrides.d/hybridlab.json"
     data = json.loads(settings.read_text())
-    assert data["@jupyter-widgets/jupyterlab-manager:plugin"] == {"saveState": True}
+    assert data["@jupyter-widgets/jupyterlab-manager:plugin"] == {"saveState": False}
     hook = json.loads(config.read_text())["ContentsManager"]["pre_save_hook"]
     assert config == server
     assert json.loads(config.read_text())["ServerApp"] == {"open_browser": False}  # kept
@@ -147,3 +147,23 @@ def test_lab_settings_save_widget_state_and_install_the_save_hook(tmp_path):
     import importlib
 
     assert callable(getattr(importlib.import_module(module), name))
+
+
+def test_first_use_says_which_notebook_it_is_copying(tmp_path, monkeypatch, capsys):
+    course(tmp_path, monkeypatch, names=("00-a.ipynb", "01-b.ipynb", "02-c.ipynb"))
+    workspace.make()
+    progress = capsys.readouterr().err.splitlines()
+    assert progress == [f"workspace: copying and trusting {name} ({n} of 3)"
+                        for n, name in enumerate(["00-a.ipynb", "01-b.ipynb", "02-c.ipynb"], 1)]
+
+
+def test_a_copy_is_trusted_in_this_process_as_jupyter_trust_would(tmp_path, monkeypatch):
+    import nbformat
+    from nbformat.sign import NotebookNotary
+
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "data"))
+    path = tmp_path / "n.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1")]), path)
+    assert not NotebookNotary().check_signature(nbformat.read(path, as_version=4))
+    workspace.trust(path)
+    assert NotebookNotary().check_signature(nbformat.read(path, as_version=4))

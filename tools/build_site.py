@@ -16,9 +16,10 @@ link to download the notebook (the notebook itself, inside the link as a ``data:
 a ``download`` name: a browser downloads it from disk, where it ignores ``download`` on a
 plain file link and shows the JSON, as well as over HTTP). ``api.html`` is the API
 reference, generated from the docstrings of the modules a student reads, linking only to
-itself. Every link of the site resolves (``tests/browser/test_site.py`` crawls them all).
+itself; ``teaching.html`` is the README's "Teaching with hybridlab" section. Every link
+of the site resolves (``tests/browser/test_site.py`` crawls them all).
 
-    python3 tools/build_site.py [--out site]
+    python3 tools/build_site.py [--out site] [--no-vendor]
 """
 
 from __future__ import annotations
@@ -156,6 +157,7 @@ def navigation(pages: list[tuple[str, str]], index: int | None, download: str = 
         links.append(f'<a id="hl-download" href="{download}" '
                      f'download="{pages[index][0]}.ipynb">download the notebook</a>')
     links.append('<a href="api.html">API reference</a>')
+    links.append('<a href="teaching.html">Teaching with hybridlab</a>')
     return f'<nav class="hl-nav">{" · ".join(links)}</nav>'
 
 
@@ -170,13 +172,16 @@ def write(path: Path, text: str) -> None:
     os.replace(partial, path)
 
 
-def build(out: Path, only: list[str] | None = None) -> list[Path]:
-    """Write the site into ``out``; return the lesson pages written."""
+def build(out: Path, only: list[str] | None = None, vendor: bool = True) -> list[Path]:
+    """Write the site into ``out``; return the lesson pages written. ``vendor=False``
+    leaves out the scripts fetched with npm (a check that the pages convert, as `make
+    test-oldest` makes where npm is missing: widgets then show their saved pictures)."""
     from nbconvert import HTMLExporter
 
     sys.path.insert(0, str(ROOT))
     out.mkdir(parents=True, exist_ok=True)
-    vendor_assets(out / "_static")
+    if vendor:
+        vendor_assets(out / "_static")
     (out / "notebooks").mkdir(exist_ok=True)
     sources = sorted(NOTEBOOKS.glob("[0-9][0-9]-*.ipynb"))
     if only:
@@ -207,7 +212,21 @@ def build(out: Path, only: list[str] | None = None) -> list[Path]:
                                    f"<h1>hybridlab: the course</h1><ol>{rows}</ol>"))
     write(out / "api.html", page("hybridlab: API reference", navigation(pages, None),
                                  api_reference()))
+    write(out / "teaching.html", page("hybridlab: teaching with hybridlab",
+                                      navigation(pages, None), teaching()))
     return written
+
+
+def teaching() -> str:
+    """The README's "Teaching with hybridlab" section as the site's page for instructors
+    (one text, so the page and the README cannot drift apart)."""
+    import mistune
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = readme.index("## Teaching with hybridlab")
+    end = readme.find("\n## ", start)
+    section = readme[start:end if end >= 0 else None]
+    return str(mistune.html(section[1:]))  # "## Teaching" -> "# Teaching": the page's title
 
 
 def api_reference() -> str:
@@ -342,8 +361,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(ROOT / "site"), help="output folder")
     parser.add_argument("only", nargs="*", help="only lessons whose name starts so")
+    parser.add_argument("--no-vendor", action="store_true",
+                        help="leave out the scripts fetched with npm (no network, no npm)")
     args = parser.parse_args(argv)
-    build(Path(args.out), args.only)
+    build(Path(args.out), args.only, vendor=not args.no_vendor)
     print(f"site: open {Path(args.out) / 'index.html'}")
     return 0
 

@@ -21,6 +21,7 @@ not mark it changed.
     python3 tools/sync_notebooks.py            # regenerate every notebook
     python3 tools/sync_notebooks.py 02         # only lessons whose name starts with 02
     python3 tools/sync_notebooks.py --check    # fail if a lesson and its notebook differ
+    python3 tools/sync_notebooks.py --prose 03 # only the prose changed: keep the outputs
 
 ``--check`` compares cell types and sources only (never outputs), so it is fast and is
 run by ``tests/test_lessons.py``.
@@ -187,6 +188,36 @@ def build(lesson: Path, timeout: int = 120) -> float:
     return elapsed
 
 
+def refresh_prose(lesson: Path) -> None:
+    """Copy a lesson's markdown into its executed notebook, keeping every code cell and
+    output byte for byte (and filling the glued figures again), when only the prose
+    changed: a fixed sentence needs no re-execution. Raises ValueError when a code cell
+    changed. The file is edited as JSON in its own key order, so nothing else moves."""
+    import json
+
+    import nbformat
+
+    target = notebook_path(lesson)
+    notebook = nbformat.from_dict(json.loads(target.read_text(encoding="utf-8")))
+    lesson_cells = read_lesson(lesson).cells
+    code = [(i, c.cell_type, c.source.strip()) for i, c in enumerate(lesson_cells)
+            if c.cell_type != "markdown"]
+    if len(lesson_cells) != len(notebook.cells) or code != [
+            (i, c.cell_type, "".join(c.source).strip()) for i, c in enumerate(notebook.cells)
+            if c.cell_type != "markdown"]:
+        raise ValueError(f"{lesson.name}: its code cells changed, not only its prose; run "
+                         f"tools/sync_notebooks.py {lesson.name[:2]} to execute it")
+    for cell, source in zip(notebook.cells, lesson_cells):
+        if cell.cell_type == "markdown":
+            cell.source = source.source
+    fill_glue(notebook, lesson.name)
+    for cell in notebook.cells:
+        if cell.cell_type == "markdown":  # stored as lines, as nbformat writes it
+            cell.source = cell.source.splitlines(keepends=True)
+    text = json.dumps(notebook, indent=1, ensure_ascii=False, separators=(",", ": "))
+    partial = target.with_name(target.name + ".partial")
+    partial.write_text(text + "\n", encoding="utf-8")
+    os.replace(partial, target)
 def cell_seconds(notebook) -> list[float]:
     """Each code cell's run time (nbclient's timestamps), to a tenth of a second: what
     ``tools/pacing.py`` adds to a lesson's reading time."""
@@ -294,8 +325,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("prefix", nargs="?", default="", help="only lessons starting so")
     parser.add_argument("--check", action="store_true", help="compare, do not execute")
+    parser.add_argument("--prose", action="store_true",
+                        help="update the prose only, keeping the stored outputs")
     args = parser.parse_args(argv)
     lessons = lesson_paths(args.prefix)
+    if args.prose:
+        try:
+            for lesson in lessons:
+                refresh_prose(lesson)
+                print(f"{lesson.name}: prose updated, outputs kept")
+        except (ValueError, GlueError) as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 1
+        return 0
     if args.check:
         problems = check(lessons)
         print("\n".join(problems) or f"{len(lessons)} notebook(s) in sync")

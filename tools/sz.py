@@ -59,14 +59,22 @@ PACKAGE = ROOT / "hybridlab"
 # timer, ~0.1k) and the fastest-of-three timing runs: 10.9k.
 # + 0.1k: instruments as documents (each display a moment, the snapshot notice, the
 # save hook) and controls redrawn by pasting a saved background (<= 300 ms a control)
-TOTAL_BUDGET = 22310  # + one shape inference run both ways (graph/shapes.py, backward rules: 0.2k)
+TOTAL_BUDGET = 22990  # + one shape inference run both ways (graph/shapes.py, backward rules: 0.2k)
+# + 20: drawings' layout moved from viz to lab (the memory timeline's, a node label's)
 # + loops as operators, samplers, profiler marks, save/load (0.75k)
+# + convolution algorithms chosen by measurement: Winograd and depthwise kernels, the pass,
+# the tuner, the report and explorer lines (0.27k); concatenations in place (0.1k)
 # + 55: the kvstore package's module headers, passes' results (PassResult, Note, READERS),
 # three long functions split (their signatures)
 # + 250: the ONNX importer's rules one per operator, optional-framework cells that skip
 # themselves, one params digest per exported epoch, saves' temporaries by host and pid
 # + 150: one timing protocol (lab.timing.measure), checks no "no effect" answer fools,
 # an imperative function's memory followed (lesson 01)
+# + 175: ONNX import hardened (memory priced before it is spent, external data only beside
+# the model, shapes from graph/shapes.py), notebooks clean on open (the pre-save hook)
+# + 90: the roofline's operations and bytes, lesson 06's concept checks, lesson 10's
+# steps and pushpulls timed through measure()
+# + 55: the checks' clocks, moved from tests/ into the package for the graded assignments
 # + gluon.rnn, the fused RNN and the sequence operators (issue 34: 1.1k); every optimizer of
 # MXNet 1.9.1 and the Poly/Cosine schedulers (0.55k); mx.io, mx.metric, mx.mod, every gluon
 # loss, CTC, mx.init's JSON (1.45k); gluon.data's workers, samplers, mx.recordio (0.6k);
@@ -95,6 +103,7 @@ TOTAL_BUDGET = 22310  # + one shape inference run both ways (graph/shapes.py, ba
 # + export: a digest per epoch, so every epoch loads with the shared JSON (+0.03k)
 # + saves: stale temporaries by host and pid folder-wide, devices, hard links (+0.03k)
 # + ONNX import hardened: memory priced first, external data beside, errors documented (+0.18k)
+# + notebooks clean on open: the pre-save hook keeps pictures and prunes state (+0.02k)
 # + issue 24's Gluon half: the layers, model zoo families, block and trainer behaviours
 #   MXNet's test_gluon/test_gluon_trainer use (+0.6k)
 # + MXNet's rarer operators, update ops, pickle, compose (issue 24, second round: +0.3k)
@@ -104,6 +113,7 @@ TOTAL_BUDGET = 22310  # + one shape inference run both ways (graph/shapes.py, ba
 # + exercise checks no "no effect" answer or factor of two fools, judged on the effect (0.1k)
 # + one timing helper for every lesson, lab.timing.measure (0.05k net)
 # + lesson 06's concept exercises, lesson 01's held bytes (0.08k)
+# + the roofline's operations and bytes (lab/roofline.py), kernel_times (0.06k)
 DEFAULT_BUDGET = 150
 
 # Code-line budgets, keyed by path relative to the repository root.
@@ -113,13 +123,13 @@ BUDGETS: dict[str, int] = {
     # (+2: mx.kv and mx.optimizer)
     "hybridlab/config.py": 56,  # (+4: MXNET_ELIMINATE_COMMON_EXPR, read at each bind)
     # (+2: HYBRIDLAB_ONNX_MAX_BYTES)
-    "hybridlab/errors.py": 63,
+    "hybridlab/errors.py": 63,  # + UnusedLoopInputError (a loop body ignoring an input)
     # (+2: RecordIOError)
     "hybridlab/runtime.py": 25,  # mx.runtime.Features (every MXNet build feature disabled)
     "hybridlab/util.py": 32,  # mx.util: the np_shape switch; getenv/setenv
     "hybridlab/attribute.py": 40,  # mx.AttrScope: per-thread scope of symbol attributes
     "hybridlab/base.py": 26,  # mx.base: MXNetError; data_dir, py_str, _as_list, _flatten/_regroup
-    "hybridlab/ops/__init__.py": 36,  # imports 13 op modules so they register, OPS/COMPOSITES views
+    "hybridlab/ops/__init__.py": 37,  # imports 13 op modules so they register, OPS/COMPOSITES views
     # (+2: rnn, ctc)
     "hybridlab/ops/control_flow.py": 156,  # foreach and while_loop: one node holding graphs
     "hybridlab/ops/fused.py": 66,  # _fused: a grouped chain's kernel, shape rule, gradient
@@ -203,7 +213,6 @@ BUDGETS: dict[str, int] = {
     # and MXNet's partial shapes both ways (probes, elementwise unification, backward rules)
     "hybridlab/graph/passes/__init__.py": 90,  # the pipeline, one calling convention
     "hybridlab/graph/passes/derived.py": 25,  # derived inputs: what a pass's new var is made of
-    # (+ passes that take a context (takes_context))
     #  # + user passes (passes=[...]) and their checks
     "hybridlab/graph/passes/fold_constants.py": 42,
     "hybridlab/graph/passes/fold_batchnorm.py": 110,  # BatchNorm folded into the convolution
@@ -212,13 +221,17 @@ BUDGETS: dict[str, int] = {
     "hybridlab/graph/passes/eliminate_dead_code.py": 14,
     "hybridlab/graph/passes/lower_operators.py": 53,  # layer operators -> primitives
     "hybridlab/graph/passes/fuse_elementwise.py": 78,  # the pass only (the op: ops/fused.py)
-    "hybridlab/graph/passes/plan_memory.py": 165,  # + workspace, choosing the arena, mypy asserts
+    "hybridlab/graph/passes/plan_memory.py": 227,  # + workspace, choosing the arena, mypy asserts
+    # (+62: concatenations written in place by their inputs, nested ones sharing a buffer)
     # (+ the PassResult import)
     # (+1: sizes in exact integers, math.prod)
-    "hybridlab/graph/codegen.py": 320,  # + a loop node written as a Python loop calling its body
+    "hybridlab/graph/codegen.py": 358,  # + a loop node written as a Python loop calling its body
+    # (+31: a concatenation's buffer made before its inputs, each written into its slice)
     # + the linecache entry dropped with its program;
     # typed for mypy --strict; + Program.single: the plain call with an arena from the pool
-    "hybridlab/graph/cached_op.py": 335,  # + gradients on their inputs' devices;
+    "hybridlab/graph/cached_op.py": 356,  # + gradients on their inputs' devices;
+    # + fused bodies, arena, source check, 0-d, specialise;
+    # (+16: the convolution algorithms measured, kept per entry, their pass)
     # + derived inputs made from several sources (folding); (+20: MXNet's nd.CachedOp)
     # + lowering before the gradient; a block's one
     # cache: graphs from its tracer (Traced: the fed parameters, the statistics written)
@@ -227,7 +240,11 @@ BUDGETS: dict[str, int] = {
     # + 43: the layout chosen by measurement (_Tuning, its entry fields, layout/layouts)
     # (+4: results on the data's device, NOTE [One program per device] in gluon/block.py)
     "hybridlab/graph/passes/pretranspose_weights.py": 45,  # the layout pass
-    "hybridlab/graph/autotune.py": 50,  # timing two programs, the choice and its report
+    "hybridlab/graph/autotune.py": 74,  # timing two programs, the choice and its report
+    # (+24: AlgorithmTuner, each convolution's algorithm remembered per signature)
+    "hybridlab/graph/passes/choose_convolutions.py": 120,  # the pass, its derived input, the
+    # worked tile of its note
+    "hybridlab/ops/conv_algorithms.py": 145,  # Winograd F(2x2, 3x3) and direct depthwise
     "hybridlab/gluon/__init__.py": 11,  # re-exports only
     "hybridlab/gluon/parameter.py": 324,  # (+4: set_data resets a Trainer's store, MXNet's)
     # + save/load, regex, grad_req, one NDArray, aligned
@@ -284,8 +301,9 @@ BUDGETS: dict[str, int] = {
     # + one figure per network, the batch band drawn over a saved background
     "hybridlab/viz/palette.py": 58,  # op-kind and task-state colours (Okabe-Ito), defined once
     # + INK and the WCAG contrast ratio the colours are tested with
-    "hybridlab/viz/bundle.py": 155,  # widget view + PNG + text: every instrument's output
+    "hybridlab/viz/bundle.py": 176,  # widget view + PNG + text: every instrument's output
     # (+ the default summary and snapshot every explorer repeated)
+    # (+20: the pre-save hook marks a dropped view's PNG a snapshot, keeps only shown state)
     # + each display its own moment (freeze), the snapshot notice, the pre-save hook
     "hybridlab/viz/stepper.py": 154,  # the queue stepper: drawing + widget (model: lab/queue.py)
     # + the Sync on menu's label, placeholder and message
@@ -296,7 +314,7 @@ BUDGETS: dict[str, int] = {
     # (the pass explorer: drawing + widget (lab/passes.py)); + big graphs drawn by blocks,
     # each stage rendered once; the block menu (a real network's block opened on demand)
     "hybridlab/viz/breakdown.py": 47,  # where the time goes, drawn (lab/timing.py measures)
-    "hybridlab/viz/memory.py": 212,  # the timeline drawn + its widget (model: lab/memory.py)
+    "hybridlab/viz/memory.py": 205,  # the timeline drawn + its widget (model: lab/memory.py)
     # (+ draw split into boxes, labels, lines and legend: each below McCabe 10)
     # + drawn once per program, a step pasted over the background; labels only where they fit
     # (+ boxes as two collections: a real network's thousands in one redraw)
@@ -312,20 +330,25 @@ BUDGETS: dict[str, int] = {
     "hybridlab/graph/evaluate.py": 20,  # the reference interpreter: lower, then interpret
     # the instruments' models (moved out of viz/: the models were 45% of it)
     "hybridlab/lab/__init__.py": 5,  # the package docstring only
-    "hybridlab/lab/graphs.py": 240,  # (+ a block's label and the edges: layout, from viz)
+    "hybridlab/lab/graphs.py": 255,  # (+ a block's label and the edges: layout, from viz;
+    # what a node's label says: changed attributes, fused bodies, every call)
     # anything drawable -> graph IR and parameter names; op kinds;
     # the graph's one-line summary and its dead nodes (moved from viz.graph)
     # (+ blocks: cut points, scopes from weights' names, stages of a big network)
     "hybridlab/lab/schedule.py": 290,  # (+ simulate split: checks, loop)
     # list scheduler, bounds, task graphs, devices and streams
     "hybridlab/lab/queue.py": 125,  # the queue stepper's model: state, actions, summary
-    "hybridlab/lab/memory.py": 155,  # the memory timeline: boxes, live bytes, a step's line;
+    "hybridlab/lab/memory.py": 182,  # the memory timeline: boxes, live bytes, a step's line;
+    # (+6: inputs drawn inside their concatenation)
     # + lifetimes: an imperative function's locals followed until they are freed (lesson 01)
+    # (+ the drawing's layout from viz/memory.py: spans, rectangles, labels that fit)
     # + memory_notes, where the plan put each result (from viz.views)
     # (+ live_profile: a real network's bytes alive at every step, in one pass)
-    "hybridlab/lab/passes.py": 110,  # + any pass's notes, with the block's numbers
+    "hybridlab/lab/passes.py": 120,  # + any pass's notes, with the block's numbers
+    # (+10: the convolution algorithms measured, replayed in their stage)
     # (the pipeline's stages, what changed, diffs; + each stage printed once; + the
     # layout the CachedOp chose by measurement, shown as a stage
+    "hybridlab/lab/roofline.py": 50,  # operations and bytes of a compiled graph's operators
     "hybridlab/lab/timing.py": 305,  # speed-ups against the numpy floor; where a call's time goes;
     # + measure, the course's one timing protocol (engines named, laps, rounds, medians)
     "hybridlab/exercises/glue.py": 25,  # numbers from outputs into lesson prose; claims
@@ -335,7 +358,9 @@ BUDGETS: dict[str, int] = {
     "hybridlab/ops/broadcast.py": 90,  # + UpSampling (nearest) beside broadcast_like axes;
     # broadcast_to/axis/like and sum_like, their inverse
     # + kernels sized at compile time (infer once, not per call)
-    "hybridlab/ops/conv.py": 380,  # + 1-D data (lifted views), 3-D (per depth offset)
+    "hybridlab/ops/conv.py": 385,  # + 1-D data (lifted views), 3-D (per depth offset)
+    # (+4: a sized kernel into a planned buffer)
+    # (+1: MXNet's cudnn_tune, cudnn_off, workspace)
     # (+ the backward shape rule (batch; stride-1 spatial sizes))
     "hybridlab/ops/tiling.py": 190,  # tile, repeat, pad, slice_like, split_v2 and their
     # gathering VJPs; shape_array/size_array, argmax_channel (MXNet's fluent methods)
@@ -369,11 +394,12 @@ BUDGETS: dict[str, int] = {
     "hybridlab/graph/autodiff.py": 110,  # backward graph; cheap residuals recomputed; lowering
     "hybridlab/gluon/_trace.py": 125,  # tracing hybrid_forward (report: _report), user lines
     # (+ shape_of/known_shape_of, from nn/basic_layers: activations imports them here)
-    "hybridlab/gluon/_report.py": 141,  # hybridization report from the traced function's ast
+    "hybridlab/gluon/_report.py": 143,  # hybridization report from the traced function's ast
+    # (+2: the convolution lines)
     # + the measured layouts
     "hybridlab/lab/allreduce.py": 120,  # server, ring, tree as task graphs; closed forms
     "hybridlab/viz/allreduce.py": 100,  # the all-reduce explorer: drawing (axes reused), widget
-    "hybridlab/exercises/lesson10.py": 190,  # lesson 10: training runs, 4 checks, the store;
+    "hybridlab/exercises/lesson10.py": 200,  # lesson 10: training runs, 4 checks, the store;
     # + the two-device step measured on per-device workers, a model's zero explained
     # timed, a data-parallel step as a task graph
     "hybridlab/kvstore/__init__.py": 20,  # mx.kv.create
@@ -394,13 +420,15 @@ BUDGETS: dict[str, int] = {
     # first values by the operator input fed (gamma, moving_var: ones); (+20: export-pair check)
     # (+ the BatchNorm deviation's run-time warning, README "Compatibility")
     "hybridlab/contrib/autograd.py": 60,  # MXNet 0.11's autograd API, over hybridlab.autograd
-    "hybridlab/contrib/__init__.py": 146,  # + foreach/while_loop: one node, the body cut out
+    "hybridlab/contrib/__init__.py": 147,  # + foreach/while_loop: one node, the body cut out
     "hybridlab/initializer.py": 180,  # mx.init: Uniform, Normal, Xavier, Zero, One, Constant, ==
     # (+60: LSTMBias, Bilinear, Orthogonal, MSRAPrelu; MXNet's JSON form: dumps, register,
     # create_from_config)
     # (+ initializers written MXNet's way (_init_weight), Constant of an array: issue 24)
-    "hybridlab/exercises/__init__.py": 90,  # self-checks per lesson; + glue, claim, predict-measure
+    "hybridlab/exercises/__init__.py": 91,  # self-checks per lesson; + glue, claim, predict-measure
     # (+3: registers the %%requires magic)
+    # (+8: lesson 06's concept checks)
+    "hybridlab/exercises/clocks.py": 57,  # the checks' cost-model clocks (tests and grading)
     "hybridlab/exercises/_common.py": 120,  # + compare_block, shared by lessons 02 and 04; + the
     # timing protocol with an injectable timer; + the judges that no "no effect" answer
     # and no factor of two fools (on the effect itself under 2x)
@@ -415,7 +443,7 @@ BUDGETS: dict[str, int] = {
     # + in-place writes, Symbol + and a plain Block parent (what is compiled): three checks
     "hybridlab/exercises/lesson07.py": 150,  # + the tape's bytes predicted and measured
     "hybridlab/exercises/lesson08.py": 120,  # .params size (how far off), JSON interpreter, batch
-    "hybridlab/exercises/lesson09.py": 122,  # light models randomised, three checks
+    "hybridlab/exercises/lesson09.py": 126,  # light models randomised, three checks
     "hybridlab/exercises/lesson11.py": 135,  # jit rewrite, jaxpr converter, graph count, dispatch
     "hybridlab/dask.py": 140,  # a graph as a Dask graph, its errors, the task stream as records
     "hybridlab/ops/rnn.py": 385,  # the fused RNN (packed layout, lowering), one layer's time

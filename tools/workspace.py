@@ -7,8 +7,9 @@ the tests compare, so a student must never edit them: autosave, a ``git pull`` a
 tests would collide. ``make lab`` therefore opens ``workspace/`` (git-ignored), made on
 first use:
 
-* a copy of every lesson notebook, trusted (``jupyter trust``), carrying this machine's
-  kernelspec and ``language_info`` so that opening and running it marks nothing changed;
+* a copy of every lesson notebook, trusted (signed as ``jupyter trust`` does), carrying
+  this machine's kernelspec and ``language_info`` so that opening and running it marks
+  nothing changed;
 * ``solutions/``, a copy of ``lessons/solutions/`` (where every lesson's exercises point),
   the student's to edit like the notebooks;
 * nothing else: test files (nbval's ``conftest.py``) stay out of the student's way.
@@ -24,19 +25,20 @@ what to move away -- nothing outside ``workspace/`` is ever written but the two 
 settings below. (Older versions made
 ``solutions`` a link into ``lessons/``; that link is replaced by the copy.)
 
-It also sets up the environment's JupyterLab (:func:`install_lab_settings`) so a saved
-notebook keeps its widgets:
+It also sets up the environment's JupyterLab (:func:`install_lab_settings`) so a notebook
+keeps its pictures and opens unchanged:
 
 * ``share/jupyter/lab/settings/overrides.d/hybridlab.json`` (the environment's
-  overrides, one file per package beside the user's ``overrides.json``) turns on the
-  widget manager's
-  ``saveState``: every save (autosave too) writes the widgets' state into the notebook,
-  so its outputs never point at models the file does not hold;
+  overrides, one file per package beside the user's ``overrides.json``) keeps the widget
+  manager's ``saveState`` *off* (NOTE [Clean on open] in ``hybridlab/viz/bundle.py``):
+  with it on, a lesson with saved widgets was marked changed the moment it opened, and
+  autosave rewrote it. The widgets the course saved come back either way;
 * ``etc/jupyter/jupyter_server_config.json`` (its other settings kept; the server reads
   no ``ContentsManager`` setting from a ``.d`` folder) installs
-  ``hybridlab.viz.bundle.pre_save_hook``: an output whose widget model is still missing
-  (a widget closed before the save, a lab that does not save state) loses only its widget
-  view, so JupyterLab shows its PNG instead of "Error displaying widget: model not found".
+  ``hybridlab.viz.bundle.pre_save_hook``: an output whose widget model is not saved (an
+  instrument the student ran again) keeps its PNG, marked "a saved snapshot", instead of
+  JupyterLab's "Error displaying widget: model not found", and the saved widget state
+  keeps only the models an output still shows.
 
     python3 tools/workspace.py            # make it if missing; print its path
     python3 tools/workspace.py --refresh  # bring in new course versions, keeping edits
@@ -49,7 +51,6 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -111,10 +112,16 @@ def install_copy(source: Path, target: Path) -> None:
 
 
 def trust(target: Path) -> None:
-    command = [sys.executable, "-m", "jupyter", "trust", str(target)]
-    if subprocess.run(command, capture_output=True).returncode != 0:
-        print(f"workspace: could not trust {target.name} (graphs show as images until you "
-              f"run it)", file=sys.stderr)
+    """Sign the copy as ``jupyter trust`` does, in this process (a ``jupyter`` process per
+    notebook took seconds each on a loaded machine: minutes for the course)."""
+    try:
+        import nbformat
+        from nbformat.sign import NotebookNotary
+
+        NotebookNotary().sign(nbformat.read(target, as_version=4))
+    except Exception as error:  # no nbformat, an unwritable signature store, ...
+        print(f"workspace: could not trust {target.name} ({error}); graphs show as images "
+              f"until you run it", file=sys.stderr)
 
 
 def course_files() -> list[tuple[str, Path]]:
@@ -175,7 +182,9 @@ def make(refresh: bool = False) -> list[str]:
         raise WorkspaceError(f"{kept_root.relative_to(ROOT)} is not a folder (refresh keeps "
                              f"edited copies there); rename it and run this again")
     kept = kept_root / time.strftime("%Y%m%d-%H%M%S")
-    for name, source in course_files():
+    files = course_files()
+    notebooks = [name for name, _ in files if name.endswith(".ipynb")]
+    for name, source in files:
         target, course = WORKSPACE / name, digest(source)
         check_place(target)
         stamp = stamps.get(name, {})
@@ -187,6 +196,8 @@ def make(refresh: bool = False) -> list[str]:
                 shutil.move(str(target), kept / name)
                 done.append(f"kept your edited {name} in {kept.relative_to(ROOT)}")
         if name.endswith(".ipynb"):
+            print(f"workspace: copying and trusting {name} ({notebooks.index(name) + 1} of "
+                  f"{len(notebooks)})", file=sys.stderr, flush=True)  # the first make lab: all
             install_copy(source, target)
         else:
             write_new(target, source.read_bytes())
@@ -204,7 +215,7 @@ def install_lab_settings(prefix: Path = Path(sys.prefix)) -> list[Path]:
     return the files written (JupyterLab's settings override, the server's config)."""
     overrides = prefix / "share" / "jupyter" / "lab" / "settings" / "overrides.d"
     config = prefix / "etc" / "jupyter" / "jupyter_server_config.json"
-    settings = {WIDGETS_PLUGIN: {"saveState": True}}
+    settings = {WIDGETS_PLUGIN: {"saveState": False}}
     hook = json.loads(config.read_text()) if config.exists() else {}
     hook.setdefault("ContentsManager", {})["pre_save_hook"] = "hybridlab.viz.bundle.pre_save_hook"
     for path, data in ((overrides / "hybridlab.json", settings), (config, hook)):

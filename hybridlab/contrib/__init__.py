@@ -241,3 +241,6 @@ def install(module: Any) -> None:
 
 install(ndarray)
 install(symbol)
+
+# ``mx.contrib.autograd`` without importing it first, as MXNet's package offers it
+from hybridlab.contrib import autograd  # noqa: E402

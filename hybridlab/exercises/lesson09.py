@@ -68,14 +68,20 @@ def randomized(model: Any, seed: int = 0) -> Any:
     return copy
 
 
-def onnxruntime_session(model: Any) -> Any:
-    """An onnxruntime session on one thread for a ``ModelProto`` or a path (its warnings
-    about the unused shape constants the light models keep are silenced)."""
+def onnxruntime_session(model: Any, optimize: bool = True) -> Any:
+    """An onnxruntime session on one thread (within and between operators) for a
+    ``ModelProto`` or a path, with onnxruntime's graph optimisations on (its default:
+    constant folding, Conv+BatchNorm and Conv+activation fusions, layout changes) or off
+    (``optimize=False``: the graph as written). Its warnings about the unused shape
+    constants the light models keep are silenced."""
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
     options.log_severity_level = 3
+    if not optimize:
+        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
     source = model.SerializeToString() if hasattr(model, "SerializeToString") else model
     return onnxruntime.InferenceSession(source, options, providers=["CPUExecutionProvider"])
 
@@ -151,11 +157,14 @@ def check_inception_speedup(prediction: float, workers: int = 4) -> Feedback:
     judgement = judge_ratio(float(prediction), speedup, within=1.5)
     if judgement.correct:
         return Feedback(True, f"{facts} (yours is {judgement.off})")
+    bound = (f"work {numbers['work']:g} and span {numbers['span']:g}: no schedule beats "
+             f"W / S = {numbers['work'] / numbers['span']:.2f}")
     hint = ("more than the span allows: the stem and the head are one chain, and each "
             "inception block is only four branches wide" if prediction > speedup else
             "less than it is: each inception block runs its four branches side by side")
-    return Feedback(False, f"you predicted {prediction:g}: {judgement.off}; {facts}. Yours "
-                           f"is {hint}")
+    return Feedback(False, f"you predicted {prediction:g}, which is {hint} ({bound}); the "
+                           "schedule's own figure shows once your prediction is close "
+                           "(less than a factor 1.5 off in its effect, the speed-up minus 1)")
 
 
 def check_residual_sums(count_sums: Callable[[Any], int]) -> Feedback:

@@ -30,21 +30,13 @@ def data(seed: int, steps: int, batch: int, features: int, classes: int = 3
              rng.integers(0, classes, size=batch).astype(np.float32)) for _ in range(steps)]
 
 
-def train_mlp(hidden: tuple[int, ...] = (64,), seed: int = 0, steps: int = 3, batch: int = 8,
-              features: int = 5, devices: int = 1, kvstore: str | None = "device",
-              optimizer: tuple[str, dict] = ("sgd", {"learning_rate": 0.1, "momentum": 0.9}),
-              hybridize: bool = True, timer: Callable[[], float] = time.perf_counter
-              ) -> dict[str, Any]:
-    """Train an MLP (``hidden`` relu layers, then 3 classes) for ``steps`` steps; returns
-    ``{"weights": [numpy arrays], "step_times": [seconds], "compute_times": [seconds],
-    "rank", "num_workers"}`` (``compute_times``: forward and backward, up to a sync point
-    before ``trainer.step``; the rest of a step is summing the gradients and the update).
+def _training(hidden: tuple[int, ...], seed: int, features: int, devices: int,
+              kvstore: str | None, optimizer: tuple[str, dict], hybridize: bool
+              ) -> Callable[..., Any]:
+    """One training step of a fresh MLP, as a function ``step(x, y, laps=None)`` of a global
+    batch; ``step.rank`` and ``step.num_workers`` say which slice this process takes."""
+    import contextlib
 
-    With ``kvstore='dist_sync'``/``'dist_async'`` it must run on the workers of
-    ``hybridlab.kvstore.run_workers``: each rank takes its slice of every global batch and
-    calls ``trainer.step`` with the *global* batch size (the store sums every rank's
-    gradient). ``devices`` splits each rank's slice again over ``cpu(0..devices-1)``.
-    """
     import hybridlab as mx
     from hybridlab import autograd, gluon, nd
     from hybridlab.gluon import nn
@@ -65,24 +57,61 @@ def train_mlp(hidden: tuple[int, ...] = (64,), seed: int = 0, steps: int = 3, ba
         net.hybridize()
     trainer = gluon.Trainer(net.collect_params(), *optimizer, kvstore=store)
     loss = gluon.loss.SoftmaxCrossEntropyLoss()
-    times, compute = [], []
+
+    def step(x: np.ndarray, y: np.ndarray, laps: Any = None) -> None:
+        rows = np.array_split(np.arange(len(x)), workers)[rank]
+        with laps("compute") if laps is not None else contextlib.nullcontext():
+            xs = gluon.utils.split_and_load(nd.array(x[rows]), ctx, even_split=False)
+            ys = gluon.utils.split_and_load(nd.array(y[rows]), ctx, even_split=False)
+            with autograd.record():
+                losses = [loss(net(a), b) for a, b in zip(xs, ys)]
+            for value in losses:
+                value.backward()
+            nd.waitall()
+        trainer.step(len(x))
+        nd.waitall()
+
+    step.net, step.rank, step.num_workers = net, rank, workers  # type: ignore[attr-defined]
+    return step
+
+
+def train_mlp(hidden: tuple[int, ...] = (64,), seed: int = 0, steps: int = 3, batch: int = 8,
+              features: int = 5, devices: int = 1, kvstore: str | None = "device",
+              optimizer: tuple[str, dict] = ("sgd", {"learning_rate": 0.1, "momentum": 0.9}),
+              hybridize: bool = True) -> dict[str, Any]:
+    """Train an MLP (``hidden`` relu layers, then 3 classes) for ``steps`` steps; returns
+    ``{"weights": [numpy arrays], "rank", "num_workers"}``.
+
+    With ``kvstore='dist_sync'``/``'dist_async'`` it must run on the workers of
+    ``hybridlab.kvstore.run_workers``: each rank takes its slice of every global batch and
+    calls ``trainer.step`` with the *global* batch size (the store sums every rank's
+    gradient). ``devices`` splits each rank's slice again over ``cpu(0..devices-1)``.
+    """
+    step = _training(hidden, seed, features, devices, kvstore, optimizer, hybridize)
     for x, y in data(seed, steps, batch, features):
-        start = timer()
-        rows = np.array_split(np.arange(batch), workers)[rank]
-        xs = gluon.utils.split_and_load(nd.array(x[rows]), ctx, even_split=False)
-        ys = gluon.utils.split_and_load(nd.array(y[rows]), ctx, even_split=False)
-        with autograd.record():
-            losses = [loss(net(a), b) for a, b in zip(xs, ys)]
-        for value in losses:
-            value.backward()
-        nd.waitall()
-        compute.append(timer() - start)
-        trainer.step(batch)
-        nd.waitall()
-        times.append(timer() - start)
-    weights = [p.list_data()[0].asnumpy() for p in net.collect_params().values()]
-    return {"weights": weights, "step_times": times, "compute_times": compute, "rank": rank,
-            "num_workers": workers}
+        step(x, y)
+    weights = [p.list_data()[0].asnumpy() for p in step.net.collect_params().values()]  # type: ignore[attr-defined]
+    return {"weights": weights, "rank": step.rank,  # type: ignore[attr-defined]
+            "num_workers": step.num_workers}  # type: ignore[attr-defined]
+
+
+def time_steps(hidden: tuple[int, ...] = (64,), seed: int = 0, batch: int = 8,
+               features: int = 5, devices: int = 1, kvstore: str | None = "device",
+               rounds: int = 3) -> dict[str, Any]:
+    """The seconds of one training step of :func:`train_mlp`'s network, and of its
+    forward and backward (``"compute"``: up to the sync before ``trainer.step``; the rest
+    is summing the gradients and the update), by the course's protocol
+    (:func:`hybridlab.lab.timing.measure`: the naive engine, one BLAS thread, the fastest
+    of three steps in each of ``rounds`` rounds, the median). On ``run_workers`` every
+    rank runs the same steps, so a ``dist_sync`` store sees each rank push every step."""
+    from hybridlab.lab.timing import measure
+
+    step = _training(hidden, seed, features, devices, kvstore,
+                     ("sgd", {"learning_rate": 0.1, "momentum": 0.9}), True)
+    (x, y), = data(seed, 1, batch, features)
+    m = measure({"step": lambda laps: step(x, y, laps)}, rounds=rounds, calls=1)
+    return {"step": m["step"], "compute": m.lap("step", "compute"), "rank": step.rank,  # type: ignore[attr-defined]
+            "protocol": m.protocol}
 
 
 def check_allreduce_time(answer: float, kind: str, n: int, size: float, alpha: float,
@@ -151,28 +180,24 @@ def check_fastest_way(answer: str, n: int, size: float, alpha: float, beta: floa
                            f"latencies (messages x alpha) with the bytes (x beta)")
 
 
-def pushpull_times(sizes: list[int], repeats: int = 7) -> dict[int, float]:
-    """On each rank of ``run_workers``: the fastest of ``repeats`` dist_sync ``pushpull``
-    calls of a float32 gradient of each size in bytes (one warm-up call per size first).
-    The fastest, not the median: on a shared machine other work only ever adds time, and
-    a median of a few calls still moves with it."""
+def pushpull_times(sizes: list[int], rounds: int = 3) -> dict[int, float]:
+    """On each rank of ``run_workers``: the seconds of one dist_sync ``pushpull`` of a
+    float32 gradient of each size in bytes, by the course's protocol
+    (:func:`hybridlab.lab.timing.measure`: the sizes in interleaved rounds, the fastest of
+    three calls in a round, the median round). Every rank runs the same calls in the same
+    order, so each pushpull meets the other rank's at the store."""
     import hybridlab as mx
-    from hybridlab import nd
+    from hybridlab import ndarray as nd
+    from hybridlab.lab.timing import measure
 
     kv = mx.kv.create("dist_sync")
-    fastest = {}
+    ways = {}
     for key, size in enumerate(sizes):
         grad = nd.ones((max(1, size // 4),))
         kv.init(key, nd.zeros(grad.shape))
-        kv.pushpull(key, grad, out=grad)
-        times = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            kv.pushpull(key, grad, out=grad)
-            grad.wait_to_read()
-            times.append(time.perf_counter() - start)
-        fastest[size] = min(times)
-    return fastest
+        ways[str(size)] = (lambda key=key, grad=grad: kv.pushpull(key, grad, out=grad))
+    m = measure(ways, rounds=rounds, calls=1)
+    return {size: m[str(size)] for size in sizes}
 
 
 def fit_alpha_beta(sizes: list[int], times: list[float], messages: float) -> tuple[float, float]:

@@ -52,6 +52,8 @@ class HybridizationReport:
     # not dropped or frozen, but chosen at the first call: the weights' layout per input
     # signature, with the times measured (NOTE [Layout by measurement] in cached_op.py)
     layouts: list[str] = field(default_factory=list)
+    # and each convolution's algorithm (NOTE [Convolution algorithms])
+    convolutions: list[str] = field(default_factory=list)
 
     def add(self, kind: str, where: str, text: str) -> None:
         if (kind, where, text) not in self.entries:
@@ -67,6 +69,7 @@ class HybridizationReport:
             lines = [f"hybridization report for {self.block} (these ran once, at trace time):"]
         lines += [f"  [{kind}] {where}: {text}" for kind, where, text in self.entries]
         lines += [f"  [layout] {text}" for text in self.layouts]
+        lines += [f"  [convolution] {text}" for text in self.convolutions]
         return "\n".join(lines)
 
 

@@ -566,7 +566,8 @@ class HybridBlock(Block):
         Flags: ``static_alloc=True`` keeps the output buffers between calls;
         ``static_shape=True`` also compiles one program per input shape, so traced
         Symbols know their shapes; ``passes=[...]`` adds compiler passes (pure
-        ``Graph -> (Graph, changes)`` functions, run before fusion and the memory plan)
+        ``(graph, context) -> (graph, changes)`` functions, run before fusion and the
+        memory plan)
         and ``disabled_passes=[...]`` names pipeline passes not to run; ``autotune=False``
         keeps the weights' layout as stored instead of timing both on the first call of
         each input signature (default: the ``AUTOTUNE`` flag, on; graph/autotune.py).
@@ -594,13 +595,16 @@ class HybridBlock(Block):
 
     def hybridization_report(self) -> _report.HybridizationReport | None:
         """What the last trace ran only once (prints, Python branches, frozen constants),
-        and the weights' layout measured for each input signature (graph/autotune.py)."""
+        the weights' layout measured for each input signature and the algorithm measured
+        for each convolution (graph/autotune.py)."""
         if self._report is None or self._cached_op is None:
             return self._report
         from hybridlab.graph.ir import format_type
         layouts = [f"{', '.join(format_type((a,)) for a in avals)}: {choice}"
                    for avals, choice in self._cached_op.layouts()]
-        return dataclasses.replace(self._report, layouts=layouts)
+        convolutions = [f"{name}: {choice}"
+                        for name, choice in self._cached_op.convolutions().items()]
+        return dataclasses.replace(self._report, layouts=layouts, convolutions=convolutions)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
         """In Jupyter: the traced graph once hybridized and called, the layer listing as text."""

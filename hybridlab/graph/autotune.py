@@ -18,6 +18,12 @@ so that drift on a shared machine hits both alike, each round a warm call and th
 spent. The medians decide, and the choice is kept for that signature. The layout must be
 clearly faster (``MARGIN``) to be chosen: it costs a second copy of every weight.
 
+The same measurement chooses each convolution's algorithm (:class:`AlgorithmTuner`, NOTE
+[Convolution algorithms] in ``graph/passes/choose_convolutions.py``): im2col, Winograd's
+F(2x2, 3x3), or the direct depthwise one, timed on random inputs of the convolution's
+shapes the first time a signature is compiled, and remembered for the process, as
+cuDNN's algorithm search is.
+
 The timer is a parameter (:class:`Tuner`'s ``measure``), so a test decides which program
 is faster; ``HYBRIDLAB_AUTOTUNE=0`` (the ``AUTOTUNE`` flag) or ``hybridize(autotune=
 False)`` switch the measurement off, and the program is then exactly the pipeline's.
@@ -28,7 +34,7 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, ClassVar, Sequence, TypeVar
 
 AS_STORED, PRETRANSPOSED = "as stored", "pre-transposed"
 ROUNDS = 21  # at most, rounds of (a warm call, CALLS timed calls) per candidate
@@ -68,6 +74,24 @@ class LayoutChoice:
 
 
 @dataclass(frozen=True)
+class AlgorithmChoice:
+    """The algorithm measured fastest for one convolution's signature, and the candidates'
+    median seconds per call."""
+
+    chosen: str
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        others = "".join(f", {name} {seconds * 1e3:.2f} ms" for name, seconds
+                         in self.seconds.items() if name != self.chosen)
+        return (f"{self.chosen} (measured here: {self.seconds[self.chosen] * 1e3:.2f} ms a "
+                f"call{others})")
+
+
+Choice = TypeVar("Choice", LayoutChoice, AlgorithmChoice)
+
+
+@dataclass(frozen=True)
 class Tuner:
     """How candidates are timed: ``measure(name, run, arrays, calls) -> seconds a call``
     (:func:`wall_clock`, or a fake in tests), ``rounds`` and ``budget`` bound the work."""
@@ -76,9 +100,10 @@ class Tuner:
     rounds: int = ROUNDS
     budget: float = BUDGET
 
-    def choose(self, candidates: dict[str, Run], arrays: Sequence[Any]) -> LayoutChoice:
+    def choose(self, candidates: dict[str, Run], arrays: Sequence[Any],
+               kind: type[Choice] = LayoutChoice) -> Choice:  # type: ignore[assignment]
         """The fastest of ``candidates`` (the first is the default, kept unless another
-        takes at most ``MARGIN`` of its time)."""
+        takes at most ``MARGIN`` of its time), as a ``kind``."""
         names = list(candidates)
         samples: dict[str, list[float]] = {name: [] for name in names}
         spent = 0.0
@@ -93,4 +118,29 @@ class Tuner:
         medians = {name: statistics.median(times) for name, times in samples.items()}
         default, best = names[0], min(names[1:], key=medians.__getitem__)
         chosen = best if medians[best] <= MARGIN * medians[default] else default
-        return LayoutChoice(chosen, medians)
+        return kind(chosen, medians)
+
+
+class AlgorithmTuner:
+    """Chooses among a convolution's algorithms by timing them (``tuner``), once per
+    signature: ``tuner(name, key, trials) -> AlgorithmChoice`` for the layer ``name``,
+    where ``trials()`` gives the candidates (the default first) and the inputs to time
+    them on. A choice is remembered for the process (with the timer that made it: a test's
+    fake timer has its own); ``chosen`` keeps this tuner's answers by layer name."""
+
+    remembered: ClassVar[dict[Any, AlgorithmChoice]] = {}
+
+    def __init__(self, tuner: Tuner | None = None) -> None:
+        self.tuner = Tuner() if tuner is None else tuner
+        self.chosen: dict[str, AlgorithmChoice] = {}
+
+    def __call__(self, name: str, key: Any,
+                 trials: Callable[[], tuple[dict[str, Run], Sequence[Any]]]) -> AlgorithmChoice:
+        memo = (self.tuner.measure, key)
+        choice = self.remembered.get(memo)
+        if choice is None:
+            candidates, arrays = trials()
+            choice = self.remembered[memo] = self.tuner.choose(candidates, arrays,
+                                                               AlgorithmChoice)
+        self.chosen[name] = choice
+        return choice

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import operator
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
@@ -32,9 +32,21 @@ import numpy as np
 from hybridlab import autograd, config, engine, ndarray, random
 from hybridlab.errors import MissingGradientError
 from hybridlab.graph import autodiff, ir, loops, shapes
-from hybridlab.graph.autotune import AS_STORED, PRETRANSPOSED, LayoutChoice, Tuner
+from hybridlab.graph.autotune import (
+    AS_STORED,
+    PRETRANSPOSED,
+    AlgorithmTuner,
+    LayoutChoice,
+    Tuner,
+)
 from hybridlab.graph.codegen import Program, compile_graph
-from hybridlab.graph.passes import PassContext, derived_input, lower_operators, run_pipeline
+from hybridlab.graph.passes import (
+    PassContext,
+    choose_convolutions,
+    derived_input,
+    lower_operators,
+    run_pipeline,
+)
 from hybridlab.graph.passes.context import PREDICTION
 from hybridlab.graph.passes.eliminate_dead_code import eliminate_dead_code
 from hybridlab.graph.passes.pretranspose_weights import pretranspose_weights
@@ -84,6 +96,7 @@ class _Entry:
     feed: tuple[Any, ...] = ()  # (traced.feed: read on every call)
     tuning: _Tuning | None = None  # NOTE [Layout by measurement]: until the first call ran
     layout: LayoutChoice | None = None  # what that measurement found
+    convolutions: dict[str, Any] = field(default_factory=dict)  # algorithm by layer name
 
 
 class _Layouts:
@@ -229,6 +242,11 @@ class CachedOp:
         return [(e.in_avals[:len(e.in_avals) - len(e.feed)], e.layout)
                 for e in self._cache.values() if e.layout is not None]
 
+    def convolutions(self) -> dict[str, Any]:
+        """The algorithm measured for each convolution of the last call's program (NOTE
+        [Convolution algorithms]), by layer name; empty when nothing was measured."""
+        return {} if self._last is None else dict(self._last.convolutions)
+
     @property
     def last_program(self) -> Program | None:
         """The forward program the last call ran (None before the first call)."""
@@ -372,8 +390,11 @@ class CachedOp:
         # lowered before the gradient: layer operators have no gradient rule of their own,
         # their lowerings' primitives do. Without a gradient the pipeline lowers, after
         # the passes that read layer operators whole (fold_batchnorm)
-        context = PassContext(training=training)
         wanted = tuple(i for i, need in enumerate(needs) if need)
+        # NOTE [Convolution algorithms]: measured in inference, when autotuning is on
+        algorithms = None if training or wanted or not self._autotuned() \
+            else AlgorithmTuner(self.tuner)
+        context = PassContext(training=training, convolutions=algorithms)
         if wanted:
             graph = lower_operators(graph, context).graph
         written = len(traced.writes)
@@ -388,24 +409,30 @@ class CachedOp:
         # normalised once here, so each call can make its results from them as they are
         out_avals = [Aval(tuple(v.aval.shape), np.dtype(v.aval.dtype))  # type: ignore[union-attr]
                      for v in graph.outputs]  # (inferred above: every value has an aval)
-        forward = self._program(graph, "forward", context)
+        # the algorithms' pass runs where a user's would: after dead code, before fusion
+        choose = (choose_convolutions,) if algorithms is not None else ()
+        forward = self._program(graph, "forward", context, choose)
         plain = (len(out_avals) == 1 and backward is None and not forward.num_random
                  and not forward.scalar_outputs and traced.regroup is None)
         entry = _Entry(forward, backward, out_avals, num_outputs, avals, training,
                        needs, saved, wanted, forward.single() if plain else None,
-                       _Layouts.of(forward, graph.inputs), traced, traced.feed)
+                       _Layouts.of(forward, graph.inputs), traced, traced.feed,
+                       convolutions=algorithms.chosen if algorithms else {})
         if self._tunes(entry):  # NOTE [Layout by measurement]
-            layout = self._program(graph, "forward", context, (pretranspose_weights,))
+            layout = self._program(graph, "forward", context, (pretranspose_weights, *choose))
             if len(layout.graph.inputs) > len(forward.graph.inputs):  # it rewrote a layer
                 entry.tuning = _Tuning(entry, layout, self.tuner, plain, graph.inputs)
                 entry.plain = None
         return entry
 
+    def _autotuned(self) -> bool:
+        """Whether to choose by measurement (``autotune``, else the ``AUTOTUNE`` flag)."""
+        return bool(config.flag("AUTOTUNE")) if self.autotune is None else self.autotune
+
     def _tunes(self, entry: _Entry) -> bool:
         """Whether to measure the layouts: autotune on, inference, no random node (timing
         would draw numbers), nothing written back, and no layout pass asked for already."""
-        wanted = bool(config.flag("AUTOTUNE")) if self.autotune is None else self.autotune
-        return (wanted and entry.backward is None and not entry.forward.num_random
+        return (self._autotuned() and entry.backward is None and not entry.forward.num_random
                 and not (entry.traced and entry.traced.writes)
                 and pretranspose_weights not in self.passes)
 

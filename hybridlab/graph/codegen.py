@@ -333,6 +333,18 @@ class _Writer:
         self.objects: dict[int, str] = {}
         self.outputs = {(id(v.node), v.index) for v in graph.outputs}
         self.num_random = 0
+        # NOTE [Concatenation in place] (plan_memory.py): each outermost concatenation's
+        # buffer is made at the step of its first input, which is written into its slice
+        self.opens: dict[int, list[Node]] = {}
+        if plan is not None and plan.slot_of:
+            nodes = {id(n): n for n in graph.nodes}
+            first: dict[tuple[int, int], int] = {}
+            for step, node in enumerate(graph.nodes):
+                slot = plan.slot_of.get((id(node), 0))
+                if slot is not None and slot[0] not in first:
+                    first[slot[0]] = step
+            for root, step in first.items():
+                self.opens.setdefault(step, []).append(nodes[root[0]])
 
     def write(self) -> str:
         params = [self._name_value(n.out(), n.name) for n in self.graph.inputs]
@@ -340,11 +352,16 @@ class _Writer:
         last = {(id(v.node), v.index): i for i, n in enumerate(self.graph.nodes)
                 for v in n.inputs}
         for step, node in enumerate(self.graph.nodes):
+            lines += ["    " + self._open(root) for root in self.opens.get(step, ())]
             if node.kind == "const":
                 self.var[(id(node), 0)] = self._bind(node.value, node.name)
             elif node.kind == "call":
                 code = self._call_lines(node)
-                code[-1] += "".join(f"; {name} = None" for name in self._dead(node, step, last))
+                drop = "; ".join(f"{name} = None" for name in self._dead(node, step, last))
+                if drop and code[-1].startswith("#"):  # (an in-place Concat: a comment)
+                    code.append(drop)
+                elif drop:
+                    code[-1] += "; " + drop
                 lines += ["    " + c for c in code]
         results = [self.var[(id(v.node), v.index)] for v in self.graph.outputs]
         lines.append(f"    return ({', '.join(results)}{',' if len(results) == 1 else ''})")
@@ -411,8 +428,32 @@ class _Writer:
                                      opdef.name + "_out")  # only for ops with kernel_out)
         return f"{function}({self._args(node, [*args, f'out={target}'])})"
 
+    def _open(self, root: Node) -> str:
+        """The line making an in-place concatenation's buffer: its arena slot with
+        ``static_alloc``, else a fresh array (NOTE [Concatenation in place])."""
+        name = self._name_value(root.out(), root.name)
+        aval = root.aval[0]  # type: ignore[index]  # (the plan placed it: it has an aval)
+        key = (id(root), 0)
+        if self.static and self.plan is not None and self.plan.buffer_of.get(key) == 0:
+            view = self.names.create(f"buf_{root.name}")
+            self.views[view] = (self.plan.offset_of[key], np.dtype(aval.dtype), aval.shape)
+            return f"{name} = {view}  # {name}'s inputs are written into it"
+        return (f"{name} = {self._bind(np.empty, 'empty')}({_literal(tuple(aval.shape))}, "
+                f"{self._bind(np.dtype(aval.dtype), str(np.dtype(aval.dtype)))})"
+                f"  # {name}'s inputs are written into it")
+
+    def _slice(self, key: tuple[int, int]) -> str:
+        """The slice of its concatenation's buffer a value is written into."""
+        root, axis, start, stop = self.plan.slot_of[key]  # type: ignore[union-attr]
+        return f"{self.var[root]}[{':, ' * axis}{start}:{stop}]"
+
     def _call_lines(self, node: Node) -> list[str]:
         inputs = [self.var[(id(v.node), v.index)] for v in node.inputs]
+        key = (id(node), 0)
+        if self.plan is not None and key in self.plan.concats:  # nothing left to copy
+            if key in self.plan.slot_of:  # an inner one: a view of the outer buffer
+                return [f"{self._name_value(node.out(), node.name)} = {self._slice(key)}"]
+            return [f"# {self.var[key]}: Concat, its inputs were written into it"]
         if node.op == FUSED:
             return self._fused_lines(node, inputs)
         if node.op == control_flow.FOREACH:
@@ -429,6 +470,8 @@ class _Writer:
         host = self.plan.inplace_of.get(key)
         if host is not None:
             return self.var[host]
+        if key in self.plan.slot_of:  # NOTE [Concatenation in place]
+            return self._slice(key)
         if not self.static or self.plan.buffer_of.get(key) != 0:  # 0: the arena
             return None
         name = self.names.create(f"buf_{node.name}")  # the arena view, per instance

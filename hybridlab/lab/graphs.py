@@ -139,6 +139,32 @@ def summary(graph: Graph, params: Any = ()) -> str:
             f"params={n_params}, ops=[{ops}]{f', unused={unused}' if unused else ''})")
 
 
+# --- what a drawing's node says ---------------------------------------------------------
+def fused_body(node: Any) -> Graph | None:
+    """The sub-program a node carries as an attribute (a fused group's program, a loop's
+    step: ``func`` for a while_loop, not its ``cond``), or None."""
+    graphs = {k: v for k, v in node.attrs if isinstance(v, Graph)}
+    return graphs.get("func", next(iter(graphs.values()), None))
+
+
+def operator_calls(graph: Graph) -> list[Any]:
+    """Every operator node, those inside fused groups included (what a drawing shows)."""
+    found: list[Any] = []
+    for node in graph.nodes:
+        body = fused_body(node) if node.kind == "call" else None
+        found += (operator_calls(body) if body is not None
+                  else [node] if node.kind == "call" else [])
+    return found
+
+
+def changed_attrs(node: Any, limit: int = 2) -> list[str]:
+    """The (at most ``limit``) short attributes that differ from the operator's defaults."""
+    defaults = {key: spec.default for key, spec in node.opdef.attrs.items()}
+    shown = [f"{k}={v!r}" for k, v in node.attrs
+             if defaults.get(k, object()) != v and len(repr(v)) <= 16]
+    return shown[:limit]
+
+
 # --- blocks: one box per residual / inception / dense block --------------------------------
 SUM_OPS = frozenset({"elemwise_add", "broadcast_add", "_plus", "add", "ElementWiseSum",
                      "add_n", "_Plus"})

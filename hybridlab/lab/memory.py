@@ -36,6 +36,12 @@ class Box:
     inplace: bool  # written over its input's bytes
     backward: bool = False  # computed by the backward part of a joint program
 
+    def span(self) -> tuple[float, float]:
+        """(left, width) in steps, from the step that writes it to the step that last
+        reads it (a result read at once: a box 0.9 of a step wide, centred on its step)."""
+        return ((self.first, self.last - self.first) if self.last > self.first
+                else (self.first - 0.45, 0.9))
+
 
 def timeline(obj: Any, shape: dict[str, Any] | None = None, backward: bool = False
              ) -> tuple[list[Box], Any]:
@@ -68,6 +74,12 @@ def timeline(obj: Any, shape: dict[str, Any] | None = None, backward: bool = Fal
     end = len(final.nodes)
     for value in final.outputs:
         last_use[id(value.node)] = end
+    for step, node in enumerate(final.nodes):  # NOTE [Concatenation in place]: an input
+        # written into its concatenation's slice; once that is computed, its bytes are the
+        # concatenation's box, so they are drawn (and counted) once
+        if (id(node), 0) in plan.concats:
+            for value in node.inputs:
+                last_use[id(value.node)] = step - 1
     base = [sum(plan.buffer_bytes[:k]) for k in range(len(plan.buffer_bytes))]
     boxes = []
     for node in final.nodes:
@@ -143,7 +155,12 @@ def memory_notes(graph: Any) -> dict[int, str]:
         buffer = plan.buffer_of.get((id(node), 0))
         if buffer is None:  # not placed: a view, a constant, or an op without ``out=``
             continue
-        if buffer == 0:
+        slot = plan.slot_of.get((id(node), 0))
+        if slot is not None:  # NOTE [Concatenation in place] in plan_memory.py
+            _, axis, first, stop = slot
+            notes[id(node)] = (f"in place: slice {first}:{stop} of axis {axis} of its "
+                               f"concatenation's buffer")
+        elif buffer == 0:
             start = plan.offset_of[(id(node), 0)]
             size = node.aval[0].dtype.itemsize * math.prod(node.aval[0].shape)
             notes[id(node)] = f"arena bytes {start}-{start + size}"
@@ -155,6 +172,35 @@ def memory_notes(graph: Any) -> dict[int, str]:
             notes[id(node)] = f"own buffer {buffer} (allocated on each call)"
     return notes
 
+
+# --- the drawing's layout: what goes where, in the axes' units (the view draws it) --------
+LABEL_PT = 9  # a box's name, drawn only where it fits whole (never cut, never overlapping)
+Fit = tuple[float, float, float, float]  # bytes per unit; least width, edged width, height
+
+
+def fits(text: str, width_pt: float, height_pt: float) -> bool:
+    """Whether ``text`` at :data:`LABEL_PT` fits a box of that size (sans-serif: a
+    character is about 0.6 of the size wide)."""
+    return width_pt >= 0.6 * LABEL_PT * len(text) + 4 and height_pt >= LABEL_PT + 3
+
+
+def rectangles(boxes: list[Box], fit: Fit) -> Any:
+    """Every box's corners, an array (n, 4, 2) in the axes' data units (at least
+    ``fit[1]`` steps wide, centred on its span)."""
+    import numpy as np
+
+    corners = np.empty((len(boxes), 4, 2))
+    for i, box in enumerate(boxes):
+        left, width = box.span()
+        if width < fit[1]:
+            left, width = left + width / 2 - fit[1] / 2, fit[1]
+        low, high = box.low / fit[0], box.high / fit[0]
+        corners[i] = ((left, low), (left + width, low), (left + width, high), (left, high))
+    return corners
+
+
+def step_text(boxes: list[Box], step: int) -> str:
+    return f"step {step}: {live_bytes(boxes, step)} bytes live"
 
 
 @dataclass(frozen=True)

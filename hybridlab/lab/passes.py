@@ -22,8 +22,13 @@ import difflib
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from hybridlab.graph.autotune import PRETRANSPOSED, LayoutChoice
-from hybridlab.graph.passes import Note, pretranspose_weights
+from hybridlab.graph.autotune import PRETRANSPOSED, AlgorithmChoice, LayoutChoice
+from hybridlab.graph.passes import (
+    Note,
+    PassContext,
+    choose_convolutions,
+    pretranspose_weights,
+)
 from hybridlab.lab.graphs import as_graph, cached_op_of
 
 
@@ -75,7 +80,14 @@ class PassModel:
         if (self.layout is not None and self.layout.chosen == PRETRANSPOSED
                 and pretranspose_weights not in passes):
             passes = (*passes, pretranspose_weights)
-        final, records = run_pipeline(graph, passes=passes)
+        # and the convolution algorithms it measured: replayed, the stage shows the rewrite
+        self.convolutions: dict[str, AlgorithmChoice] = ({} if cached_op is None
+                                                         else cached_op.convolutions())
+        context = None
+        if self.convolutions:
+            context = PassContext(convolutions=self._replayed)
+            passes = (*passes, choose_convolutions)
+        final, records = run_pipeline(graph, passes=passes, context=context)
         self.stages = [Stage("input graph", graph, [], set(), 0)]
         for record in records:
             before, after = signatures(record.before), signatures(record.after)
@@ -86,6 +98,10 @@ class PassModel:
                                      record.notes))
         self.source = compile_graph(final).source
         self._printed: dict[int, str] = {}
+
+    def _replayed(self, name: str, key: Any, trials: Any) -> AlgorithmChoice:
+        """The algorithm the block's CachedOp measured for layer ``name`` (nothing timed)."""
+        return self.convolutions.get(name, AlgorithmChoice("im2col"))
 
     def printed(self, index: int) -> str:
         """Stage ``index``'s printed IR (printed once: a real network's takes a while)."""
@@ -142,6 +158,9 @@ class PassModel:
             lines.append(note)
         if self.layout is not None:
             lines.append(f"layout chosen on the first call: {self.layout}")
+        if self.convolutions and stage.name == "choose_convolutions":
+            lines.append("algorithms chosen on the first call:")
+            lines += [f"  {name}: {choice}" for name, choice in self.convolutions.items()]
         return "\n".join(lines)
 
 

@@ -457,6 +457,20 @@ def where_time_goes(net: Any, x: Any, calls: int = 200, rounds: int = 5
         for b in (hybridized, imperative))
 
 
+def kernel_times(net: Any, x: Any, rounds: int = 1, runs: int = 2
+                 ) -> list[tuple[str, str, float]]:
+    """``(node, operator, seconds)`` for every kernel of the program ``net`` compiled for
+    ``x`` (a hybridized block that has run), each kernel called alone on the arrays it
+    receives in a real run, timed by :func:`measure`."""
+    from hybridlab.lab.graphs import cached_op_of
+
+    op = cached_op_of(net)
+    steps = _kernel_steps(op.last_program.graph, op.arguments([x.asnumpy()]))
+    m = measure({f"kernel {k}": kernel for k, (_, _, kernel) in enumerate(steps)},
+                rounds=rounds, calls=1, runs=runs)
+    return [(node, op_name, m[f"kernel {k}"]) for k, (node, op_name, _) in enumerate(steps)]
+
+
 def _kernel_steps(graph: Any, arrays: list[Any]) -> list[tuple[str, str, Callable[[], Any]]]:
     """Each operator node of the compiled graph as a call of its kernel, as the generated
     code calls it (the specialised kernel when there is one, a fused group's steps in one

@@ -8,6 +8,7 @@ from hybridlab.ops import (
     broadcast,
     control_flow,
     conv,
+    conv_algorithms,
     creation,
     ctc,
     elementwise,

@@ -46,7 +46,16 @@ _GEOMETRY = {"kernel": Attr("shape", low=1),
 _CONV_ATTRS = {**_GEOMETRY, "num_filter": Attr("int", low=1),
                "num_group": Attr("int", 1, low=1),
                "no_bias": Attr("bool", False),
-               "layout": Attr("str", "NCHW", ("NCW", "NCHW", "NCDHW"))}  # (channels first)
+               "layout": Attr("str", "NCHW", ("NCW", "NCHW", "NCDHW")),  # (channels first)
+               # MXNet's choice of algorithm by measurement (NOTE [Convolution algorithms]
+               # in graph/passes/choose_convolutions.py): "off" keeps im2col; "None" is
+               # the unset value MXNet writes; the other two measure, as the default does
+               "cudnn_tune": Attr("str", "", ("", "None", "off", "limited_workspace",
+                                              "fastest")),
+               "cudnn_off": Attr("bool", False),  # True: im2col, nothing measured
+               # MXNet's scratch limit in MB; hybridlab's kernels bound their scratch by
+               # walking the batch in chunks (``chunks``), so it is read and not needed
+               "workspace": Attr("int", 1024, low=0)}
 
 
 def out_size(name: str, size: int, kernel: int, stride: int, pad: int, ceil: bool = False
@@ -207,9 +216,15 @@ def allocating(kernel_out: Any, infer: Any) -> Any:
     def specialise(avals: list[Aval], out: bool, **attrs: Any) -> Any:
         """NOTE [Specialised kernels] in graph/codegen.py: with the shapes known when the
         program is compiled, the result's aval is too -- ``infer`` runs once, here, not on
-        every call (on SqueezeNet, a tenth of a forward's time went to asking it)."""
-        if out:
-            return None  # a planned buffer: the line calls ``kernel_out`` already
+        every call (on SqueezeNet, a tenth of a forward's time went to asking it). Into a
+        planned buffer (``out``): the attributes bound, so the line shows none."""
+        if out:  # a planned buffer: ``kernel_out`` with the attributes bound
+            def into(*arrays: np.ndarray, out: np.ndarray) -> np.ndarray:
+                written: np.ndarray = kernel_out(*arrays, out=out, **attrs)
+                return written
+
+            into.__name__ = f"{kernel.__name__}_into"
+            return into
         result = infer(*avals, **attrs)[0]
         shape, dtype = tuple(result.shape), np.dtype(result.dtype)
 

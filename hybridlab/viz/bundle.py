@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import base64
 import io
+import json
+import re
 from typing import Any
 
 PNG = "image/png"
@@ -48,7 +50,9 @@ def drop_dangling_widget_views(notebook: dict[str, Any]) -> int:
 
     JupyterLab prefers a widget view to every other form of an output, and a view whose
     model is missing shows "Error displaying widget: model not found" -- the PNG beside
-    it is never shown. Without the view, every reader shows the PNG.
+    it is never shown. Without the view, every reader shows the PNG; an output with a PNG
+    and no HTML also gets an HTML form saying it is a snapshot (:data:`SNAPSHOT_NOTICE`)
+    above that picture, as a restored widget would.
     """
     metadata = notebook.get("metadata") or {}
     state = ((metadata.get("widgets") or {}).get(WIDGET_STATE) or {}).get("state") or {}
@@ -60,15 +64,48 @@ def drop_dangling_widget_views(notebook: dict[str, Any]) -> int:
             if isinstance(view, dict) and view.get("model_id") not in state and len(data) > 1:
                 del data[WIDGET_VIEW]
                 dropped += 1
+                if isinstance(data.get(PNG), str) and "text/html" not in data:
+                    data["text/html"] = (f'<p class="hybridlab-notice"><em>{SNAPSHOT_NOTICE}'
+                                         f'</em></p><img src="data:image/png;base64,'
+                                         f'{data[PNG].strip()}"/>')
     return dropped
+
+
+def keep_shown_widget_state(notebook: dict[str, Any]) -> int:
+    """Keep in the saved widget state only the models an output still shows (and the
+    models they hold); return how many were removed. A lab that does not save widget
+    state (the workspace's: NOTE [Clean on open]) keeps the state the notebook came with,
+    so the models of outputs the student re-ran would otherwise stay in the file."""
+    holder = ((notebook.get("metadata") or {}).get("widgets") or {}).get(WIDGET_STATE) or {}
+    state = holder.get("state") or {}
+    todo = [(output.get("data") or {}).get(WIDGET_VIEW, {}).get("model_id")
+            for cell in notebook.get("cells") or [] for output in cell.get("outputs") or []]
+    shown: set[str] = set()
+    while todo:
+        model = todo.pop()
+        if model in state and model not in shown:
+            shown.add(model)
+            todo += re.findall(r"IPY_MODEL_([\w-]+)", json.dumps(state[model]))
+    removed = len(state) - len(shown)
+    if removed:
+        holder["state"] = {model: value for model, value in state.items() if model in shown}
+    return removed
 
 
 def pre_save_hook(model: dict[str, Any], **_: Any) -> None:
     """A Jupyter server ``ContentsManager.pre_save_hook`` (installed by the workspace):
     every notebook saved, autosaves included, goes through
-    :func:`drop_dangling_widget_views`."""
+    :func:`drop_dangling_widget_views`, then :func:`keep_shown_widget_state`.
+
+    NOTE [Clean on open]: the workspace's JupyterLab does *not* turn on the widget
+    manager's ``saveState``. With it on, the manager marks a notebook changed for every
+    model it restores from the file, so a lesson with saved widgets was changed the
+    moment it opened (autosave rewrote it, closing asked to save). Without it, a lesson's
+    saved widgets still come back from the state the course saved, and an instrument the
+    student ran again is saved as its PNG, marked a snapshot, by this hook."""
     if model.get("type") == "notebook" and isinstance(model.get("content"), dict):
         drop_dangling_widget_views(model["content"])
+        keep_shown_widget_state(model["content"])
 
 
 def encode_png(png: bytes | None) -> str | None:

@@ -40,7 +40,10 @@ from hybridlab.lab.graphs import (
     block_edges,
     block_lines,
     blocks,
+    changed_attrs,
     drawable,
+    fused_body,
+    operator_calls,
     parameter_names,
     summary,
     unused_nodes,
@@ -153,7 +156,7 @@ def to_dot(graph: Any, title: str = "plot", params: Any = (), node_attrs: dict |
         canvas.edges.append((dot_ids[id(value.node)], f"out{index}"))
     for tail, head in canvas.edges:  # emitted last, at the top level: clusters keep their nodes
         dot.edge(tail, head)
-    kinds = sorted({node.opdef.kind.value for node in _calls(graph)})
+    kinds = sorted({node.opdef.kind.value for node in operator_calls(graph)})
     if kinds and graph.outputs:  # the colours' key, under the drawing
         cells = "".join(f'<TD BGCOLOR="{KIND_COLOURS.get(kind, "#e5e5e5")}" STYLE="rounded">'
                         f"{KIND_NAMES.get(kind, kind)}</TD>" for kind in kinds)
@@ -242,15 +245,6 @@ def draw_blocks(obj: Any, title: str = "plot", expand: Any = (), shape: dict | N
     return Drawing(to_block_dot(graph, found, title, params, expand), text)
 
 
-def _calls(graph: Any) -> list[Any]:
-    """Every operator node, those inside fused groups included (what the drawing shows)."""
-    found = []
-    for node in graph.nodes:
-        body = _subgraph(node) if node.kind == "call" else None
-        found += _calls(body) if body is not None else [node] if node.kind == "call" else []
-    return found
-
-
 def _draw_nodes(target: Any, graph: Any, prefix: str, bound: dict, canvas: _Canvas
                 ) -> dict[int, str]:
     """Add ``graph``'s nodes to ``target``; returns id(node) -> DOT id (``bound`` first)."""
@@ -259,7 +253,7 @@ def _draw_nodes(target: Any, graph: Any, prefix: str, bound: dict, canvas: _Canv
         if id(node) in names or id(node) in canvas.hidden:
             continue
         dot_id = f"{prefix}{position}"
-        body = _subgraph(node)
+        body = fused_body(node)
         if body is not None:
             names[id(node)] = _draw_cluster(target, node, body, dot_id, names, canvas)
             continue
@@ -295,15 +289,6 @@ def _draw_cluster(target: Any, node: Any, body: Any, dot_id: str, names: dict,
 _CLUSTER_TITLES = {"_foreach": "foreach, its body once:", "_while_loop": "while_loop step:"}
 
 
-def _subgraph(node: Any) -> Any:
-    """The sub-program a node carries as an attribute (a fused group's program, a loop's
-    step: ``func`` for a while_loop, not its ``cond``), or None."""
-    from hybridlab.graph.ir import Graph
-
-    graphs = {k: v for k, v in node.attrs if isinstance(v, Graph)}
-    return graphs.get("func", next(iter(graphs.values()), None))
-
-
 def _outer_inputs(node: Any) -> list:
     """The node's inputs that feed its drawn sub-program, in the sub-program's order (a
     while_loop's step reads the loop variables and its own free inputs, not cond's)."""
@@ -323,7 +308,7 @@ def _label(node: Any, canvas: _Canvas) -> str:
     elif node.kind == "const":
         lines = [f"const {node.value.item():g}" if node.value.size == 1 else "const"]
     else:
-        lines = [*([node.name] if canvas.names else []), node.op, *_changed_attrs(node)]
+        lines = [*([node.name] if canvas.names else []), node.op, *changed_attrs(node)]
     if node.aval is not None:  # None: a symbol whose shapes are not known yet
         lines.append(format_type(node.aval))
     lines += [canvas.notes[id(node)]] if id(node) in canvas.notes else []
@@ -336,14 +321,6 @@ def dot_text(text: str) -> str:
     r"""``text`` shown as it is in a DOT label: a backslash is an escape there (``\n``,
     ``\l``; one at the end would swallow the closing quote), so it is doubled."""
     return text.replace("\\", "\\\\")
-
-
-def _changed_attrs(node: Any, limit: int = 2) -> list[str]:
-    """The (at most ``limit``) short attributes that differ from the operator's defaults."""
-    defaults = {key: spec.default for key, spec in node.opdef.attrs.items()}
-    shown = [f"{k}={v!r}" for k, v in node.attrs
-             if defaults.get(k, object()) != v and len(repr(v)) <= 16]
-    return shown[:limit]
 
 
 def _style(node: Any, canvas: _Canvas) -> dict[str, str]:

@@ -27,7 +27,18 @@ from __future__ import annotations
 import html
 from typing import Any, Sequence
 
-from hybridlab.lab.memory import MODES, Box, describe_step, live_bytes, live_profile, timeline
+from hybridlab.lab.memory import (
+    LABEL_PT,
+    MODES,
+    Box,
+    Fit,
+    describe_step,
+    fits,
+    live_profile,
+    rectangles,
+    step_text,
+    timeline,
+)
 from hybridlab.viz.bundle import AUTO_BUTTONS, NATURAL_SIZE, Instrument, canvas_png
 from hybridlab.viz.palette import KIND_COLOURS, OKABE_ITO, OTHER_COLOUR
 
@@ -45,15 +56,6 @@ def memory_timeline(obj: Any, shape: dict | None = None, backward: bool = False
 
 
 MANY_BOXES = 300  # more results than this: the profile of bytes alive, not a box each
-LABEL_PT = 9  # a box's name, drawn only where it fits whole (never cut, never overlapping)
-
-
-def fits(text: str, width_pt: float, height_pt: float) -> bool:
-    """Whether ``text`` at :data:`LABEL_PT` fits a box of that size (sans-serif: a
-    character is about 0.6 of the size wide)."""
-    return width_pt >= 0.6 * LABEL_PT * len(text) + 4 and height_pt >= LABEL_PT + 3
-
-
 def draw(figure: Any, boxes: list[Box], plan: Any, step: int | None = None,
          artists: dict[str, Any] | None = None) -> Any:
     """Draw the timeline on ``figure`` (cleared first); ``step`` marks one program step.
@@ -78,7 +80,7 @@ def draw(figure: Any, boxes: list[Box], plan: Any, step: int | None = None,
     live = [step is None or box.first <= step <= box.last for box in boxes]
     # a backward box is hatched where a hatch shows (8 points or more each way): hatching
     # is most of a redraw's time, and on a box a few pixels wide it is invisible anyway
-    hatched = [box.backward and _span(box)[1] * pt_per_step >= 8
+    hatched = [box.backward and box.span()[1] * pt_per_step >= 8
                and (box.high - box.low) / scale * pt_per_unit >= 8 for box in boxes]
     # a real network has thousands of steps: a box is at least 2 points wide, and one
     # too small for an edge has none (else its edge would be all that shows of it)
@@ -116,7 +118,7 @@ def _draw_boxes(axes: Any, boxes: list[Box], live: list[bool], hatched: list[boo
             axes.add_collection(top)
             looks = (top.get_facecolor().copy(), top.get_edgecolor().copy(),
                      list(top.get_linewidth()))  # per chosen box, picked per step
-            artists.setdefault("live", []).append((top, chosen, _rectangles(boxes, fit),
+            artists.setdefault("live", []).append((top, chosen, rectangles(boxes, fit),
                                                    looks))
 
 
@@ -126,7 +128,7 @@ def _draw_labels(axes: Any, boxes: list[Box], sizes: tuple[float, float, float],
     bytes per unit)."""
     pt_per_step, pt_per_unit, scale = sizes
     for box in boxes:
-        left, width = _span(box)
+        left, width = box.span()
         if fits(box.name, width * pt_per_step, (box.high - box.low) / scale * pt_per_unit):
             label = axes.text(left + width / 2, (box.low + box.high) / 2 / scale, box.name,
                               ha="center", va="center", fontsize=LABEL_PT, clip_on=True,
@@ -172,29 +174,6 @@ def _legend(axes: Any, kinds: list[str], backward: bool) -> None:
                 loc="upper left", bbox_to_anchor=(1.01, 1))
 
 
-def _span(box: Box) -> tuple[float, float]:
-    """(left, width) in steps: from the step that writes it to the step that last reads it."""
-    return (box.first, box.last - box.first) if box.last > box.first else (box.first - 0.45, 0.9)
-
-
-Fit = tuple[float, float, float, float]  # bytes per unit; least width, edged width, height
-
-
-def _rectangles(boxes: list[Box], fit: Fit) -> Any:
-    """Every box's corners, an array (n, 4, 2) in the axes' data units (at least
-    ``fit[1]`` steps wide, centred on its span)."""
-    import numpy as np
-
-    corners = np.empty((len(boxes), 4, 2))
-    for i, box in enumerate(boxes):
-        left, width = _span(box)
-        if width < fit[1]:
-            left, width = left + width / 2 - fit[1] / 2, fit[1]
-        low, high = box.low / fit[0], box.high / fit[0]
-        corners[i] = ((left, low), (left + width, low), (left + width, high), (left, high))
-    return corners
-
-
 def _collection(boxes: list[Box], chosen: list[int], fit: Fit, alphas: list[float],
                 hatch: bool) -> Any:
     """The ``chosen`` boxes as one PolyCollection: colour by kind, a red edge in place,
@@ -204,18 +183,14 @@ def _collection(boxes: list[Box], chosen: list[int], fit: Fit, alphas: list[floa
 
     picked = [boxes[i] for i in chosen]
     return PolyCollection(
-        _rectangles(picked, fit),
+        rectangles(picked, fit),
         facecolors=[to_rgba(KIND_COLOURS.get(b.kind, OTHER_COLOUR), a)
                     for b, a in zip(picked, alphas)],
         edgecolors=[to_rgba(OKABE_ITO["vermillion"] if b.inplace else "#555555", a)
                     for b, a in zip(picked, alphas)],
-        linewidths=[0.0 if _span(b)[1] < fit[2] or b.high - b.low < fit[3] else
+        linewidths=[0.0 if b.span()[1] < fit[2] or b.high - b.low < fit[3] else
                     1.6 if b.inplace else 0.6 for b in picked],
         hatch="///" if hatch else None)
-
-
-def step_text(boxes: list[Box], step: int) -> str:
-    return f"step {step}: {live_bytes(boxes, step)} bytes live"
 
 
 class MemoryExplorer(Instrument):

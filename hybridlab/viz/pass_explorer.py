@@ -3,7 +3,7 @@
 What this module teaches
 ------------------------
 ``hybridize()`` hands the traced graph to a pipeline of passes, each a pure function
-``Graph -> (Graph, changes)``: constant folding, common-subexpression elimination,
+``(graph, context) -> (graph, changes)``: constant folding, common-subexpression elimination,
 dead-code elimination, elementwise fusion, and the memory plan. The explorer puts a
 slider over the stages. Each stage shows the graph as that pass left it, with the nodes
 the pass created or rewrote outlined in red; the printed IR as a diff against the stage

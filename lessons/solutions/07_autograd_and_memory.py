@@ -1,4 +1,5 @@
-"""Reference solutions for lesson 07 (autograd and memory); tests/test_lessons.py runs them."""
+"""Reference solutions for lesson 07 (autograd and memory); tests/test_lessons.py runs them,
+and `make assignments` builds the lesson's assignment from them (tools/assignments.py)."""
 
 import numpy as np
 
@@ -6,18 +7,23 @@ from hybridlab import autograd
 from hybridlab.exercises import lesson07
 
 
+# %% Exercise 1
 def gradients(x, w):
-    """Exercise 1: mark both inputs, record the forward, let backward fill the .grad."""
+    ### BEGIN SOLUTION
+    # Mark both inputs, record the forward, let backward fill the .grad.
     x.attach_grad()
     w.attach_grad()
     with autograd.record():
         result = lesson07.energy(x, w)
     result.backward()
     return x.grad, w.grad
+    ### END SOLUTION
 
 
+# %% Exercise 2
 def numeric_gradient(f, x, eps=1e-5):
-    """Exercise 2: central differences, one entry at a time, each put back afterwards."""
+    ### BEGIN SOLUTION
+    # Central differences, one entry at a time, each put back afterwards.
     grad = np.zeros_like(x)
     for index in np.ndindex(x.shape):
         saved = x[index]
@@ -28,11 +34,14 @@ def numeric_gradient(f, x, eps=1e-5):
         x[index] = saved
         grad[index] = (above - below) / (2 * eps)
     return grad
+    ### END SOLUTION
 
 
+# %% Exercise 3
 def train_step(layer, x, weights, every):
-    """Exercise 3: the forward records only the last segment, whose tape the backward
-    then uses as it is; the segments before it are recomputed from their checkpoints."""
+    ### BEGIN SOLUTION
+    # The forward records only the last segment, whose tape the backward then uses as it
+    # is; the segments before it are recomputed from their checkpoints.
     segments = [weights[i:i + every] for i in range(0, len(weights), every)]
     checkpoints, h = [], x
     for segment in segments[:-1]:
@@ -54,8 +63,20 @@ def train_step(layer, x, weights, every):
                 end = layer(end, w)
         end.backward(out_grad)
         out_grad = start.grad
+    ### END SOLUTION
 
 
-# Exercise 4: each of the 16 layers leaves its dot result and its tanh output on the
-# tape, and the input is read by the first dot: 2 * 16 + 1 arrays of 32 x 64 float32.
+# %% Exercise 4
+### BEGIN SOLUTION
+# Each of the 16 layers leaves its dot result and its tanh output on the tape, and the
+# input is read by the first dot: 2 * 16 + 1 arrays of 32 x 64 float32.
 TAPE_BYTES = (2 * 16 + 1) * 32 * 64 * 4
+### END SOLUTION
+
+# %% Autograding
+AUTOGRADE = {
+    1: ["check_gradients(gradients)"],
+    2: ["check_numeric_gradient(numeric_gradient)"],
+    3: ["check_train_step(train_step)"],
+    4: ["check_tape_bytes(TAPE_BYTES)"],
+}

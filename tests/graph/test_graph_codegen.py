@@ -328,8 +328,10 @@ def test_sized_kernels_give_the_bits_of_the_general_kernel(op, in_shapes, attrs)
               for i, s in enumerate(in_shapes)]
     special = opdef.kernel.specialise([Aval(a.shape, a.dtype) for a in arrays], False, **parsed)
     np.testing.assert_array_equal(special(*arrays), opdef.kernel(*arrays, **parsed))
-    assert opdef.kernel.specialise([Aval(a.shape, a.dtype) for a in arrays], True,
-                                   **parsed) is None  # a planned buffer: kernel_out itself
+    into = opdef.kernel.specialise([Aval(a.shape, a.dtype) for a in arrays], True, **parsed)
+    buffer = np.empty_like(special(*arrays))  # a planned buffer: kernel_out, attributes bound
+    assert into(*arrays, out=buffer) is buffer
+    np.testing.assert_array_equal(buffer, opdef.kernel(*arrays, **parsed))
     graph = getattr(sym, op)(*[sym.var(f"x{i}") for i in range(len(in_shapes))],
                                      **attrs).to_graph()
     graph = shapes.infer_graph(graph, [Aval(a.shape, a.dtype) for a in arrays])

@@ -18,6 +18,7 @@ import pytest
 
 from hybridlab.graph import ir
 from hybridlab.ops import COMPOSITES, OPS, Aval, Kind, eager, get
+from hybridlab.ops.conv_algorithms import G, winograd_filter
 from hybridlab.ops.eager import Tensor
 
 
@@ -101,6 +102,13 @@ def _conv_ref(x, w, b=None, stride=(1, 1), pad=(0, 0), dilate=(1, 1)):
                        left:left + (kw - 1) * dilate[1] + 1:dilate[1]]
             out[:, :, i, j] = np.einsum("nckl,fckl->nf", patch, w)
     return out if b is None else out + b.reshape(1, -1, 1, 1)
+
+
+def _unwinograd(u):
+    """The (K, C, 3, 3) filters whose transform ``G g G^T`` is ``u`` (16, K, C): G has full
+    column rank, so its pseudo-inverse undoes it exactly."""
+    back = np.linalg.pinv(G)
+    return np.einsum("ia,abkc,jb->kcij", back, u.reshape(4, 4, *u.shape[1:]), back)
 
 
 def _deconv_ref(x, w, b, stride, pad, adj):
@@ -484,6 +492,18 @@ ROWS: list[Row] = [
         lambda x, w: np.concatenate([_conv_ref(x[:, i:i + 1], w[i:i + 1]) for i in range(3)],
                                     1),
         {"kernel": (2, 2), "num_filter": 3, "num_group": 3, "no_bias": True}),
+    # the other algorithms choose_convolutions picks (ops/conv_algorithms.py): Winograd's
+    # weight input is the filter transform, so the reference recovers the 3x3 filters
+    Row("_conv_winograd", [(2, 3, 5, 6), (4, 3, 3, 3), (4,)],
+        lambda x, u, b: _conv_ref(x, _unwinograd(u), b, pad=(1, 1)),
+        {"kernel": (3, 3), "pad": (1, 1), "num_filter": 4}, grad=False,
+        make=lambda a: [a[0], winograd_filter(a[1]), a[2]]),
+    Row("_conv_depthwise", [(2, 3, 6, 5), (3, 1, 3, 2), (3,)],
+        lambda x, w, b: np.concatenate([_conv_ref(x[:, i:i + 1], w[i:i + 1], b[i:i + 1],
+                                                  stride=(2, 1), pad=(1, 0))
+                                        for i in range(3)], 1),
+        {"kernel": (3, 2), "stride": (2, 1), "pad": (1, 0), "num_filter": 3, "num_group": 3},
+        grad=False),
     Row("Deconvolution", [(2, 3, 3, 4), (3, 2, 3, 3), (2,)],
         lambda x, w, b: _deconv_ref(x, w, b, stride=(2, 2), pad=(1, 1), adj=(1, 0)),
         {"kernel": (3, 3), "stride": (2, 2), "pad": (1, 1), "adj": (1, 0), "num_filter": 2,

@@ -21,6 +21,7 @@ from hybridlab import config
 from hybridlab.errors import GraphError
 from hybridlab.graph.ir import Graph
 from hybridlab.graph.ir import verify as verify_graph
+from hybridlab.graph.passes.choose_convolutions import choose_convolutions
 from hybridlab.graph.passes.context import PREDICTION, Note, PassContext, PassResult
 from hybridlab.graph.passes.derived import Derivation, derived_input, derived_values
 from hybridlab.graph.passes.eliminate_common_subexpressions import eliminate_common_subexpressions
@@ -120,7 +121,8 @@ def _with_user_passes(passes: Sequence[Any]) -> tuple[Pass, ...]:
 
 __all__ = [
     "PIPELINE", "PREDICTION", "Derivation", "MemoryPlan", "Note", "PassContext", "PassRecord",
-    "PassResult", "derived_input", "derived_values", "eliminate_common_subexpressions",
-    "eliminate_dead_code", "fold_batchnorm", "fold_constants", "fuse_elementwise",
-    "lower_operators", "plan_memory", "pretranspose_weights", "run_pipeline",
+    "PassResult", "choose_convolutions", "derived_input", "derived_values",
+    "eliminate_common_subexpressions", "eliminate_dead_code", "fold_batchnorm",
+    "fold_constants", "fuse_elementwise", "lower_operators", "plan_memory",
+    "pretranspose_weights", "run_pipeline",
 ]

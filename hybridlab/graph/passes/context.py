@@ -21,10 +21,13 @@ if TYPE_CHECKING:
 class PassContext:
     """``training``: the program runs in training mode (BatchNorm lowers to the batch's
     statistics, Dropout drops). ``keep``: layer operators ``lower_operators`` leaves whole
-    (the ONNX exporter keeps those ONNX has as one operator)."""
+    (the ONNX exporter keeps those ONNX has as one operator). ``convolutions``: what
+    chooses each convolution's algorithm, ``(name, key, trials) -> AlgorithmChoice``
+    (``graph.autotune.AlgorithmTuner``, which measures); None: im2col for every one."""
 
     training: bool = False
     keep: frozenset[str] = frozenset()
+    convolutions: Callable[..., Any] | None = None
 
 
 PREDICTION = PassContext()  # the default: compiled to predict, every layer operator lowered

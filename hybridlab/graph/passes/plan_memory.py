@@ -54,6 +54,7 @@ The plan is stored in ``graph.meta["memory"]`` (a :class:`MemoryPlan`); codegen 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -78,6 +79,11 @@ class MemoryPlan:
     offset_of: dict[Key, int] = field(default_factory=dict)  # byte offset in the buffer
     inplace_of: dict[Key, Key] = field(default_factory=dict)  # value -> input it overwrites
     buffer_bytes: list[int] = field(default_factory=lambda: [0])  # arena, then outputs
+    # NOTE [Concatenation in place]: a value written straight into its slice of a
+    # concatenation -> (the outermost concatenation's value, axis, start, stop along it);
+    # and the Concat nodes that copy nothing (their inputs are all such values)
+    slot_of: dict[Key, tuple[Key, int, int, int]] = field(default_factory=dict)
+    concats: set[Key] = field(default_factory=set)
     unplanned: int = 0
     planned: int = 0
     bound: int = 0
@@ -91,7 +97,9 @@ class MemoryPlan:
     def __str__(self) -> str:
         return (f"memory plan: {self.planned} bytes at the peak ({self.buffer_bytes[0]} arena), "
                 f"{self.unplanned} unplanned, liveness bound {self.bound}, "
-                f"{self.inplace} in place")
+                f"{self.inplace} in place"
+                + (f", {len(self.concats)} concatenation(s) written in place by their "
+                   f"inputs" if self.concats else ""))
 
 
 def plan_memory(graph: Graph, context: PassContext) -> PassResult:
@@ -100,8 +108,11 @@ def plan_memory(graph: Graph, context: PassContext) -> PassResult:
         return PassResult(graph, ["skipped: shapes unknown (run shapes.infer_graph first)"])
     values = _Values(graph)
     plan = MemoryPlan()
+    slots = _concat_slots(graph, values, plan)  # before the chains: it extends lifetimes
     chains = _inplace_chains(graph, values, plan)
     in_chains = {k for chain in chains for k in chain}
+    inside = _inside_concatenations(chains, slots, values, plan)  # they own no buffer
+    chains = [c for c in chains if c[-1] not in inside]
     alone = [values.span([k]) for k in values.owning() if k not in in_chains]  # kernels'
     # a chain ending in a graph output is that output's memory, and one some op might take
     # a view of may outlive its slot: both are fresh arrays on each call, not in the arena
@@ -117,6 +128,11 @@ def plan_memory(graph: Graph, context: PassContext) -> PassResult:
         plan.buffer_of.update(dict.fromkeys(chain, len(plan.buffer_bytes)))
         plan.offset_of.update(dict.fromkeys(chain, 0))
         plan.buffer_bytes.append(values.nbytes[chain[0]])
+    for key, (root, axis, start, _) in plan.slot_of.items():  # in their concatenation's bytes
+        shape = values.shape[root]
+        plan.buffer_of[key] = plan.buffer_of[root]
+        plan.offset_of[key] = plan.offset_of[root] + start * math.prod(shape[axis + 1:]) * (
+            values.nbytes[root] // max(1, math.prod(shape)))
     scratch = [nbytes for _, _, nbytes in values.scratch]
     plan.unplanned = sum(values.nbytes[k] for k in values.owning()) + sum(scratch)
     plan.workspace = max(scratch, default=0)
@@ -157,6 +173,7 @@ class _Values:
         self.graph, self.steps = graph, len(graph.nodes)
         self.outputs = {(id(v.node), v.index) for v in graph.outputs}
         self.nbytes: dict[Key, int] = {}
+        self.shape: dict[Key, tuple[int, ...]] = {}
         self.start: dict[Key, int] = {}
         self.end: dict[Key, int] = {}
         self.root: dict[Key, Key] = {}  # a view -> the value whose memory it shows
@@ -185,6 +202,7 @@ class _Values:
             key = (id(node), index)
             aval = node.aval[index]
             self.nbytes[key] = math.prod(aval.shape) * aval.dtype.itemsize
+            self.shape[key] = tuple(aval.shape)
             self.start[key] = self.end[key] = step
         if node.opdef.view and node.inputs:
             first = node.inputs[0]
@@ -217,6 +235,79 @@ class _Values:
     def peak(self, spans: list[Span]) -> int:
         """The most bytes live at one step."""
         return int(self.profile(spans).max(initial=0))
+
+
+# NOTE: [Concatenation in place] a Concat copies each input into its slice of a new
+# buffer; if each input's producer had written into that slice in the first place, the
+# copy would be gone. So a Concat whose inputs can all be placed there (each a placeable
+# result read by this Concat alone, not a graph output, not pinned, of its dtype) copies
+# nothing: its buffer is allocated before its first input is computed, each input is
+# written into its slice (an in-place chain ending in the input, relu over a convolution,
+# lives there too), and the Concat itself only names the buffer. Nested ones (DenseNet
+# concatenates each layer's output onto the concatenation before it) share the outermost
+# buffer: a block's growing features are written once, where the last concatenation
+# wants them. The slices must be contiguous -- every axis before the concatenated one of
+# size 1 (one image, channels) -- because kernels write into plain buffers; a batch of
+# several images concatenates by copying, as before. Every value in the buffer lives as
+# long as the buffer (from its first input's step to the last read of any of them), so
+# nothing is written over a slice in place while the concatenation still needs it.
+def _concat_slots(graph: Graph, values: _Values, plan: MemoryPlan
+                  ) -> dict[Key, tuple[Key, int, int, int]]:
+    """The Concat nodes that copy nothing (``plan.concats``) and each input's slice of its
+    outermost one (``member -> (root, axis, start, stop)``); lifetimes extended."""
+    reads = Counter((id(v.node), v.index) for n in graph.nodes if n.op == "Concat"
+                    for v in n.inputs)
+    members: dict[Key, list[tuple[Key, int]]] = {}  # concat -> [(input, size on its axis)]
+    axis_of: dict[Key, int] = {}
+    for node in graph.nodes:
+        key = (id(node), 0)
+        if node.op != "Concat" or not values.placeable(node) or key in values.root:
+            continue
+        shape = values.shape[key]
+        axis = node.attr_dict["dim"] % len(shape)
+        parts = [((id(v.node), v.index), v) for v in node.inputs]
+        if all(size == 1 for size in shape[:axis]) and all(
+                reads[k] == 1 and k not in values.kept and k not in values.pinned
+                and v.index == 0 and values.placeable(v.node)
+                and v.aval is not None and v.aval.dtype == node.aval[0].dtype  # type: ignore[index]
+                for k, v in parts):
+            members[key] = [(k, v.aval.shape[axis]) for k, v in parts]  # type: ignore[union-attr]
+            axis_of[key] = axis
+    inner = {k for parts in members.values() for k, _ in parts if k in members}
+    slots: dict[Key, tuple[Key, int, int, int]] = {}
+
+    def place(concat: Key, root: Key, start: int) -> None:
+        for key, size in members[concat]:
+            slots[key] = (root, axis_of[root], start, start + size)
+            if key in members:
+                place(key, root, start)
+            start += size
+
+    for root in (k for k in members if k not in inner):
+        place(root, root, 0)
+        tree = [k for k, slot in slots.items() if slot[0] == root] + [root]
+        end = max(values.end[k] for k in tree)
+        for key in tree:
+            values.end[key] = end
+    plan.concats = set(members)
+    return slots
+
+
+def _inside_concatenations(chains: list[list[Key]], slots: dict[Key, tuple[Key, int, int, int]],
+                           values: _Values, plan: MemoryPlan) -> set[Key]:
+    """Every value of the chains that end in a slot (the whole chain lives there), recorded
+    in ``plan.slot_of``; the buffer of each outermost concatenation starts with the
+    first of them."""
+    inside: set[Key] = set()
+    for chain in chains:
+        slot = slots.get(chain[-1])
+        if slot is None:
+            continue
+        inside.add(chain[-1])
+        root = slot[0]
+        plan.slot_of.update(dict.fromkeys(chain, slot))
+        values.start[root] = min(values.start[root], values.start[chain[0]])
+    return inside
 
 
 def _inplace_chains(graph: Graph, values: _Values, plan: MemoryPlan) -> list[list[Key]]:
