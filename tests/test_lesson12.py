@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 from test_lessons import solution
 
-from hybridlab import random
+import hybridlab as mx
+from hybridlab import gluon, random
 from hybridlab.exercises import lesson12
+from hybridlab.gluon import rnn
 
 
 @pytest.fixture(autouse=True)
@@ -109,3 +111,63 @@ def test_lesson12_wrong_gru_bodies_fail_and_say_why():
     assert not stale and "read the state the previous one returned" in stale.message
     broken = lesson12.check_gru_body(lambda *a: lambda x, states: (x.no_such_method(), states))
     assert not broken and "raised" in broken.message
+
+
+class _Unrolled(gluon.HybridBlock):
+    """Lesson 12's time loop in Python (``cell.unroll``)."""
+
+    def __init__(self, cell):
+        super().__init__()
+        self.cell = cell
+
+    def hybrid_forward(self, F, x, *states):
+        return self.cell.unroll(x.shape[0], x, list(states), layout="TNC",
+                                merge_outputs=True)[0]
+
+
+class _Looped(gluon.HybridBlock):
+    """Lesson 12's time loop as one operator (``F.contrib.foreach``)."""
+
+    def __init__(self, cell):
+        super().__init__()
+        self.cell = cell
+
+    def hybrid_forward(self, F, x, *states):
+        return F.contrib.foreach(self.cell, x, list(states))[0]
+
+
+@pytest.mark.parametrize("make_cell, n_states", [(rnn.LSTMCell, 2), (rnn.GRUCell, 1)])
+def test_imperative_unrolled_and_foreach_agree_on_outputs_and_gradients(make_cell, n_states):
+    """The three ways of lesson 12 section 2, on two lengths each (a new length retraces the
+    unrolled block and reuses the foreach body): the same outputs, and the same gradients
+    of every weight, of the inputs and of the starting states."""
+    from hybridlab import autograd
+    from hybridlab import ndarray as nd
+
+    hidden, features, batch = 5, 3, 2
+    cell = make_cell(hidden, input_size=features)
+    cell.initialize(mx.init.Xavier())
+    imperative, unrolled, looped = _Unrolled(cell), _Unrolled(cell), _Looped(cell)
+    unrolled.hybridize(static_shape=True)
+    looped.hybridize()
+    rng = np.random.default_rng(2)
+    for steps in (4, 7):
+        arrays = [rng.normal(size=shape).astype(np.float32) for shape in
+                  [(steps, batch, features)] + [(batch, hidden)] * n_states]
+        head = nd.array(rng.normal(size=(steps, batch, hidden)).astype(np.float32))
+        results = {}
+        for name, block in (("imperative", imperative), ("unrolled", unrolled),
+                            ("foreach", looped)):
+            inputs = [nd.array(a) for a in arrays]
+            for array in inputs:
+                array.attach_grad()
+            with autograd.record():
+                out = block(*inputs)
+            out.backward(head)
+            results[name] = [out.asnumpy()] + [a.grad.asnumpy() for a in inputs] + \
+                [p.grad().asnumpy().copy() for p in cell.collect_params().values()]
+        assert len(results["imperative"]) == 1 + (1 + n_states) + 4
+        for name in ("unrolled", "foreach"):
+            for got, want in zip(results[name], results["imperative"]):
+                np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=name)
+        assert np.abs(results["imperative"][1]).max() > 0  # gradients reach the inputs
