@@ -168,6 +168,10 @@ def measure(ways: dict[str, Callable[..., Any]], *, engine: Any = "NaiveEngine",
 
     from hybridlab import engine as engines
 
+    if not ways or min(rounds, calls, runs) < 1:
+        raise ValueError(f"measure needs at least one way and rounds, calls and runs of at "
+                         f"least 1; got {len(ways)} way(s), rounds={rounds}, calls={calls}, "
+                         f"runs={runs}")
     names = list(ways)
     chosen = {name: _engine_of(engine[name] if isinstance(engine, dict) else engine)
               for name in names}
