@@ -5,7 +5,8 @@ a queue of forty tasks), lesson 05's pass explorer (its stage slider, first visi
 memory explorer over lesson 05's MLP (512 -> 256 -> 128 ->
 10, batch 64), moving its step slider across the forward and the forward + backward
 programs and switching the program; lesson 04's schedule explorers (workers, switches,
-devices menu); lesson 10's all-reduce explorer (way, devices, bytes); the speed-up widget
+devices menu); lesson 10's all-reduce explorer (way, devices, bytes); lesson 12's bucket
+explorer (buckets, spacing, way) over the lines of Python's help text; the speed-up widget
 of lesson 02 (its default
 network), moving each slider, redrawn from measurements it already has (the widget
 measures a new point once, in the background of a click's redraw; what a control must
@@ -265,6 +266,31 @@ def allreduce_controls(rounds: int) -> Times:
     return times
 
 
+def bucket_controls(rounds: int) -> Times:
+    """Lesson 12's bucket explorer over the lines of Python's help text, with costs of
+    the size the lesson measures: the buckets slider (1 to 32), the spacing and the way."""
+    from hybridlab.exercises.lesson12 import text_lines
+    from hybridlab.gluon.contrib.data import python_docs
+    from hybridlab.lab.buckets import Costs, LineCost
+    from hybridlab.viz.buckets import bucket_explorer
+
+    lengths = [len(line) - 1 for line in text_lines(python_docs())]
+    costs = {"unrolled": Costs(LineCost(0.05, 0.02), LineCost(2e-3, 4e-4)),
+             "foreach": Costs(LineCost(0.05, 0.0), LineCost(2e-3, 5e-4))}
+    explorer = bucket_explorer(lengths, costs, buckets=4)
+    times: Times = {"buckets: buckets slider": [], "buckets: spacing": [], "buckets: way": []}
+    for _ in range(rounds):
+        for k in (1, 8, 32, 4):
+            times["buckets: buckets slider"].append(timed(lambda v=k: setattr(
+                explorer.buckets, "value", v)))
+        for spacing in ("equal count", "equal width"):
+            times["buckets: spacing"].append(timed(lambda v=spacing: setattr(
+                explorer.spacing, "value", v)))
+        for way in ("foreach", "unrolled"):
+            times["buckets: way"].append(timed(lambda v=way: setattr(explorer.way, "value", v)))
+    return times
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
@@ -272,7 +298,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     results = {**stepper_controls(args.rounds), **pass_controls(args.rounds),
                **memory_controls(args.rounds), **speedup_controls(args.rounds),
-               **schedule_controls(args.rounds), **allreduce_controls(args.rounds)}
+               **schedule_controls(args.rounds), **allreduce_controls(args.rounds),
+               **bucket_controls(args.rounds)}
     if not args.no_real:
         results.update(real_network_controls(max(1, args.rounds // 2)))
     worst, worst_cpu = 0.0, 0.0
