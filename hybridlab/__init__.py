@@ -25,6 +25,7 @@ from hybridlab import (
     name,
     ndarray,
     onnx,
+    operator,
     ops,
     optimizer,
     profiler,

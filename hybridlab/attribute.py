@@ -17,6 +17,9 @@ Invariants
 ----------
 * The current scope is per thread (``AttrScope.current``, settable, as MXNet's).
 * A nested scope adds to the outer one; attributes given to a call win over the scope's.
+* On an operator they are notes (``Node.notes``): its kernel never sees them, and the
+  variables the call creates for missing inputs (``fc_weight``) get them too (MXNet copies
+  the operator's attributes there, so ``lr_mult=`` on a layer reaches its weights).
 * MXNet's hidden keys (``lr_mult``, ``wd_mult``, ``ctx_group``, ``force_mirroring``,
   ``mirror_stage``) are stored as ``__key__``: :func:`stored_key` names the stored form.
 """
@@ -32,6 +35,21 @@ HIDDEN_KEYS = ("ctx_group", "lr_mult", "wd_mult", "force_mirroring", "mirror_sta
 def stored_key(key: str) -> str:
     """The key an attribute is stored under: ``lr_mult`` -> ``__lr_mult__`` (MXNet's)."""
     return f"__{key}__" if key in HIDDEN_KEYS else key
+
+
+def is_note(key: str) -> bool:
+    """A call's keyword that is an operator-level attribute, not an operator parameter:
+    ``attr``, a hidden key (``lr_mult=``) or a ``__dunder__`` name (MXNet's rule)."""
+    return key == "attr" or key in HIDDEN_KEYS or (
+        len(key) > 4 and key.startswith("__") and key.endswith("__"))
+
+
+def operator_notes(given: dict[str, Any]) -> dict[str, str]:
+    """The operator-level attributes of one call (its ``attr={...}``, hidden keys and
+    ``__dunder__`` keywords, over the current scope's), in their stored string form."""
+    found = dict(given.get("attr") or {})
+    found.update((key, value) for key, value in given.items() if key != "attr")
+    return {stored_key(key): str(value) for key, value in AttrScope.current.get(found).items()}
 
 
 class _CurrentScope(type):

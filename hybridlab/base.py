@@ -4,9 +4,14 @@ MXNet's users import from it (``data_dir``, ``py_str``, ``_as_list``)."""
 import os
 from typing import Any, Sequence
 
+import numpy as np
+
 from hybridlab.errors import MXNetError, NotImplementedForSymbol
 
-__all__ = ["MXNetError", "NotImplementedForSymbol", "__version__", "data_dir", "py_str"]
+__all__ = ["MXNetError", "NotImplementedForSymbol", "__version__", "data_dir", "mx_real_t",
+           "py_str"]
+
+mx_real_t = np.float32  # MXNet's default real type: every array's dtype unless one is given
 
 
 def data_dir() -> str:

@@ -55,8 +55,10 @@ failure. An op that reads or overwrites a Var carrying a failure is *skipped*, a
 Vars it writes carry the same failure (so it spreads transitively; an op that only had
 to wait for a failed *reader* is not affected). The failure is raised once, as
 :class:`~hybridlab.errors.MXNetError` chained to the original exception, at the first
-sync point that depends on it (``wait_for_var`` on a poisoned Var) or at ``wait_all``.
-Once reported, the failure is forgotten: ops pushed *after* the report treat the Var as
+sync point that depends on it (``wait_for_var`` on a poisoned Var) or at ``wait_all``,
+which raises the earliest failure not yet reported and reports the others with it (its
+message names them): as MXNet's ``waitall``, a second ``wait_all`` is quiet. Once
+reported, the failure is forgotten: ops pushed *after* the report treat the Var as
 healthy again (its buffer keeps whatever it held, as in MXNet). Deciding by push order
 keeps this deterministic. A buffer that no op ever filled has nothing to read, though:
 an op reading it fails when it runs, naming the failed op (the front end's NOTE [Unfilled
@@ -89,6 +91,7 @@ from typing import (
     Iterator,
     Literal,
     NamedTuple,
+    Sequence,
     TypeVar,
     overload,
 )
@@ -153,6 +156,29 @@ class TaskRecord:
     deps: tuple[Dep, ...] = ()
 
 
+class _NameScope(threading.local):
+    prefix = ""
+    engine: Engine | None = None  # this thread's own engine (NOTE [Custom op names])
+
+
+# NOTE [Custom op names]: the ops a Python operator's code pushes (mx.operator.CustomOp)
+# are named ``<its op_type>::<op>`` (``MySigmoid::_zeros``), as MXNet's profiler shows them.
+# Run as a graph node's kernel, that code is inside an engine task: the ops it pushes go
+# to an engine of that thread's own (:func:`own_engine`), which runs them at once, since
+# the task's worker cannot wait for ops queued behind itself
+_SCOPE = _NameScope()
+
+
+@contextlib.contextmanager
+def name_scope(prefix: str) -> Iterator[None]:
+    """Ops this thread pushes inside are named ``prefix::name`` (NOTE [Custom op names])."""
+    outer, _SCOPE.prefix = _SCOPE.prefix, prefix
+    try:
+        yield
+    finally:
+        _SCOPE.prefix = outer
+
+
 class Task:
     """One pushed op and its scheduling state (see the module docstring)."""
 
@@ -164,6 +190,8 @@ class Task:
                  writes: tuple[Var, ...], origin: tuple[str, int], device: Any = None,
                  copy: bool = False) -> None:
         self.seq = next(_task_numbers)
+        if _SCOPE.prefix:  # pushed by a Python operator's code: NOTE [Custom op names]
+            name = f"{_SCOPE.prefix}::{name}"
         self.fn: Callable[[], None] | None = fn  # None once finished
         self.name, self.reads, self.writes, self.origin = name, reads, writes, origin
         self.device, self.copy = device, copy  # its stream: NOTE [A worker per device]
@@ -235,15 +263,17 @@ def _detached(exc: BaseException) -> BaseException:
     return exc
 
 
-def _op_error(failed: Task, waited: Task, more: int = 0) -> MXNetError:
+def _op_error(failed: Task, waited: Task, also: Sequence[Task] = ()) -> MXNetError:
     filename, line = failed.origin
     message = (f"operator '{failed.name}' failed with {type(failed.error).__name__}: "
                f"{failed.error}\n  pushed at {filename}:{line}")
     if waited is not failed:
         message += (f"\n  '{waited.name}', which you waited for, was skipped because it "
                     "depends on that result")
-    if more:
-        message += f"\n  ({more} more failed op(s): call wait_all() again to see them)"
+    for other in also:
+        where = ":".join(map(str, other.origin))
+        message += (f"\n  also failed (reported here too): '{other.name}' with "
+                    f"{type(other.error).__name__}: {other.error} (pushed at {where})")
     return MXNetError(message + "\n  The engine keeps working; fix the op and run it again.")
 
 
@@ -293,6 +323,7 @@ class Engine:
     """The scheduling algorithm; subclasses supply ``_submit`` (the executor)."""
 
     _keep_history = False  # keep reads/writes of finished tasks (StepEngine draws them)
+    synchronous = False  # ops run later, on workers or at step(): NOTE [Run now]
 
     def __init__(self) -> None:
         self._lock = _EngineLock(self._complete)  # guards the scheduling state
@@ -568,7 +599,8 @@ class Engine:
             raise _op_error(failed, task) from failed.error
 
     def wait_all(self) -> None:
-        """Block until every pushed op has finished; raise the earliest unreported failure.
+        """Block until every pushed op has finished; raise the earliest unreported failure,
+        the others reported with it (MXNet's ``waitall`` clears every failure it saw).
 
         (Errors of callback hooks come after the ops' failures; see :meth:`_call_hook`.)
         """
@@ -576,13 +608,13 @@ class Engine:
         with self._lock:
             unreported = sorted((t for t in self._failures if t.reported_at == _NEVER),
                                 key=lambda t: t.seq)
-            self._failures = unreported[1:]
-            if unreported:
-                failed = unreported[0]
+            self._failures = []
+            for failed in unreported:
                 failed.reported_at = next(_task_numbers)
         if not unreported:
             return self._raise_hook_error()  # then a broken callback's error, if any
-        raise _op_error(failed, failed, more=len(unreported) - 1) from failed.error
+        raise _op_error(unreported[0], unreported[0], also=unreported[1:]) \
+            from unreported[0].error
 
     def add_callback(self, callback: Callback) -> None:
         self._callbacks.append(callback)
@@ -624,12 +656,34 @@ class Engine:
         """Wait for pending ops and release resources; the engine may still be used."""
         self._wait_idle()
 
+    # NOTE: [Run now] an op pushed to an engine with nothing pending and nobody watching
+    # (no callback, no trace, not a StepEngine) has nothing to wait for and nothing to
+    # record, so the caller may run it itself, at once, as the NaiveEngine runs every op:
+    # no task, no queue, no thread switch. A front end that knows its op is short (a
+    # compiled program measured to run in less than a thread switch costs) asks ``idle``
+    # and runs it; if it raises, ``fail_now`` reports the error exactly as a pushed op's:
+    # at once on the NaiveEngine, at the next sync point on the others.
+    def idle(self) -> bool:
+        """Nothing pending, nobody observing, no callback error to report (NOTE [Run now])."""
+        return self._pending == 0 and not self._observed and self._hook_error is None
+
+    def fail_now(self, error: Exception, reads: Iterable[Var], writes: Iterable[Var],
+                 name: str = "op", device: Any = None) -> None:
+        """An op run at once (NOTE [Run now]) raised ``error``: push an op that raises it,
+        so its outputs fail as a pushed op's would."""
+        def failed() -> None:
+            raise error
+
+        self.push(failed, reads, writes, name, device)
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__}>"
 
 
 class NaiveEngine(Engine):
     """Runs each op at once in the caller's thread; an error raises at the push itself."""
+
+    synchronous = True  # every op runs at its push (NOTE [Run now]: always, when idle)
 
     def push(self, fn: Callable[[], None], reads: Iterable[Var], writes: Iterable[Var],
              name: str = "op", device: Any = None, copy: bool = False) -> None:
@@ -946,6 +1000,9 @@ def _make(name_or_engine: str | Engine) -> Engine:
 
 def current() -> Engine:
     """The engine ops are pushed to (made from ``FLAGS['ENGINE_TYPE']`` on first use)."""
+    own = _SCOPE.engine
+    if own is not None:
+        return own
     global _current
     if _current is None:
         _current = _make(config.flag("ENGINE_TYPE"))
@@ -990,6 +1047,22 @@ def unfollow(callback: Callback) -> None:
     """Stop following: remove ``callback`` from the current engine."""
     _followers.remove(callback)
     current().remove_callback(callback)
+
+
+@contextlib.contextmanager
+def own_engine() -> Iterator[Engine]:
+    """This thread pushes to a NaiveEngine of its own inside (NOTE [Custom op names]);
+    the callbacks that follow every engine (the profiler) see its ops too."""
+    own, outer = NaiveEngine(), _SCOPE.engine
+    for callback in _followers:
+        own.add_callback(callback)
+    _SCOPE.engine = own
+    try:
+        yield own
+    finally:
+        _SCOPE.engine = outer
+        for callback in _followers:
+            own.remove_callback(callback)
 
 
 AnEngine = TypeVar("AnEngine", bound=Engine)

@@ -303,10 +303,13 @@ def _load_ref(ref: Any, built: list[Node], limit: int, where: str) -> Value:
     return built[node_index].out(output)
 
 
+_VAR_KEYS = ("shape", "dtype", "init", "aux", "storage_type")  # read only as __key__
+
+
 def _load_var(name: str, attrs: dict[str, str], where: str) -> Node:
-    for key in attrs:
-        _require(key.startswith("__") and key.endswith("__"), where,
-                 f"variable attribute {key!r} must be spelled __{key}__")
+    for key in attrs:  # other keys are a user's attributes (MXNet keeps them as they are)
+        _require(key not in _VAR_KEYS, where, f"variable attribute {key!r} must be spelled "
+                 f"__{key}__")
     try:
         shape = shapes.parse_shape(attrs["__shape__"]) if "__shape__" in attrs else None
         dtype = np.dtype(_DTYPE_CODES.get(attrs.get("__dtype__", "0"), attrs.get("__dtype__")))
@@ -342,8 +345,10 @@ def _load_call(op: str, name: str, attrs: dict[str, str], inputs: list[Value],
     variadic = bool(names) and names[0].startswith("*")
     _require(len(inputs) >= 1 if variadic else len(inputs) == len(names), where,
              f"{opdef.name} takes inputs {list(names)}, the file gives {len(inputs)}")
+    notes = {k: v for k, v in attrs.items() if k.startswith("__") and isinstance(v, str)}
     try:
-        return ir.call(opdef.name, inputs, parsed, name=name, origin=where, parsed=True)
+        return ir.call(opdef.name, inputs, parsed, name=name, origin=where, parsed=True,
+                       notes=notes)
     except Exception as err:  # any failure of the op's shape rule on untrusted attributes
         raise errors.ModelFileError(f"{where}: {type(err).__name__}: {err}") from err
 
@@ -365,7 +370,8 @@ def _load_composite(composite: registry.Composite, name: str, attrs: dict[str, s
                                     f"{err}") from err
     _require(value.index == 0 and value.node.kind == "call", where,
              f"{composite.name} must give one value made by an operator")
-    return dataclasses.replace(value.node, name=name, origin=where)
+    notes = tuple(sorted((k, v) for k, v in attrs.items() if k.startswith("__")))
+    return dataclasses.replace(value.node, name=name, origin=where, notes=notes)
 
 
 def _untyped_literal(text: str) -> Any:
@@ -433,6 +439,7 @@ def _node_json(node: Node, index: dict[int, int]) -> dict[str, Any]:
         attrs = {k: ir.attr_text(v) for k, v in node.attrs if k not in graphs and (
                  k not in defaults or defaults[k].default is registry.REQUIRED
                  or defaults[k].default != v)}
+        attrs.update(node.notes)  # operator-level attributes (MXNet keeps them in attrs)
         if graphs:
             entry["subgraphs"] = [_document(node.attr_dict[k], "tojson") for k in graphs]
     if attrs:

@@ -26,9 +26,10 @@ statistics (count, total, min, max, average per name) instead of the trace.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
-from typing import Any
+from typing import Any, Iterator
 
 from hybridlab import engine
 
@@ -139,7 +140,8 @@ def _aggregate(format: str, sort_by: str, ascending: bool) -> str:
                          f"{list(_SORT_KEYS)}, got format={format!r}, sort_by={sort_by!r}")
     spans: dict[str, dict[str, list[float]]] = {}
     for record in _records:
-        spans.setdefault("operator", {}).setdefault(record.name, []).append(
+        domain = CUSTOM_DOMAIN if "::" in record.name else "operator"
+        spans.setdefault(domain, {}).setdefault(record.name, []).append(
             (record.end - record.start) * 1e3)
     for mark in _marks:
         if mark["ph"] == "X":
@@ -246,6 +248,23 @@ class Marker:
         if _recording():
             _marks.append({"name": self.name, "cat": str(self.domain), "ph": "i", "pid": 0,
                            "tid": -2, "ts": time.perf_counter(), "s": scope[0]})
+
+
+CUSTOM_DOMAIN = "Custom Operator"  # MXNet's domain of Python operators (mx.operator)
+
+
+@contextlib.contextmanager
+def custom_operator(name: str) -> Iterator[None]:
+    """The Python code of an operator written with ``mx.operator`` runs inside: a span
+    ``name::pure_python`` in the ``Custom Operator`` domain, and the ops it pushes are
+    named ``name::op`` (``MySigmoid::_zeros``) and counted in that domain too."""
+    task = Task(Domain(CUSTOM_DOMAIN), f"{name}::pure_python")
+    task.start()
+    try:
+        with engine.name_scope(name):
+            yield
+    finally:
+        task.stop()
 
 
 def dump(finished: bool = True) -> None:

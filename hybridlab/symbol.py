@@ -206,14 +206,12 @@ class Symbol:
         """This node's attributes as strings (``{'num_hidden': '10'}``, ``{'__shape__': ...}``)."""
         if self.name is None:
             return {}
-        return _with_hidden_keys({key: ir.attr_text(value)
-                                  for key, value in self._outputs[0].node.attrs})
+        return _attr_texts(self._outputs[0].node)
 
     def attr_dict(self) -> dict[str, dict[str, str]]:
         """Every node's attributes by node name (nodes without attributes are left out)."""
-        return {node.name: _with_hidden_keys({key: ir.attr_text(value)
-                                              for key, value in node.attrs})
-                for node in self.to_graph().nodes if node.attrs}
+        return {node.name: _attr_texts(node) for node in self.to_graph().nodes
+                if node.attrs or node.notes}
 
     def debug_str(self) -> str:
         """The graph in the compiler's printed SSA form (MXNet printed its own dump here)."""
@@ -274,15 +272,20 @@ class Symbol:
         return {**given, **{k: v for k, v in kwargs.items() if v is not None}}
 
     def _report(self, inferred: shapes.Inferred, field: Any) -> Report:
-        variables = {node.name: node for node in self._variables()}
+        variables: dict[str, list[Node]] = {}  # by name, in graph order (names may repeat)
+        for node in self._variables():
+            variables.setdefault(node.name, []).append(node)
 
         def pick(value: Value) -> Any:
             aval = inferred.aval(value)
             return None if aval is None else field(aval)
 
-        return ([pick(variables[n].out()) for n in self.list_arguments()],
-                [pick(value) for value in self._outputs],
-                [pick(variables[n].out()) for n in self.list_auxiliary_states()])
+        def named(names: list[str]) -> list[Any]:
+            taken: dict[str, int] = {}
+            return [pick(variables[n][_next(taken, n)].out()) for n in names]
+
+        return (named(self.list_arguments()), [pick(value) for value in self._outputs],
+                named(self.list_auxiliary_states()))
 
     def _static_shape(self) -> tuple[int, ...]:
         """The shape recorded in the trace (Gluon layers use it to size parameters)."""
@@ -463,6 +466,18 @@ def _shape_message(symbol: Symbol, what: str) -> str:
     return errors.attribute_message(what, _described(symbol))
 
 
+def _next(counts: dict[str, int], name: str) -> int:
+    """0, 1, 2, ... on each call with ``name``: the how-many-th ``name`` this is."""
+    counts[name] = counts.get(name, -1) + 1
+    return counts[name]
+
+
+def _attr_texts(node: Node) -> dict[str, str]:
+    """A node's parameters and notes as strings, hidden keys both ways (MXNet's listing)."""
+    return _with_hidden_keys({**{key: ir.attr_text(value) for key, value in node.attrs},
+                              **dict(node.notes)})
+
+
 def _with_hidden_keys(attrs: dict[str, str]) -> dict[str, str]:
     """MXNet lists a hidden key both ways: ``__lr_mult__`` and ``lr_mult``."""
     return {**attrs, **{key: attrs[f"__{key}__"] for key in attribute.HIDDEN_KEYS
@@ -603,17 +618,17 @@ def _check_symbol(value: Any, where: str) -> Symbol:
 def _apply(op: registry.OpDef, inputs: list[Any], attrs: dict[str, Any], name: str | None, hint: str
            ) -> Symbol:
     """The registry's hook for ``sym``: add one call node, return its outputs."""
-    hidden = {attribute.stored_key(key): str(attrs.pop(key))
-              for key in attribute.HIDDEN_KEYS if key in attrs}
+    notes = attribute.operator_notes({key: attrs.pop(key) for key in list(attrs)
+                                      if attribute.is_note(key)})
     parsed = op.parse_attrs(attrs)
     node_name = _name.NameManager.current.get(name, hint)
     names = op.input_names(parsed)
     if names and names[0].startswith("*"):
         names = tuple(f"{names[0][1:]}{i}" for i in range(len(inputs)))
-    values = [_input_value(op, node_name, input_name, given, hidden)
+    values = [_input_value(op, node_name, input_name, given, notes)
               for input_name, given in zip(names, inputs)]
     node = ir.call(op.name, values, parsed, name=node_name, origin=ir.user_origin(),
-                   parsed=True)
+                   parsed=True, notes=notes)
     kind = _GraphSymbol if any(type(x) is _GraphSymbol for x in inputs) else Symbol
     return kind([node.out(i) for i in range(op.output_count(parsed))])
 
@@ -629,14 +644,14 @@ def _foreign_operand(symbol: Symbol, other: Any, dunder: str) -> None:
             f"parameter (self.params.get(..., grad_req='null'))")
 
 
-def _compose(run: Any, hint: str, name: str | None) -> Symbol:
+def _compose(run: Any, hint: str, name: str | None, notes: dict[str, Any]) -> Symbol:
     """A composite as one named node: ``sym.Activation(x)`` is ``activation0`` as in MXNet.
 
     Its helper nodes are named under ``<name>_`` with fresh counters (``softmax0_exp0``),
     so they neither take the user's ``exp0`` nor depend on what was built before.
     """
     final = _name.NameManager.current.get(name, hint)
-    with _name.Prefix(f"{final}_"):
+    with _name.Prefix(f"{final}_"), attribute.AttrScope(**attribute.operator_notes(notes)):
         result = run()
     return _renamed(result, final, "composite")
 
@@ -649,21 +664,18 @@ def _renamed(result: Any, name: str, where: str) -> Symbol:
     return Symbol([dataclasses.replace(result._outputs[0].node, name=name).out()])
 
 
-# An operator's hidden keywords (attribute.HIDDEN_KEYS) are its variables' attributes: the
-# variables it makes for missing inputs get them, ``FullyConnected(x, lr_mult=0)``.
 # The first values an operator gives the variables it makes (MXNet's FSetInputVarAttrOnCompose)
 _INPUT_INITS = {("LeakyReLU", "gamma"): '["Constant", {"value": 0.25}]'}
 
 
 def _input_value(op: registry.OpDef, node_name: str, input_name: str, given: Any,
-                 hidden: dict[str, str]) -> Value:
-    if given is None:  # MXNet makes every missing input a variable: fc3_data, fc3_weight
-        extra: dict[str, Any] = dict(hidden)
-        if input_name in AUXILIARY_INPUTS:
-            extra["__aux__"] = True
+                 notes: dict[str, str]) -> Value:
+    if given is None:  # MXNet makes every missing input a variable: fc3_data, fc3_weight,
+        # with the operator's own attributes (lr_mult= on a layer reaches its weight)
+        extra: dict[str, Any] = {"__aux__": True} if input_name in AUXILIARY_INPUTS else {}
         if (op.name, input_name) in _INPUT_INITS:
             extra["init"] = _INPUT_INITS[op.name, input_name]
-        return var(f"{node_name}_{input_name}", **extra)._outputs[0]
+        return var(f"{node_name}_{input_name}", attr=notes, **extra)._outputs[0]
     symbol = _check_symbol(given, f"{op.name} {node_name!r} input {input_name!r}")
     if len(symbol._outputs) != 1:
         raise TypeError(f"{op.name} {node_name!r}: input {input_name!r} is the grouped "
@@ -706,6 +718,7 @@ def _ignoring_inplace(name: str) -> Any:
 for _spelling in ("squeeze", "expand_dims", "flatten"):  # NDArray's inplace= forms, traced
     setattr(Symbol, _spelling, _ignoring_inplace(_spelling))
 registry.install_methods(Symbol, sys.modules[__name__])  # x.relu(): the rule NDArray uses
+_internal = sys.modules[__name__]  # MXNet's sym._internal: the ops with a leading _ live here
 
 
 def _symbol_from_tape(head: Any, nodes: list[Any]) -> Symbol:

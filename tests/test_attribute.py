@@ -33,6 +33,31 @@ def test_hidden_keys_are_stored_with_underscores_and_listed_both_ways():
     assert "__mood__" not in x.list_attr() and x.attr("mood") == "calm"
 
 
+def test_an_operator_keeps_its_attributes_and_gives_them_to_the_weights_it_creates():
+    with mx.AttrScope(__group__="4"):
+        conv = sym.Convolution(sym.var("data"), name="conv", kernel=(1, 1), num_filter=1,
+                               attr={"__mood__": "calm"}, lr_mult=2)
+        act = sym.Activation(conv, act_type="relu", wd_mult=0)  # a composite takes them too
+    assert conv.attr("__group__") == "4" and conv.attr("__mood__") == "calm"
+    assert conv.attr("lr_mult") == conv.attr("__lr_mult__") == "2"
+    assert conv.attr("kernel") == "(1, 1)"  # the operator's own parameters still listed
+    weights = conv.attr_dict()["conv_weight"]
+    assert weights["__lr_mult__"] == "2" and weights["__mood__"] == "calm"  # MXNet copies
+    assert act.list_attr()["wd_mult"] == "0" and act.attr("__group__") == "4"
+    again = sym.load_json(act.tojson())  # kept by the JSON file, and the kernel never saw them
+    assert again.attr_dict() == act.attr_dict()
+    out = act.eval(data=mx.nd.ones((1, 1, 2, 2)), conv_weight=mx.nd.ones((1, 1, 1, 1)),
+                   conv_bias=mx.nd.zeros((1,)))
+    assert out[0].asnumpy().tolist() == [[[[1.0, 1.0], [1.0, 1.0]]]]
+
+
+def test_a_file_may_give_a_variable_any_attribute_but_a_misspelled_shape():
+    x = sym.var("x", attr={"mood": "calm"})
+    assert sym.load_json(x.tojson()).attr("mood") == "calm"
+    with pytest.raises(mx.base.MXNetError, match="must be spelled __shape__"):
+        sym.load_json(x.tojson().replace('"mood"', '"shape"'))
+
+
 def _in_thread(function):
     results = []
     thread = threading.Thread(target=lambda: results.append(function()))

@@ -15,7 +15,8 @@ def _values(arrays):
     return [a.asnumpy().tolist() for a in arrays]
 
 
-@pytest.mark.parametrize("kind", ["local", "device"])
+@pytest.mark.parametrize("kind", ["local", "device", "local_allreduce_cpu",
+                                  "local_allreduce_device"])
 def test_push_sums_the_devices_values_and_replaces_the_stored_one(kind):
     kv = mx.kv.create(kind)
     assert (kv.type, kv.rank, kv.num_workers) == (kind, 0, 1)
@@ -25,6 +26,22 @@ def test_push_sums_the_devices_values_and_replaces_the_stored_one(kind):
     kv.pull(3, out=out)
     assert _values(out) == [[2.0, 2.0], [2.0, 2.0]]  # MXNet: the sum replaced the 2s
     assert [o.context for o in out] == [CPU0, CPU1]
+
+
+@pytest.mark.parametrize("kind, home", [("local_allreduce_cpu", CPU0),
+                                        ("local_allreduce_device", CPU1)])
+def test_mxnets_other_local_names_keep_keys_where_the_name_says(kind, home):
+    kv = mx.kv.create(kind)  # MXNet: any name without "dist" is a local store
+    kv.init("w", nd.ones((2,), ctx=CPU1))
+    out = nd.zeros((2,), ctx=CPU1)
+    kv.pull("w", out=out)
+    assert kv._store["w"].context == home and _values([out]) == [[1.0, 1.0]]
+    compression = {"type": "2bit", "threshold": 0.5}
+    if home == CPU0:  # not a device store: MXNet refuses compression
+        with pytest.raises(MXNetError, match="local_allreduce_cpu"):
+            kv.set_gradient_compression(compression)
+    else:
+        kv.set_gradient_compression(compression)
 
 
 def test_with_an_optimizer_a_push_updates_the_stored_value_once():

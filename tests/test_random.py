@@ -136,3 +136,30 @@ def test_shuffle_permutes_rows_and_keeps_each_row():
     shuffled = nd.random.shuffle(data).asnumpy()
     assert sorted(shuffled[:, 0]) == [0, 3, 6, 9]
     np.testing.assert_array_equal(shuffled - shuffled[:, :1], np.tile([0, 1, 2], (4, 1)))
+
+
+def test_unique_zipfian_gives_distinct_classes_and_the_draws_they_took():
+    mx.random.seed(3)
+    classes, trials = nd._internal._sample_unique_zipfian(50, shape=(3, 20))
+    assert classes.shape == (3, 20) and classes.dtype == np.int64 and trials.shape == (3,)
+    for row, took in zip(classes.asnumpy(), trials.asnumpy()):
+        assert len(set(row)) == 20 and row.min() >= 0 and row.max() < 50 and took >= 20
+    everything, took = nd._internal._sample_unique_zipfian(4, shape=(1, 4))
+    assert sorted(everything.asnumpy()[0]) == [0, 1, 2, 3] and took.asnumpy()[0] >= 4
+    with pytest.raises(mx.base.MXNetError, match="num_sampled <= range_max"):
+        nd._internal._sample_unique_zipfian(3, shape=(1, 4))
+
+
+def test_rand_zipfian_draws_log_uniform_classes_and_their_expected_counts():
+    mx.random.seed(5)
+    true = nd.array([0, 3, 19]).astype("int32")
+    sampled, count_true, count_sampled = nd.contrib.rand_zipfian(true, 20000, 20)
+    probability = np.log((np.arange(20) + 2) / (np.arange(20) + 1)) / np.log(21)
+    assert sampled.dtype == np.int64 and set(sampled.asnumpy()) <= set(range(20))
+    frequency = np.bincount(sampled.asnumpy(), minlength=20) / 20000
+    np.testing.assert_allclose(frequency, probability, atol=0.01)
+    np.testing.assert_allclose(count_true.asnumpy(), 20000 * probability[[0, 3, 19]])
+    np.testing.assert_allclose(count_sampled.asnumpy(), 20000 * probability[sampled.asnumpy()])
+    graph = mx.sym.Group(mx.sym.contrib.rand_zipfian(mx.sym.var("t"), 7, 20))
+    outs = graph.bind(mx.cpu(), {"t": true}).forward()
+    assert [o.shape for o in outs] == [(7,), (3,), (7,)]

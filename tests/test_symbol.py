@@ -719,6 +719,8 @@ def test_infer_type_partial_leaves_undecided_arguments_unknown():
     assert sym.FullyConnected(sym.var("x"), num_hidden=2).infer_type_partial()[:2] == (
         [None, None, None], [None])
     assert net.infer_type(data=np.float16)[0][0] == np.float16
+    real = mx.base.mx_real_t  # MXNet's default real type, given as a dtype
+    assert net.infer_type(data=real)[:2] == ([real] * 4, [real]) and real is np.float32
 
 
 def test_squeeze_expand_dims_flatten_take_inplace_when_traced():
@@ -881,3 +883,22 @@ def test_executor_reshape_shares_weights_and_the_first_rows():
     larger = exe.reshape(allow_up_sizing=True, x=(6, 4))
     larger.arg_dict["x"][:] = 0
     np.testing.assert_array_equal(exe.arg_dict["x"].asnumpy(), np.ones((5, 4)))
+
+
+def test_a_shape_constraint_lets_inference_reach_a_weight_backwards():
+    w, shift = sym.var("w"), sym.var("shift", shape=(1,))
+    tied = sym._internal._identity_with_attr_like_rhs(sym.broadcast_add(w, shift), w)
+    fc = sym.FullyConnected(sym.var("data"), weight=tied, num_hidden=11, no_bias=True)
+    args, _, _ = fc.infer_shape(data=(7, 100))
+    assert dict(zip(fc.list_arguments(), args))["w"] == (11, 100)
+    with pytest.raises(mx.base.MXNetError, match="inconsistent"):
+        sym._internal._identity_with_attr_like_rhs(sym.var("a"), sym.var("b")).infer_shape(
+            a=(2, 3), b=(3, 2))
+
+
+def test_where_decides_no_shape_before_its_condition_is_fully_known():
+    where = sym.where(sym.var("c"), sym.var("x"), sym.var("y"))
+    assert where.infer_shape_partial(c=(0, 2), x=(0, 2), y=(0, 2))[1] == [()]
+    assert where.infer_shape_partial(c=(0,), x=(2, 2), y=(2, 2))[1] == [()]
+    assert where.infer_shape_partial(c=(2, 2), x=(2, 2), y=(2, 2))[1] == [(2, 2)]
+    assert where.infer_type(c="float32", x="float64", y="float64")[1] == [np.float64]

@@ -174,3 +174,23 @@ def test_differences_and_ratios_pair_the_rounds():
 def test_nothing_to_time_is_a_clear_error(ways, counts):
     with pytest.raises(ValueError, match="at least one way and rounds, calls and runs"):
         timing.measure(ways, **counts)
+
+
+def test_cpu_while_idle_counts_the_threads_left_busy_not_the_sleep():
+    """``cpu_while_idle`` (lesson 04's spinning BLAS threads): a thread left spinning by
+    ``before`` shows as CPU used while the process sleeps; after a plain call, nothing."""
+    import threading
+    import time
+
+    from hybridlab.lab.timing import cpu_while_idle
+
+    def leave_a_thread_spinning():
+        def spin():
+            end = time.perf_counter() + 0.3
+            while time.perf_counter() < end:
+                pass
+        threading.Thread(target=spin, daemon=True).start()
+
+    quiet = cpu_while_idle(lambda: None, nap=0.2)
+    busy = cpu_while_idle(leave_a_thread_spinning, nap=0.2)
+    assert quiet < 0.005 < busy

@@ -38,6 +38,7 @@ from typing import Any, Callable
 
 from hybridlab import ndarray, symbol
 from hybridlab.base import _flatten, _regroup
+from hybridlab.contrib import sampling
 from hybridlab.errors import UnboundedLoopError, UnusedLoopInputError
 
 
@@ -230,10 +231,10 @@ def _finish_loop(F: Any, out: Any, outputs: list, variables: list,
 
 
 def install(module: Any) -> None:
-    """Add ``module.contrib.cond/foreach/while_loop`` bound to ``module`` as ``F``."""
+    """Add ``module.contrib.cond/foreach/while_loop/rand_zipfian`` bound to ``module`` as ``F``."""
     if "contrib" not in vars(module):  # (hasattr would ask nd.__getattr__ for hints)
         module.contrib = types.SimpleNamespace()
-    for function in (cond, foreach, while_loop):
+    for function in (cond, foreach, while_loop, sampling.rand_zipfian):
         bound = functools.partial(function, module)
         functools.update_wrapper(bound, function)
         setattr(module.contrib, function.__name__, bound)

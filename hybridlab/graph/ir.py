@@ -94,6 +94,9 @@ class Node:
     aval: tuple[Aval, ...] | None = None  # one per output; None until inferred
     value: np.ndarray | None = field(default=None, repr=False)  # const nodes only
     origin: str | None = field(default=None, repr=False)  # the user line that made it
+    # MXNet's operator-level attributes (``attr={...}``, ``lr_mult=``, an AttrScope's): strings
+    # for tools and the JSON file, never seen by the operator's kernel, infer or grad rules
+    notes: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
     @property
     def attr_dict(self) -> dict[str, Any]:
@@ -158,13 +161,15 @@ def const(value: Any, name: str = "const") -> Node:
 
 
 def call(op: str, inputs: Sequence[Value], attrs: Mapping[str, Any] | None = None,
-         name: str = "", origin: str | None = None, parsed: bool = False) -> Node:
-    """``op(*inputs, **attrs)``; the aval is inferred at once when every input has one."""
+         name: str = "", origin: str | None = None, parsed: bool = False,
+         notes: Mapping[str, str] | None = None) -> Node:
+    """``op(*inputs, **attrs)``; the aval is inferred at once when every input has one.
+    ``notes``: operator-level attributes (:attr:`Node.notes`)."""
     opdef = registry.get(op)
     full = dict(attrs or {}) if parsed else opdef.parse_attrs(dict(attrs or {}))
     node = Node("call", opdef.name, tuple(Value(*v) for v in inputs),
                 tuple(sorted((k, freeze(v)) for k, v in full.items())), name or opdef.name,
-                origin=origin)
+                origin=origin, notes=tuple(sorted((notes or {}).items())))
     if all(v.aval is not None for v in node.inputs):
         node = dataclasses.replace(node, aval=_inference[0].infer_node(node))
     return node

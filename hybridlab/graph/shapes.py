@@ -270,7 +270,8 @@ class _Solver:
         inputs = self.inputs(node)
         if any(a is None or a.dtype is None for a in inputs):
             return
-        if any(a.shape is None for a in inputs):  # type: ignore[union-attr]
+        if any(a.shape is None for a in inputs) or (  # type: ignore[union-attr]
+                node.op in _FIRST_INPUT_FIRST and 0 in inputs[0].shape):  # type: ignore[union-attr]
             outputs = self.dtype_only(node, inputs)  # type: ignore[arg-type]
         else:
             outputs = self.run_rule(node, inputs)  # type: ignore[arg-type]
@@ -358,6 +359,10 @@ class _Solver:
             return
         for value, shape in zip(node.inputs, rule(inputs, outputs, **node.attr_dict)):
             self.learn_input(value, shape)
+
+
+# MXNet's where decides nothing of its shape until its condition's is fully known
+_FIRST_INPUT_FIRST = ("where",)
 
 
 def _probed(rule: Callable[[list[Aval]], Any], avals: list[Aval]) -> tuple[Any, Any] | None:

@@ -40,8 +40,11 @@ TYPES = ("local", "device", "dist_sync", "dist_async")
 
 
 def create(name: str = "local") -> KVStore:
-    """``mx.kv.create('local' | 'device' | 'dist_sync' | 'dist_async')``."""
-    if not isinstance(name, str) or name not in TYPES + ("dist", "dist_device_sync"):
+    """``mx.kv.create('local' | 'device' | 'dist_sync' | 'dist_async')``; MXNet's other
+    names of one process's store (``'local_allreduce_cpu'``, ``'local_allreduce_device'``,
+    ...) are a local store, on the devices when the name says ``device``."""
+    known = name in TYPES + ("dist", "dist_device_sync") or str(name).startswith("local_")
+    if not isinstance(name, str) or not known:
         raise ValueError(f"mx.kv.create: unknown kvstore type {name!r}; hybridlab has "
                          f"{list(TYPES)} (local/device: the devices of one process; "
                          f"dist_*: Dask workers, run through hybridlab.kvstore.run_workers)")

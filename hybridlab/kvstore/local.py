@@ -37,6 +37,8 @@ class KVStore:
 
     def __init__(self, name: str = "local") -> None:
         self.type = name
+        # MXNet's rule: a name with "device" keeps each key on its first value's device
+        self._on_device = "device" in name
         self._store: dict[Any, nd.NDArray] = {}
         self._updater: Callable[[Any, nd.NDArray, nd.NDArray], None] | None = None
         self._optimizer: opt.Optimizer | None = None
@@ -59,7 +61,7 @@ class KVStore:
         """Store a copy of ``value`` under ``key`` (lists of keys and values: one each)."""
         for k, v in key_value_pairs(key, value, "init"):
             first = first_value(k, v, known=self._store)
-            home = cpu(0) if self.type == "local" else first.context
+            home = first.context if self._on_device else cpu(0)
             self._store[k] = first.copyto(home)
 
     def push(self, key: Any, value: Any, priority: int = 0) -> None:
@@ -88,9 +90,9 @@ class KVStore:
     def set_gradient_compression(self, compression_params: dict) -> None:
         """MXNet's 2-bit compression of what is pushed, with error feedback (compression.py):
         ``{'type': '2bit', 'threshold': 0.5}``, the threshold 0.5 if not given."""
-        if self.type == "local":  # MXNet's check, and its words
-            raise MXNetError("Gradient compression is not supported for this type of kvstore "
-                             "('local'); use mx.kv.create('device') or a dist_* store")
+        if "device" not in self.type and "dist" not in self.type:  # MXNet's check and words
+            raise MXNetError(f"Gradient compression is not supported for this type of kvstore "
+                             f"({self.type!r}); use mx.kv.create('device') or a dist_* store")
         self._threshold = compression_threshold(compression_params)
         self._residuals.clear()
 

@@ -100,12 +100,15 @@ def _with_shapes(symbol: Any, graph: Graph, shape: dict[str, Any], dtype: Any) -
 
     arg_shapes, _, aux_shapes = symbol.infer_shape(**shape)
     names = symbol.list_arguments() + symbol.list_auxiliary_states()
-    known = dict(zip(names, (arg_shapes or []) + (aux_shapes or [])))
-    if any(known.get(n.name) is None for n in graph.inputs):
+    known: dict[str, list[Any]] = {}  # name -> shapes in graph order (two vars may share one)
+    for name, found in zip(names, (arg_shapes or []) + (aux_shapes or [])):
+        known.setdefault(name, []).append(found)
+    if any(not known.get(n.name) for n in graph.inputs):
         return graph  # not enough shapes given: draw without types rather than fail
     def dtype_of(name: str) -> Any:  # one dtype, or MXNet's {name: dtype} (float32 else)
         return np.dtype(dtype.get(name, "float32") if isinstance(dtype, dict) else dtype)
-    return infer_graph(graph, {n: Aval(tuple(s), dtype_of(n)) for n, s in known.items()})
+    return infer_graph(graph, [Aval(tuple(known[n.name].pop(0)), dtype_of(n.name))
+                               for n in graph.inputs])
 
 
 def op_kind(name: str) -> str:

@@ -194,6 +194,18 @@ def measure(ways: dict[str, Callable[..., Any]], *, engine: Any = "NaiveEngine",
     return Measurement(label, threads, runs, samples, laps)
 
 
+def cpu_while_idle(before: Callable[[], Any], nap: float = 0.3) -> float:
+    """CPU seconds this process uses while it only sleeps ``nap`` s, right after
+    ``before()`` ran: threads that ``before`` left busy (a BLAS library's helpers spinning
+    for the next product) are all that can use it. It first sleeps ``nap`` s, so the
+    helpers of whatever ran earlier have gone quiet."""
+    time.sleep(nap)
+    before()
+    start = time.process_time()
+    time.sleep(nap)
+    return time.process_time() - start
+
+
 def _engine_of(name_or_engine: Any) -> Any:
     """An engine to keep for the whole measurement (a name makes one, once)."""
     from hybridlab import engine as engines

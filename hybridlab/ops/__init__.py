@@ -11,6 +11,7 @@ from hybridlab.ops import (
     conv_algorithms,
     creation,
     ctc,
+    custom,
     deformable,
     elementwise,
     fused,

@@ -415,6 +415,23 @@ register(OpDef(
 # gradient; make_loss passes values and starts one (``grad_scale`` whatever comes from above).
 _unary("BlockGrad", np.positive, None, "``x``, with a zero gradient (MXNet's BlockGrad).",
        np.positive, ("stop_gradient",))
+
+
+def _like_rhs_infer(lhs: Aval, rhs: Aval) -> list[Aval]:
+    if lhs.shape != rhs.shape:
+        raise ShapeError(f"_identity_with_attr_like_rhs: lhs {lhs.shape} must have rhs's "
+                         f"shape {rhs.shape} (the operator is that constraint)")
+    return [lhs]
+
+
+# MXNet's shape constraint: ``lhs`` itself, which must have ``rhs``'s shape, so shape
+# inference learns either from the other (elementwise: one shape); only ``lhs`` has a gradient
+register(OpDef(
+    name="_identity_with_attr_like_rhs", kernel=lambda lhs, rhs: lhs.copy(),
+    kernel_out=lambda lhs, rhs, out: _copy_into(out, lhs), infer=_like_rhs_infer,
+    grad=lambda F, inputs, outputs, out_grads: [out_grads[0], F.zeros_like(inputs[1])],
+    kind=Kind.ELEMENTWISE, inputs=("lhs", "rhs"),
+    doc="``lhs``, constrained to ``rhs``'s shape (MXNet's shape-inference helper)."))
 register(OpDef(
     name="MakeLoss", kernel=lambda x, **attrs: x.copy(), infer=_infer.same_as_first,
     grad=lambda F, inputs, outputs, out_grads, grad_scale, **unused: [

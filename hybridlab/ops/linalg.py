@@ -1,4 +1,5 @@
-"""MXNet 1.x's ``linalg`` operators: ``gemm2`` and the Cholesky factorisation ``potrf``.
+"""MXNet 1.x's ``linalg`` operators: ``gemm2``, the Cholesky factorisation ``potrf`` and the LQ
+factorisation ``gelqf``.
 
 What this module teaches
 ------------------------
@@ -157,3 +158,41 @@ register(OpDef(
     kernel=_potrf_backward, infer=lambda g, lower: [Aval(lower.shape, lower.dtype)],
     grad=None, grad_missing="potrf's gradient has no second order in hybridlab",
     doc="``potrf``'s gradient: ``0.5 * L^-T copyLTU(L^T dL) L^-1``."))
+
+
+def _gelqf_infer(a: Aval) -> list[Aval]:
+    _matrices("gelqf", a)
+    rows, cols = a.shape[-2:]
+    if rows > cols:
+        raise ShapeError(f"linalg.gelqf: needs at most as many rows as columns, got shape "
+                         f"{a.shape}; factorise the transpose instead")
+    return [Aval(a.shape, a.dtype), Aval((*a.shape[:-1], rows), a.dtype)]
+
+
+def _gelqf(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``A = L Q``: the QR factorisation of ``A^T`` read transposed (``Q`` has orthonormal
+    rows, ``L`` is lower triangular), LAPACK's signs as MXNet's ``gelqf``."""
+    q, r = np.linalg.qr(_t(_work(a)))
+    return _t(q).astype(a.dtype), _t(r).astype(a.dtype)
+
+
+def _gelqf_backward(dq: np.ndarray, dl: np.ndarray, q_in: np.ndarray, lower_in: np.ndarray
+                    ) -> np.ndarray:
+    q, lower = _work(q_in), _work(lower_in)
+    m = _t(lower) @ _work(dl) - _work(dq) @ _t(q)
+    mirrored = np.tril(m) + _t(np.tril(m, -1))  # copyLTU
+    return np.linalg.solve(_t(lower), _work(dq) + mirrored @ q).astype(q_in.dtype)
+
+
+register(OpDef(
+    name="_linalg_gelqf", kind=Kind.OPAQUE, inputs=("A",), kernel=_gelqf, infer=_gelqf_infer,
+    num_outputs=2, aliases=("linalg.gelqf", "linalg_gelqf"),
+    grad=lambda F, inputs, outputs, out_grads: [
+        F._linalg_gelqf_backward(out_grads[0], out_grads[1], outputs[0], outputs[1])],
+    doc="The LQ factorisation ``A = L Q`` of a wide matrix: ``(Q, L)``, ``Q`` with "
+        "orthonormal rows and ``L`` lower triangular."))
+register(OpDef(
+    name="_linalg_gelqf_backward", kind=Kind.OPAQUE, inputs=("dQ", "dL", "Q", "L"),
+    kernel=_gelqf_backward, infer=lambda dq, dl, q, lower: [Aval(q.shape, q.dtype)],
+    grad=None, grad_missing="gelqf's gradient has no second order in hybridlab",
+    doc="``gelqf``'s gradient: ``L^-T (dQ + copyLTU(L^T dL - dQ Q^T) Q)``."))

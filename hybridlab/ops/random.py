@@ -204,3 +204,39 @@ register(OpDef(
     attrs={"shape": Attr("shape", ()), "get_prob": Attr("bool", False),
            "dtype": Attr("dtype", "int32")},
     doc="Draws categories from the distributions in the last axis of ``data``."))
+
+
+def _unique_zipfian(rt: Any, range_max: int, shape: tuple[int, ...]) -> tuple[Any, Any]:
+    """Per row of ``shape`` (batch, num_sampled): log-uniform draws in ``[0, range_max)``
+    until ``num_sampled`` different classes came up; the classes in the order they first
+    came, and how many draws that took."""
+    rows, wanted = shape
+    classes = np.empty(shape, np.int64)
+    trials = np.empty(rows, np.int64)
+    log_range = np.log1p(range_max)
+    for row in range(rows):
+        drawn = np.empty(0, np.int64)
+        while True:  # draw more until enough distinct classes came up
+            more = np.floor(np.expm1(rt.rng.random(2 * wanted) * log_range)).astype(np.int64)
+            drawn = np.concatenate([drawn, more % range_max])
+            values, first = np.unique(drawn, return_index=True)
+            if values.size >= wanted:
+                break
+        order = np.sort(first)[:wanted]  # positions where a new class came up, in order
+        classes[row], trials[row] = drawn[order], order[-1] + 1
+    return classes, trials
+
+
+def _infer_unique_zipfian(range_max: int, shape: tuple[int, ...]) -> list[Any]:
+    if len(shape) != 2 or not 0 < shape[1] <= range_max:
+        raise AttributeValueError(f"_sample_unique_zipfian: shape must be (batch, num_sampled) "
+                                  f"with 0 < num_sampled <= range_max={range_max}, got {shape}")
+    return [*_infer.created("_sample_unique_zipfian", shape, "int64"),
+            *_infer.created("_sample_unique_zipfian", shape[:1], "int64")]
+
+
+register(OpDef(
+    name="_sample_unique_zipfian", kernel=_unique_zipfian, infer=_infer_unique_zipfian,
+    grad=None, kind=Kind.OPAQUE, inputs=(), pure=False, needs_context=True, num_outputs=2,
+    attrs={"range_max": Attr("int"), "shape": Attr("shape", (1, 1))},
+    doc="Distinct log-uniform classes per row (sampled softmax), and the draws it took."))

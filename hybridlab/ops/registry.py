@@ -76,6 +76,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from hybridlab import attribute
 from hybridlab.errors import (
     AttributeValueError,
     GraphError,
@@ -464,7 +465,7 @@ def get(name: str) -> OpDef:
 Apply = Callable[[OpDef, "list[Any]", "dict[str, Any]", "str | None", str], Any]
 
 
-Compose = Callable[[Callable[[], Any], str, "str | None"], Any]
+Compose = Callable[[Callable[[], Any], str, "str | None", "dict[str, Any]"], Any]
 
 
 def populate(module: types.ModuleType, apply: Apply, compose: Compose | None = None,
@@ -475,8 +476,9 @@ def populate(module: types.ModuleType, apply: Apply, compose: Compose | None = N
     is a list (NDArrays, Symbols or ``None`` for an input the caller left out), ``attrs``
     the raw keyword attributes, ``name`` the user's ``name=`` (or None) and ``hint`` the
     spelling that was called (``"broadcast_add"``), used for automatic symbol names.
-    ``compose(run, hint, name)``, when given, runs a composite (``run()``) and names
-    its result as one node (``sym``: ``activation0``, not the ``relu0`` inside it).
+    ``compose(run, hint, name, notes)``, when given, runs a composite (``run()``) and names
+    its result as one node (``sym``: ``activation0``, not the ``relu0`` inside it);
+    ``notes`` are the call's operator-level attributes (``attr=``, ``lr_mult=``, ``__x__=``).
     ``expand``, when given, replaces ``apply`` for layer operators (``OpDef.lower``): an
     eager front end runs their lowering at once (see :func:`run_lowering`).
     A dotted alias such as ``"random.normal"`` lands in a sub-namespace ``module.random``.
@@ -517,11 +519,14 @@ def _composite_function(comp: Composite, module: Any, spelling: str,
     hint = spelling.rsplit(".", 1)[-1].lower()
 
     def function(*args: Any, name: str | None = None, **kwargs: Any) -> Any:
+        notes = {key: kwargs.pop(key) for key in list(kwargs)
+                 if compose is not None and attribute.is_note(key)}
+
         def run() -> Any:
             return comp.fn(module, *args, **kwargs)
 
         try:
-            return run() if compose is None else compose(run, hint, name)
+            return run() if compose is None else compose(run, hint, name, notes)
         except TypeError as err:
             _check_composite_call(comp, args, kwargs)  # our arguments, or deeper?
             raise err from None

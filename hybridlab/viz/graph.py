@@ -28,6 +28,8 @@ Invariants
 
 from __future__ import annotations
 
+import collections
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -447,6 +449,13 @@ def plot_network(symbol: Any, title: str = "plot", save_format: str = "pdf",
     ``hide_weights``, as MXNet).
     """
     graph, params = as_graph(symbol, shape, dtype)
+    counts = collections.Counter(n.name for n in graph.nodes)
+    repeated = sorted(name for name, count in counts.items() if count > 1)
+    if repeated:  # MXNet warns too (its drawing joined such nodes into a cycle)
+        warnings.warn(f"There are multiple variables with the same name in your graph: "
+                      f"{','.join(repeated)}. Each is drawn as its own node, but a name no "
+                      f"longer says which; give each a name= of its own", RuntimeWarning,
+                      stacklevel=2)
     dot = to_dot(graph, title, params, node_attrs, hide_weights, names=True)
     dot.format = save_format
     return dot

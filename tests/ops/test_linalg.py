@@ -80,3 +80,23 @@ def test_a_matrix_that_is_not_positive_definite_fails_at_the_sync_point_not_the_
                                              "test_linalg.py"):
             bad.wait_to_read()
         np.testing.assert_array_equal(fine.asnumpy(), [3.0, 3.0])  # unrelated: still valid
+
+
+def test_gelqf_factorises_a_wide_matrix_and_differentiates_the_same_in_both_precisions():
+    a = np.random.default_rng(1).normal(size=(2, 3, 4))
+    q, lower = nd.linalg.gelqf(nd.array(a, dtype="float64"))
+    np.testing.assert_allclose(lower.asnumpy() @ q.asnumpy(), a, atol=1e-12)
+    np.testing.assert_allclose(q.asnumpy() @ np.swapaxes(q.asnumpy(), 1, 2),
+                               np.broadcast_to(np.eye(3), (2, 3, 3)), atol=1e-12)
+    assert np.allclose(np.triu(lower.asnumpy(), 1), 0)
+    grads = []
+    for dtype in ("float32", "float64"):
+        x = nd.array(a, dtype=dtype)
+        x.attach_grad()
+        with autograd.record():
+            total = nd.sum(nd.linalg.gelqf(x)[1])
+        total.backward()
+        grads.append(x.grad.asnumpy())
+    np.testing.assert_allclose(grads[0], grads[1], rtol=1e-4, atol=1e-5)
+    with pytest.raises(ShapeError, match="at most as many rows as columns"):
+        nd.linalg.gelqf(nd.ones((3, 2)))

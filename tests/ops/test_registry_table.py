@@ -16,6 +16,7 @@ from typing import Any, Callable
 import numpy as np
 import pytest
 
+import hybridlab as mx
 from hybridlab.graph import ir
 from hybridlab.ops import COMPOSITES, OPS, Aval, Kind, eager, get
 from hybridlab.ops.conv_algorithms import G, winograd_filter
@@ -239,6 +240,20 @@ def _sequence_valid(x, lengths, axis=0):
 POS = {"low": 0.5, "high": 2.0}
 B2 = [(2, 1, 3), (4, 1)]  # two shapes that broadcast to (2, 4, 3)
 
+class _TableCube(mx.operator.CustomOp):  # the Python operator of the Custom rows
+    def forward(self, is_train, req, in_data, out_data, aux):
+        self.assign(out_data[0], req[0], in_data[0] ** 3)
+
+    def backward(self, req, out_grad, in_data, out_data, in_grad, aux):
+        self.assign(in_grad[0], req[0], 3 * in_data[0] ** 2 * out_grad[0])
+
+
+@mx.operator.register("TableCube")
+class _TableCubeProp(mx.operator.CustomOpProp):
+    def create_operator(self, ctx, in_shapes, in_dtypes):
+        return _TableCube()
+
+
 ROWS: list[Row] = [
     Row("broadcast_add", B2, np.add),
     Row("broadcast_sub", B2, np.subtract),
@@ -285,6 +300,7 @@ ROWS: list[Row] = [
     Row("_relu_grad", [(2, 3), (2, 3)], lambda g, x: np.where(x > 0, g, 0)),
     Row("BlockGrad", [(2, 3)], lambda x: x.copy(), grad=False),
     Row("MakeLoss", [(2, 3)], lambda x: x.copy(), grad=False),  # test_make_loss_starts_...
+    Row("_identity_with_attr_like_rhs", [(2, 3), (2, 3)], lambda lhs, rhs: lhs.copy()),
     Row("sigmoid", [(2, 3)], _sigmoid),
     Row("zeros_like", [(2, 3)], np.zeros_like, grad=False),
     Row("ones_like", [(2, 3)], np.ones_like, grad=False),
@@ -442,6 +458,17 @@ ROWS: list[Row] = [
     Row("_sample_multinomial", [(2, 5)], lambda p: np.repeat(p.argmax(1)[:, None], 3, 1),
         {"shape": (3,)}, grad=False,
         make=lambda arrays: [np.eye(5, dtype=arrays[0].dtype)[[3, 1]]]),
+    Row("_linalg_gelqf", [(2, 4, 5)], lambda a: tuple(np.swapaxes(f, -1, -2) for f in
+                                                      np.linalg.qr(np.swapaxes(a, -1, -2)))),
+    Row("_linalg_gelqf_backward", [(2, 3), (2, 2), (2, 3), (2, 2)], None, grad=False,
+        checked_by="gelqf's row: its gradient check runs this",  # L invertible in any dtype
+        make=lambda arrays: [*arrays[:3],
+                             np.tril(arrays[3]) + 3 * np.eye(2, dtype=arrays[3].dtype)]),
+    Row("Custom", [(2, 3)], lambda x: x ** 3, {"op_type": "TableCube"}),  # _TableCube below
+    Row("_backward_Custom", [(2, 3), (2, 3), (2, 3)], lambda g, x, y: 3 * x ** 2 * g,
+        {"op_type": "TableCube"}, grad=False),
+    Row("_sample_unique_zipfian", [], None, {"range_max": 5, "shape": (2, 3)}, grad=False,
+        checked_by="tests/test_random.py (distinct classes, and the draws they took)"),
     Row("_sample_multinomial_grad", [(2, 3), (2, 3), (2, 5)], None, grad=False,
         checked_by="tests/test_random.py (multinomial's log-probability gradient)"),
     Row("_foreach", [(4, 3), (3,)], _scan_ref,
