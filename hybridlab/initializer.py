@@ -248,7 +248,9 @@ def register(klass: type) -> type:
 
 def create_from_config(text: str) -> Initializer:
     """An initializer from MXNet's JSON, ``["constant", {"value": 0.25}]`` (a Symbol
-    variable's ``init`` attribute, written by ``dumps``)."""
+    variable's ``init`` attribute, written by ``dumps``), or one of its names (``'zeros'``)."""
+    if text.lower() in _BY_NAME:
+        return _BY_NAME[text.lower()]()
     try:
         name, kwargs = json.loads(text)
         klass = _BY_NAME[str(name).lower()]

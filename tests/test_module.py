@@ -153,7 +153,9 @@ def test_module_errors_say_what_to_call_first():
 def test_a_gluon_blocks_graph_carries_its_initializers_into_a_module():
     net = mx.gluon.nn.Dense(3, in_units=4, bias_initializer="ones")
     net.initialize()
-    module = mx.mod.Module(net(sym.var("data")), data_names=["data"], label_names=None)
+    graph = net(sym.var("data"))
+    assert graph.attr_dict()[net.bias.name]["__init__"] == "ones"  # spelled as given (MXNet's)
+    module = mx.mod.Module(graph, data_names=["data"], label_names=None)
     module.bind(data_shapes=[("data", (2, 4))])
     module.init_params(mx.init.Zero())
     params = module.get_params()[0]

@@ -82,7 +82,7 @@ class Parameter:
         self.lr_mult, self.wd_mult = lr_mult, wd_mult
         self._shape = _as_shape(shape)
         self.dtype = np.dtype(dtype)  # == "float32" and == np.float32, as MXNet users compare
-        self.init = _init.create(init)
+        self.init, self._init_given = _init.create(init), init  # (a var keeps the spelling)
         self.allow_deferred_init = allow_deferred_init
         self._differentiable = differentiable
         self._data: Any = None  # the copy on the first device (NOTE [One copy per device])
@@ -276,7 +276,7 @@ class Parameter:
         if self.shape not in self._vars:
             extra: dict[str, Any] = {} if self._differentiable else {"__aux__": True}
             if self.init is not None:  # (as MXNet's: a Module binding the graph starts it so)
-                extra["init"] = self.init
+                extra["init"] = self._init_given
             self._vars[self.shape] = symbol.var(self.name, shape=self.shape, dtype=self.dtype,
                                                 **extra)
         return self._vars[self.shape]
