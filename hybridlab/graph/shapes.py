@@ -232,7 +232,9 @@ class _Solver:
         merged = merge(None if old is None else old.shape, shape, where)
         dtype = (old.dtype if old is not None and old.dtype is not None else
                  None if dtype is None else np.dtype(dtype))
-        if old is None or merged != old.shape or dtype != old.dtype:
+        # (``is None`` first: numpy reads None as float64, so ``float64 != None`` is False)
+        if (old is None or merged != old.shape or (dtype is None) != (old.dtype is None)
+                or dtype != old.dtype):
             self.known[key] = Aval(merged, dtype)  # type: ignore[arg-type]  # (partial)
             self.changed = True
 
@@ -291,8 +293,11 @@ class _Solver:
             return [Aval(None, _infer.promote(*(a.dtype for a in inputs)))  # type: ignore[arg-type]
                     ] * node.num_outputs
         first, second = runs
-        return [Aval(_agreeing(a.shape, b.shape), a.dtype)  # type: ignore[arg-type]  # (partial)
-                for a, b in zip(first, second)]
+        found = [_agreeing(a.shape, b.shape) for a, b in zip(first, second)]
+        if node.op in _SLICES:  # MXNet's slice rules leave a size they cannot see unknown
+            found = [tuple(0 if d == 0 else o for d, o in zip(inputs[0].shape, s))
+                     if s is not None else None for s in found]
+        return [Aval(s, a.dtype) for s, a in zip(found, first)]  # type: ignore[arg-type]
 
     def dtype_only(self, node: ir.Node, inputs: list[Aval]) -> list[Aval | None]:
         """Some input's rank is unknown: the dtype still flows (and an elementwise op's
@@ -363,6 +368,10 @@ class _Solver:
 
 # MXNet's where decides nothing of its shape until its condition's is fully known
 _FIRST_INPUT_FIRST = ("where",)
+# Slices of a dimension of unknown size have an unknown size, even where begin and end
+# would fix it (MXNet's SliceOpShape copies an unknown input size): ``slice_axis`` of
+# (10, 0) on axis 1 from 0 to 5 is (10, 0), not (10, 5)
+_SLICES = ("slice", "slice_axis")
 
 
 def _probed(rule: Callable[[list[Aval]], Any], avals: list[Aval]) -> tuple[Any, Any] | None:

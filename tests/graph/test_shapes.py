@@ -6,6 +6,7 @@ import ast
 import dataclasses
 from pathlib import Path
 
+import numpy as np
 import pytest
 from _helpers import random_graphs
 from hypothesis import given, settings
@@ -108,6 +109,24 @@ def test_partial_sizes_pass_through_rules_only_where_they_decide():
         assert out == [(-1, 3, 5)]
         _, out, _ = sym.sin(sym.var("d")).infer_shape_partial()
         assert out == [None]
+
+
+def test_a_slice_of_an_unknown_size_is_unknown_as_in_mxnet():
+    """Begin and end would fix the size, but MXNet's rule keeps an unknown size unknown."""
+    data = sym.var("data", shape=(10, 0))
+    assert sym.slice_axis(data, axis=1, begin=0, end=5).infer_shape_partial()[1] == [(10, 0)]
+    assert sym.slice_axis(data, axis=0, begin=0, end=5).infer_shape_partial()[1] == [(5, 0)]
+    wide = sym.var("wide", shape=(0, 20))
+    assert sym.slice(wide, begin=(None, 3), end=(5, 10)).infer_shape_partial()[1] == [(0, 7)]
+
+
+def test_a_declared_float64_variable_still_passes_its_shape_on():
+    """numpy reads None as float64 (``np.dtype('float64') == None``): a float64 that
+    replaces an unknown dtype is still news."""
+    data = sym.var("data1", dtype="float64")
+    both = sym.broadcast_add(sym.exp(data), sym.exp(data))
+    assert both.infer_shape_partial(data1=(3, 4))[1] == [(3, 4)]
+    assert both.infer_type()[1] == [np.float64]
 
 
 def test_two_different_sizes_for_one_value_name_the_node():
