@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import keyword
+import re
 import shutil
 
 import numpy as np
@@ -927,3 +928,20 @@ def test_plot_network_takes_dtypes_by_name_as_mxnet():
     out = mx.sym.FullyConnected(mx.sym.var("data"), name="fc", num_hidden=3)
     dot = mx.viz.plot_network(out, shape={"data": (2, 4)}, dtype={"data": np.float64})
     assert "float64[2,3]" in dot.source
+
+
+def test_a_wide_drawing_is_declared_within_a_laptop_output_but_stays_readable():
+    from hybridlab.viz.bundle import LAPTOP_OUTPUT_PT, SMALLEST_SCALE, laptop_svg
+
+    def declared(svg: str) -> tuple[float, float]:
+        found = re.search(r'<svg width="([0-9.]+)pt" height="([0-9.]+)pt"', svg)
+        return float(found[1]), float(found[2])
+
+    head = '<svg width="{}pt" height="400pt" viewBox="0.00 0.00 {} 400.00">'
+    narrow = head.format(500, 500)
+    assert laptop_svg(narrow) == narrow
+    fitted = declared(laptop_svg(head.format(795, 795)))
+    assert fitted[0] == LAPTOP_OUTPUT_PT and fitted[1] == round(400 * LAPTOP_OUTPUT_PT / 795)
+    widest = declared(laptop_svg(head.format(2000, 2000)))
+    assert widest[0] == 2000 * SMALLEST_SCALE  # text no smaller than 9 px: it scrolls
+    assert "viewBox=\"0.00 0.00 2000" in laptop_svg(head.format(2000, 2000))

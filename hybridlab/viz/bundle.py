@@ -118,6 +118,25 @@ def fitted_svg(svg: str) -> str:
     return "<svg style='max-width:100%;height:auto'" + svg[svg.index("<svg") + 4:]
 
 
+# A laptop's output area (a 1280-px JupyterLab window: 848 px) in points, and how far a
+# drawing may shrink to fit it: dot's smallest text is 9 pt (12 px), kept at >= 9 px.
+LAPTOP_OUTPUT_PT = 630
+SMALLEST_SCALE = 0.75
+
+
+def laptop_svg(svg: str) -> str:
+    """dot's SVG declared at most a laptop output's width, shrunk by at most
+    ``SMALLEST_SCALE`` (its viewBox keeps the drawing whole). JupyterLab shows an SVG at its
+    declared size, so a wider one scrolled sideways; one wider still keeps the smallest
+    readable size and scrolls."""
+    found = re.search(r'<svg width="([0-9.]+)pt" height="([0-9.]+)pt"', svg)
+    if found is None or float(found[1]) <= LAPTOP_OUTPUT_PT:
+        return svg
+    scale = max(LAPTOP_OUTPUT_PT / float(found[1]), SMALLEST_SCALE)
+    return (f'{svg[:found.start()]}<svg width="{float(found[1]) * scale:.0f}pt" '
+            f'height="{float(found[2]) * scale:.0f}pt"{svg[found.end():]}')
+
+
 def encode_png(png: bytes | None) -> str | None:
     """The base64 text a notebook stores for PNG bytes (None stays None)."""
     return None if png is None else base64.b64encode(png).decode("ascii")

@@ -50,7 +50,7 @@ from hybridlab.lab.graphs import (
     summary,
     unused_nodes,
 )
-from hybridlab.viz.bundle import rich_bundle
+from hybridlab.viz.bundle import laptop_svg, rich_bundle
 from hybridlab.viz.palette import BACKGROUND, KIND_COLOURS, OKABE_ITO
 
 LEAF_STYLES = {  # how the non-call nodes look
@@ -385,7 +385,7 @@ class Drawing:
         svg = self.svg()
         if svg is None:
             return {"text/plain": f"{self.text}\n{self.hint}"}
-        return rich_bundle(self.text, self.png(), **{"image/svg+xml": svg})
+        return rich_bundle(self.text, self.png(), **{"image/svg+xml": laptop_svg(svg)})
 
     def __repr__(self) -> str:
         return self.text
