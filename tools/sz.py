@@ -313,8 +313,9 @@ BUDGETS: dict[str, int] = {
     "hybridlab/viz/palette.py": 64,  # op-kind and task-state colours (Okabe-Ito), defined once
     # (+6: the text styles of HTML in either theme: CODE_STYLE, QUIET_TEXT, ERROR_TEXT)
     # + INK and the WCAG contrast ratio the colours are tested with
-    "hybridlab/viz/bundle.py": 177,  # widget view + PNG + text: every instrument's output
-    # (+ fitted_svg: a dot drawing in an HTML widget, shrunk to the output's width)
+    "hybridlab/viz/bundle.py": 188,  # widget view + PNG + text: every instrument's output
+    # (+ fitted_svg: a dot drawing in an HTML widget, shrunk to the output's width;
+    # laptop_svg: a drawing declared within a laptop output)
     # (+ the default summary and snapshot every explorer repeated)
     # (+20: the pre-save hook marks a dropped view's PNG a snapshot, keeps only shown state)
     # + each display its own moment (freeze), the snapshot notice, the pre-save hook
