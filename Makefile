@@ -143,12 +143,13 @@ else
 endif
 # ---- end of notebook tests ----
 
-# Lesson 11's PyTorch cells (`%%requires torch`) and the torch half of its exercise tests.
+# Lessons 11 and 12's PyTorch cells (`%%requires torch`) and the torch half of lesson 11's
+# exercise tests.
 # `make test` skips them where torch is missing: torch from the package registry pulls
 # several GB of CUDA libraries, so it is never a dependency. A CPU-only build is enough:
 #     .venv/bin/pip install torch==2.13.0 onnxscript --index-url https://download.pytorch.org/whl/cpu
 # (onnxscript: torch.onnx.export needs it; 2.13.0: the version lesson 11's outputs come from). Here torch must be importable, or this fails.
-FRAMEWORK_NOTEBOOKS := $(wildcard notebooks/11-*.ipynb)
+FRAMEWORK_NOTEBOOKS := $(wildcard notebooks/11-*.ipynb notebooks/12-*.ipynb)
 test-frameworks: venv graphviz
 	@$(PY) -c "import torch, onnxscript" 2>/dev/null || { \
 		echo "test-frameworks: torch and onnxscript are not installed in $(VENV); install a CPU-only build:"; \

@@ -18,8 +18,12 @@ its weights that way would gain; ratios are to the same-layout floor. The row
 [pretranspose_weights])``, the layout pass (weights transposed once, kept by CachedOp);
 ``as stored / NaiveEngine`` never (``hybridize(autotune=False)``); the default rows do it
 where the first call measured it faster, and the table prints what each chose.
-PyTorch eager
-and TorchScript rows appear when torch is installed. Then one training step (forward,
+The peers appear when they are installed (never a dependency): PyTorch eager and
+TorchScript traced and frozen (torch), ``jax.jit`` (jax, on one XLA thread), and a last
+table puts hybridize() beside them -- x the floor and GFLOP/s, with the core's practical
+peak measured in the same run (a large square product) and the targets: batch 1 at most
+TorchScript's time, batch 64 at most every peer's, batch 1024 at most JAX's. Then one
+training step (forward,
 loss, backward, SGD) at batch 1 and 64: imperative; hybridized (net and loss each
 hybridized); the net and its loss hybridized as one block (``WithLoss``: one CachedOp, so
 one forward and one compiled backward program a step); and that block with static_alloc.
@@ -49,7 +53,7 @@ workers (call k+1's first layer runs while call k finishes), so its rows can bea
 single-threaded floor at batch 64 and 1024 with BLAS on one thread in every row.
 
     python3 benchmarks/hybridize_mlp.py [--calls 1000] [--repeats 5] [--blas-threads 1]
-                                        [--profile]
+                                        [--forward-only] [--profile]
 
 ``--profile`` prints where a hybridized batch-1 call spends its time: cProfile, then the
 call peeled layer by layer at batch 1 and 64 (each kernel, the generated function, the
@@ -190,6 +194,9 @@ def time_calls(function: Callable, argument: Any, calls: int, sync: Callable,
 
 
 def torch_rows(params: list[np.ndarray], batch: int, blas: int) -> dict[str, Callable]:
+    """PyTorch's peers, when torch is installed: eager, and TorchScript traced and frozen
+    (``torch.jit.freeze(torch.jit.trace(...))``: the graph fixed, weights as constants --
+    its fastest inference form), on ``blas`` threads."""
     try:
         import torch
     except ImportError:
@@ -202,8 +209,9 @@ def torch_rows(params: list[np.ndarray], batch: int, blas: int) -> dict[str, Cal
         for layer, (w, b) in zip(model[::2], zip(params[::2], params[1::2])):
             layer.weight.copy_(torch.from_numpy(w))
             layer.bias.copy_(torch.from_numpy(b))
-    scripted = torch.jit.script(model)
     x = torch.randn(batch, 512)
+    with torch.no_grad():
+        frozen = torch.jit.freeze(torch.jit.trace(model, x))
 
     def wrap(module: Any) -> Callable:
         def run(_: Any) -> Any:
@@ -211,7 +219,41 @@ def torch_rows(params: list[np.ndarray], batch: int, blas: int) -> dict[str, Cal
                 return module(x)
         return run
 
-    return {"torch eager": wrap(model), "TorchScript": wrap(scripted)}
+    return {"torch eager": wrap(model), "TorchScript trace+freeze": wrap(frozen)}
+
+
+def jax_rows(params: list[np.ndarray], batch: int) -> dict[str, Callable]:
+    """JAX's peer, when jax is installed: the MLP under ``jax.jit`` on the CPU, each call
+    waited for (``block_until_ready``) as hybridlab's rows are by ``nd.waitall``."""
+    try:
+        import jax
+        import jax.numpy as jnp
+    except ImportError:
+        return {}
+    w1, b1, w2, b2, w3, b3 = (jax.device_put(p) for p in params)
+
+    @jax.jit
+    def mlp(x: Any) -> Any:
+        h = jnp.maximum(x @ w1.T + b1, 0)
+        h = jnp.maximum(h @ w2.T + b2, 0)
+        return h @ w3.T + b3
+
+    x = jax.device_put(np.random.default_rng(0).normal(size=(batch, 512)).astype(np.float32))
+    mlp(x).block_until_ready()  # compiled once, here
+    return {"jax.jit": lambda _: mlp(x).block_until_ready()}
+
+
+def peak_gflops(blas: int, size: int = 2048, repeats: int = 5) -> float:
+    """The core's practical peak here: GFLOP/s of a large square float32 product on
+    ``blas`` threads, the best of ``repeats`` (what BLAS reaches when nothing else costs)."""
+    a = np.random.default_rng(0).random((size, size), np.float32)
+    best = float("inf")
+    with threadpool_limits(blas, user_api="blas"):
+        for _ in range(repeats):
+            start = time.perf_counter()
+            np.dot(a, a)
+            best = min(best, time.perf_counter() - start)
+    return 2 * size ** 3 / best / 1e9
 
 
 Row = tuple[str, int, float, int]  # label, batch, seconds per call, BLAS threads
@@ -231,6 +273,7 @@ def forward_table(calls: int, repeats: int, blas: int) -> list[Row]:
                  FLOOR: numpy_out_forward(params, batch, pretransposed=False),
                  "numpy out=, W pre-transposed": numpy_out_forward(params, batch, True)}
         plain.update(torch_rows(params, batch, blas))
+        plain.update(jax_rows(params, batch))
         samples: dict[str, list[tuple[float, int]]] = {k: [] for k in [*cases, *plain]}
         for _ in range(repeats):  # interleaved, so drift hits every row alike
             for label, (engine_name, net) in cases.items():
@@ -301,6 +344,7 @@ def print_tables(rows: list[Row], train: dict[int, dict[str, float]], calls: int
         speed_text = f"{speed / seconds:8.2f}x" if speed and "imperative" not in label else ""
         print(f"{label:34s} {batch:5d} {seconds * 1e6:10.1f} {seconds / floor[batch]:7.2f}x "
               f"{speed_text:>9s} {threads:5d}")
+    peers_table(rows, floor, blas)
     print("\nthe weights' layout each autotuned row chose on its first call (graph/autotune.py)")
     for line in CHOICES:
         print(f"  {line}")
@@ -309,6 +353,35 @@ def print_tables(rows: list[Row], train: dict[int, dict[str, float]], calls: int
         base = times["imperative"]
         parts = "   ".join(f"{mode} {t * 1e6:8.1f} ({base / t:4.2f}x)" for mode, t in times.items())
         print(f"batch {batch:<4d} {parts}")
+
+
+FLOPS = 2 * (512 * 256 + 256 * 128 + 128 * 2)  # multiply-adds of one sample, twice
+PEERS = ("TorchScript trace+freeze", "torch eager", "jax.jit")
+OURS = ("hybridized / NaiveEngine", "hybridized / ThreadedEngine")
+
+
+def peers_table(rows: list[Row], floor: dict[int, float], blas: int) -> None:
+    """hybridize() against the peers in this run: x the floor, GFLOP/s, and the targets --
+    batch 1 at most TorchScript's time, batch 64 at most every peer's, batch 1024 at most
+    JAX's."""
+    times = {(label, batch): seconds for label, batch, seconds, _ in rows}
+    present = [p for p in PEERS if (p, 1) in times]
+    if not present:
+        print("\n(no peers: install torch and jax in this environment to compare)")
+        return
+    print(f"\nhybridize() against its peers, x the numpy out= floor (GFLOP/s); the core's "
+          f"peak here: {peak_gflops(blas):.0f} GFLOP/s (a 2048 x 2048 product, {blas} BLAS "
+          f"thread(s))")
+    print(f"{'batch':>5s} " + "".join(f"{name:>30s}" for name in (*OURS, *present)))
+    targets = {1: ("TorchScript trace+freeze",), 64: PEERS, 1024: ("jax.jit",)}
+    for batch in BATCHES:
+        cells = [f"{times[(n, batch)] / floor[batch]:.2f}x "
+                 f"({FLOPS * batch / times[(n, batch)] / 1e9:.1f})" for n in (*OURS, *present)]
+        print(f"{batch:5d} " + "".join(f"{c:>30s}" for c in cells))
+        best = min(times[(n, batch)] for n in OURS)
+        for peer in (p for p in targets[batch] if p in present):
+            verdict = "met" if best <= times[(peer, batch)] else "MISSED"
+            print(f"      target: hybridize() at most {peer}'s time: {verdict}")
 
 
 def profile_hybridized(calls: int, repeats: int, blas: int) -> None:
@@ -350,11 +423,17 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--blas-threads", type=int, default=1)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--forward-only", action="store_true", help="skip the training step")
     args = parser.parse_args()
+    if args.blas_threads == 1:  # XLA's own threads: one, as every other row's (before jax)
+        os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false "
+                                           "intra_op_parallelism_threads=1")
     import warnings
     warnings.simplefilter("ignore")  # no hybridization reports in the table
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     rows = forward_table(args.calls, args.repeats, args.blas_threads)
-    train = {batch: training_times(args.repeats, batch, args.blas_threads) for batch in (1, 64)}
+    train = {} if args.forward_only else {
+        batch: training_times(args.repeats, batch, args.blas_threads) for batch in (1, 64)}
     print_tables(rows, train, args.calls, args.blas_threads)
     if args.profile:
         profile_hybridized(args.calls, args.repeats, args.blas_threads)

@@ -1,9 +1,12 @@
-"""How quickly do the instruments follow their controls?
+"""How quickly do the instruments follow their controls? Every instrument, every control.
 
-At the lessons' own sizes: the memory explorer over lesson 05's MLP (512 -> 256 -> 128 ->
+At the lessons' own sizes: lesson 03's queue stepper (Step, Sync on, Wait all, Reset over
+a queue of forty tasks), lesson 05's pass explorer (its stage slider, first visits), the
+memory explorer over lesson 05's MLP (512 -> 256 -> 128 ->
 10, batch 64), moving its step slider across the forward and the forward + backward
 programs and switching the program; lesson 04's schedule explorers (workers, switches,
-devices menu); lesson 10's all-reduce explorer (way, devices, bytes); the speed-up widget
+devices menu); lesson 10's all-reduce explorer (way, devices, bytes); lesson 12's bucket
+explorer (buckets, spacing, way) over the lines of Python's help text; the speed-up widget
 of lesson 02 (its default
 network), moving each slider, redrawn from measurements it already has (the widget
 measures a new point once, in the background of a click's redraw; what a control must
@@ -11,7 +14,8 @@ do quickly is redraw). Measured: the median time of one control change, every co
 of one instrument interleaved in rounds, each change timed as the widget's own handler
 runs it (wall time, and the process's CPU time beside it: on a shared machine the wall
 time also counts other processes; the CPU time counts graphviz's ``dot`` too). Target:
-every control <= 300 ms (median, wall).
+every control <= 300 ms at the 95th percentile (wall) on a quiet machine; on a loaded one
+the CPU column is what the redraw itself costs, the wall column what the student waits.
 
 At real sizes too (lesson 09): the pass, memory and schedule explorers over the light ONNX
 ResNet-50, DenseNet-121 and Inception v1 (batch 1, 224 x 224), imported with
@@ -53,6 +57,53 @@ def _cpu() -> float:
     """This process's CPU seconds and its finished children's (graphviz's ``dot``)."""
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     return time.process_time() + children.ru_utime + children.ru_stime
+
+
+def stepper_controls(rounds: int) -> Times:
+    """Lesson 03's stepper over forty pushed tasks (twenty arrays, each from the last):
+    Step, Sync on the middle array, Wait all, then Reset; the work pushed again each round."""
+    from hybridlab.viz.stepper import queue_stepper
+
+    arrays: list = []
+    stepper = queue_stepper(arrays=lambda: {f"a{i}": a for i, a in enumerate(arrays)})
+    times: Times = {"stepper: Step": [], "stepper: Sync on": [], "stepper: Wait all": [],
+                    "stepper: Reset": []}
+    try:
+        for _ in range(rounds):
+            arrays[:] = [nd.ones((64, 64))]
+            for _ in range(39):
+                arrays.append(arrays[-1] * 2)
+            stepper.refresh()
+            for _ in range(3):
+                times["stepper: Step"].append(timed(stepper.buttons["Step"].click))
+            middle = stepper.choice.options[len(stepper.choice.options) // 2]
+            stepper.choice.value = middle
+            times["stepper: Sync on"].append(timed(stepper.buttons["Sync on"].click))
+            times["stepper: Wait all"].append(timed(stepper.buttons["Wait all"].click))
+            times["stepper: Reset"].append(timed(stepper.buttons["Reset"].click))
+    finally:
+        stepper.close()
+    return times
+
+
+def pass_controls(rounds: int) -> Times:
+    """Lesson 05's pass explorer over its MLP: the stage slider, each stage a first visit."""
+    from hybridlab.viz.pass_explorer import pass_explorer
+
+    net = nn.HybridSequential()
+    net.add(nn.Dense(256, activation="relu"), nn.Dense(128, activation="relu"), nn.Dense(10))
+    net.initialize()
+    net.hybridize()
+    net(nd.ones((64, 512))).wait_to_read()
+    explorer = pass_explorer(net)
+    times: Times = {"passes: stage slider (first visit)": []}
+    for _ in range(rounds):
+        explorer._drawings.clear()
+        explorer.model._printed.clear()
+        for index in range(len(explorer.model.stages)):
+            times["passes: stage slider (first visit)"].append(timed(
+                lambda i=index: setattr(explorer.slider, "value", i)))
+    return times
 
 
 def memory_controls(rounds: int) -> Times:
@@ -171,7 +222,7 @@ def real_network_controls(rounds: int) -> Times:
             times[key] = []
         last = memory.step.max
         for _ in range(rounds):
-            passes._pngs.clear()  # each view rendered once: forget them
+            passes._drawings.clear()  # each view laid out once: forget them
             passes.model._printed.clear()
             for index in range(len(passes.model.stages)):
                 times[stage].append(timed(lambda i=index, p=passes: setattr(
@@ -215,28 +266,62 @@ def allreduce_controls(rounds: int) -> Times:
     return times
 
 
+def bucket_controls(rounds: int) -> Times:
+    """Lesson 12's bucket explorer over the lines of Python's help text, with costs of
+    the size the lesson measures: the buckets slider (1 to 32), the spacing and the way."""
+    from hybridlab.exercises.lesson12 import text_lines
+    from hybridlab.gluon.contrib.data import python_docs
+    from hybridlab.lab.buckets import Costs, LineCost
+    from hybridlab.viz.buckets import bucket_explorer
+
+    lengths = [len(line) - 1 for line in text_lines(python_docs())]
+    costs = {"unrolled": Costs(LineCost(0.05, 0.02), LineCost(2e-3, 4e-4)),
+             "foreach": Costs(LineCost(0.05, 0.0), LineCost(2e-3, 5e-4))}
+    explorer = bucket_explorer(lengths, costs, buckets=4)
+    times: Times = {"buckets: buckets slider": [], "buckets: spacing": [], "buckets: way": []}
+    for _ in range(rounds):
+        for k in (1, 8, 32, 4):
+            times["buckets: buckets slider"].append(timed(lambda v=k: setattr(
+                explorer.buckets, "value", v)))
+        for spacing in ("equal count", "equal width"):
+            times["buckets: spacing"].append(timed(lambda v=spacing: setattr(
+                explorer.spacing, "value", v)))
+        for way in ("foreach", "unrolled"):
+            times["buckets: way"].append(timed(lambda v=way: setattr(explorer.way, "value", v)))
+    return times
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--no-real", action="store_true", help="skip the real networks")
     args = parser.parse_args(argv)
-    results = {**memory_controls(args.rounds), **speedup_controls(args.rounds),
-               **schedule_controls(args.rounds), **allreduce_controls(args.rounds)}
+    results = {**stepper_controls(args.rounds), **pass_controls(args.rounds),
+               **memory_controls(args.rounds), **speedup_controls(args.rounds),
+               **schedule_controls(args.rounds), **allreduce_controls(args.rounds),
+               **bucket_controls(args.rounds)}
     if not args.no_real:
         results.update(real_network_controls(max(1, args.rounds // 2)))
-    worst = 0.0
-    print(f"{'control':40s} {'median ms':>10s} {'max ms':>8s} {'CPU ms':>8s} {'n':>4s}")
+    worst, worst_cpu = 0.0, 0.0
+    print(f"{'control':40s} {'median':>8s} {'p95':>8s} {'CPU p95':>8s} {'n':>4s}   (ms)")
     for name, values in results.items():
-        median = statistics.median(wall for wall, _ in values)
-        cpu = statistics.median(c for _, c in values)
+        walls, cpus = [wall for wall, _ in values], [cpu for _, cpu in values]
+        p95, cpu95 = percentile(walls, 95), percentile(cpus, 95)
         if not name.startswith("("):  # a new point's measurement is not a redraw
-            worst = max(worst, median)
-        print(f"{name:40s} {median:10.1f} {max(w for w, _ in values):8.1f} {cpu:8.1f} "
+            worst, worst_cpu = max(worst, p95), max(worst_cpu, cpu95)
+        print(f"{name:40s} {statistics.median(walls):8.1f} {p95:8.1f} {cpu95:8.1f} "
               f"{len(values):4d}")
     verdict = "meets" if worst <= TARGET_MS else "MISSES"
-    print(f"slowest control: median {worst:.1f} ms; {verdict} the {TARGET_MS:.0f} ms target "
-          f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+    print(f"slowest control: p95 {worst:.1f} ms wall ({worst_cpu:.1f} ms CPU); {verdict} the "
+          f"{TARGET_MS:.0f} ms target (load average {os.getloadavg()[0]:.1f} on "
+          f"{os.cpu_count()} cores: the target is for a quiet machine)")
     return 0
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The ``q``-th percentile, nearest rank (no interpolation between two changes)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered)) - 1))]
 
 
 if __name__ == "__main__":

@@ -17,8 +17,11 @@ from hybridlab import (
     errors,
     gluon,
     initializer,
+    io,
     kvstore,
     lr_scheduler,
+    metric,
+    module,
     name,
     ndarray,
     onnx,
@@ -27,6 +30,7 @@ from hybridlab import (
     optimizer,
     profiler,
     random,
+    recordio,
     runtime,
     symbol,
     util,
@@ -34,6 +38,8 @@ from hybridlab import (
 )
 from hybridlab import initializer as init  # mx.init.Xavier()
 from hybridlab import kvstore as kv  # mx.kv.create('device')
+from hybridlab import module as mod  # mx.mod.Module
+from hybridlab import module as model  # mx.model.save_checkpoint / load_checkpoint
 from hybridlab import ndarray as nd  # mx.nd, `from hybridlab import nd`
 from hybridlab import symbol as sym  # mx.sym, `from hybridlab import sym`
 from hybridlab.attribute import AttrScope  # mx.AttrScope

@@ -39,6 +39,8 @@ class Context:
     def __new__(cls, device_type: str | Context = "cpu", device_id: int = 0) -> Context:
         if isinstance(device_type, Context):
             return device_type
+        if device_type in ("cpu_pinned", "cpu_shared"):  # MXNet's CPU memories: one here
+            device_type = "cpu"
         if device_type != "cpu":
             raise NoGPUError(
                 f"hybridlab runs on the CPU only (numpy), so device {device_type!r} does not "
@@ -75,6 +77,16 @@ class Context:
 
     def __exit__(self, *exc: object) -> None:
         Context._default = Context._stack.pop()
+
+
+class _DefaultContext:
+    """``Context.default_ctx``: MXNet's class attribute for the current context."""
+
+    def __get__(self, obj: Any, owner: Any) -> Context:
+        return current_context()
+
+
+Context.default_ctx = _DefaultContext()  # type: ignore[attr-defined]
 
 
 def cpu(device_id: int = 0) -> Context:

@@ -76,6 +76,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import itertools
+import os
 import sys
 import threading
 import traceback
@@ -322,6 +323,7 @@ class Engine:
     """The scheduling algorithm; subclasses supply ``_submit`` (the executor)."""
 
     _keep_history = False  # keep reads/writes of finished tasks (StepEngine draws them)
+    synchronous = False  # ops run later, on workers or at step(): NOTE [Run now]
 
     def __init__(self) -> None:
         self._lock = _EngineLock(self._complete)  # guards the scheduling state
@@ -654,12 +656,34 @@ class Engine:
         """Wait for pending ops and release resources; the engine may still be used."""
         self._wait_idle()
 
+    # NOTE: [Run now] an op pushed to an engine with nothing pending and nobody watching
+    # (no callback, no trace, not a StepEngine) has nothing to wait for and nothing to
+    # record, so the caller may run it itself, at once, as the NaiveEngine runs every op:
+    # no task, no queue, no thread switch. A front end that knows its op is short (a
+    # compiled program measured to run in less than a thread switch costs) asks ``idle``
+    # and runs it; if it raises, ``fail_now`` reports the error exactly as a pushed op's:
+    # at once on the NaiveEngine, at the next sync point on the others.
+    def idle(self) -> bool:
+        """Nothing pending, nobody observing, no callback error to report (NOTE [Run now])."""
+        return self._pending == 0 and not self._observed and self._hook_error is None
+
+    def fail_now(self, error: Exception, reads: Iterable[Var], writes: Iterable[Var],
+                 name: str = "op", device: Any = None) -> None:
+        """An op run at once (NOTE [Run now]) raised ``error``: push an op that raises it,
+        so its outputs fail as a pushed op's would."""
+        def failed() -> None:
+            raise error
+
+        self.push(failed, reads, writes, name, device)
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__}>"
 
 
 class NaiveEngine(Engine):
     """Runs each op at once in the caller's thread; an error raises at the push itself."""
+
+    synchronous = True  # every op runs at its push (NOTE [Run now]: always, when idle)
 
     def push(self, fn: Callable[[], None], reads: Iterable[Var], writes: Iterable[Var],
              name: str = "op", device: Any = None, copy: bool = False) -> None:
@@ -1123,3 +1147,18 @@ def bulk(size: int) -> Iterator[None]:
         yield
     finally:
         set_bulk_size(previous)
+
+
+# NOTE [Forked children] A process made by fork() has only the thread that forked: the
+# parent's worker threads are gone, and its queues and locks are copies that nobody will run
+# or release. A child that used the parent's engine could wait forever for them. So after a
+# fork the child forgets the engine; its first op makes a fresh one of the configured kind
+# (gluon's DataLoader workers, or a user's own multiprocessing). Make the parent's arrays
+# ready before forking (nd.waitall()): an op pending at the fork never runs in the child.
+def _forget_after_fork() -> None:
+    global _current
+    _current = None
+
+
+if hasattr(os, "register_at_fork"):  # (POSIX)
+    os.register_at_fork(after_in_child=_forget_after_fork)

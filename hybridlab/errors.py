@@ -334,6 +334,15 @@ class NotRecordedError(MXNetError):
     """
 
 
+class RecordIOError(MXNetError, ValueError):
+    """A record file (``mx.recordio``) that is not one, or is cut short: no magic number
+    where a record should start, a length beyond the end of the file, an index line that
+    is not ``key<TAB>offset``. The message names the file and the byte offset.
+    Fix: check the path and that the index belongs to this record file; write it again
+    with ``MXRecordIO(uri, 'w')`` (a file is complete only once the writer is closed).
+    """
+
+
 class ArrayFileError(MXNetError, ValueError):
     """``nd.load`` (or a ``.params`` loader) was given a file it cannot read as arrays.
 

@@ -16,6 +16,7 @@ There is no guessing from name suffixes such as ``_weight``.
 
 from __future__ import annotations
 
+import json
 import math
 import numbers
 from typing import Any
@@ -27,7 +28,15 @@ class Initializer:
     """Base class: ``init(shape, dtype)`` returns a new NDArray.
 
     An initializer written MXNet's way overrides ``_init_weight(self, name, arr)`` and
-    fills ``arr`` in place instead (see :func:`run`)."""
+    fills ``arr`` in place instead (see :func:`run`). ``dumps()`` describes it as MXNet's
+    JSON, ``["uniform", {"scale": 0.07}]`` -- what a Symbol variable's ``init`` attribute
+    holds and :func:`create_from_config` reads back."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self._kwargs = kwargs  # the constructor's arguments, as given (dumps)
+
+    def dumps(self) -> str:
+        return json.dumps([type(self).__name__.lower(), getattr(self, "_kwargs", {})])
 
     def __call__(self, shape: tuple[int, ...], dtype: Any = "float32") -> Any:
         from hybridlab import ndarray as nd
@@ -39,12 +48,15 @@ class Initializer:
         raise NotImplementedError(f"{type(self).__name__} must define __call__(self, shape, "
                                   f"dtype) or, as in MXNet, _init_weight(self, name, arr)")
 
+    def _public(self) -> dict[str, Any]:
+        return {k: v for k, v in vars(self).items() if not k.startswith("_")}
+
     def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
+        args = ", ".join(f"{k}={v!r}" for k, v in self._public().items())
         return f"{type(self).__name__}({args})"
 
     def __eq__(self, other: object) -> bool:  # Constant(-10) == Constant(-10), as in MXNet
-        return type(self) is type(other) and vars(self) == vars(other)
+        return type(self) is type(other) and self._public() == other._public()  # type: ignore[attr-defined]
 
     def __hash__(self) -> int:
         return hash(repr(self))
@@ -63,6 +75,7 @@ class Uniform(Initializer):
     """Values drawn uniformly from ``[-scale, scale]`` (MXNet's default, scale 0.07)."""
 
     def __init__(self, scale: float = 0.07) -> None:
+        super().__init__(scale=scale)
         self.scale = _number(scale, "mx.init.Uniform(scale)", "mx.init.Uniform(0.07)")
 
     def __call__(self, shape: tuple[int, ...], dtype: Any = "float32") -> Any:
@@ -74,6 +87,7 @@ class Normal(Initializer):
     """Values drawn from a normal distribution with mean 0 and standard deviation ``sigma``."""
 
     def __init__(self, sigma: float = 0.01) -> None:
+        super().__init__(sigma=sigma)
         self.sigma = _number(sigma, "mx.init.Normal(sigma)", "mx.init.Normal(0.01)")
 
     def __call__(self, shape: tuple[int, ...], dtype: Any = "float32") -> Any:
@@ -93,6 +107,7 @@ class Xavier(Initializer):
         if rnd_type not in ("uniform", "gaussian") or factor_type not in ("avg", "in", "out"):
             raise ValueError("Xavier: rnd_type is 'uniform' or 'gaussian', factor_type is "
                              f"'avg', 'in' or 'out'; got {rnd_type!r}, {factor_type!r}")
+        super().__init__(rnd_type=rnd_type, factor_type=factor_type, magnitude=magnitude)
         self.rnd_type, self.factor_type = rnd_type, factor_type
         self.magnitude = _number(magnitude, "mx.init.Xavier(magnitude)", "magnitude=3")
 
@@ -113,6 +128,7 @@ class Constant(Initializer):
     """Every element equal to ``value``; or ``value`` itself, an array broadcast to the shape."""
 
     def __init__(self, value: Any) -> None:
+        super().__init__(value=value)
         if hasattr(value, "shape") or isinstance(value, (list, tuple)):
             self.value = value  # an array (NDArray, numpy, nested list), as MXNet accepts
         else:
@@ -136,12 +152,21 @@ class Constant(Initializer):
 
     __hash__ = Initializer.__hash__
 
+    def dumps(self) -> str:
+        """An array value is written as nested lists (JSON has no arrays)."""
+        value = self._kwargs.get("value")
+        if value is not None and not np.isscalar(value):
+            self._kwargs["value"] = np.asarray(getattr(value, "asnumpy", lambda: value)()
+                                               ).tolist()
+        return super().dumps()
+
 
 class Zero(Constant):
     """All zeros (biases, BatchNorm's ``beta`` and ``running_mean``)."""
 
     def __init__(self) -> None:
         super().__init__(0.0)
+        self._kwargs = {}
 
 
 class One(Constant):
@@ -149,10 +174,89 @@ class One(Constant):
 
     def __init__(self) -> None:
         super().__init__(1.0)
+        self._kwargs = {}
+
+
+class LSTMBias(Initializer):
+    """Zeros, except the forget gate's block of an LSTM's bias: ``forget_bias`` (MXNet's
+    gate order input, forget, candidate, output), so a new LSTM starts by remembering."""
+
+    def __init__(self, forget_bias: float = 1.0) -> None:
+        super().__init__(forget_bias=forget_bias)
+        self.forget_bias = _number(forget_bias, "mx.init.LSTMBias(forget_bias)",
+                                   "mx.init.LSTMBias(1.0)")
+
+    def __call__(self, shape: tuple[int, ...], dtype: Any = "float32") -> Any:
+        from hybridlab import ndarray as nd
+        values = np.zeros(shape, dtype)
+        quarter = shape[0] // 4
+        values[quarter:2 * quarter] = self.forget_bias
+        return nd.array(values, dtype=dtype)
+
+
+class Bilinear(Initializer):
+    """A bilinear interpolation kernel for each filter of a (N, C, H, W) weight: a
+    transposed convolution initialised so that it upsamples (FCN, Long et al.)."""
+
+    def _init_weight(self, name: str, arr: Any) -> None:
+        height, width = arr.shape[2], arr.shape[3]
+        factor = math.ceil(width / 2.0)
+        centre = (2 * factor - 1 - factor % 2) / (2.0 * factor)
+        x, y = np.arange(width), np.arange(height)
+        rows = 1 - np.abs(y / factor - centre)
+        columns = 1 - np.abs(x / factor - centre)
+        arr[:] = np.broadcast_to(rows[:, None] * columns[None, :], arr.shape)
+
+
+class MSRAPrelu(Xavier):
+    """He et al.'s initialisation for (P)ReLU layers: Gaussian, variance
+    ``2 / ((1 + slope**2) * fan)``."""
+
+    def __init__(self, factor_type: str = "avg", slope: float = 0.25) -> None:
+        super().__init__("gaussian", factor_type, 2.0 / (1 + slope ** 2))
+        self._kwargs = {"factor_type": factor_type, "slope": slope}
+
+
+class Orthogonal(Initializer):
+    """An orthogonal matrix (of the weight flattened to 2-D), times ``scale`` (Saxe et al.)."""
+
+    def __init__(self, scale: float = 1.414, rand_type: str = "uniform") -> None:
+        super().__init__(scale=scale, rand_type=rand_type)
+        self.scale, self.rand_type = _number(scale, "mx.init.Orthogonal(scale)", "1.414"), \
+            rand_type
+
+    def _init_weight(self, name: str, arr: Any) -> None:
+        rows, columns = arr.shape[0], int(np.prod(arr.shape[1:]))
+        from hybridlab import ndarray
+        nd: Any = ndarray  # (its operators are generated from the registry)
+        draw = nd.random.uniform(-1, 1, shape=(rows, columns)) if self.rand_type == "uniform" \
+            else nd.random.normal(0, 1, shape=(rows, columns))
+        u, _, v = np.linalg.svd(draw.asnumpy(), full_matrices=False)
+        arr[:] = (self.scale * (u if u.shape == (rows, columns) else v)).reshape(arr.shape)
 
 
 _BY_NAME = {"zeros": Zero, "zero": Zero, "ones": One, "one": One, "uniform": Uniform,
-            "normal": Normal, "xavier": Xavier}
+            "normal": Normal, "xavier": Xavier, "constant": Constant, "bilinear": Bilinear,
+            "lstmbias": LSTMBias, "msraprelu": MSRAPrelu, "orthogonal": Orthogonal}
+
+
+def register(klass: type) -> type:
+    """``@mx.init.register``: ``create_from_config`` finds the class by its lower-case name."""
+    _BY_NAME[klass.__name__.lower()] = klass
+    return klass
+
+
+def create_from_config(text: str) -> Initializer:
+    """An initializer from MXNet's JSON, ``["constant", {"value": 0.25}]`` (a Symbol
+    variable's ``init`` attribute, written by ``dumps``)."""
+    try:
+        name, kwargs = json.loads(text)
+        klass = _BY_NAME[str(name).lower()]
+    except (ValueError, TypeError, KeyError):
+        raise ValueError(f"{text!r} is not an initializer's JSON such as '[\"uniform\", "
+                         f"{{\"scale\": 0.07}}]' (known names: {sorted(_BY_NAME)})") from None
+    made: Initializer = klass(**kwargs)
+    return made
 
 
 _MXNET_DEFAULTS = {"bias": "zeros", "beta": "zeros", "gamma": "ones", "running_mean": "zeros",

@@ -11,6 +11,7 @@ the first ``warmup_steps`` updates the rate climbs from ``warmup_begin_lr`` to
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 
@@ -77,3 +78,47 @@ class MultiFactorScheduler(LRScheduler):
             self.cur_step_ind += 1
             self.base_lr *= self.factor
         return self.base_lr
+
+
+class _Decay(LRScheduler):
+    """From ``base_lr`` down to ``final_lr`` over the ``max_update`` updates after the
+    warm-up, by ``_shape(fraction done)`` (1 at the start, 0 at the end); then constant."""
+
+    def __init__(self, max_update: int, base_lr: float = 0.01, final_lr: float = 0,
+                 **warmup: Any) -> None:
+        super().__init__(base_lr, **warmup)
+        if max_update < 1 or max_update <= self.warmup_steps:
+            raise ValueError(f"{type(self).__name__}: max_update={max_update} must be >= 1 "
+                             f"and more than warmup_steps={self.warmup_steps}")
+        self.base_lr_orig, self.max_update, self.final_lr = base_lr, max_update, final_lr
+        self.max_steps = max_update - self.warmup_steps
+
+    def _shape(self, done: float) -> float:
+        raise NotImplementedError
+
+    def __call__(self, num_update: int) -> float:
+        if num_update < self.warmup_steps:
+            return self.get_warmup_lr(num_update)
+        if num_update <= self.max_update:
+            done = (num_update - self.warmup_steps) / self.max_steps
+            self.base_lr = self.final_lr + (self.base_lr_orig - self.final_lr) * self._shape(done)
+        return self.base_lr
+
+
+class PolyScheduler(_Decay):
+    """Polynomial decay: ``final + (base - final) * (1 - done)**pwr``."""
+
+    def __init__(self, max_update: int, base_lr: float = 0.01, pwr: float = 2,
+                 final_lr: float = 0, **warmup: Any) -> None:
+        super().__init__(max_update, base_lr, final_lr, **warmup)
+        self.power = pwr
+
+    def _shape(self, done: float) -> float:
+        return float((1 - done) ** self.power)
+
+
+class CosineScheduler(_Decay):
+    """Half a cosine: ``final + (base - final) * (1 + cos(pi * done)) / 2``."""
+
+    def _shape(self, done: float) -> float:
+        return (1 + math.cos(math.pi * done)) / 2

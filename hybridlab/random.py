@@ -52,3 +52,10 @@ def uniform(*args: Any, **kwargs: Any) -> Any:
     from hybridlab import ndarray  # lazy: ndarray imports this module for the seed stream
 
     return ndarray.random.uniform(*args, **kwargs)  # type: ignore[attr-defined]  # (populate)
+
+
+def poisson(*args: Any, **kwargs: Any) -> Any:
+    """``mx.random.poisson`` is ``nd.random.poisson``."""
+    from hybridlab import ndarray  # lazy: ndarray imports this module for the seed stream
+
+    return ndarray.random.poisson(*args, **kwargs)  # type: ignore[attr-defined]  # (populate)

@@ -664,12 +664,18 @@ def _renamed(result: Any, name: str, where: str) -> Symbol:
     return Symbol([dataclasses.replace(result._outputs[0].node, name=name).out()])
 
 
+# The first values an operator gives the variables it makes (MXNet's FSetInputVarAttrOnCompose)
+_INPUT_INITS = {("LeakyReLU", "gamma"): '["Constant", {"value": 0.25}]'}
+
+
 def _input_value(op: registry.OpDef, node_name: str, input_name: str, given: Any,
                  notes: dict[str, str]) -> Value:
     if given is None:  # MXNet makes every missing input a variable: fc3_data, fc3_weight,
         # with the operator's own attributes (lr_mult= on a layer reaches its weight)
-        aux = {"__aux__": True} if input_name in AUXILIARY_INPUTS else {}
-        return var(f"{node_name}_{input_name}", attr=notes, **aux)._outputs[0]
+        extra: dict[str, Any] = {"__aux__": True} if input_name in AUXILIARY_INPUTS else {}
+        if (op.name, input_name) in _INPUT_INITS:
+            extra["init"] = _INPUT_INITS[op.name, input_name]
+        return var(f"{node_name}_{input_name}", attr=notes, **extra)._outputs[0]
     symbol = _check_symbol(given, f"{op.name} {node_name!r} input {input_name!r}")
     if len(symbol._outputs) != 1:
         raise TypeError(f"{op.name} {node_name!r}: input {input_name!r} is the grouped "

@@ -39,7 +39,8 @@ WRONG = {"00": (2, "FC_COUNT = 2"), "01": (2, "FANCY_FUNC_NODES = 4"),
          "05": (1, "CSE_COUNT = 1"), "06": (4, "RETRACE_RATIO = 1"),
          "07": (4, "TAPE_BYTES = 1"), "08": (1, "PARAMS_SIZE = 100"),
          "09": (1, "DENSE_CONCAT_BYTES = 1"), "10": (2, "FASTEST_FOR_1KB = 'ring'"),
-         "11": (4, "DISPATCH_RATIO = 1.0")}
+         "11": (4, "DISPATCH_RATIO = 1.0"),
+         "12": (2, "PADDING = 1 - (3 + 5 + 8 + 9 + 20 + 31) / (32 * 6)")}
 
 
 @pytest.fixture(scope="module")

@@ -119,7 +119,7 @@ def test_the_pass_explorer_draws_a_real_network_by_blocks_and_opens_one_on_deman
     explorer.block.value = "res3_0"
     opened = explorer.snapshot_png()
     assert closed and opened and opened != closed
-    assert ("res3_0" in explorer.block.options) and len(explorer._pngs) == 2
+    assert ("res3_0" in explorer.block.options) and len(explorer._drawings) == 2
     explorer.slider.value = explorer.model.stage_index("fold_batchnorm")  # changed, and open
     stage = explorer.model.stages[explorer.slider.value]
     assert explorer.snapshot_png() and any(id(n) in stage.new for n in stage.graph.nodes)

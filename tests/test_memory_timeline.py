@@ -191,3 +191,19 @@ def test_lifetimes_follow_each_local_array_until_the_interpreter_frees_it():
         == [("h1", 0, 1, 3, 32), ("h2", 1, 2, 3, 32)]  # x is the caller's: not followed
     _, (dropped,) = lifetimes(rebinding, np.ones(8, np.float32))
     assert (dropped.born, dropped.freed) == (0, 1)
+
+
+@pytest.mark.viz
+def test_a_memory_explorer_of_one_program_shows_no_program_toggle():
+    pytest.importorskip("ipywidgets")
+    from hybridlab import nd
+    from hybridlab.gluon import nn
+    from hybridlab.viz.memory import memory_explorer
+
+    net = nn.HybridSequential()
+    net.add(nn.Dense(16, activation="relu"), nn.Dense(4))
+    net.initialize()
+    net.hybridize()
+    net(nd.ones((8, 12)))
+    assert memory_explorer(net, modes=("forward",)).mode.layout.display == "none"
+    assert memory_explorer(net).mode.layout.display != "none"

@@ -148,3 +148,23 @@ def test_the_folding_stage_shows_its_arithmetic_on_the_blocks_numbers():
     assert "output channel 2" in note and f"= {s[2]:.6g}" in note and "sqrt(" in note
     assert note in model.summary(index)
     assert "give the parameters' values" in PassModel(net, values={}).note(index)
+
+
+@pytest.mark.viz
+def test_the_channel_box_is_shown_only_where_a_stage_shows_a_channels_numbers():
+    pytest.importorskip("ipywidgets")
+    from hybridlab.gluon import nn
+
+    plain = pass_explorer(program(), shape={"x": (2, 3)})  # no BatchNorm to fold
+    assert plain.channel.layout.display == "none"
+    net = nn.HybridSequential()
+    net.add(nn.Conv2D(4, 3), nn.BatchNorm())
+    net.initialize()
+    net.hybridize()
+    net(nd.ones((1, 2, 5, 5)))
+    assert pass_explorer(net, values={}).channel.layout.display == "none"  # no numbers
+    folding = pass_explorer(net, stage="fold_batchnorm")
+    assert folding.channel.layout.display != "none"
+    before = folding.text.value
+    folding.channel.value = 2
+    assert folding.text.value != before  # it changes what the stage shows

@@ -165,6 +165,18 @@ def _allreduce_seconds():
     return allreduce.AllReduceModel("ring", 8, 10e6, 20e-6, 2e-9).time
 
 
+def _unrolled_nodes(answer):
+    from hybridlab.exercises import lesson12
+
+    return lesson12.check_unrolled_nodes(answer, 50)
+
+
+def _bptt(answer):
+    from hybridlab.exercises import lesson12
+
+    return lesson12.check_bptt_bytes(answer, 32)
+
+
 def _inception_speedup():
     from hybridlab.exercises import lesson09
     from hybridlab.lab.schedule import ScheduleModel, TaskGraph
@@ -189,7 +201,15 @@ CHECKS = {
     "check_allreduce_time": (_allreduce, "amount", _allreduce_seconds),
     "check_two_device_step": (_two_devices, "ratio", None),
     "check_dispatch_ratio": (_dispatch, "ratio", 20.0),
+    "check_unrolled_nodes": (_unrolled_nodes, "amount", lambda: _lesson12("unrolled_nodes", 50)),
+    "check_bptt_bytes": (_bptt, "amount", lambda: _lesson12("bptt_bytes", 32)),
 }
+
+
+def _lesson12(name, length):
+    from hybridlab.exercises import lesson12
+
+    return getattr(lesson12, name)(length)
 
 
 @pytest.mark.parametrize("name", sorted(CHECKS))

@@ -16,6 +16,7 @@ from hybridlab.exercises import requires
 pytest.importorskip("IPython")
 ROOT = Path(__file__).resolve().parent.parent
 LESSON11 = ROOT / "notebooks" / "11-hybrid-modes-elsewhere.ipynb"
+LESSON12 = ROOT / "notebooks" / "12-sequences.ipynb"
 sys.path.insert(0, str(ROOT / "tools"))
 import sync_notebooks  # noqa: E402
 
@@ -92,12 +93,14 @@ def test_a_cell_whose_modules_are_installed_runs_as_any_cell(shell):
 
 
 @pytest.mark.skipif(importlib.util.find_spec("torch") is not None,
-                    reason="torch is installed: lesson 11's torch cells run for real")
-def test_lesson11_torch_cells_show_their_saved_outputs_without_torch(shell):
-    cells = [c for c in json.loads(LESSON11.read_text(encoding="utf-8"))["cells"]
+                    reason="torch is installed: the lessons' torch cells run for real")
+@pytest.mark.parametrize("lesson, at_least", [(LESSON11, 10), (LESSON12, 1)],
+                         ids=["lesson11", "lesson12"])
+def test_lesson_torch_cells_show_their_saved_outputs_without_torch(shell, lesson, at_least):
+    cells = [c for c in json.loads(lesson.read_text(encoding="utf-8"))["cells"]
              if c["cell_type"] == "code"
              and "torch" in requires.required_modules("".join(c["source"]))]
-    assert len(cells) >= 10
+    assert len(cells) >= at_least
     for cell in cells:
         result, stdout, shown = run(shell, "".join(cell["source"]))
         assert result.success, "".join(cell["source"])[:80]

@@ -129,3 +129,34 @@ def test_a_symbol_becomes_one_task_per_operator():
     assert schedule_explorer(out).model.numbers()["span"] == 3.0
     with pytest.raises(TypeError, match="Symbol or a graph IR"):
         TaskGraph.from_graph(42)
+
+
+@pytest.mark.viz
+def test_the_explorer_offers_only_settings_that_change_the_schedule():
+    pytest.importorskip("ipywidgets")
+    from hybridlab.viz.schedule import schedule_explorer
+
+    steps = {}  # lesson 10's devices: measured durations, no chain of additions
+    for i in range(4):
+        steps[f"matmul{i}"] = (3.0, [f"matmul{i - 1}"] if i else [], "gpu")
+        steps[f"copy{i}"] = (2.0, [f"matmul{i}"], "copy")
+        steps[f"post{i}"] = (1.0, [f"copy{i}"], "cpu")
+    view = schedule_explorer(steps, workers=1, cost="measured", streams="typed")
+    assert view.tree.layout.display == "none"  # no sums to rebalance
+    assert view.cost.options == ("uniform", "measured")  # per operator: the same durations
+    from hybridlab import engine, nd
+    from hybridlab.lab.schedule import TaskGraph
+
+    held = engine.StepEngine()  # lesson 04's sum of eight arrays: a chain of additions
+    with engine.engine_scope(held):
+        xs = [nd.ones((2,)) * i for i in range(8)]
+        total = xs[0]
+        for x in xs[1:]:
+            total = total + x
+        graph = TaskGraph.from_tasks(held.tasks)
+        held.run()
+    chain = schedule_explorer(graph, workers=2)
+    assert chain.tree.layout.display != "none"
+    before = chain.png
+    chain.tree.value = "tree"
+    assert chain.png != before

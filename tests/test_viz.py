@@ -393,7 +393,8 @@ def test_speedup_widget_displays_widget_png_and_summary_and_redraws_on_change(mo
     view.sliders["depth"].value = 2  # measured before: taken from the model, not re-timed
     assert calls == [(4, 32, (32, 32, 10)), (4, 32, (32, 32, 32, 10))]
     view.network.value = timing.SEED
-    assert view.sliders["width"].disabled and calls[-1] == (4, 512, (256, 128, 2))
+    assert view.sliders["width"].layout.display == "none"  # the seeds' MLP: no width to set
+    assert calls[-1] == (4, 512, (256, 128, 2))
     bundle = view._repr_mimebundle_()
     assert bundle["text/plain"].startswith("seed MLP 512-256-128-2, batch 4")
     assert bundle["image/png"] != first_png
@@ -879,6 +880,31 @@ def test_the_gradient_drawing_keeps_a_lowered_forward_in_the_forward_box():
     backward = source.split("subgraph cluster_backward", 1)[1].split("}", 1)[0]
     assert forward.count("FullyConnected") == 2 and "relu" in forward
     assert "FullyConnected" not in backward and "_relu_grad" in backward  # relu's VJP
+
+
+def test_a_gantt_legend_of_many_operators_keeps_the_chart_laptop_wide():
+    import struct
+
+    from hybridlab.engine import TaskRecord
+    from hybridlab.viz import gantt
+    from hybridlab.viz.bundle import figure_png
+
+    names = ["FullyConnected", "Convolution", "relu", "broadcast_add", "broadcast_mul", "sum",
+             "mean", "_copyto", "Pooling", "softmax", "log_softmax", "exp", "sigmoid", "tanh",
+             "Reshape", "transpose", "dot", "batch_dot", "SoftmaxOutput", "negative"]
+    records = [TaskRecord(name, i % 3, i * 1e-3, i * 1e-3 + 8e-4, (), ())
+               for i, name in enumerate(names * 2)]
+    png = figure_png(gantt.gantt(records, "one training step"))
+    width = struct.unpack(">I", png[16:20])[0]
+    assert width <= 1000  # a 1280-pixel window's output area (one row of labels: 2179 px)
+
+
+def test_code_boxes_carry_their_own_ink_on_their_own_fill():
+    from hybridlab.viz import palette
+
+    assert f"background:{palette.PANEL}" in palette.CODE_STYLE
+    assert f"color:{palette.INK}" in palette.CODE_STYLE
+    assert palette.contrast_ratio(palette.INK, palette.PANEL) >= 4.5
 
 
 def test_print_summary_counts_each_layers_parameters(capsys):

@@ -15,6 +15,9 @@ Three steps, each run by hand with a different Python (hybridlab never imports t
    step 2 wrote and saves what it read (values, dtypes, the model's outputs) as ``.npz``.
 
 Everything goes to ``tests/fixtures/mxnet/``; ``tests/test_mxnet_files.py`` compares.
+Three more steps, each with real MXNet alone: ``mxnet-rnn`` (the fused RNN's outputs and
+gradients), ``mxnet-recordio`` (record files) and ``mxnet-deformable`` (the deformable
+convolution's outputs and gradients); each function says which test reads them.
 """
 
 from __future__ import annotations
@@ -192,9 +195,142 @@ def mxnet_reads() -> None:
     print("MXNet", mx.__version__, "read everything hybridlab wrote")
 
 
+# --- 4. real MXNet's fused RNN operator: outputs and gradients ---------------------------
+RNN_CASES = {  # name -> RNN attributes (data: T=4, N=3, C=5; state_size 6)
+    "lstm": {"mode": "lstm", "num_layers": 2, "bidirectional": True},
+    "gru": {"mode": "gru", "num_layers": 2, "bidirectional": True},
+    "rnn_tanh": {"mode": "rnn_tanh", "num_layers": 2, "bidirectional": False},
+    "rnn_relu": {"mode": "rnn_relu", "num_layers": 1, "bidirectional": True},
+    "lstmp": {"mode": "lstm", "num_layers": 2, "bidirectional": True, "projection_size": 4},
+}
+
+
+def mxnet_rnn() -> None:
+    """``mx.nd.RNN`` on random packed parameters: the outputs, the last states, and the
+    gradients of every input for random head gradients (``tests/ops/test_rnn_operator.py``)."""
+    import mxnet as mx
+    from mxnet import autograd, nd
+
+    for case, attrs in RNN_CASES.items():
+        rng = np.random.default_rng(len(case))
+        layers, dirs = attrs["num_layers"], 2 if attrs["bidirectional"] else 1
+        gates = {"lstm": 4, "gru": 3}.get(attrs["mode"], 1)
+        hidden, size = attrs.get("projection_size") or 6, 6
+        count = 0
+        for layer in range(layers):
+            width = 5 if layer == 0 else hidden * dirs
+            count += dirs * (gates * size * (width + hidden) + 2 * gates * size)
+            count += dirs * hidden * size if "projection_size" in attrs else 0
+        arrays = {"data": rng.standard_normal((4, 3, 5)),
+                  "parameters": rng.standard_normal(count) * 0.4,
+                  "state": rng.standard_normal((layers * dirs, 3, hidden)) * 0.5}
+        if attrs["mode"] == "lstm":
+            arrays["state_cell"] = rng.standard_normal((layers * dirs, 3, size)) * 0.5
+        inputs = {k: nd.array(v.astype(np.float32)) for k, v in arrays.items()}
+        for value in inputs.values():
+            value.attach_grad()
+        saved = {f"in_{k}": v.asnumpy() for k, v in inputs.items()}
+        if "projection_size" in attrs:  # "No training support for LSTM with projection on CPU"
+            outs = nd.RNN(**inputs, state_size=size, state_outputs=True, **attrs)
+            saved.update({f"out_{i}": o.asnumpy() for i, o in enumerate(outs)})
+            np.savez(_path("rnn", f"{case}.npz"), attrs=json.dumps(attrs), **saved)
+            continue
+        with autograd.record():
+            outs = nd.RNN(**inputs, state_size=size, state_outputs=True, **attrs)
+        heads = [rng.standard_normal(o.shape).astype(np.float32) for o in outs]
+        autograd.backward(outs, [nd.array(h) for h in heads])
+        saved.update({f"out_{i}": o.asnumpy() for i, o in enumerate(outs)})
+        saved.update({f"head_{i}": h for i, h in enumerate(heads)})
+        saved.update({f"grad_{k}": v.grad.asnumpy() for k, v in inputs.items()})
+        np.savez(_path("rnn", f"{case}.npz"), attrs=json.dumps(attrs), **saved)
+    print("MXNet", mx.__version__, "wrote", len(RNN_CASES), "RNN cases")
+
+
+# --- 5. real MXNet's record files ---------------------------------------------------------
+def recordio_payloads() -> list[bytes]:
+    """The records both frameworks write: empty, short, every length mod 4, and records
+    holding the magic number at 4-byte boundaries (split into parts by the writer)."""
+    rng = np.random.default_rng(7)
+    magic = (0xCED7230A).to_bytes(4, "little")
+    payloads = [b"", b"a", b"ab", b"abc", b"abcd", magic, b"wxyz" + magic + b"12",
+                magic + b"mid" + b"\0" + magic + magic + b"end"]
+    payloads += [rng.integers(0, 256, n, dtype=np.uint8).tobytes() for n in (5, 64, 1001)]
+    return payloads
+
+
+def mxnet_recordio() -> None:
+    """``plain.rec``, ``indexed.rec``/``.idx`` (keys 10, 20, ...) and ``packed.rec`` (each
+    payload packed with an id and a label: a number, then arrays) written by MXNet 1.9.1,
+    and the payloads as hex (``payloads.json``) for ``tests/test_recordio.py``."""
+    import mxnet as mx
+
+    payloads = recordio_payloads()
+    writer = mx.recordio.MXRecordIO(_path("recordio", "plain.rec"), "w")
+    for data in payloads:
+        writer.write(data)
+    writer.close()
+    writer = mx.recordio.MXIndexedRecordIO(_path("recordio", "indexed.idx"),
+                                          _path("recordio", "indexed.rec"), "w")
+    for i, data in enumerate(payloads):
+        writer.write_idx(10 * (i + 1), data)
+    writer.close()
+    writer = mx.recordio.MXRecordIO(_path("recordio", "packed.rec"), "w")
+    for i, data in enumerate(payloads):
+        label = 1.5 * i if i % 2 else np.arange(i, dtype=np.float32)
+        writer.write(mx.recordio.pack((0, label, i, 2 * i), data))
+    writer.close()
+    with open(_path("recordio", "payloads.json"), "w") as file:
+        json.dump([p.hex() for p in payloads], file)
+    print("MXNet", mx.__version__, "wrote", len(payloads), "records per file")
+
+
+# --- 6. real MXNet's deformable convolution ------------------------------------------------
+DEFORMABLE_CASES = {
+    "plain": {"kernel": (3, 3), "pad": (1, 1), "num_filter": 4},
+    "strided": {"kernel": (3, 2), "stride": (2, 1), "dilate": (2, 1), "num_filter": 6,
+                "num_deformable_group": 2, "num_group": 2, "no_bias": True},
+}
+
+
+def mxnet_deformable() -> None:
+    """``contrib.DeformableConvolution`` on random data and fractional offsets (some taps
+    outside the image, some in its last row or column): the output and the gradients of
+    every input for a random head gradient (``tests/ops/test_deformable.py``)."""
+    import mxnet as mx
+    from mxnet import autograd, nd
+
+    for case, attrs in DEFORMABLE_CASES.items():
+        rng = np.random.default_rng(len(case))
+        kh, kw = attrs["kernel"]
+        stride, dilate = attrs.get("stride", (1, 1)), attrs.get("dilate", (1, 1))
+        pad = attrs.get("pad", (0, 0))
+        out_h = (7 + 2 * pad[0] - dilate[0] * (kh - 1) - 1) // stride[0] + 1
+        out_w = (6 + 2 * pad[1] - dilate[1] * (kw - 1) - 1) // stride[1] + 1
+        groups = attrs.get("num_deformable_group", 1)
+        arrays = {"data": rng.standard_normal((2, 4, 7, 6)),
+                  "offset": rng.uniform(-2.5, 2.5, (2, 2 * kh * kw * groups, out_h, out_w)),
+                  "weight": rng.standard_normal((attrs["num_filter"],
+                                                 4 // attrs.get("num_group", 1), kh, kw))}
+        if not attrs.get("no_bias"):
+            arrays["bias"] = rng.standard_normal(attrs["num_filter"])
+        inputs = {k: nd.array(v.astype(np.float32)) for k, v in arrays.items()}
+        for value in inputs.values():
+            value.attach_grad()
+        with autograd.record():
+            out = nd.contrib.DeformableConvolution(**inputs, **attrs)
+        head = rng.standard_normal(out.shape).astype(np.float32)
+        out.backward(nd.array(head))
+        saved = {f"in_{k}": v.asnumpy() for k, v in inputs.items()}
+        saved.update({f"grad_{k}": v.grad.asnumpy() for k, v in inputs.items()})
+        np.savez(_path("deformable", f"{case}.npz"), attrs=json.dumps(attrs), out=out.asnumpy(),
+                 head=head, **saved)
+    print("MXNet", mx.__version__, "wrote", len(DEFORMABLE_CASES), "deformable cases")
+
+
 if __name__ == "__main__":
     steps = {"mxnet-writes": mxnet_writes, "hybridlab-writes": hybridlab_writes,
-             "mxnet-reads": mxnet_reads}
+             "mxnet-reads": mxnet_reads, "mxnet-rnn": mxnet_rnn,
+             "mxnet-recordio": mxnet_recordio, "mxnet-deformable": mxnet_deformable}
     if len(sys.argv) != 2 or sys.argv[1] not in steps:
         sys.exit(f"usage: python tools/mxnet_fixtures.py {{{'|'.join(steps)}}}")
     steps[sys.argv[1]]()

@@ -6,7 +6,7 @@ runs only once, and ``parameter.py`` for deferred initialisation.
 """
 
 from hybridlab import contrib as _control_flow  # installs F.contrib.cond/foreach/while_loop
-from hybridlab.gluon import contrib, data, loss, model_zoo, nn, utils
+from hybridlab.gluon import contrib, data, loss, model_zoo, nn, rnn, utils
 from hybridlab.gluon.block import Block, HybridBlock
 from hybridlab.gluon.parameter import Parameter, ParameterDict
 from hybridlab.gluon.symbol_block import SymbolBlock

@@ -357,6 +357,7 @@ class Block:
 
     def hybridize(self, active: bool = True, **flags: Any) -> None:
         """A plain Block cannot be compiled; it hybridizes its hybridizable children."""
+        active, flags = _flags_in_active(active, flags)
         _check_flags(active, flags)
         for child in self._children.values():
             child.hybridize(active, **flags)
@@ -406,6 +407,15 @@ _FLAGS = ("static_alloc", "static_shape", "passes", "disabled_passes", "autotune
 # re-entrant): a trace is a one-off of milliseconds, and two threads making a block's
 # first call at once then compile it once, not twice.
 _TRACE_LOCK = threading.RLock()
+
+
+def _flags_in_active(active: Any, flags: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """MXNet code sometimes gives the flags as a dict in the first argument,
+    ``hybridize({'static_alloc': True})``: MXNet took the dict as a true ``active`` and
+    dropped the flags; here they are applied, as their author meant."""
+    if isinstance(active, dict):
+        return True, {**active, **flags}
+    return active, flags
 
 
 def _check_flags(active: Any, flags: dict[str, Any]) -> None:
@@ -565,6 +575,7 @@ class HybridBlock(Block):
         child with more operators than that as a nested program; hybridlab always
         compiles a block and its children into one program (the same results).
         """
+        active, flags = _flags_in_active(active, flags)
         _check_flags(active, flags)
         self._active = bool(active)
         flags = {k: v for k, v in flags.items() if k != "inline_limit"}

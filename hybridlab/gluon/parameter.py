@@ -274,9 +274,11 @@ class Parameter:
         """The Symbol placeholder for this parameter (used when tracing)."""
         from hybridlab import symbol
         if self.shape not in self._vars:
-            aux = {} if self._differentiable else {"__aux__": True}  # BatchNorm's running stats
+            extra: dict[str, Any] = {} if self._differentiable else {"__aux__": True}
+            if self.init is not None:  # (as MXNet's: a Module binding the graph starts it so)
+                extra["init"] = self.init
             self._vars[self.shape] = symbol.var(self.name, shape=self.shape, dtype=self.dtype,
-                                                **aux)  # type: ignore[arg-type]
+                                                **extra)
         return self._vars[self.shape]
 
     def _shape_known(self) -> bool:

@@ -47,7 +47,11 @@ from hybridlab import kvstore as _kv
 from hybridlab import optimizer as opt
 from hybridlab.errors import UpdateOnKVStoreError
 from hybridlab.gluon.parameter import Parameter, ParameterDict
-from hybridlab.optimizer import check_number as _check_number
+
+
+def _check_number(what: str, value: Any) -> Any:
+    return opt.check_number(f"Trainer: {what}", value)
+
 
 
 class Trainer:
@@ -71,6 +75,7 @@ class Trainer:
         for param in self._params:  # a value set from outside resets the store (set_data)
             param._trainer = weakref.ref(self)
         self._states: dict[Any, list[np.ndarray]] = {}
+        self._updaters: dict[Any, opt.Updater] = {}  # per device, for MXNet's per-weight path
         self._steps = 0
         if kvstore is not None and not isinstance(kvstore, (str, _kv.KVStore)):
             raise TypeError(f"Trainer: kvstore must be a type name ('device', 'local', "
@@ -135,7 +140,12 @@ class Trainer:
 
     def _update_each_device(self, rescale: float) -> None:
         """The optimizer on every device's copies: one engine op per device, reading its
-        gradients and writing its weights (MXNet's ``multi_sgd_update``)."""
+        gradients and writing its weights (MXNet's ``multi_sgd_update``) -- or, for an
+        optimizer without a numpy rule (or one that overrides ``update``), MXNet's way:
+        an Updater per device calling ``update`` for each weight."""
+        if self._optimizer.fused_rule() is None:
+            self._update_each_weight(rescale)
+            return
         hyper = {**self._hyper, "rescale": rescale, "t": self._steps}
         if self._scheduler is not None:
             hyper["learning_rate"] = self._scheduler(self._steps)
@@ -150,6 +160,18 @@ class Trainer:
             engine.current().push(kernel, reads=[grad._var for grad in grads],
                                   writes=[weight._var for weight in weights],
                                   name=f"multi_{name}_update", device=device)
+
+    def _update_each_weight(self, rescale: float) -> None:
+        optimizer = self._optimizer
+        optimizer.rescale_grad = rescale
+        if self._scheduler is not None:
+            optimizer.lr = self._scheduler(self._steps)
+        for n, device in enumerate(self._params[0].list_ctx() if self._params else []):
+            updater = self._updaters.setdefault(device, opt.Updater(optimizer))
+            optimizer._set_current_context(n)
+            for index, param in enumerate(self._params):
+                updater(index, param.grad(device), param.data(device))
+        optimizer._set_current_context(0)
 
     def _init_kvstore(self, rescale: float) -> None:
         """MXNet's choice of store (``_create_kvstore``): none for one device and a local

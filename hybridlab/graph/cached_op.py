@@ -22,8 +22,10 @@ Inputs are given in ``graph.inputs`` order (``symbol.list_inputs()``).
 
 from __future__ import annotations
 
+import functools
 import operator
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -56,6 +58,7 @@ from hybridlab.ops.registry import Aval, RunContext
 loops.install()  # (at its import too) _foreach asks the graph layer to compile its body
 
 _VAR = operator.attrgetter("_var")  # an NDArray's engine Var
+_IS_NONE = functools.partial(operator.is_, None)  # (``None in arrays`` would compare them)
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,11 @@ class _Entry:
     tuning: _Tuning | None = None  # NOTE [Layout by measurement]: until the first call ran
     layout: LayoutChoice | None = None  # what that measurement found
     convolutions: dict[str, Any] = field(default_factory=dict)  # algorithm by layer name
+    arg_avals: list[Aval] = field(default_factory=list)  # in_avals of the call's own arrays
+    # NOTE [Run now]: the plain call runs in the caller when an engine is idle and the
+    # program is short; None until timed (``_timed``), on a threaded engine's first calls
+    short: bool | None = None
+    seconds: list[float] = field(default_factory=list)
 
 
 class _Layouts:
@@ -279,8 +287,9 @@ class CachedOp:
         entry = self._last
         inputs = args if entry is None or not entry.feed else args + entry.feed
         try:
-            # the signature, checking NOTE [Inputs without values] in the same pass
-            avals = [x._aval if x._data is not None else _computed(x) for x in inputs]
+            # the signature: the call's own arrays (a fed array -- a block's parameter --
+            # keeps its aval for life, so the entry's are still right)
+            avals = [x._aval for x in args]
             # which inputs want a gradient (autograd's own test): the data and labels do not
             needs = tuple([x._ag is not None for x in inputs]) if mode.recording else ()
         except AttributeError:  # not an NDArray: say so here, not deep in the program
@@ -288,10 +297,10 @@ class CachedOp:
         # NOTE: [The last signature first] a loop calls with the signature of its last
         # call: compare with that entry before hashing anything (an *inline cache*, as
         # CPython's bytecode caches attribute lookups). ``!=`` on two lists of avals
-        # compares element by element and skips any pair that is the same object, so a
-        # parameter's unchanged aval costs one identity test. Any difference (shape,
-        # dtype, mode, number of inputs) goes the slow way, through the dictionary.
-        if (entry is None or avals != entry.in_avals or mode.training != entry.training
+        # compares element by element and skips any pair that is the same object, so an
+        # unchanged aval costs one identity test. Any difference (shape, dtype, mode,
+        # number of inputs) goes the slow way, through the dictionary.
+        if (entry is None or avals != entry.arg_avals or mode.training != entry.training
                 or needs != entry.needs):
             entry = self._lookup(args, mode.training, mode.recording)
             inputs = args + entry.feed
@@ -309,8 +318,18 @@ class CachedOp:
         # normalised at compile time; on the data's device (MXNet's rule, ndarray.py)
         result = ndarray._new(entry.out_avals[0], None,
                               inputs[0]._ctx if inputs else ndarray._CPU)
-        layouts, missing = entry.layouts, ndarray._unfilled(inputs)
-        if missing is not None:  # NOTE [Inputs without values]: the general path checks
+        layouts, current = entry.layouts, engine.current()
+        if (current.synchronous or entry.short) and current.idle():  # NOTE [Run now]
+            arrays = [x._data for x in inputs]  # (nothing pending: every one is current)
+            if not any(map(_IS_NONE, arrays)):  # else NOTE [Inputs without values]: pushed
+                try:
+                    result._data = function(*(arrays if layouts is None
+                                              else layouts.extend(arrays)))[0]
+                except Exception as error:
+                    current.fail_now(error, map(_VAR, inputs), (result._var,), "CachedOp",
+                                     result._ctx)
+                return result
+        if ndarray._unfilled(inputs) is not None:  # NOTE [Inputs without values]
             return self._push_program(entry, inputs)
         if layouts is None:
             def run() -> None:
@@ -319,8 +338,9 @@ class CachedOp:
             def run() -> None:
                 result._data = function(*layouts.extend([x._data for x in inputs]))[0]
 
-        engine.current().push(run, map(_VAR, inputs), (result._var,), "CachedOp",
-                              result._ctx)
+        if entry.short is None:  # the first calls on a threaded engine are timed
+            run = _timed(run, entry)
+        current.push(run, map(_VAR, inputs), (result._var,), "CachedOp", result._ctx)
         return result
 
     def _push_program(self, entry: _Entry, inputs: tuple[Any, ...]) -> Any:
@@ -417,7 +437,8 @@ class CachedOp:
         entry = _Entry(forward, backward, out_avals, num_outputs, avals, training,
                        needs, saved, wanted, forward.single() if plain else None,
                        _Layouts.of(forward, graph.inputs), traced, traced.feed,
-                       convolutions=algorithms.chosen if algorithms else {})
+                       convolutions=algorithms.chosen if algorithms else {},
+                       arg_avals=avals[:len(avals) - len(traced.feed)])
         if self._tunes(entry):  # NOTE [Layout by measurement]
             layout = self._program(graph, "forward", context, (pretranspose_weights, *choose))
             if len(layout.graph.inputs) > len(forward.graph.inputs):  # it rewrote a layer
@@ -490,6 +511,28 @@ def _keep_gradients(joint: ir.Graph, num_outputs: int, needs: tuple[bool, ...]) 
     grads = joint.outputs[num_outputs:]
     kept = joint.outputs[:num_outputs] + tuple(g for g, need in zip(grads, needs) if need)
     return eliminate_dead_code(ir.Graph(joint.nodes, joint.inputs, kept), PREDICTION).graph
+
+
+SHORT = 1e-3  # seconds of CPU: a program shorter runs in the caller of an idle engine
+# (NOTE [Run now]): handing it to a worker thread and waiting for it costs tens of us (a
+# batch-1 MLP's whole work); a caller that pushes without waiting overlaps only its own
+# Python time, ~20 us a call, with the worker's -- 2% of a 1 ms program, less than the
+# hand-off costs below that; a longer program goes to a worker
+TIMED_CALLS = 5  # the first calls timed to decide, the fastest counting (the first ones
+# are cold); in the worker's CPU time (``thread_time``), which a busy machine does not inflate
+
+
+def _timed(run: Any, entry: _Entry) -> Any:
+    """``run`` timed, until ``entry`` has ``TIMED_CALLS`` durations and can decide whether
+    its program is short (NOTE [Run now])."""
+    def timed() -> None:
+        start = time.thread_time()
+        run()
+        entry.seconds.append(time.thread_time() - start)
+        if len(entry.seconds) >= TIMED_CALLS:
+            entry.short = min(entry.seconds) < SHORT
+
+    return timed
 
 
 def _computed(x: Any) -> Any:

@@ -128,7 +128,7 @@ class KVServer:
     def _apply(self, key: Any, total: np.ndarray) -> None:
         value = self.values[key]
         self.values[key] = (total.astype(value.dtype) if self.optimizer is None
-                            else self.optimizer.update(key, value, total))
+                            else self.optimizer.apply(key, value, total))
         self.rounds[key] += 1
 
     async def _notify(self) -> None:

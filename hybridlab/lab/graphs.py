@@ -86,8 +86,9 @@ def parameter_names(graph: Graph) -> tuple[str, ...]:
     """Vars that feed an input the registry names as a parameter (``weight``), or that
     carry a learnable var's attributes (``init``, ``lr_mult``, ``wd_mult``)."""
 
-    names = [n.name for n in graph.inputs if any(k in LEARNABLE_ATTRS for k, _ in n.attrs)]
-    return tuple(dict.fromkeys(names + parameter_names_of(graph.nodes)))
+    fed = set(parameter_names_of(graph.nodes))
+    return tuple(n.name for n in graph.inputs  # in the graph's order
+                 if n.name in fed or any(k in LEARNABLE_ATTRS for k, _ in n.attrs))
 
 
 def _with_shapes(symbol: Any, graph: Graph, shape: dict[str, Any], dtype: Any) -> Graph:

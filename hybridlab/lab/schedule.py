@@ -298,6 +298,24 @@ class ScheduleModel:
         per_op = ["per operator"] if self.op_costs or self.graph.measured else []
         return ["uniform"] + (["measured"] if self.graph.measured else []) + per_op
 
+    def distinct_costs(self) -> list[str]:
+        """The cost models that give this graph different durations (the model in use
+        always among them): a choice between two identical schedules is no choice."""
+        kept: list[str] = []
+        seen: list[list[float]] = []
+        for cost in self.costs():
+            durations = ScheduleModel(self.graph, cost=cost, op_costs=self.op_costs
+                                      ).durations(self.graph)
+            if durations not in seen or cost == self.cost:
+                kept.append(cost)
+                seen.append(durations)
+        return kept
+
+    def tree_matters(self) -> bool:
+        """Whether rebalancing the sums changes this graph (some chain of three or more
+        additions): otherwise the chain/tree switch would change nothing drawn."""
+        return self.graph.as_tree_reductions().deps != self.graph.deps
+
     def stream_options(self) -> list[str]:
         return list(STREAMS) if self.graph.devices else ["identical"]
 

@@ -168,6 +168,10 @@ def measure(ways: dict[str, Callable[..., Any]], *, engine: Any = "NaiveEngine",
 
     from hybridlab import engine as engines
 
+    if not ways or min(rounds, calls, runs) < 1:
+        raise ValueError(f"measure needs at least one way and rounds, calls and runs of at "
+                         f"least 1; got {len(ways)} way(s), rounds={rounds}, calls={calls}, "
+                         f"runs={runs}")
     names = list(ways)
     chosen = {name: _engine_of(engine[name] if isinstance(engine, dict) else engine)
               for name in names}
@@ -188,6 +192,18 @@ def measure(ways: dict[str, Callable[..., Any]], *, engine: Any = "NaiveEngine",
     label = labels.pop() if len(labels) == 1 else "; ".join(
         f"{name} on {describe(one)}" for name, one in chosen.items())
     return Measurement(label, threads, runs, samples, laps)
+
+
+def cpu_while_idle(before: Callable[[], Any], nap: float = 0.3) -> float:
+    """CPU seconds this process uses while it only sleeps ``nap`` s, right after
+    ``before()`` ran: threads that ``before`` left busy (a BLAS library's helpers spinning
+    for the next product) are all that can use it. It first sleeps ``nap`` s, so the
+    helpers of whatever ran earlier have gone quiet."""
+    time.sleep(nap)
+    before()
+    start = time.process_time()
+    time.sleep(nap)
+    return time.process_time() - start
 
 
 def _engine_of(name_or_engine: Any) -> Any:

@@ -315,17 +315,24 @@ def _weight_grad_infer(g: Aval, x: Aval, **attrs: Any) -> list[Aval]:
 
 
 # NOTE [Groups] With ``num_group=k`` the channels and the filters split into k groups, and
-# group i's filters see only group i's channels (AlexNet's two halves; k = C is a
-# depthwise convolution). Each kernel then runs once per group on channel slices: the
-# single-group kernels are the only arithmetic, and a group's result is copied into place.
+# group i's filters see only group i's channels (AlexNet's two halves, ShuffleNet's 1x1
+# layers; k = C is a depthwise convolution). im2col's matrix lists the rows channel by
+# channel, so group i's rows are the i-th k-th of it: the forward is one stacked product,
+# ``(k, F/k, C/k*kh*kw) @ (n, k, C/k*kh*kw, OH*OW)``, written straight into the result
+# (ShuffleNet's 1x1 layers of 3 groups had been three products, three copies into place).
+# The gradients run once per group on channel slices.
 def _grouped_forward(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *,
                      out: np.ndarray, num_group: int, **attrs: Any) -> np.ndarray:
     if num_group == 1:
         return _convolution_out(x, w, b, out=out, **attrs)
-    for cs, fs in _groups(num_group, x.shape[1], len(w)):
-        part = np.empty((len(x), fs.stop - fs.start, *out.shape[2:]), out.dtype)
-        out[:, fs] = _convolution_out(x[:, cs], w[fs], None if b is None else b[fs],
-                                      out=part, **attrs)
+    filters = w.reshape(num_group, len(w) // num_group, -1).astype(out.dtype, copy=False)
+    rows = np.reshape(out, (len(out), num_group, len(w) // num_group, -1), copy=False)
+    for part in chunks(len(x), _per_image(x, out.shape[2:], out.dtype, **attrs)):
+        cols = _im2col(x[part], out.dtype, **attrs)
+        np.matmul(filters, cols.reshape(len(cols), num_group, -1, cols.shape[-1]),
+                  out=rows[part])
+    if b is not None:
+        np.add(out, b.reshape(1, -1, 1, 1), out=out, casting="unsafe")
     return out
 
 

@@ -35,8 +35,10 @@ def _filled(name: str, fill: Any, doc: str, extra: Any = None, aliases: Any = ()
         grad=None, kind=Kind.OPAQUE, inputs=(), attrs=attrs, aliases=aliases, doc=doc))
 
 
-_filled("_zeros", lambda kw: 0, "An array of zeros of ``shape``.", aliases=("zeros",))
-_filled("_ones", lambda kw: 1, "An array of ones of ``shape``.", aliases=("ones",))
+# MXNet's ``stype``: hybridlab stores every array densely, so 'default' is the one choice
+_DENSE = {"stype": Attr("str", "default", ("default",))}
+_filled("_zeros", lambda kw: 0, "An array of zeros of ``shape``.", _DENSE, aliases=("zeros",))
+_filled("_ones", lambda kw: 1, "An array of ones of ``shape``.", _DENSE, aliases=("ones",))
 _filled("_full", lambda kw: kw["value"], "An array of ``shape`` filled with ``value``.",
         {"value": Attr("float")})
 

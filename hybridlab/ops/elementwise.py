@@ -320,8 +320,9 @@ def _is_scalar(value: float) -> bool:
 def _front_end(name_: str, tensor_op: str, scalar_op: str, reflected_op: str, doc: str) -> Any:
     """MXNet's ``nd.maximum(lhs, rhs)`` style functions: either side may be a number."""
     def dispatch(F: Any, lhs: Any, rhs: Any, name: Any = None) -> Any:
-        if _is_scalar(lhs) and _is_scalar(rhs):
-            raise TypeError(f"{name_}: at least one of lhs, rhs must be an array")
+        if _is_scalar(lhs) and _is_scalar(rhs):  # two numbers: a number, as in MXNet
+            number: Any = getattr(np, _NUMPY_NAMES.get(name_, name_))(lhs, rhs).item()
+            return int(number) if isinstance(number, bool) else number
         if _is_scalar(rhs):
             return getattr(F, scalar_op)(lhs, scalar=rhs, name=name)
         if _is_scalar(lhs):
@@ -332,6 +333,8 @@ def _front_end(name_: str, tensor_op: str, scalar_op: str, reflected_op: str, do
     composite(name_)(dispatch)
 
 
+# the numpy function of a front end, for two numbers, where the names differ
+_NUMPY_NAMES = {"modulo": "mod", "lesser": "less", "lesser_equal": "less_equal"}
 _FRONT_ENDS = {  # front end -> (tensor op, scalar op, op for ``number (op) tensor``)
     "add": ("broadcast_add", "_plus_scalar", "_plus_scalar"),
     "subtract": ("broadcast_sub", "_minus_scalar", "_rminus_scalar"),

@@ -87,7 +87,7 @@ register(OpDef(
     infer=_concat_infer, grad=_concat_grad, kind=Kind.OPAQUE, inputs=("*data",),
     infer_back=_concat_back,
     attrs={"dim": Attr("int", 1), "num_args": Attr("int", 0)},
-    aliases=("concat",), doc="Join the inputs along axis ``dim``."))
+    aliases=("concat", "_rnn_param_concat"), doc="Join the inputs along axis ``dim``."))
 
 
 def _concat_part(g: np.ndarray, *xs: np.ndarray, dim: int, index: int) -> np.ndarray:

@@ -13,7 +13,9 @@ arrays change exactly as in MXNet. (The ``Trainer`` keeps its own update code.)
 Invariants
 ----------
 * The gradient is first rescaled and clipped: ``clip(rescale_grad * grad, clip_gradient)``
-  (a negative ``clip_gradient`` means no clipping), as in MXNet's ``optimizer_op-inl.h``.
+  (a negative ``clip_gradient`` means no clipping), as in MXNet's ``optimizer_op-inl.h``;
+  Adam, FTML and RMSProp add the weight decay *before* clipping, ``clip(rescale_grad *
+  grad + wd * weight)``, as MXNet 1.9.1's kernels do (:func:`_decayed`).
 * No gradient: these are the end of a step, not part of a model.
 """
 
@@ -51,6 +53,12 @@ def _update(name: str, inputs: tuple[str, ...], rule: Callable[..., tuple[Any, .
                "clip_gradient": Attr("float", -1.0), **attrs}, doc=doc))
 
 
+def _decayed(g: Any, w: Any, rescale_grad: float, wd: float, clip: float) -> Any:
+    """``clip(rescale_grad * grad + wd * weight)``: the decay inside the clip."""
+    grad = g * rescale_grad + wd * w
+    return np.clip(grad, -clip, clip) if clip >= 0 else grad
+
+
 def _sgd(w: Any, g: Any, lr: float, wd: float, rescale_grad: float, clip_gradient: float,
          lazy_update: bool) -> tuple[Any, ...]:
     return ((1 - lr * wd) * w - lr * _clipped(g, rescale_grad, clip_gradient),)
@@ -75,15 +83,15 @@ def _signum(w: Any, g: Any, mom: Any, lr: float, wd: float, rescale_grad: float,
 
 def _nag(w: Any, g: Any, mom: Any, lr: float, wd: float, rescale_grad: float,
          clip_gradient: float, momentum: float) -> tuple[Any, ...]:
-    grad = _clipped(g, rescale_grad, clip_gradient) + wd * w
-    mom = momentum * mom + grad
-    return w - lr * (grad + momentum * mom), mom
+    step = lr * (_clipped(g, rescale_grad, clip_gradient) + wd * w)
+    mom = momentum * mom - step  # (MXNet's state: the rate and the sign inside)
+    return w + momentum * mom - step, mom
 
 
 def _adam(w: Any, g: Any, mean: Any, var: Any, lr: float, wd: float, rescale_grad: float,
           clip_gradient: float, beta1: float, beta2: float, epsilon: float,
           lazy_update: bool) -> tuple[Any, ...]:
-    grad = _clipped(g, rescale_grad, clip_gradient) + wd * w
+    grad = _decayed(g, w, rescale_grad, wd, clip_gradient)
     mean = beta1 * mean + (1 - beta1) * grad
     var = beta2 * var + (1 - beta2) * grad * grad
     return w - lr * mean / (np.sqrt(var) + epsilon), mean, var
@@ -92,7 +100,7 @@ def _adam(w: Any, g: Any, mean: Any, var: Any, lr: float, wd: float, rescale_gra
 def _rmsprop(w: Any, g: Any, n: Any, lr: float, wd: float, rescale_grad: float,
              clip_gradient: float, gamma1: float, epsilon: float, clip_weights: float
              ) -> tuple[Any, ...]:
-    grad = _clipped(g, rescale_grad, clip_gradient) + wd * w
+    grad = _decayed(g, w, rescale_grad, wd, clip_gradient)
     n = (1 - gamma1) * grad * grad + gamma1 * n
     w = w - lr * grad / np.sqrt(n + epsilon)
     return (np.clip(w, -clip_weights, clip_weights) if clip_weights >= 0 else w), n
@@ -101,7 +109,7 @@ def _rmsprop(w: Any, g: Any, n: Any, lr: float, wd: float, rescale_grad: float,
 def _rmspropalex(w: Any, g: Any, n: Any, mean: Any, delta: Any, lr: float, wd: float,
                  rescale_grad: float, clip_gradient: float, gamma1: float, gamma2: float,
                  epsilon: float, clip_weights: float) -> tuple[Any, ...]:
-    grad = _clipped(g, rescale_grad, clip_gradient) + wd * w
+    grad = _decayed(g, w, rescale_grad, wd, clip_gradient)
     n = (1 - gamma1) * grad * grad + gamma1 * n
     mean = (1 - gamma1) * grad + gamma1 * mean
     delta = gamma2 * delta - lr * grad / np.sqrt(n - mean * mean + epsilon)
@@ -121,7 +129,7 @@ def _ftrl(w: Any, g: Any, z: Any, n: Any, lr: float, wd: float, rescale_grad: fl
 def _ftml(w: Any, g: Any, d: Any, v: Any, z: Any, lr: float, wd: float, rescale_grad: float,
           clip_gradient: float, clip_grad: float, beta1: float, beta2: float, epsilon: float,
           t: int) -> tuple[Any, ...]:
-    grad = _clipped(g, rescale_grad, clip_grad if clip_grad >= 0 else clip_gradient) + wd * w
+    grad = _decayed(g, w, rescale_grad, wd, clip_grad if clip_grad >= 0 else clip_gradient)
     v = beta2 * v + (1 - beta2) * grad * grad
     d_t = (1 - beta1 ** t) / lr * (np.sqrt(v / (1 - beta2 ** t)) + epsilon)
     z = beta1 * z + (1 - beta1) * grad - (d_t - beta1 * d) * w

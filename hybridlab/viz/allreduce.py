@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from hybridlab.lab.allreduce import KINDS, AllReduceModel
-from hybridlab.viz.bundle import AUTO_BUTTONS, NATURAL_SIZE, Instrument, canvas_png
+from hybridlab.viz.bundle import AUTO_BUTTONS, NATURAL_SIZE, ROW, Instrument, canvas_png
 from hybridlab.viz.gantt import draw_tasks, label_tasks, two_axes
 from hybridlab.viz.palette import OKABE_ITO, lighten
 
@@ -99,8 +99,8 @@ class AllReduceExplorer(Instrument):
         self._canvas: Any = FigureCanvasAgg(self.figure)
         for control in (self.kind, self.devices, self.size, self.alpha, self.beta):
             control.observe(self._changed, names="value")
-        self.widget = widgets.VBox([widgets.HBox([self.kind, self.devices]),
-                                    widgets.HBox([self.size, self.alpha, self.beta]),
+        self.widget = widgets.VBox([widgets.HBox([self.kind, self.devices], layout=ROW),
+                                    widgets.HBox([self.size, self.alpha, self.beta], layout=ROW),
                                     self.numbers, self.image])
         self.widget.add_class("hybridlab-allreduce-explorer")
         self.refresh()

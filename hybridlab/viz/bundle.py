@@ -39,9 +39,13 @@ TEXT = "text/plain"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 # An instrument's picture at its natural size (a column box would stretch it to the output's
-# width, blurred), shrunk only when the output is narrower.
-NATURAL_SIZE = {"align_self": "flex-start", "max_width": "100%", "height": "auto"}
+# width, blurred), shrunk only when the output is narrower; without the widgets' 2-px margin,
+# which would push a picture shrunk to 100% past its box's edge (a sideways scroll bar).
+NATURAL_SIZE = {"align_self": "flex-start", "max_width": "100%", "height": "auto", "margin": "0"}
 AUTO_BUTTONS = {"button_width": "auto"}  # toggle buttons as wide as their labels, never cut
+# A row of controls (or panels) that wraps onto a second line when the output is narrower
+# than the row (a 1280-pixel window leaves ~850 px), instead of running off its edge.
+ROW = {"flex_flow": "row wrap"}
 
 
 def drop_dangling_widget_views(notebook: dict[str, Any]) -> int:
@@ -106,6 +110,12 @@ def pre_save_hook(model: dict[str, Any], **_: Any) -> None:
     if model.get("type") == "notebook" and isinstance(model.get("content"), dict):
         drop_dangling_widget_views(model["content"])
         keep_shown_widget_state(model["content"])
+
+
+def fitted_svg(svg: str) -> str:
+    """dot's SVG for an HTML widget: without its XML prologue, at its natural size (text as
+    drawn) and shrunk to the output's width when wider -- no sideways scroll."""
+    return "<svg style='max-width:100%;height:auto'" + svg[svg.index("<svg") + 4:]
 
 
 def encode_png(png: bytes | None) -> str | None:

@@ -111,23 +111,27 @@ def gantt(records: Sequence[TaskRecord], title: str = "engine trace",
     right = max(left + width for _, bars in drawn for left, width, _, _ in bars)
     axes[-1, 0].set(xlim=(0, right * 1.01 or 1.0), xlabel="time since the first op (ms)")
     handles = legend_handles([r for chart, _ in charts for r in chart])
-    figure.legend(handles=handles, loc="outside lower center", ncols=len(handles),
-                  fontsize=9, frameon=False)
+    figure.legend(handles=handles, loc="outside lower center", ncols=min(2, len(handles)),
+                  fontsize=9, frameon=False)  # (one row of long labels: 2000 px wide)
     figure.draw_without_rendering()  # settles the layout, so labels fit the final bars
     for ax, bars in drawn:
         label_tasks(ax, bars, fontsize=9)
     return figure
 
 
-def legend_handles(records: Sequence[TaskRecord]) -> list[Any]:
-    """One patch per kind present, naming its ops (so unlabelled narrow bars are readable)."""
+def legend_handles(records: Sequence[TaskRecord], width: int = 44) -> list[Any]:
+    """One patch per kind present, naming its ops (so unlabelled narrow bars are readable);
+    a label longer than ``width`` characters wraps, so two columns fit the figure."""
+    import textwrap
+
     from matplotlib.patches import Patch
 
     names: dict[str, list[str]] = {}
     for name in sorted({r.name for r in records}):
         names.setdefault(op_kind(name), []).append(name)
     return [Patch(facecolor=KIND_COLOURS.get(kind, OTHER_COLOUR), edgecolor="#555555",
-                  label=f"{kind}: {', '.join(ops)}") for kind, ops in sorted(names.items())]
+                  label=textwrap.fill(f"{kind}: {', '.join(ops)}", width))
+            for kind, ops in sorted(names.items())]
 
 
 def two_axes(figure: Any, width_ratios: list[float], **margins: float) -> tuple[Any, Any]:

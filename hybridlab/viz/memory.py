@@ -39,7 +39,7 @@ from hybridlab.lab.memory import (
     step_text,
     timeline,
 )
-from hybridlab.viz.bundle import AUTO_BUTTONS, NATURAL_SIZE, Instrument, canvas_png
+from hybridlab.viz.bundle import AUTO_BUTTONS, NATURAL_SIZE, ROW, Instrument, canvas_png
 from hybridlab.viz.palette import KIND_COLOURS, OKABE_ITO, OTHER_COLOUR
 
 
@@ -212,6 +212,8 @@ class MemoryExplorer(Instrument):
         self.mode = widgets.ToggleButtons(options=list(self.MODES),
                                           value=MODES[int(backward)], description="program",
                                           style=AUTO_BUTTONS)
+        if len(self.MODES) == 1:  # one program: a toggle of one option is no choice
+            self.mode.layout.display = "none"
         self.step = widgets.IntSlider(value=0, min=0, description="step",
                                       continuous_update=False)
         self.text = widgets.HTML()
@@ -221,7 +223,7 @@ class MemoryExplorer(Instrument):
                        for mode in self.MODES}
         self.mode.observe(self._mode_changed, names="value")
         self.step.observe(lambda change: self.refresh(), names="value")
-        self.widget = widgets.VBox([widgets.HBox([self.mode, self.step]), self.text,
+        self.widget = widgets.VBox([widgets.HBox([self.mode, self.step], layout=ROW), self.text,
                                     self.image])
         self.widget.add_class("hybridlab-memory-explorer")
         self._mode_changed()

@@ -84,6 +84,15 @@ BACKGROUND = "#ffffff"
 # Text drawn on any fill above: set explicitly wherever a fill is (an HTML chip inherits
 # the theme's text colour otherwise -- white in the dark theme).
 INK = "#1a1a1a"
+# HTML text, in either theme. The rule: text on a fill of ours gets INK with it (CODE_STYLE,
+# the chips); text on the page's own background gets no colour of ours but the theme's own
+# variables (their light-theme value as the fallback: the site and GitHub have no theme).
+PANEL = "#f7f7f7"  # the fill of code and IR boxes
+CODE_STYLE = (f"font-size:12px;line-height:1.35;white-space:pre;overflow-x:auto;"
+              f"word-break:normal;overflow-wrap:normal;background:{PANEL};color:{INK};"
+              f"padding:6px 8px")
+QUIET_TEXT = "color:var(--jp-ui-font-color2,#555555)"  # notes beside a drawing
+ERROR_TEXT = "color:var(--jp-error-color1,#a33333)"  # an error an instrument reports
 
 
 def contrast_ratio(foreground: str, background: str) -> float:

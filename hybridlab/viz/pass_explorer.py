@@ -30,9 +30,15 @@ from typing import Any, Sequence
 from hybridlab.lab.graphs import blocks, summary
 from hybridlab.lab.memory import memory_notes
 from hybridlab.lab.passes import PassModel
-from hybridlab.viz.bundle import Instrument, encode_png
+from hybridlab.viz.bundle import ROW, Instrument, fitted_svg
 from hybridlab.viz.graph import BIG_GRAPH, Drawing, to_block_dot, to_dot
-from hybridlab.viz.views import CODE_STYLE
+from hybridlab.viz.palette import CODE_STYLE
+
+# The drawing's and the text's boxes: together within a 1280 x 800 screen (about 700 px
+# under JupyterLab's bars) when the text wraps below the drawing, as it does in a laptop's
+# window; each scrolls down inside its box.
+PICTURE_HEIGHT = "min(640px, 50vh)"
+TEXT_HEIGHT = "min(640px, 30vh)"
 
 
 def stage_drawing(model: PassModel, index: int, block: str | None = None) -> Drawing:
@@ -61,7 +67,10 @@ class PassExplorer(Instrument):
         import ipywidgets as widgets
 
         self.model = model
-        self._pngs: dict[tuple[int, str], bytes | None] = {}  # each view rendered once
+        # each view laid out once: a click shows its SVG (dot's layout, tens of ms even for
+        # an opened dense block); its PNG (rasterising it took up to 1.3 s) is made only
+        # for a display's snapshot
+        self._drawings: dict[tuple[int, str], Drawing] = {}
         last = len(model.stages) - 1
         self.slider = widgets.IntSlider(value=last if stage is None else stage, min=0,
                                         max=last, description="stage",
@@ -79,10 +88,14 @@ class PassExplorer(Instrument):
                                       description="open block")
         if not names:
             self.block.layout.display = "none"
+        if not any(note.on_values and note.on_values(model.values, model.channel)
+                   for stage in model.stages for note in stage.notes):
+            self.channel.layout.display = "none"  # no stage shows a channel's numbers
         for control in (self.slider, self.channel, self.block):
             control.observe(lambda change: self.refresh(), names="value")
-        self.widget = widgets.VBox([widgets.HBox([self.slider, self.channel, self.block]),
-                                    self.headline, widgets.HBox([self.picture, self.text])])
+        self.widget = widgets.VBox([
+            widgets.HBox([self.slider, self.channel, self.block], layout=ROW),
+            self.headline, widgets.HBox([self.picture, self.text], layout=ROW)])
         self.widget.add_class("hybridlab-pass-explorer")
         self.refresh()
 
@@ -90,12 +103,13 @@ class PassExplorer(Instrument):
         index, model = self.slider.value, self.model
         model.channel = self.channel.value
         self.headline.value = f"<b>{html.escape(model.headline(index))}</b>"
-        png = self.snapshot_png()
-        # at its natural size (its text as drawn), scrolled when wider than its half
-        self.picture.value = (f'<div style="max-width:600px;overflow:auto">'
-                              f'<img src="data:image/png;base64,{encode_png(png)}" '
-                              f'style="max-width:none"/></div>' if png else
-                              f"<pre>{html.escape(stage_drawing(model, index).text)}</pre>")
+        drawing = self._drawing()
+        svg = drawing.svg()
+        # at most the output's width (the text beside it wraps below when it must), in a
+        # box no taller than a laptop's screen: a real network's drawing scrolls down
+        self.picture.value = (f'<div style="max-width:100%;max-height:{PICTURE_HEIGHT};'
+                              f'overflow-y:auto">{fitted_svg(svg)}</div>' if svg else
+                              f"<pre>{html.escape(drawing.text)}</pre>")
         text = model.diff(index)
         if index == len(model.stages) - 1:
             text += "\n\n# generated source\n" + model.source
@@ -104,18 +118,22 @@ class PassExplorer(Instrument):
         changes += f"<li>... and {more} more</li>" if more > 0 else ""
         note = model.note(index)  # the pass's notes (BatchNorm folding's arithmetic)
         note = f"<pre style='{CODE_STYLE}'>{html.escape(note)}</pre>" if note else ""
-        self.text.value = (f"<div style='margin-left:1em;max-width:560px'><ul>{changes}</ul>"
+        self.text.value = (f"<div style='margin-left:1em;max-width:560px;max-height:"
+                           f"{TEXT_HEIGHT};overflow-y:auto'><ul>{changes}</ul>"
                            f"{note}<pre style='{CODE_STYLE}'>{html.escape(text)}</pre></div>")
 
     def summary(self) -> str:
         return self.model.summary(self.slider.value)
 
-    def snapshot_png(self) -> bytes | None:
+    def _drawing(self) -> Drawing:
         key = (self.slider.value, self.block.value)
-        if key not in self._pngs:
+        if key not in self._drawings:
             opened = None if self.block.value == CLOSED else self.block.value
-            self._pngs[key] = stage_drawing(self.model, self.slider.value, opened).png()
-        return self._pngs[key]
+            self._drawings[key] = stage_drawing(self.model, self.slider.value, opened)
+        return self._drawings[key]
+
+    def snapshot_png(self) -> bytes | None:
+        return self._drawing().png()
 
 
 def pass_explorer(obj: Any, passes: Sequence[Any] = (), stage: int | str | None = None,

@@ -122,8 +122,8 @@ class _SpeedupView(Instrument):
 
         kind = self.network.value
         batch, width, depth = (s.value for s in self.sliders.values())
-        for key in ("width", "depth"):  # the seeds' MLP has its own sizes
-            self.sliders[key].disabled = kind == SEED
+        for key in ("width", "depth"):  # the seeds' MLP has its own sizes: no sliders
+            self.sliders[key].layout.display = "none" if kind == SEED else None
         name = SpeedupModel.name(kind, width, depth)
         if (name, batch) not in self.model.points:  # shown while the kernel measures
             self.status.value = (f"<i>measuring {html.escape(name)} at batch {batch} (a "

@@ -29,7 +29,7 @@ from typing import Any, Sequence
 
 from hybridlab.engine import TaskRecord
 from hybridlab.lab.schedule import STREAMS, ScheduleModel, TaskGraph
-from hybridlab.viz.bundle import AUTO_BUTTONS, NATURAL_SIZE, Instrument, canvas_png
+from hybridlab.viz.bundle import AUTO_BUTTONS, NATURAL_SIZE, ROW, Instrument, canvas_png
 from hybridlab.viz.gantt import draw_tasks, kind_colours, label_tasks, legend_handles, two_axes
 from hybridlab.viz.palette import DEVICE_COLOURS, DEVICE_HATCHES, OKABE_ITO, OTHER_COLOUR
 
@@ -110,7 +110,7 @@ class ScheduleExplorer(Instrument):
         self.model = model
         self.workers = widgets.IntSlider(value=model.workers, min=1, max=16,
                                          description="workers", continuous_update=False)
-        self.cost = widgets.Dropdown(options=model.costs(), value=model.cost,
+        self.cost = widgets.Dropdown(options=model.distinct_costs(), value=model.cost,
                                      description="costs")
         self.tree = widgets.ToggleButtons(options=["chain", "tree"],
                                           value="tree" if model.tree else "chain",
@@ -121,8 +121,12 @@ class ScheduleExplorer(Instrument):
             value=model.streams, description="devices", layout={"width": "auto"})
         if len(model.stream_options()) == 1:  # no devices in this graph: nothing to choose
             self.streams.layout.display = "none"
-        if len(model.costs()) == 1:  # one cost model: a menu of one is no choice
+        # a control that would change nothing drawn is not shown: one cost model (or
+        # several giving the same durations), sums without a chain to rebalance
+        if len(model.distinct_costs()) == 1:
             self.cost.layout.display = "none"
+        if not model.tree_matters():
+            self.tree.layout.display = "none"
         self.arrows = widgets.Checkbox(value=model.arrows, description="dependency arrows")
         self.critical = widgets.Checkbox(value=model.critical, description="critical path")
         self.numbers = widgets.HTML()
@@ -137,8 +141,9 @@ class ScheduleExplorer(Instrument):
                         self.critical):
             control.observe(self._changed, names="value")
         self.widget = widgets.VBox([
-            widgets.HBox([self.workers, self.cost, self.tree]),
-            widgets.HBox([self.streams, self.arrows, self.critical]), self.numbers, self.image])
+            widgets.HBox([self.workers, self.cost, self.tree], layout=ROW),
+            widgets.HBox([self.streams, self.arrows, self.critical], layout=ROW), self.numbers,
+            self.image])
         self.widget.add_class("hybridlab-schedule-explorer")
         self.refresh()
 

@@ -30,8 +30,15 @@ from typing import Any, Callable
 from hybridlab import engine as _engine
 from hybridlab.engine import DEP_KINDS, StepEngine
 from hybridlab.lab.queue import QueueModel
-from hybridlab.viz.bundle import Instrument
-from hybridlab.viz.palette import BACKGROUND, INK, STATE_COLOURS, STATE_STYLES, TASK_STATES
+from hybridlab.viz.bundle import ROW, Instrument, fitted_svg
+from hybridlab.viz.palette import (
+    BACKGROUND,
+    ERROR_TEXT,
+    INK,
+    STATE_COLOURS,
+    STATE_STYLES,
+    TASK_STATES,
+)
 
 NO_CHOICE = "(nothing pending)"  # the Sync on menu when no pending task writes a named array
 # A legend cell's outline, as the state's node outline (graphviz HTML cells know these).
@@ -91,7 +98,8 @@ class QueueStepper(Instrument):
         import ipywidgets as widgets
 
         self.model, self._restore, self._closed = model, restore, False
-        self.drawing = widgets.HTML()
+        # never wider than the output (a flex item would otherwise take its drawing's width)
+        self.drawing = widgets.HTML(layout={"max_width": "100%", "margin": "0"})
         self.queues = widgets.HTML()
         self.counter = widgets.HTML()
         self.message = widgets.HTML()
@@ -106,10 +114,11 @@ class QueueStepper(Instrument):
         for name, button in self.buttons.items():
             button.on_click(lambda _, act=actions[name]: self._act(act))
         controls = widgets.HBox([self.buttons["Step"], self.buttons["Sync on"], self.choice,
-                                 self.buttons["Wait all"], self.buttons["Reset"]])
-        self.widget = widgets.VBox([controls, self.counter, widgets.HBox([self.drawing,
-                                                                          self.queues]),
-                                    self.message])
+                                 self.buttons["Wait all"], self.buttons["Reset"]], layout=ROW)
+        # the drawing and the per-array queues side by side, the queues below when the
+        # output is too narrow for both (a laptop's window): never pushed off the edge
+        beside = widgets.HBox([self.drawing, self.queues], layout=ROW)
+        self.widget = widgets.VBox([controls, self.counter, beside, self.message])
         self.widget.add_class("hybridlab-queue-stepper")
         self._shell = _shell()
         if self._shell is not None:
@@ -146,9 +155,7 @@ class QueueStepper(Instrument):
                               f"<b>{model.pinned_bytes()}</b> bytes pinned by pending tasks")
         try:
             svg = queue_dot(model).pipe(format="svg", encoding="utf-8")
-            # at its natural size (text as drawn, 10 pt), scrolled sideways when wider
-            svg = svg[svg.index("<svg"):]
-            self.drawing.value = f"<div style='max-width:100%;overflow-x:auto'>{svg}</div>"
+            self.drawing.value = fitted_svg(svg)  # the whole queue in view, 10-pt text
         except Exception as err:  # no dot program: the text still shows the state
             self.drawing.value = f"<pre>{html.escape(str(err))}</pre>"
         rows = "".join(
@@ -163,7 +170,7 @@ class QueueStepper(Instrument):
         self.choice.options = choices or [NO_CHOICE]  # a placeholder, never a blank menu
         self.choice.value = chosen if chosen in choices else (choices or [NO_CHOICE])[0]
         self.choice.disabled = not choices
-        said = [f"<pre style='color:#a33'>{html.escape(model.error)}</pre>"] if model.error \
+        said = [f"<pre style='{ERROR_TEXT}'>{html.escape(model.error)}</pre>"] if model.error \
             else []
         said += [f"<i>{html.escape(self.hint)}</i>"] if self.hint else []
         self.message.value = "".join(said)

@@ -28,9 +28,8 @@ from hybridlab.lab.graphs import as_graph, block_parameters, cached_op_of, param
 from hybridlab.lab.memory import memory_notes
 from hybridlab.viz.bundle import encode_png, rich_bundle, stack_png
 from hybridlab.viz.graph import Drawing, to_dot
+from hybridlab.viz.palette import CODE_STYLE, QUIET_TEXT
 
-CODE_STYLE = ("font-size:12px;line-height:1.35;white-space:pre;overflow-x:auto;"
-              "word-break:normal;overflow-wrap:normal;background:#f7f7f7;padding:6px 8px")
 CAPTION_LINES = 3  # a pass's changes shown under its heading; the rest are counted
 
 
@@ -88,7 +87,7 @@ def _panel(heading: str, caption: list[str], body: str) -> str:
     notes = "".join(f"<div>{html.escape(line)}</div>" for line in lines)
     return (f'<div style="margin:0 24px 16px 0;max-width:100%">'
             f"<b>{html.escape(heading)}</b>"
-            f'<div style="font-size:12px;color:#555555;margin:2px 0 4px 0">{notes}</div>'
+            f'<div style="font-size:12px;{QUIET_TEXT};margin:2px 0 4px 0">{notes}</div>'
             f"{body}</div>")
 
 

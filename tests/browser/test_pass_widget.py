@@ -22,10 +22,12 @@ def test_the_stage_slider_changes_the_drawing(page, lab: Lab) -> None:
                             "the pass explorer")
     headline = widget.locator(".widget-html", has_text="stage")
     expect(headline).to_contain_text("stage 7/7: plan_memory", timeout=STEP_MS)
-    picture = widget.locator("img").first
-    before = picture.get_attribute("src")
+    before = widget.locator("svg").first.evaluate("svg => svg.outerHTML")
 
     widget.locator(".noUi-handle").press("Home")  # the first stage: the input graph
 
     expect(headline).to_contain_text("stage 0/7: the input graph", timeout=STEP_MS)
-    expect(picture).not_to_have_attribute("src", before, timeout=STEP_MS)
+    page.wait_for_function("""before => {
+        const drawing = document.querySelector(".hybridlab-pass-explorer svg");
+        return drawing !== null && drawing.outerHTML !== before;
+    }""", arg=before, timeout=STEP_MS)

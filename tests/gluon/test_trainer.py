@@ -52,8 +52,8 @@ def test_adam_with_bias_correction():
 
 def test_unknown_optimizer_and_parameter_are_named():
     w = gluon.Parameter("w", shape=(2,))
-    with pytest.raises(ValueError, match="unknown optimizer 'rmsprop'"):
-        gluon.Trainer([w], "rmsprop")
+    with pytest.raises(ValueError, match="unknown optimizer 'rmsporp'"):
+        gluon.Trainer([w], "rmsporp")
     with pytest.raises(ValueError, match=r"sgd: unknown optimizer parameter\(s\) \['beta1'\]"):
         gluon.Trainer([w], "sgd", {"beta1": 0.9})
 

@@ -208,3 +208,21 @@ def test_an_algorithm_choice_reads_as_the_times_measured():
     assert str(choice) == "winograd (measured here: 1.00 ms a call, im2col 2.00 ms)"
     op = CachedOp(mx.sym.relu(mx.sym.var("x")))
     assert op.convolutions() == {}
+
+
+@pytest.mark.parametrize("batch,groups,kernel,stride,pad,bias", [
+    (1, 3, (1, 1), (1, 1), (0, 0), True), (2, 3, (1, 1), (1, 1), (0, 0), False),
+    (3, 2, (3, 3), (2, 2), (1, 1), True), (2, 4, (3, 2), (1, 1), (0, 1), True)])
+def test_a_grouped_convolution_is_each_groups_convolution_side_by_side(
+        batch, groups, kernel, stride, pad, bias):
+    """NOTE [Groups]: the forward is one stacked product; group i's filters see only group
+    i's channels, so it equals ungrouped convolutions of the slices, concatenated."""
+    channels, filters = 2 * groups, 3 * groups
+    x = RNG.standard_normal((batch, channels, 7, 6)).astype(np.float32)
+    w = RNG.standard_normal((filters, 2, *kernel)).astype(np.float32)
+    b = RNG.standard_normal(filters).astype(np.float32) if bias else None
+    geometry = {"kernel": kernel, "stride": stride, "pad": pad}
+    want = np.concatenate([convolve(x[:, 2 * i:2 * i + 2], w[3 * i:3 * i + 3],
+                                    None if b is None else b[3 * i:3 * i + 3], **geometry)
+                           for i in range(groups)], axis=1)
+    close(convolve(x, w, b, num_group=groups, **geometry), want)

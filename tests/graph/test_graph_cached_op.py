@@ -303,3 +303,49 @@ def test_nd_cached_op_runs_a_symbol_with_mxnets_call_and_out():
     assert a.grad.asnumpy().tolist() == [2.0, 2.0]
     with pytest.raises(ValueError, match="unknown flags"):
         mx.nd.CachedOp(mx.sym.var("a"), flags=[("inline_limit", 2)])
+
+
+def test_a_short_program_runs_in_the_caller_of_an_idle_threaded_engine(monkeypatch):
+    """NOTE [Run now]: a threaded engine times a program's first calls; once it is known
+    short, a call on the idle engine computes its result itself (values before any wait),
+    and one known long still goes to a worker."""
+    from hybridlab.graph import cached_op
+
+    x, b = _nd(4, 8), _nd(8, seed=1)
+    expected = evaluate(bias_relu_chain(), x.asnumpy(), b.asnumpy())[0]
+    for threshold, short in ((10.0, True), (0.0, False)):
+        monkeypatch.setattr(cached_op, "SHORT", threshold)  # the verdict, not the clock
+        op = CachedOp(bias_relu_chain())
+        with engine.engine_scope("ThreadedEngine"):
+            for _ in range(cached_op.TIMED_CALLS):
+                assert op._last is None or op._last.short is None
+                op(x, b).wait_to_read()
+            assert op._last.short is short
+            y = op(x, b)
+            if short:
+                assert y._data is not None  # run by the call itself, nothing pushed
+            np.testing.assert_allclose(y.asnumpy(), expected)
+
+
+def test_an_error_in_a_program_run_at_once_reports_at_the_sync_point(monkeypatch):
+    """A program run in the caller (NOTE [Run now]) that raises fails its result as a
+    pushed op would: on a threaded engine at the next wait, with the error as its cause;
+    the engine stays usable."""
+    from hybridlab.errors import MXNetError
+    from hybridlab.graph import cached_op
+
+    monkeypatch.setattr(cached_op, "SHORT", 10.0)
+    op = CachedOp(mx.sym.broadcast_div(mx.sym.var("x"), mx.sym.var("y")))
+    x, zero, one = _nd(2, 3), mx.nd.zeros((2, 3)), mx.nd.ones((2, 3))
+    with engine.engine_scope("ThreadedEngine"):
+        for _ in range(cached_op.TIMED_CALLS):
+            op(x, one).wait_to_read()
+        with np.errstate(divide="raise"):
+            y = op(x, zero)  # raises in the caller's thread, at once: reported later
+        with pytest.raises(MXNetError, match="CachedOp") as info:
+            y.wait_to_read()
+        cause = info.value
+        while cause.__cause__ is not None:
+            cause = cause.__cause__
+        assert isinstance(cause, FloatingPointError)
+        np.testing.assert_allclose(op(x, one).asnumpy(), x.asnumpy())

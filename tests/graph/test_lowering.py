@@ -29,7 +29,7 @@ X = RNG.normal(size=(4, 3, 5)).astype(np.float32)
 
 
 def test_the_layer_operators_are_mxnets():
-    assert LAYER_OPS == ["Activation", "BatchNorm", "Dropout", "Embedding", "LRN",
+    assert LAYER_OPS == ["Activation", "BatchNorm", "Dropout", "Embedding", "LRN", "RNN",
                          "log_softmax", "softmax"]
     # lowering comes first, after the one pass that reads a layer operator whole
     assert PIPELINE[:2] == (fold_batchnorm, lower_operators)
@@ -42,6 +42,8 @@ CASES = {
     "log_softmax": (lambda F, x: F.log_softmax(x), [X]),
     "Dropout": (lambda F, x: F.Dropout(x, p=0.5), [X]),
     "LRN": (lambda F, x: F.LRN(x, nsize=3, alpha=0.5), [X]),
+    "RNN": (lambda F, x, p, h: F.RNN(x, p, h, state_size=2, num_layers=1, mode="rnn_tanh"),
+            [X, RNG.normal(size=18).astype(np.float32), np.zeros((1, 3, 2), np.float32)]),
     "Embedding": (lambda F, i, w: F.Embedding(i, w, input_dim=4, output_dim=3),
                   [np.array([[2.0, 0.0], [3.0, 3.0]], np.float32),
                    RNG.normal(size=(4, 3)).astype(np.float32)]),

@@ -160,6 +160,83 @@ def _sigmoid(x):
     return 1 / (1 + np.exp(-x))
 
 
+def _rnn_ref(mode, x, wi, wh, bi, bh, *rest, reverse=False, project=False, lengths=None):
+    """One recurrent layer written step by step from the cell equations (MXNet's gate
+    order): the reference for ``_rnn_layer``."""
+    rest = list(rest)
+    wr = rest.pop(0) if project else None
+    h = rest.pop(0)
+    c = rest.pop(0) if mode == "lstm" else None
+    steps = range(x.shape[0] - 1, -1, -1) if reverse else range(x.shape[0])
+    out = np.zeros((x.shape[0], x.shape[1], h.shape[1]))
+    for t in steps:
+        xs, hs = x[t] @ wi.T + bi, h @ wh.T + bh
+        if mode == "lstm":
+            i, f, g, o = np.split(xs + hs, 4, axis=1)
+            c_new = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
+            h_new = _sigmoid(o) * np.tanh(c_new)
+            h_new = h_new @ wr.T if project else h_new
+        elif mode == "gru":
+            (xr, xz, xn), (hr, hz, hn) = np.split(xs, 3, axis=1), np.split(hs, 3, axis=1)
+            r, z = _sigmoid(xr + hr), _sigmoid(xz + hz)
+            h_new, c_new = (1 - z) * np.tanh(xn + r * hn) + z * h, None
+        else:
+            h_new, c_new = (np.tanh(xs + hs) if mode == "rnn_tanh"
+                            else np.maximum(xs + hs, 0)), None
+        alive = np.ones((x.shape[1], 1), bool) if lengths is None else (t < lengths)[:, None]
+        out[t] = np.where(alive, h_new, 0)
+        h = np.where(alive, h_new, h)
+        c = None if c is None else np.where(alive, c_new, c)
+    return (out, h) if c is None else (out, h, c)
+
+
+def _deformable_ref(x, offset, w, b):
+    """A 3x3 deformable convolution (stride 1, no pad) tap by tap: each tap reads the
+    bilinear mix of its four neighbours, 0 outside, the last row or column alone."""
+    height, width = x.shape[2:]
+
+    def read(n, c, h, v):
+        if not (0 <= h < height and 0 <= v < width):
+            return 0.0
+        h0, v0 = int(np.floor(h)), int(np.floor(v))
+        h1, v1 = min(h0 + 1, height - 1), min(v0 + 1, width - 1)
+        a = 0.0 if h0 >= height - 1 else h - h0
+        e = 0.0 if v0 >= width - 1 else v - v0
+        return ((1 - a) * (1 - e) * x[n, c, h0, v0] + (1 - a) * e * x[n, c, h0, v1]
+                + a * (1 - e) * x[n, c, h1, v0] + a * e * x[n, c, h1, v1])
+
+    out = np.zeros((x.shape[0], w.shape[0], *offset.shape[2:]))
+    for n, f, y, z in np.ndindex(out.shape):
+        out[n, f, y, z] = b[f] + sum(
+            w[f, c, i, j] * read(n, c, y + i + offset[n, 2 * (3 * i + j), y, z],
+                                 z + j + offset[n, 2 * (3 * i + j) + 1, y, z])
+            for c in range(x.shape[1]) for i in range(3) for j in range(3))
+    return out
+
+
+def _ctc_ref(data, label):
+    """-log p(label) per sample by brute force: every path of T symbols (blank 0) whose
+    repeats merged and blanks dropped read as the label (0 pads it)."""
+    import itertools
+    steps, batch, classes = data.shape
+    probs = np.exp(data) / np.exp(data).sum(axis=2, keepdims=True)
+    losses = []
+    for n in range(batch):
+        target = [int(v) for v in label[n] if v != 0]
+        total = 0.0
+        for path in itertools.product(range(classes), repeat=steps):
+            read = [s for i, s in enumerate(path) if s != 0 and (i == 0 or s != path[i - 1])]
+            if read == target:
+                total += np.prod([probs[t, n, s] for t, s in enumerate(path)])
+        losses.append(-np.log(total))
+    return np.array(losses)
+
+
+def _sequence_valid(x, lengths, axis=0):
+    valid = np.arange(x.shape[axis])[:, None] < lengths[None, :]
+    return valid if axis == 0 else valid.T
+
+
 POS = {"low": 0.5, "high": 2.0}
 B2 = [(2, 1, 3), (4, 1)]  # two shapes that broadcast to (2, 4, 3)
 
@@ -384,7 +461,9 @@ ROWS: list[Row] = [
     Row("_linalg_gelqf", [(2, 4, 5)], lambda a: tuple(np.swapaxes(f, -1, -2) for f in
                                                       np.linalg.qr(np.swapaxes(a, -1, -2)))),
     Row("_linalg_gelqf_backward", [(2, 3), (2, 2), (2, 3), (2, 2)], None, grad=False,
-        checked_by="gelqf's row: its gradient check runs this"),
+        checked_by="gelqf's row: its gradient check runs this",  # L invertible in any dtype
+        make=lambda arrays: [*arrays[:3],
+                             np.tril(arrays[3]) + 3 * np.eye(2, dtype=arrays[3].dtype)]),
     Row("Custom", [(2, 3)], lambda x: x ** 3, {"op_type": "TableCube"}),  # _TableCube below
     Row("_backward_Custom", [(2, 3), (2, 3), (2, 3)], lambda g, x, y: 3 * x ** 2 * g,
         {"op_type": "TableCube"}, grad=False),
@@ -536,6 +615,71 @@ ROWS += [
     Row("smooth_l1", [(2, 3)], lambda x: np.where(np.abs(x) < 0.25, 2 * x * x,
                                                   np.abs(x) - 0.125), {"scalar": 2.0}),
 ]
+# recurrent layers (T=3, N=2, C=4, H=3) and the sequence operators
+_T, _N, _C, _H = 3, 2, 4, 3
+
+
+def _rnn_row(mode, **attrs):
+    gates = {"lstm": 4, "gru": 3}.get(mode, 1)
+    project = attrs.get("projection_size")
+    hidden = project or _H
+    shapes = [(_T, _N, _C), (gates * _H, _C), (gates * _H, hidden), (gates * _H,),
+              (gates * _H,)] + ([(hidden, _H)] if project else []) + [(_N, hidden)]
+    shapes += [(_N, _H)] if mode == "lstm" else []
+    ints = {}
+    if attrs.get("use_sequence_length"):
+        ints = {len(shapes): _T + 1}
+        shapes.append((_N,))
+
+    def ref(*arrays):
+        lengths = arrays[-1] if ints else None
+        given = arrays[:-1] if ints else arrays
+        return _rnn_ref(mode, *given, reverse=attrs.get("reverse", False),
+                        project=bool(project), lengths=lengths)
+
+    return Row("_rnn_layer", shapes, ref, {"mode": mode, **attrs}, low=-1.0, high=1.0,
+               ints=ints)
+
+
+ROWS += [
+    _rnn_row("lstm"),
+    _rnn_row("lstm", reverse=True, projection_size=2),
+    _rnn_row("gru", reverse=True),
+    _rnn_row("gru", use_sequence_length=True),
+    _rnn_row("rnn_tanh", use_sequence_length=True, reverse=True),
+    _rnn_row("rnn_relu"),
+    _rnn_row("lstm", use_sequence_length=True),
+    Row("_rnn_layer_backward", [(_T, _N, _C), (_H, _C), (_H, _H), (_H,), (_H,), (_N, _H),
+                                (_T, _N, _H), (_N, _H)], None, {"mode": "rnn_tanh"},
+        grad=False, checked_by="_rnn_layer"),
+    Row("SequenceMask", [(4, 3, 2), (3,)], lambda x, n: np.where(
+        _sequence_valid(x, n)[:, :, None], x, -1.0), {"use_sequence_length": True,
+                                                      "value": -1.0}, ints={1: 5}),
+    Row("SequenceMask", [(3, 4), (3,)], lambda x, n: np.where(_sequence_valid(x, n, 1), x, 0),
+        {"use_sequence_length": True, "axis": 1}, ints={1: 5}),
+    Row("SequenceLast", [(4, 3, 2), (3,)], lambda x, n: x[n.astype(int) - 1, np.arange(3)],
+        {"use_sequence_length": True}, make=lambda a: [a[0], np.array([1.0, 4.0, 2.0])],
+        ints={1: 5}),
+    Row("SequenceLast", [(3, 4, 2)], lambda x: x[:, -1], {"axis": 1}),
+    Row("_sequence_last_grad", [(3, 2), (4, 3, 2)], None, grad=False,
+        checked_by="SequenceLast"),
+    Row("SequenceReverse", [(4, 3, 2), (3,)], lambda x, n: np.stack(
+        [np.concatenate([x[:int(k), i][::-1], x[int(k):, i]]) for i, k in enumerate(n)], 1),
+        {"use_sequence_length": True}, make=lambda a: [a[0], np.array([1.0, 4.0, 3.0])],
+        ints={1: 5}),
+    Row("SequenceReverse", [(4, 3)], lambda x: x[::-1]),
+    Row("CTCLoss", [(4, 2, 3), (2, 2)], _ctc_ref, ints={1: 3},
+        make=lambda a: [a[0], np.array([[1.0, 2.0], [2.0, 0.0]], a[1].dtype)]),
+    Row("_ctc_loss_backward", [(4, 2, 3), (2, 2), (2,)], None, grad=False,
+        make=lambda a: [a[0], np.array([[1.0, 2.0], [2.0, 0.0]], a[1].dtype), a[2]],
+        checked_by="CTCLoss"),
+    Row("_contrib_DeformableConvolution", [(1, 2, 4, 4), (1, 18, 2, 2), (2, 2, 3, 3), (2,)],
+        _deformable_ref, {"kernel": (3, 3), "num_filter": 2}),
+    Row("_backward_DeformableConvolution", [(1, 2, 4, 4), (1, 18, 2, 2), (2, 2, 3, 3), (2,),
+                                            (1, 2, 2, 2)], None, {"kernel": (3, 3),
+                                                                  "num_filter": 2},
+        grad=False, checked_by="_contrib_DeformableConvolution"),
+]
 # the optimizer updates (MXNet's formulas, one step; the states given are any values)
 _LR = {"lr": 0.1, "wd": 0.01, "rescale_grad": 0.5}
 ROWS += [
@@ -548,9 +692,9 @@ ROWS += [
     Row("signum_update", [(3,)] * 3, lambda w, g, m: (
         w + 0.1 * np.sign(0.9 * m - 0.1 * (0.5 * g + 0.01 * w)),
         0.9 * m - 0.1 * (0.5 * g + 0.01 * w)), {**_LR, "momentum": 0.9}, grad=False),
-    Row("nag_mom_update", [(3,)] * 3, lambda w, g, m: (
-        w - 0.1 * (0.5 * g + 0.01 * w + 0.9 * (0.9 * m + 0.5 * g + 0.01 * w)),
-        0.9 * m + 0.5 * g + 0.01 * w), {**_LR, "momentum": 0.9}, grad=False),
+    Row("nag_mom_update", [(3,)] * 3, lambda w, g, m: (  # MXNet 1.9.1's NAGMomKernel
+        w - 0.9 * m + 1.9 * (0.9 * m - 0.1 * (0.5 * g + 0.01 * w)),
+        0.9 * m - 0.1 * (0.5 * g + 0.01 * w)), {**_LR, "momentum": 0.9}, grad=False),
     Row("adam_update", [(3,)] * 4, lambda w, g, m, v: (
         w - 0.1 * (0.9 * m + 0.1 * (0.5 * g + 0.01 * w))
         / (np.sqrt(0.999 * v + 0.001 * (0.5 * g + 0.01 * w) ** 2) + 1e-8),
@@ -734,6 +878,19 @@ def _softmax(x, axis=-1):
 
 
 X = np.random.default_rng(2).normal(size=(3, 4)).astype(np.float32)
+
+
+def _mxnet_rnn_case() -> tuple:
+    """MXNet 1.9.1's own RNN outputs (tools/mxnet_fixtures.py mxnet-rnn): the reference."""
+    import json
+    import pathlib
+    saved = np.load(pathlib.Path(__file__).parent.parent / "fixtures/mxnet/rnn/gru.npz")
+    names = ("data", "parameters", "state")
+    return ([saved[f"in_{n}"] for n in names], json.loads(str(saved["attrs"])),
+            saved["out_0"])
+
+
+_RNN_CASE = _mxnet_rnn_case()
 Y = np.random.default_rng(3).normal(size=(4,)).astype(np.float32)
 NANS = np.array([np.nan, np.inf, -np.inf, 1.0, -2.0], np.float32)
 COMPOSITE_ROWS: list[tuple[str, Callable[[], Any], Any]] = [
@@ -792,6 +949,7 @@ COMPOSITE_ROWS: list[tuple[str, Callable[[], Any], Any]] = [
     ("full", lambda: eager.full((2, 2), 7), np.full((2, 2), 7, np.float32)),
     ("Embedding", lambda: eager.Embedding(np.array([2.0, 0.0]), X, input_dim=3, output_dim=4),
      X[[2, 0]]),
+    ("RNN", lambda: eager.RNN(*_RNN_CASE[0], state_size=6, **_RNN_CASE[1]), _RNN_CASE[2]),
 ]
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from hybridlab.gluon.block import HybridBlock
-from hybridlab.gluon.nn import BatchNorm, HybridSequential, Sequential
+from hybridlab.gluon.nn import BatchNorm, Embedding, HybridSequential, Sequential
 
 
 class HybridConcurrent(HybridSequential):
@@ -62,3 +62,72 @@ class SyncBatchNorm(BatchNorm):
         super().__init__(axis=1, momentum=momentum, epsilon=epsilon, center=center,
                          scale=scale, use_global_stats=use_global_stats,
                          in_channels=in_channels, **kwargs)
+
+
+class SparseEmbedding(Embedding):
+    """MXNet's Embedding with a row-sparse gradient. hybridlab stores every gradient
+    densely, so it is :class:`~hybridlab.gluon.nn.Embedding` (the same values; the rows
+    not looked up hold zeros)."""
+
+    def __init__(self, input_dim: int, output_dim: int, dtype: Any = "float32",
+                 weight_initializer: Any = None, **kwargs: Any) -> None:
+        super().__init__(input_dim, output_dim, dtype=dtype,
+                         weight_initializer=weight_initializer, **kwargs)
+
+
+class _PixelShuffle(HybridBlock):
+    """Channels folded into space: (N, C * f1 * f2 ..., d1, d2 ...) becomes
+    (N, C, d1 * f1, d2 * f2 ...) -- each output block of f1 x f2 ... pixels takes its
+    values from f1 * f2 ... channels (super-resolution, Shi et al.)."""
+
+    dims = 1
+
+    def __init__(self, factor: Any, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        factors = (factor,) * self.dims if isinstance(factor, int) else tuple(factor)
+        if len(factors) != self.dims or any(f < 1 for f in factors):
+            raise ValueError(f"{type(self).__name__}: factor must be a positive int or "
+                             f"{self.dims} of them, got {factor!r}")
+        self._factors = factors
+
+    def hybrid_forward(self, F: Any, x: Any) -> Any:
+        dims, factors = self.dims, self._factors
+        # (N, C*f1*f2.., d1, d2..) -> (N, C, f1, f2.., d1, d2..): -4 splits an axis in
+        # two, 0 copies one axis, -2 all the rest
+        split = x.reshape((0, -4, -1, _product(factors)) + (-2,))
+        for i, f in enumerate(factors[:-1]):
+            split = split.reshape((0, 0) + (0,) * i + (-4, f, -1) + (-2,))
+        # interleave: (N, C, d1, f1, d2, f2 ...)
+        order = (0, 1) + tuple(a for i in range(dims) for a in (2 + dims + i, 2 + i))
+        merged = F.transpose(split, axes=order)
+        for i in range(dims):  # each (d_i, f_i) pair becomes one axis d_i * f_i
+            merged = merged.reshape((0, 0) + (0,) * i + (-3,) + (-2,))
+        return merged
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._factors if self.dims > 1 else self._factors[0]})"
+
+
+def _product(values: tuple) -> int:
+    total = 1
+    for value in values:
+        total *= value
+    return total
+
+
+class PixelShuffle1D(_PixelShuffle):
+    """(N, C * f, W) -> (N, C, W * f)."""
+
+    dims = 1
+
+
+class PixelShuffle2D(_PixelShuffle):
+    """(N, C * f1 * f2, H, W) -> (N, C, H * f1, W * f2)."""
+
+    dims = 2
+
+
+class PixelShuffle3D(_PixelShuffle):
+    """(N, C * f1 * f2 * f3, D, H, W) -> (N, C, D * f1, H * f2, W * f3)."""
+
+    dims = 3
