@@ -193,4 +193,6 @@ def test_cpu_while_idle_counts_the_threads_left_busy_not_the_sleep():
 
     quiet = cpu_while_idle(lambda: None, nap=0.2)
     busy = cpu_while_idle(leave_a_thread_spinning, nap=0.2)
-    assert quiet < 0.005 < busy
+    # (other threads of a test process -- engine workers, a Dask monitor -- may use a few
+    # ms of their own, so the spinning thread is measured against the quiet run)
+    assert busy > quiet + 0.005
