@@ -150,10 +150,14 @@ def test_ctrl_c_leaves_no_worker_process(tmp_path):
         loader = gluon.data.DataLoader(Stuck(), batch_size=1, num_workers=2, prefetch=2)
         next(iter(loader))
     """))
+    # Ctrl-C's default action in the child, as in a terminal: a child inherits an ignored
+    # SIGINT (a shell ignores it for the commands it starts in the background, as a CI
+    # runner may run `make test`), and Python then never raises KeyboardInterrupt
     process = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, cwd=tmp_path,
                                env={**os.environ, "PYTHONPATH": str(pathlib.Path(
-                                   mx.__file__).parent.parent)})
+                                   mx.__file__).parent.parent)},
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     pids = sorted({int(process.stdout.readline()) for _ in range(2)})
     assert len(pids) == 2 and all(_alive(pid) for pid in pids)
     process.send_signal(signal.SIGINT)
