@@ -313,9 +313,10 @@ BUDGETS: dict[str, int] = {
     "hybridlab/viz/palette.py": 64,  # op-kind and task-state colours (Okabe-Ito), defined once
     # (+6: the text styles of HTML in either theme: CODE_STYLE, QUIET_TEXT, ERROR_TEXT)
     # + INK and the WCAG contrast ratio the colours are tested with
-    "hybridlab/viz/bundle.py": 188,  # widget view + PNG + text: every instrument's output
+    "hybridlab/viz/bundle.py": 194,  # widget view + PNG + text: every instrument's output
     # (+ fitted_svg: a dot drawing in an HTML widget, shrunk to the output's width;
-    # laptop_svg: a drawing declared within a laptop output)
+    # laptop_svg: a drawing declared within a laptop output; show_canvas: a figure
+    # instrument's canvas into its image and numbers, once for the explorers)
     # (+ the default summary and snapshot every explorer repeated)
     # (+20: the pre-save hook marks a dropped view's PNG a snapshot, keeps only shown state)
     # + each display its own moment (freeze), the snapshot notice, the pre-save hook
@@ -418,7 +419,7 @@ BUDGETS: dict[str, int] = {
     # (+2: the convolution lines)
     # + the measured layouts
     "hybridlab/lab/allreduce.py": 120,  # server, ring, tree as task graphs; closed forms
-    "hybridlab/viz/allreduce.py": 100,  # the all-reduce explorer: drawing (axes reused), widget
+    "hybridlab/viz/allreduce.py": 90,  # the all-reduce explorer: drawing (axes reused), widget
     "hybridlab/exercises/lesson10.py": 200,  # lesson 10: training runs, 4 checks, the store;
     # + the two-device step measured on per-device workers, a model's zero explained
     # timed, a data-parallel step as a task graph

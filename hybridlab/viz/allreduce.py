@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from hybridlab.lab.allreduce import KINDS, AllReduceModel
-from hybridlab.viz.bundle import AUTO_BUTTONS, NATURAL_SIZE, ROW, Instrument, canvas_png
+from hybridlab.viz.bundle import AUTO_BUTTONS, NATURAL_SIZE, ROW, Instrument
 from hybridlab.viz.gantt import draw_tasks, label_tasks, two_axes
 from hybridlab.viz.palette import OKABE_ITO, lighten
 
@@ -113,10 +113,7 @@ class AllReduceExplorer(Instrument):
 
     def refresh(self) -> None:
         draw(self.model, self.figure)
-        self._canvas.draw()
-        self.png = canvas_png(self._canvas)
-        self.image.value = self.png
-        self.numbers.value = f"<code>{self.model.summary()}</code>"
+        self.show_canvas()
 
 
 def allreduce_explorer(kind: str = "ring", n: int = 4, size: float = 4e6,

@@ -23,7 +23,7 @@ import numpy as np
 
 from hybridlab.gluon.contrib.data import SPACINGS
 from hybridlab.lab.buckets import MAX_BUCKETS, WAYS, BucketModel, Costs
-from hybridlab.viz.bundle import AUTO_BUTTONS, NATURAL_SIZE, Instrument, canvas_png
+from hybridlab.viz.bundle import AUTO_BUTTONS, NATURAL_SIZE, Instrument
 from hybridlab.viz.palette import OKABE_ITO, lighten
 
 BUCKET_COLOURS = (lighten(OKABE_ITO["blue"], 0.35), lighten(OKABE_ITO["orange"], 0.3))
@@ -148,10 +148,7 @@ class BucketExplorer(Instrument):
 
     def refresh(self) -> None:
         draw(self.model, self.figure)
-        self._canvas.draw()
-        self.png = canvas_png(self._canvas)
-        self.image.value = self.png
-        self.numbers.value = f"<code>{self.model.summary()}</code>"
+        self.show_canvas()
 
     def summary(self) -> str:
         return self.model.summary()

@@ -290,6 +290,9 @@ class Instrument:
     """
 
     widget: Any = None
+    _canvas: Any = None  # figure instruments: the matplotlib canvas, its Image widget,
+    image: Any = None  # and the line of numbers under it (show_canvas)
+    numbers: Any = None
     model: Any = None  # the instrument's model (lab/), when it has one
     png: bytes | None = None  # the latest drawing, when the view keeps one
     _live_moment: Any = None  # (the box of the latest display, its frozen copy)
@@ -300,6 +303,14 @@ class Instrument:
         if self.model is None:
             raise NotImplementedError(f"{type(self).__name__} must define summary()")
         return str(self.model.summary())
+
+    def show_canvas(self) -> None:
+        """Render the view's matplotlib canvas into its Image widget and its numbers line
+        (the figure already redrawn): the last steps of a figure instrument's refresh."""
+        self._canvas.draw()
+        self.png = canvas_png(self._canvas)
+        self.image.value = self.png
+        self.numbers.value = f"<code>{self.model.summary()}</code>"
 
     def snapshot_png(self) -> bytes | None:
         """A PNG of the current state (None if it cannot be drawn here); by default the
